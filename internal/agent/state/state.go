@@ -1,0 +1,109 @@
+// Package state holds the agent's sandbox-wide settings: what the server
+// configured through POST /init (env vars, access token, default user and
+// workdir). It owns no I/O; the HTTP layer decides when settings change.
+package state
+
+import (
+	"maps"
+	"sync"
+	"time"
+)
+
+// Version is the envd version the agent reports. The SDK unlocks features
+// by comparing against it, so it must be valid semver and at least 0.6.4.
+const Version = "0.6.13"
+
+// State is safe for concurrent use.
+type State struct {
+	mu             sync.RWMutex
+	envVars        map[string]string // guarded by mu; replaced whole by /init
+	accessToken    string            // guarded by mu; empty means no token is enforced
+	defaultUser    string            // guarded by mu; "root" until /init sets it
+	defaultWorkdir string            // guarded by mu; empty means the user's home
+	lastTimestamp  time.Time         // guarded by mu; newest clock sync applied
+}
+
+// New returns the settings of an agent that has not been initialised yet.
+func New() *State {
+	return &State{envVars: map[string]string{}, defaultUser: "root"}
+}
+
+// EnvVars returns a copy of the sandbox-wide env vars.
+func (s *State) EnvVars() map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.envVars)
+}
+
+// SetEnvVars replaces the sandbox-wide env vars.
+func (s *State) SetEnvVars(vars map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.envVars = maps.Clone(vars)
+	if s.envVars == nil {
+		s.envVars = map[string]string{}
+	}
+}
+
+// AccessToken returns the token every protected request must carry, or ""
+// when none is set.
+func (s *State) AccessToken() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.accessToken
+}
+
+// SetAccessToken sets the token; "" turns enforcement off.
+func (s *State) SetAccessToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.accessToken = token
+}
+
+// DefaultUser is the user commands and file operations run as when the
+// request names none.
+func (s *State) DefaultUser() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.defaultUser
+}
+
+// SetDefaultUser changes the default user; "" is ignored.
+func (s *State) SetDefaultUser(name string) {
+	if name == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.defaultUser = name
+}
+
+// DefaultWorkdir is where commands start and relative paths resolve when
+// the request gives none; "" means the user's home.
+func (s *State) DefaultWorkdir() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.defaultWorkdir
+}
+
+// SetDefaultWorkdir changes the default workdir; "" is ignored.
+func (s *State) SetDefaultWorkdir(dir string) {
+	if dir == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.defaultWorkdir = dir
+}
+
+// SyncClock records a clock timestamp from the server and reports whether it
+// is newer than any seen before (older ones must be ignored).
+func (s *State) SyncClock(ts time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ts.After(s.lastTimestamp) {
+		return false
+	}
+	s.lastTimestamp = ts
+	return true
+}

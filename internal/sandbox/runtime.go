@@ -1,0 +1,89 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// Labels Warren puts on every container it creates, so that reconciliation
+// can tell its own containers from the rest of the engine.
+const (
+	LabelManaged = "dev.warren.managed" // "true"
+	LabelSandbox = "dev.warren.sandbox" // the sandbox ID
+	LabelTeam    = "dev.warren.team"
+)
+
+// AgentPort is the agent's port inside every sandbox.
+const AgentPort = 49983
+
+// ContainerSpec is what the runtime needs to create a sandbox's container.
+type ContainerSpec struct {
+	SandboxID   string
+	Image       string
+	Labels      map[string]string
+	CPUCount    int // 0 = no limit
+	MemoryMB    int // 0 = no limit
+	PidsLimit   int // 0 = no limit
+	AgentSecret string
+}
+
+// Container is a sandbox's container as the runtime sees it.
+type Container struct {
+	ID        string
+	SandboxID string // from LabelSandbox
+	Labels    map[string]string
+	Running   bool
+	Paused    bool   // frozen
+	AgentAddr string // 127.0.0.1:port of the published agent port; "" unless running
+}
+
+// Stats is one resource sample of a running container.
+type Stats struct {
+	Time       time.Time
+	CPUCount   int
+	CPUUsedPct float64
+	MemUsed    int64
+	MemTotal   int64
+	MemCache   int64
+	DiskUsed   int64
+	DiskTotal  int64
+}
+
+// Runtime runs sandboxes' containers. Implementations: runtime/docker (the
+// Docker engine) and runtime/fake (in memory, for tests). Every method
+// returns an *Error with KindNotFound when the container does not exist.
+type Runtime interface {
+	// Create creates and starts a container with the agent as its
+	// entrypoint, and returns it running with AgentAddr set.
+	Create(ctx context.Context, spec ContainerSpec) (Container, error)
+	// Start starts a stopped container; AgentAddr may differ from before.
+	Start(ctx context.Context, id string) (Container, error)
+	Stop(ctx context.Context, id string) error
+	Freeze(ctx context.Context, id string) error
+	Thaw(ctx context.Context, id string) error
+	Remove(ctx context.Context, id string) error
+	Inspect(ctx context.Context, id string) (Container, error)
+	// List returns every container labelled LabelManaged.
+	List(ctx context.Context) ([]Container, error)
+	Stats(ctx context.Context, id string) (Stats, error)
+	// Commit saves the container's filesystem as an image and returns its
+	// reference; used for snapshots.
+	Commit(ctx context.Context, id, ref string) (string, error)
+	RemoveImage(ctx context.Context, ref string) error
+	// ImageExists reports whether an image is present locally.
+	ImageExists(ctx context.Context, ref string) (bool, error)
+}
+
+// AgentInit is what the server tells a freshly started agent.
+type AgentInit struct {
+	EnvVars        map[string]string
+	AccessToken    string
+	DefaultUser    string
+	DefaultWorkdir string
+}
+
+// Agent talks to the agent inside a sandbox through its published port.
+type Agent interface {
+	// Init waits for the agent at addr to answer, then configures it.
+	Init(ctx context.Context, addr string, init AgentInit) error
+}

@@ -1,0 +1,108 @@
+// Package sandbox is Warren's domain: the Sandbox type and its lifecycle
+// states, the error kinds every edge maps once, and the small interfaces
+// the lifecycle manager needs from a container runtime, a store and the
+// in-sandbox agent. It imports nothing of Warren's; adapters implement its
+// interfaces and only cmd/ wires them together.
+package sandbox
+
+import (
+	"time"
+)
+
+// State is where a sandbox is in its lifecycle.
+type State string
+
+const (
+	StateCreating State = "creating"
+	StateRunning  State = "running"
+	StatePaused   State = "paused"
+	StateKilled   State = "killed"
+)
+
+// PauseMode says how a paused sandbox is kept. It is empty unless the
+// sandbox is paused.
+type PauseMode string
+
+const (
+	// PauseFrozen: the container's processes are frozen (docker pause);
+	// memory is kept and resume takes milliseconds.
+	PauseFrozen PauseMode = "frozen"
+	// PauseStopped: the container is stopped; memory and processes are
+	// gone, the filesystem is kept, resume restarts the agent.
+	PauseStopped PauseMode = "stopped"
+	// PauseCheckpointed: memory and processes are checkpointed to disk
+	// (gVisor), no RAM is held, resume restores them.
+	PauseCheckpointed PauseMode = "checkpointed"
+)
+
+// Sandbox is one sandbox as the store keeps it. The lifecycle manager is
+// its only writer.
+type Sandbox struct {
+	ID         string
+	TeamID     string
+	TemplateID string // the template as resolved (ID, not alias)
+	Alias      string // the alias the client asked for, if any
+	Image      string // the image the container runs
+
+	ContainerID string
+	// AgentAddr is host:port of the agent's published port on 127.0.0.1.
+	// It may change each time the container starts.
+	AgentAddr string
+	// AgentSecret authenticates the server to the agent's tunnel.
+	AgentSecret string
+
+	State     State
+	PauseMode PauseMode // empty unless State is StatePaused
+
+	CPUCount   int
+	MemoryMB   int
+	DiskSizeMB int
+
+	Metadata map[string]string
+	EnvVars  map[string]string
+
+	EnvdAccessToken    string // always set by v2 create; v1 only when secure
+	TrafficAccessToken string // set when public traffic is not allowed
+
+	StartedAt time.Time
+	// EndAt is when a running sandbox times out. While paused it is
+	// meaningless; Remaining holds what is left.
+	EndAt     time.Time
+	PausedAt  time.Time // zero unless paused
+	Remaining time.Duration
+
+	Lifecycle Lifecycle
+	Network   Network
+
+	StartCmd string // from the template, run by the agent after start
+	ReadyCmd string // polled until it succeeds before create returns
+	Workdir  string // default workdir from the template ("" = home)
+	User     string // default user from the template ("" = "user")
+}
+
+// Lifecycle is what happens when a sandbox times out and on traffic.
+type Lifecycle struct {
+	OnTimeout  TimeoutAction
+	KeepMemory bool // with OnTimeout pause: keep memory (frozen) or not
+	AutoResume bool // resume a paused sandbox on proxy traffic
+}
+
+// TimeoutAction is what a sandbox does when it reaches EndAt.
+type TimeoutAction string
+
+const (
+	TimeoutKill  TimeoutAction = "kill"
+	TimeoutPause TimeoutAction = "pause"
+)
+
+// Network holds a sandbox's network settings as the client set them.
+type Network struct {
+	AllowPublicTraffic  bool
+	AllowInternetAccess bool
+	AllowOut            []string
+	DenyOut             []string
+	MaskRequestHost     string
+}
+
+// Running reports whether the sandbox is running.
+func (s *Sandbox) Running() bool { return s.State == StateRunning }
