@@ -70,6 +70,11 @@ type Sandbox struct {
 	EndAt     time.Time
 	PausedAt  time.Time // zero unless paused
 	Remaining time.Duration
+	// Timeout is the lifetime the client asked for at create; an
+	// auto-resumed sandbox gets at least this long again.
+	Timeout time.Duration
+	// KilledAt is when the sandbox was killed; zero unless StateKilled.
+	KilledAt time.Time
 
 	Lifecycle Lifecycle
 	Network   Network
@@ -102,6 +107,23 @@ type Network struct {
 	AllowOut            []string
 	DenyOut             []string
 	MaskRequestHost     string
+	EgressProxy         *EgressProxy // nil = none
+	HTTPSPorts          []int
+	// Rules maps a destination domain to header transforms applied to
+	// outgoing requests.
+	Rules map[string][]NetworkRule
+}
+
+// EgressProxy is a SOCKS5 proxy for a sandbox's outgoing traffic.
+type EgressProxy struct {
+	Address  string // host:port
+	Username string
+	Password string
+}
+
+// NetworkRule is one transform of outgoing requests to a domain.
+type NetworkRule struct {
+	Headers map[string]string // headers set on the request
 }
 
 // Running reports whether the sandbox is running.

@@ -1,0 +1,154 @@
+// sdk-bench.mjs: benchmark warren-agent through the official e2b SDK, the way users reach it.
+//
+//   node bench/agent/sdk-bench.mjs --url http://localhost:49985 --container NAME [--runs 300]
+//
+// bench/run.sh starts the sandbox and passes these. It prints:
+//   - commands.run('true') round trip, p50/p95/p99 over --runs runs (after a warm-up);
+//   - files.write then files.read of 1 MB and 100 MB, in MB/s (MB = 10^6 bytes), through the SDK
+//     and, for comparison, with plain fetch (octet-stream upload, identity download);
+//   - the agent's resident memory (VmRSS of the agent process, and of its PID-1 init), idle and
+//     with 10 running commands, read from /proc inside the container with docker exec.
+import { execFileSync } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { parseArgs } from 'node:util'
+import os from 'node:os'
+
+const { values: opt } = parseArgs({
+  options: {
+    url: { type: 'string', default: 'http://localhost:49985' },
+    container: { type: 'string' },
+    runs: { type: 'string', default: '300' },
+    json: { type: 'boolean', default: false },
+  },
+})
+const RUNS = Number(opt.runs)
+
+// The SDK is installed once, for the end-to-end tests.
+const require = createRequire(new URL('../../test/e2e/package.json', import.meta.url))
+const { Sandbox } = await import(require.resolve('e2b'))
+
+const sbx = await Sandbox.create({ debug: true, sandboxUrl: opt.url })
+const results = {}
+
+function pct(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
+}
+
+// ------------------------------------------------------------------ run('true')
+{
+  for (let i = 0; i < 30; i++) await sbx.commands.run('true')
+  const ms = []
+  for (let i = 0; i < RUNS; i++) {
+    const t = process.hrtime.bigint()
+    await sbx.commands.run('true')
+    ms.push(Number(process.hrtime.bigint() - t) / 1e6)
+  }
+  ms.sort((a, b) => a - b)
+  results.runTrue = { runs: RUNS, p50: pct(ms, 50), p95: pct(ms, 95), p99: pct(ms, 99), min: ms[0] }
+  // For reference: the cost of the shell itself inside the sandbox (bash -l -c true).
+  const r = await sbx.commands.run(
+    'python3 -c "import subprocess,time; t=time.perf_counter(); [subprocess.run([\'/bin/bash\',\'-l\',\'-c\',\'true\']) for _ in range(50)]; print((time.perf_counter()-t)/50*1000)"',
+  )
+  results.runTrue.bashLoginMs = Number(r.stdout.trim())
+}
+
+// ------------------------------------------------------------------ files
+async function fileBench(sizeMB) {
+  const size = sizeMB * 1_000_000
+  const data = Buffer.alloc(size)
+  for (let i = 0; i + 4 <= size; i += 4) data.writeUInt32LE((i * 2654435761) >>> 0, i)
+  const ab = data.buffer.slice(data.byteOffset, data.byteOffset + data.length)
+  const path = `/tmp/bench-${sizeMB}mb.bin`
+  const rounds = sizeMB >= 100 ? 3 : 10
+  const best = { sdkWrite: Infinity, sdkRead: Infinity, fetchWrite: Infinity, fetchRead: Infinity }
+  for (let r = 0; r < rounds; r++) {
+    let t = performance.now()
+    await sbx.files.write(path, ab)
+    best.sdkWrite = Math.min(best.sdkWrite, performance.now() - t)
+    t = performance.now()
+    const back = await sbx.files.read(path, { format: 'bytes' })
+    best.sdkRead = Math.min(best.sdkRead, performance.now() - t)
+    if (back.length !== size) throw new Error(`read ${back.length} bytes, want ${size}`)
+
+    const url = `${opt.url}/files?path=${encodeURIComponent(path)}`
+    t = performance.now()
+    const up = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/octet-stream' }, body: data })
+    if (up.status !== 200) throw new Error(`upload: ${up.status} ${await up.text()}`)
+    await up.arrayBuffer()
+    best.fetchWrite = Math.min(best.fetchWrite, performance.now() - t)
+    t = performance.now()
+    const down = await fetch(url)
+    const got = await down.arrayBuffer()
+    best.fetchRead = Math.min(best.fetchRead, performance.now() - t)
+    if (got.byteLength !== size) throw new Error(`fetch read ${got.byteLength} bytes`)
+  }
+  await sbx.files.remove(path)
+  const mbps = (ms) => size / 1e6 / (ms / 1000)
+  return {
+    rounds,
+    sdkWriteMBps: mbps(best.sdkWrite),
+    sdkReadMBps: mbps(best.sdkRead),
+    sdkRoundTripMBps: (2 * size) / 1e6 / ((best.sdkWrite + best.sdkRead) / 1000),
+    fetchWriteMBps: mbps(best.fetchWrite),
+    fetchReadMBps: mbps(best.fetchRead),
+  }
+}
+results.files1MB = await fileBench(1)
+results.files100MB = await fileBench(100)
+
+// ------------------------------------------------------------------ RSS
+function agentRss() {
+  if (!opt.container) return undefined
+  // The agent runs as PID 1 (a small init that reaps zombies) plus its child, the agent proper;
+  // both are the executable /.warren/warren-agent.
+  const script =
+    'for d in /proc/[0-9]*; do [ "$(readlink $d/exe 2>/dev/null)" = /.warren/warren-agent ] && ' +
+    'echo "${d#/proc/} $(awk \'/^VmRSS/{print $2}\' $d/status)"; done'
+  const out = execFileSync('docker', ['exec', opt.container, 'sh', '-c', script], { encoding: 'utf8' })
+  const rows = out.trim().split('\n').map((l) => l.split(' ').map(Number))
+  const init = rows.find(([pid]) => pid === 1)
+  const agent = rows.filter(([pid]) => pid !== 1)
+  return {
+    agentKB: agent.reduce((s, [, kb]) => s + kb, 0),
+    initKB: init ? init[1] : 0,
+  }
+}
+if (opt.container) {
+  await new Promise((r) => setTimeout(r, 2000))
+  global.gc?.()
+  results.rssIdle = agentRss()
+  const handles = []
+  for (let i = 0; i < 10; i++) {
+    handles.push(await sbx.commands.run(`sleep 600 # bench ${i}`, { background: true, timeoutMs: 0 }))
+  }
+  await new Promise((r) => setTimeout(r, 1000))
+  results.rss10 = agentRss()
+  for (const h of handles) await h.kill()
+}
+
+// ------------------------------------------------------------------ report
+const cpu = os.cpus()[0]?.model ?? 'unknown cpu'
+results.machine = {
+  date: new Date().toISOString(),
+  cpu: `${cpu} × ${os.cpus().length}`,
+  memGB: +(os.totalmem() / 2 ** 30).toFixed(1),
+  kernel: os.release(),
+  node: process.version,
+  url: opt.url,
+}
+if (opt.json) {
+  console.log(JSON.stringify(results, null, 2))
+} else {
+  const f = (n, d = 1) => n.toFixed(d)
+  const r = results.runTrue
+  console.log(`machine: ${results.machine.cpu}, ${results.machine.memGB} GiB, Linux ${results.machine.kernel}, node ${results.machine.node}`)
+  console.log(`date:    ${results.machine.date}`)
+  console.log(`commands.run('true') over ${r.runs} runs: p50 ${f(r.p50, 2)} ms, p95 ${f(r.p95, 2)} ms, p99 ${f(r.p99, 2)} ms (min ${f(r.min, 2)} ms; bash -l -c true alone inside: ${f(r.bashLoginMs, 2)} ms)`)
+  for (const [label, x] of [['1 MB', results.files1MB], ['100 MB', results.files100MB]]) {
+    console.log(`files ${label} (best of ${x.rounds}): SDK write ${f(x.sdkWriteMBps)} MB/s, SDK read ${f(x.sdkReadMBps)} MB/s, write+read ${f(x.sdkRoundTripMBps)} MB/s; plain fetch write ${f(x.fetchWriteMBps)} MB/s, read ${f(x.fetchReadMBps)} MB/s`)
+  }
+  if (results.rssIdle) {
+    console.log(`agent RSS idle: ${f(results.rssIdle.agentKB / 1024)} MiB (+ init ${f(results.rssIdle.initKB / 1024)} MiB)`)
+    console.log(`agent RSS with 10 running commands: ${f(results.rss10.agentKB / 1024)} MiB (+ init ${f(results.rss10.initKB / 1024)} MiB)`)
+  }
+}

@@ -1,0 +1,209 @@
+// Command warren-agent is the agent inside every Warren sandbox, wire
+// compatible with E2B's envd 0.6. It is one static binary, mounted
+// read-only into any image and run as the container's entrypoint, as root.
+// As PID 1 it splits in two: a tiny init that reaps zombies and forwards
+// signals, and the agent proper (see reaper.go). The agent prepares the
+// image (the default user, E2B's marker file) and serves port 49983.
+//
+//	CGO_ENABLED=0 go build -o warren-agent ./cmd/warren-agent
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/warrenhq/warren/internal/agent/files"
+	"github.com/warrenhq/warren/internal/agent/filesystem"
+	"github.com/warrenhq/warren/internal/agent/process"
+	"github.com/warrenhq/warren/internal/agent/server"
+	"github.com/warrenhq/warren/internal/agent/state"
+)
+
+// secretEnv carries the tunnel secret from the Warren server. The agent
+// takes it out of its environment so commands it runs never inherit it.
+const secretEnv = "WARREN_AGENT_SECRET"
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if os.Getpid() == 1 && os.Getenv(childEnv) == "" {
+		self, err := os.Executable()
+		if err != nil {
+			log.Error("cannot find own executable", "err", err)
+			os.Exit(1)
+		}
+		os.Exit(runInit(log, append([]string{self}, os.Args[1:]...), append(os.Environ(), childEnv+"=1")))
+	}
+	os.Unsetenv(childEnv)
+
+	m := NewMain(os.Stderr)
+	if err := m.ParseFlags(os.Args[1:]); err != nil {
+		os.Exit(2) // ParseFlags has said why
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := m.Run(ctx); err != nil {
+		m.Log.Error("agent failed to start", "err", err)
+		os.Exit(1)
+	}
+	code := 0
+	select {
+	case <-ctx.Done():
+		m.Log.Info("shutting down")
+	case err := <-m.Failed():
+		m.Log.Error("server failed", "err", err)
+		code = 1
+	}
+	if err := m.Close(); err != nil {
+		m.Log.Warn("closing", "err", err)
+	}
+	os.Exit(code)
+}
+
+// Main is the agent program: configuration, then its running parts.
+type Main struct {
+	// Port is where the agent listens on every interface. Default 49983;
+	// 0 picks a free port (tests).
+	Port int
+	// Root is the root of the filesystem the agent prepares (default user,
+	// /run/e2b). Default "/"; tests use a temporary directory.
+	Root string
+	// TunnelSecret authenticates the Warren server on the tunnel; "" (the
+	// default when the variable is unset) disables the tunnel.
+	TunnelSecret string
+	// Verbose logs at debug level (every request, tunnel, reaped orphan).
+	Verbose bool
+
+	Log    *slog.Logger
+	stderr io.Writer
+
+	ln     net.Listener
+	srv    *server.Server
+	proc   *process.Service
+	fs     *filesystem.Service
+	failed chan error // receives Serve's error if it stops on its own
+}
+
+// NewMain returns a Main with the defaults, logging JSON to stderr.
+func NewMain(stderr io.Writer) *Main {
+	return &Main{
+		Port:   server.DefaultPort,
+		Root:   "/",
+		stderr: stderr,
+		Log:    slog.New(slog.NewJSONHandler(stderr, nil)),
+		failed: make(chan error, 1),
+	}
+}
+
+// ParseFlags reads the flags and WARREN_AGENT_SECRET, which it then
+// removes from the process environment. It reports errors on stderr.
+func (m *Main) ParseFlags(args []string) error {
+	fl := flag.NewFlagSet("warren-agent", flag.ContinueOnError)
+	fl.SetOutput(m.stderr)
+	fl.IntVar(&m.Port, "port", m.Port, "port to listen on")
+	fl.BoolVar(&m.Verbose, "verbose", m.Verbose, "log at debug level")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case fl.NArg() > 0:
+		err = fmt.Errorf("unexpected arguments: %q", fl.Args())
+	case m.Port < 0 || m.Port > 65535:
+		err = fmt.Errorf("invalid port %d", m.Port)
+	}
+	if err != nil {
+		fmt.Fprintln(m.stderr, err)
+		return err
+	}
+	m.TunnelSecret = os.Getenv(secretEnv)
+	os.Unsetenv(secretEnv)
+	if m.Verbose {
+		m.Log = slog.New(slog.NewJSONHandler(m.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return nil
+}
+
+// Run prepares the sandbox and starts serving; it returns once the agent
+// listens. Preparation failures are logged, not fatal: an image with a
+// read-only /etc still gets a working agent, only without user "user".
+func (m *Main) Run(ctx context.Context) error {
+	m.prepare()
+
+	st := state.New()
+	m.proc = process.New(st, m.Log)
+	m.fs = filesystem.New(st, m.Log)
+	m.srv = server.New(server.Config{
+		State:        st,
+		Log:          m.Log,
+		Process:      m.proc,
+		Filesystem:   m.fs,
+		Files:        files.New(st, m.Log),
+		TunnelSecret: m.TunnelSecret,
+	})
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", ":"+strconv.Itoa(m.Port))
+	if err != nil {
+		return err
+	}
+	m.ln = ln
+	go func() {
+		if err := m.srv.Serve(ln); err != nil {
+			m.failed <- err
+		}
+	}()
+	m.Log.Info("agent listening", "addr", ln.Addr().String(), "version", state.Version, "tunnel", m.TunnelSecret != "")
+	return nil
+}
+
+// prepare makes the container look like an E2B sandbox to the code in it.
+func (m *Main) prepare() {
+	created, err := ensureDefaultUser(m.Root)
+	switch {
+	case err != nil:
+		m.Log.Warn("cannot create the default user", "user", defaultUserName, "err", err)
+	case created:
+		m.Log.Info("created the default user", "user", defaultUserName)
+	}
+	// E2B_SANDBOX tells code (and E2B's own tools) it runs in a sandbox;
+	// commands inherit the agent's environment.
+	os.Setenv("E2B_SANDBOX", "true")
+	dir := filepath.Join(m.Root, "run/e2b")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		m.Log.Warn("cannot write the sandbox marker", "err", err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".E2B_SANDBOX"), []byte("true"), 0o644); err != nil {
+		m.Log.Warn("cannot write the sandbox marker", "err", err)
+	}
+}
+
+// Addr is the address the agent listens on; valid after Run.
+func (m *Main) Addr() net.Addr { return m.ln.Addr() }
+
+// Failed delivers the server's error if it stops serving before Close.
+func (m *Main) Failed() <-chan error { return m.failed }
+
+// Close stops the server (briefly letting requests finish), then the
+// services, which kill the processes they started.
+func (m *Main) Close() error {
+	var err error
+	if m.srv != nil {
+		err = m.srv.Close()
+	}
+	if m.proc != nil {
+		m.proc.Close()
+	}
+	if m.fs != nil {
+		m.fs.Close()
+	}
+	return err
+}

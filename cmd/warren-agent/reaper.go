@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// childEnv marks the agent process that the init started, so that the
+// re-executed binary runs the agent instead of another init.
+const childEnv = "WARREN_AGENT_CHILD"
+
+// runInit is the container's PID 1: it starts the agent as its child
+// (argv, env), forwards stop signals to it and reaps every process that
+// ends up orphaned in the container, which the kernel hands to PID 1. It
+// returns the agent's exit code once the agent exits.
+//
+// It does not restart a dead agent: a fresh agent has lost what /init set
+// (the access token among it) and would serve unauthenticated until the
+// server noticed. Exiting stops the container, which the lifecycle manager
+// sees and handles like any stopped sandbox: start again, init again.
+//
+// It also declares itself a child subreaper, which changes nothing as
+// PID 1 and makes the same code work (and testable) anywhere else.
+func runInit(log *slog.Logger, argv, env []string) int {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		log.Warn("cannot become a child subreaper", "err", err)
+	}
+	// Subscribe before the agent exists so that neither its exit nor an
+	// early stop request can be missed.
+	// Forwarded: what Docker sends on stop (SIGTERM) and what a terminal
+	// sends on Ctrl-C and friends.
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs, syscall.SIGCHLD,
+		syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+
+	// Not os/exec: its Wait would race with the reaping below for the
+	// agent's exit status.
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{0, 1, 2},
+	})
+	if err != nil {
+		log.Error("cannot start the agent", "err", err)
+		return 1
+	}
+	for sig := range sigs {
+		if sig != syscall.SIGCHLD {
+			if err := syscall.Kill(pid, sig.(syscall.Signal)); err != nil && !errors.Is(err, syscall.ESRCH) {
+				log.Warn("forwarding signal", "signal", sig, "err", err)
+			}
+			continue
+		}
+		if status, exited := reap(log, pid); exited {
+			code := exitCode(status)
+			log.Info("agent exited", "code", code)
+			return code
+		}
+	}
+	return 1
+}
+
+// reap collects every child that has exited. Signals coalesce, so one
+// SIGCHLD may stand for many exits. It reports the agent's status if the
+// agent was among them.
+func reap(log *slog.Logger, agent int) (unix.WaitStatus, bool) {
+	var agentStatus unix.WaitStatus
+	found := false
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return agentStatus, found
+		}
+		if pid == agent {
+			agentStatus, found = ws, true
+			continue
+		}
+		log.Debug("reaped orphan", "pid", pid)
+	}
+}
+
+// exitCode follows the shell's convention: the status, or 128 + the
+// signal that killed the process.
+func exitCode(ws unix.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The init runs in a child test process: it reaps with wait4(-1), which
+// would steal the exit statuses of other tests' commands, and it needs to
+// be the subreaper the orphans are handed to.
+const initHelperEnv = "WARREN_TEST_INIT_SCRIPT"
+
+func TestInitHelper(t *testing.T) {
+	script := os.Getenv(initHelperEnv)
+	if script == "" {
+		t.Skip("helper for the reaper tests")
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	os.Exit(runInit(log, []string{"/bin/sh", "-c", script}, os.Environ()))
+}
+
+// runInitHelper starts runInit in a child test process with the agent
+// replaced by a shell script.
+func runInitHelper(t *testing.T, script string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInitHelper$")
+	cmd.Env = append(os.Environ(), initHelperEnv+"="+script)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &stderr
+}
+
+func exitStatus(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	if err == nil {
+		return 0
+	}
+	if !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return ee.ExitCode()
+}
+
+// TestInitReapsOrphans: the script orphans a process that then exits.
+// Unless the init reaps it, it stays a zombie, /proc/<pid> stays, and the
+// script exits 1 instead of 3.
+func TestInitReapsOrphans(t *testing.T) {
+	script := `p=$( (sleep 0.05 & echo $!) ); sleep 0.5; if [ -e /proc/$p ]; then exit 1; fi; exit 3`
+	cmd, stderr := runInitHelper(t, script)
+	if got := exitStatus(t, cmd.Wait()); got != 3 {
+		t.Errorf("exit code %d, want 3 (the agent's); log:\n%s", got, stderr)
+	}
+	if !strings.Contains(stderr.String(), "reaped orphan") {
+		t.Errorf("no orphan reaped; log:\n%s", stderr)
+	}
+}
+
+// TestInitForwardsSignals: SIGTERM to the init reaches the agent, whose
+// exit code becomes the init's.
+func TestInitForwardsSignals(t *testing.T) {
+	ready := t.TempDir() + "/ready"
+	cmd, stderr := runInitHelper(t, `trap 'exit 7' TERM; touch `+ready+`; while :; do sleep 0.01; done`)
+	// The trap must be in place before the signal arrives.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the agent script never started; log:\n%s", stderr)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := exitStatus(t, cmd.Wait()); got != 7 {
+		t.Errorf("exit code %d, want 7; log:\n%s", got, stderr)
+	}
+}
+
+// TestInitAgentKilled: an agent killed by a signal is reported as 128+n.
+func TestInitAgentKilled(t *testing.T) {
+	cmd, stderr := runInitHelper(t, `kill -KILL $$`)
+	if got := exitStatus(t, cmd.Wait()); got != 128+9 {
+		t.Errorf("exit code %d, want 137; log:\n%s", got, stderr)
+	}
+}

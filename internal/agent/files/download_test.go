@@ -1,0 +1,157 @@
+package files
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDownload(t *testing.T) {
+	f := newFixture(t)
+	file := filepath.Join(f.dir, "notes.txt")
+	content := strings.Repeat("hello world\n", 1000)
+	writeFile(t, file, content)
+	empty := filepath.Join(f.dir, "empty.bin")
+	writeFile(t, empty, "")
+
+	t.Run("identity", func(t *testing.T) {
+		r := do(t, newRequest(t, http.MethodGet, f.fileURL("path", file), nil))
+		want := map[string]string{
+			"Content-Disposition": `inline; filename="notes.txt"`,
+			"Vary":                "Accept-Encoding",
+			"Content-Encoding":    "",
+			"Content-Length":      "12000",
+		}
+		got := map[string]string{}
+		for k := range want {
+			got[k] = r.header.Get(k)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("headers (-want +got):\n%s", diff)
+		}
+		if r.status != 200 || r.body != content {
+			t.Errorf("got %d with %d bytes", r.status, len(r.body))
+		}
+	})
+	t.Run("gzip", func(t *testing.T) {
+		r := do(t, newRequest(t, http.MethodGet, f.fileURL("path", file), nil, "Accept-Encoding", "gzip"))
+		if r.status != 200 || r.header.Get("Content-Encoding") != "gzip" {
+			t.Fatalf("status %d, headers %v", r.status, r.header)
+		}
+		if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+			t.Errorf("Content-Type = %q, want text/plain", ct)
+		}
+		zr, err := gzip.NewReader(strings.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil || string(plain) != content {
+			t.Errorf("decompressed %d bytes (%v), want the file", len(plain), err)
+		}
+	})
+	t.Run("range forces identity", func(t *testing.T) {
+		r := do(t, newRequest(t, http.MethodGet, f.fileURL("path", file), nil, "Accept-Encoding", "gzip", "Range", "bytes=6-10"))
+		if r.status != http.StatusPartialContent || r.body != "world" || r.header.Get("Content-Encoding") != "" {
+			t.Errorf("got %d %q encoding %q, want 206 \"world\" unencoded", r.status, r.body, r.header.Get("Content-Encoding"))
+		}
+	})
+	t.Run("empty file", func(t *testing.T) {
+		r := do(t, newRequest(t, http.MethodGet, f.fileURL("path", empty), nil))
+		if r.status != 200 || r.body != "" || r.header.Get("Content-Length") != "0" {
+			t.Errorf("got %d %q Content-Length %q", r.status, r.body, r.header.Get("Content-Length"))
+		}
+	})
+	t.Run("not acceptable", func(t *testing.T) {
+		r := do(t, newRequest(t, http.MethodGet, f.fileURL("path", file), nil, "Accept-Encoding", "br, *;q=0"))
+		wantError(t, r, http.StatusNotAcceptable, "")
+	})
+	t.Run("missing", func(t *testing.T) {
+		missing := filepath.Join(f.dir, "nope")
+		wantError(t, do(t, newRequest(t, http.MethodGet, f.fileURL("path", missing), nil)), 404, "path '"+missing+"' does not exist")
+	})
+	t.Run("directory", func(t *testing.T) {
+		wantError(t, do(t, newRequest(t, http.MethodGet, f.fileURL("path", f.dir), nil)), 400, "path '"+f.dir+"' is a directory")
+	})
+	t.Run("dot-dot resolves normally", func(t *testing.T) {
+		r := do(t, newRequest(t, http.MethodGet, f.fileURL("path", f.dir+"/x/../notes.txt"), nil))
+		if r.status != 200 || r.body != content {
+			t.Errorf("got %d", r.status)
+		}
+	})
+	t.Run("NUL byte", func(t *testing.T) {
+		wantError(t, do(t, newRequest(t, http.MethodGet, f.fileURL("path", f.dir+"/a\x00b"), nil)), 400, "")
+	})
+	t.Run("huge path", func(t *testing.T) {
+		r := do(t, newRequest(t, http.MethodGet, f.fileURL("path", "/"+strings.Repeat("a/", 3000)), nil))
+		if r.status != 404 && r.status != 400 {
+			t.Errorf("status = %d, want 400 or 404", r.status)
+		}
+	})
+}
+
+func TestChooseEncoding(t *testing.T) {
+	tests := []struct {
+		accept       string
+		identityOnly bool
+		want         string // "" means 406
+	}{
+		{"", false, "identity"},
+		{"gzip", false, "gzip"},
+		{"gzip, deflate, br", false, "gzip"},
+		{"GZIP;q=0.5", false, "gzip"},
+		{"gzip;q=0.5, identity;q=0.8", false, "identity"},
+		{"gzip;q=0", false, "identity"},
+		{"*", false, "gzip"},
+		{"*;q=0", false, ""},
+		{"br, *;q=0", false, ""},
+		{"identity;q=0", false, ""},
+		{"identity;q=0, *;q=0.1", false, "gzip"},
+		{"gzip, identity;q=0", false, "gzip"},
+		{"gzip", true, "identity"},
+		{"gzip, identity;q=0", true, ""},
+		{"gzip;q=bogus", false, "gzip"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.accept, func(t *testing.T) {
+			got, ok := chooseEncoding([]string{tc.accept}, tc.identityOnly)
+			if !ok {
+				got = ""
+			}
+			if got != tc.want {
+				t.Errorf("chooseEncoding(%q, %v) = %q, want %q", tc.accept, tc.identityOnly, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestContentDisposition(t *testing.T) {
+	for name, want := range map[string]string{
+		"a.txt":   `inline; filename="a.txt"`,
+		`q"uo\te`: `inline; filename="q\"uo\\te"`,
+		"naïve":   `inline; filename*=utf-8''na%C3%AFve`,
+	} {
+		if got := contentDisposition(name); got != want {
+			t.Errorf("contentDisposition(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func gzipped(t testing.TB, s string) *bytes.Buffer {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write([]byte(s)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &b
+}

@@ -1,0 +1,239 @@
+package files
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/warrenhq/warren/internal/agent/filesystem"
+	"github.com/warrenhq/warren/internal/agent/users"
+)
+
+// uploaded describes one written file in the upload response.
+type uploaded struct {
+	Path     string            `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// upload serves POST /files: a raw octet-stream body to `path`, or every
+// `file` part of a multipart body, each to `path` or its own filename.
+func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
+	u, abs, err := h.target(r, OperationWrite)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	md, err := parseMetadata(r.Header)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	body, err := requestBody(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer body.Close()
+	ctype := r.Header.Get("Content-Type")
+	media, params, err := mime.ParseMediaType(ctype)
+	if err != nil && ctype != "" {
+		h.fail(w, r, errorf(http.StatusBadRequest, "invalid Content-Type '%s'", ctype))
+		return
+	}
+	var res []uploaded
+	switch {
+	case media == "application/octet-stream":
+		if r.URL.Query().Get("path") == "" {
+			h.fail(w, r, errorf(http.StatusBadRequest, "path query parameter is required for application/octet-stream uploads"))
+			return
+		}
+		var one uploaded
+		one, err = h.writeFile(u, abs, body, md)
+		res = []uploaded{one}
+	case strings.HasPrefix(media, "multipart/"):
+		if params["boundary"] == "" {
+			h.fail(w, r, errorf(http.StatusBadRequest, "multipart Content-Type has no boundary"))
+			return
+		}
+		res, err = h.writeParts(r, u, multipart.NewReader(body, params["boundary"]), md)
+	default:
+		err = errorf(http.StatusBadRequest, "unsupported Content-Type '%s' (use application/octet-stream or multipart/form-data)", ctype)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+// writeParts writes every `file` part in order. A path written twice in
+// one request is refused: the second write would silently win.
+func (h *Handler) writeParts(r *http.Request, u *users.User, mr *multipart.Reader, md map[string]string) ([]uploaded, error) {
+	query := r.URL.Query().Get("path")
+	seen := map[string]bool{}
+	res := []uploaded{}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, bodyError(err, "malformed multipart body")
+		}
+		if part.FormName() != "file" {
+			continue
+		}
+		dest := query
+		if dest == "" {
+			dest = partFilename(part)
+		}
+		if dest == "" {
+			return nil, errorf(http.StatusBadRequest, "file part has no filename and the request no path query parameter")
+		}
+		abs, err := h.resolve(u, dest)
+		if err != nil {
+			return nil, err
+		}
+		if seen[abs] {
+			return nil, errorf(http.StatusBadRequest, "path '%s' is uploaded more than once in one request", abs)
+		}
+		seen[abs] = true
+		// A part can be cut short by a malformed body: still the client's
+		// fault, so its read errors are tagged like the body's.
+		one, err := h.writeFile(u, abs, bodyReader{part}, md)
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, one)
+	}
+	if len(res) == 0 {
+		return nil, errorf(http.StatusBadRequest, "multipart body has no part named 'file'")
+	}
+	return res, nil
+}
+
+// partFilename is the part's filename as sent. Part.FileName keeps only the
+// base name, but the SDK sends the whole target path there.
+func partFilename(p *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(p.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
+}
+
+// errRequestBody marks failures reading what the client sent, which are
+// the client's fault (400), apart from failures writing the file.
+var errRequestBody = errors.New("reading request body")
+
+// bodyReader tags every read error with errRequestBody (once).
+type bodyReader struct{ r io.Reader }
+
+func (b bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, errRequestBody) {
+		err = fmt.Errorf("%w: %w", errRequestBody, err)
+	}
+	return n, err
+}
+
+func bodyError(err error, what string) error {
+	if errors.Is(err, errRequestBody) {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	return errorf(http.StatusBadRequest, "%s: %v", what, err)
+}
+
+// requestBody undoes the request's Content-Encoding (gzip or none).
+func requestBody(r *http.Request) (io.ReadCloser, error) {
+	raw := io.NopCloser(bodyReader{r.Body})
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return raw, nil
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(bodyReader{r.Body})
+		if err != nil {
+			return nil, errorf(http.StatusBadRequest, "invalid gzip request body: %v", err)
+		}
+		return io.NopCloser(bodyReader{zr}), nil
+	default:
+		return nil, errorf(http.StatusBadRequest, "unsupported Content-Encoding '%s' (only gzip is supported)", enc)
+	}
+}
+
+// copyBufs holds the buffers uploads stream through: large enough that a
+// big upload costs few write syscalls, pooled so idle ones cost nothing.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// writeFile streams src into abs for u: parents created and chowned,
+// existing content truncated, metadata replaced.
+func (h *Handler) writeFile(u *users.User, abs string, src io.Reader, md map[string]string) (uploaded, error) {
+	if err := filesystem.MkdirAllAs(filepath.Dir(abs), u.UID, u.GID); err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return uploaded{}, errorf(http.StatusBadRequest, "a parent of path '%s' is not a directory", abs)
+		}
+		return uploaded{}, writeFailure(abs, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return uploaded{}, errorf(http.StatusBadRequest, "path '%s' is a directory", abs)
+	}
+	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	if err != nil {
+		return uploaded{}, writeFailure(abs, err)
+	}
+	if err := f.Chown(int(u.UID), int(u.GID)); err != nil {
+		f.Close()
+		return uploaded{}, writeFailure(abs, err)
+	}
+	buf := copyBufs.Get().(*[]byte)
+	// Hiding ReadFrom keeps io.CopyBuffer on our 1 MiB buffer instead of
+	// os.File's 32 KiB fallback.
+	_, err = io.CopyBuffer(struct{ io.Writer }{f}, src, *buf)
+	copyBufs.Put(buf)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if errors.Is(err, errRequestBody) {
+			return uploaded{}, bodyError(err, "upload")
+		}
+		return uploaded{}, writeFailure(abs, err)
+	}
+	if err := filesystem.WriteMetadata(abs, md); err != nil {
+		if !errors.Is(err, filesystem.ErrMetadataUnsupported) {
+			return uploaded{}, err
+		}
+		h.log.Warn("filesystem cannot store file metadata; ignoring it", "path", abs, "err", err)
+	}
+	return uploaded{Path: abs, Name: filepath.Base(abs), Type: "file", Metadata: md}, nil
+}
+
+// writeFailure maps a failed write of abs to its answer.
+func writeFailure(abs string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return errorf(http.StatusInsufficientStorage, "not enough disk space to write '%s'", abs)
+	case errors.Is(err, syscall.EISDIR):
+		return errorf(http.StatusBadRequest, "path '%s' is a directory", abs)
+	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EINVAL):
+		return errorf(http.StatusBadRequest, "invalid path '%s'", abs)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return errorf(http.StatusForbidden, "cannot write '%s': %v", abs, errors.Unwrap(err))
+	default:
+		return fmt.Errorf("write %s: %w", abs, err)
+	}
+}

@@ -1,0 +1,139 @@
+// Package api is Warren's control plane: E2B's REST API (paths, JSON
+// shapes, status codes and {code, message} errors) on a net/http ServeMux,
+// with X-API-KEY authentication. Handlers decode, authorise and encode;
+// every state change goes through the lifecycle manager. The data-plane
+// proxy is not here: cmd/warren mounts it in front of this handler.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+
+	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// KeyLookup finds a stored API key by its hash; the store implements it.
+type KeyLookup interface {
+	APIKeyByHash(ctx context.Context, hash string) (sandbox.APIKey, error)
+}
+
+// Config configures the API handler.
+type Config struct {
+	Manager *lifecycle.Manager // required
+	Keys    KeyLookup          // required
+	// ExtraKeys are accepted besides the stored keys, for the default
+	// team (WARREN_API_KEY). nil = none.
+	ExtraKeys []string
+	Logger    *slog.Logger // nil = discard
+}
+
+// ClientID is E2B's deprecated per-node client ID; clients only need it
+// to be present.
+const ClientID = "6532622b"
+
+type server struct {
+	m       *lifecycle.Manager
+	keys    KeyLookup
+	extra   [][]byte // hashes of ExtraKeys
+	log     *slog.Logger
+	envdVer string
+}
+
+// New returns the control-plane handler.
+func New(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	mc := cfg.Manager.Config()
+	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion}
+	for _, k := range cfg.ExtraKeys {
+		s.extra = append(s.extra, []byte(sandbox.HashAPIKey(k)))
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	routes := []struct {
+		pattern string
+		h       handler
+	}{
+		{"POST /sandboxes", s.createV1},
+		{"POST /v2/sandboxes", s.createV2},
+		{"GET /sandboxes", s.listV1},
+		{"GET /v2/sandboxes", s.listV2},
+		{"GET /sandboxes/metrics", s.bulkMetrics},
+		{"GET /sandboxes/{id}", s.get},
+		{"DELETE /sandboxes/{id}", s.kill},
+		{"POST /sandboxes/{id}/timeout", s.setTimeout},
+		{"POST /sandboxes/{id}/refreshes", s.refresh},
+		{"POST /sandboxes/{id}/pause", s.pause},
+		{"POST /sandboxes/{id}/resume", s.resume},
+		{"POST /sandboxes/{id}/connect", s.connectV1},
+		{"POST /v2/sandboxes/{id}/connect", s.connectV2},
+		{"PUT /sandboxes/{id}/network", s.updateNetwork},
+		{"GET /sandboxes/{id}/metrics", s.metrics},
+		{"GET /sandboxes/{id}/logs", s.logsV1},
+		{"GET /v2/sandboxes/{id}/logs", s.logsV2},
+		{"POST /sandboxes/{id}/snapshots", s.createSnapshot},
+		{"GET /snapshots", s.listSnapshots},
+		{"DELETE /templates/{id}", s.deleteSnapshot},
+		{"POST /sandboxes/{id}/fork", s.fork},
+	}
+	for _, rt := range routes {
+		mux.Handle(rt.pattern, s.wrap(rt.h))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, sandbox.Errorf(sandbox.KindNotFound, "%s %s not found", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// handler serves an authenticated request for team; a returned error is
+// written in E2B's shape.
+type handler func(w http.ResponseWriter, r *http.Request, team string) error
+
+func (s *server) wrap(h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		team, err := s.authenticate(r)
+		if err == nil {
+			err = h(w, r, team)
+		}
+		if err != nil {
+			if sandbox.KindOf(err) == sandbox.KindInternal {
+				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			writeError(w, err)
+		}
+	})
+}
+
+// authenticate returns the team of the request's X-API-KEY.
+func (s *server) authenticate(r *http.Request) (string, error) {
+	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "missing X-API-KEY header")
+	}
+	if !sandbox.ValidAPIKey(key) {
+		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "invalid API key")
+	}
+	hash := sandbox.HashAPIKey(key)
+	for _, h := range s.extra {
+		if subtle.ConstantTimeCompare(h, []byte(hash)) == 1 {
+			return sandbox.DefaultTeamID, nil
+		}
+	}
+	k, err := s.keys.APIKeyByHash(r.Context(), hash)
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "invalid API key")
+	}
+	if err != nil {
+		return "", err
+	}
+	return k.TeamID, nil
+}
+
+// sandboxID returns the request's validated {id} path value.
+func sandboxID(r *http.Request) (string, error) {
+	return sandbox.ParseID(r.PathValue("id"))
+}

@@ -1,0 +1,61 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// statusOf is the one table from error kinds to HTTP statuses.
+var statusOf = map[sandbox.Kind]int{
+	sandbox.KindInternal:        http.StatusInternalServerError,
+	sandbox.KindNotFound:        http.StatusNotFound,
+	sandbox.KindConflict:        http.StatusConflict,
+	sandbox.KindInvalid:         http.StatusBadRequest,
+	sandbox.KindUnauthenticated: http.StatusUnauthorized,
+	sandbox.KindForbidden:       http.StatusForbidden,
+	sandbox.KindUnavailable:     http.StatusServiceUnavailable,
+}
+
+// errorBody is E2B's error shape; Code always equals the HTTP status,
+// because the SDK branches on it.
+type errorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func errorOf(err error) errorBody {
+	status, ok := statusOf[sandbox.KindOf(err)]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	return errorBody{Code: status, Message: sandbox.Message(err)}
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	body := errorOf(err)
+	writeJSON(w, body.Code, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// maxBody bounds request bodies; the largest legitimate one (env vars and
+// metadata) is far smaller.
+const maxBody = 1 << 20
+
+// decode reads an optional JSON body into v: an empty body leaves v as
+// it is. Unknown fields are ignored, as E2B does.
+func decode(r *http.Request, v any) error {
+	err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(v)
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return sandbox.Errorf(sandbox.KindInvalid, "invalid request body: %v", err)
+}

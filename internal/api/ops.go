@@ -1,0 +1,150 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+func (s *server) setTimeout(w http.ResponseWriter, r *http.Request, team string) error {
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Timeout == nil {
+		return sandbox.Errorf(sandbox.KindInvalid, "timeout is required")
+	}
+	if err := s.m.SetTimeout(r.Context(), team, id, seconds(*req.Timeout)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// maxRefresh is the longest refresh E2B accepts.
+const maxRefresh = 3600
+
+func (s *server) refresh(w http.ResponseWriter, r *http.Request, team string) error {
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Duration *int64 `json:"duration"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	d := timeoutOr(req.Duration, 15*time.Second)
+	if d > maxRefresh*time.Second {
+		return sandbox.Errorf(sandbox.KindInvalid, "duration cannot be greater than %d seconds", maxRefresh)
+	}
+	if err := s.m.Refresh(r.Context(), team, id, d); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// pause keeps memory (frozen) unless the body says memory: false.
+func (s *server) pause(w http.ResponseWriter, r *http.Request, team string) error {
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	req := struct {
+		Memory *bool `json:"memory"`
+	}{}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	keep := req.Memory == nil || *req.Memory
+	if err := s.m.Pause(r.Context(), team, id, keep); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// resume is E2B's deprecated resume (SDK 2.0–2.5): 409 when running.
+func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) error {
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	sb, err := s.m.Resume(r.Context(), team, id, timeoutOr(req.Timeout, 15*time.Second))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, s.sandboxJSON(sb))
+	return nil
+}
+
+func (s *server) connectV1(w http.ResponseWriter, r *http.Request, team string) error {
+	return s.connect(w, r, team, false)
+}
+
+func (s *server) connectV2(w http.ResponseWriter, r *http.Request, team string) error {
+	return s.connect(w, r, team, true)
+}
+
+// connect answers 200 when the sandbox was running and 201 when it had to
+// be resumed. v1 requires a timeout; v2 defaults it to 300 s. The memory
+// flag (reboot instead of resume) is accepted and ignored: a stopped
+// sandbox always restarts, a frozen one always thaws.
+func (s *server) connect(w http.ResponseWriter, r *http.Request, team string, v2 bool) error {
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if !v2 && req.Timeout == nil {
+		return sandbox.Errorf(sandbox.KindInvalid, "timeout is required")
+	}
+	sb, resumed, err := s.m.Connect(r.Context(), team, id, timeoutOr(req.Timeout, 300*time.Second))
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if resumed {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, s.sandboxJSON(sb))
+	return nil
+}
+
+// updateNetwork replaces a sandbox's egress settings; omitted fields are
+// cleared. Warren stores them but does not enforce egress yet.
+func (s *server) updateNetwork(w http.ResponseWriter, r *http.Request, team string) error {
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	var req networkJSON
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := s.m.UpdateNetwork(r.Context(), team, id, networkIn(&req, nil)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

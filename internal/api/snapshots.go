@@ -1,0 +1,117 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+func (s *server) createSnapshot(w http.ResponseWriter, r *http.Request, team string) error {
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	sn, err := s.m.Snapshot(r.Context(), team, id, req.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, snapshotOut(sn))
+	return nil
+}
+
+// listSnapshots pages the team's snapshots; the next token is the ID of
+// the last snapshot returned.
+func (s *server) listSnapshots(w http.ResponseWriter, r *http.Request, team string) error {
+	q := r.URL.Query()
+	var sandboxFilter string
+	if v := q.Get("sandboxID"); v != "" {
+		id, err := sandbox.ParseID(v)
+		if err != nil {
+			return err
+		}
+		sandboxFilter = id
+	}
+	limit, err := intParam(q.Get("limit"), 100, 1, 100, "limit")
+	if err != nil {
+		return err
+	}
+	all, err := s.m.Snapshots(r.Context(), team, sandboxFilter, q.Get("name"))
+	if err != nil {
+		return err
+	}
+	if tok := q.Get("nextToken"); tok != "" {
+		i := slices.IndexFunc(all, func(sn sandbox.Snapshot) bool { return sn.ID == tok })
+		if i < 0 {
+			return sandbox.Errorf(sandbox.KindInvalid, "invalid next token")
+		}
+		all = all[i+1:]
+	}
+	if len(all) > limit {
+		all = all[:limit]
+		w.Header().Set("X-Next-Token", all[limit-1].ID)
+	}
+	out := make([]snapshotJSON, 0, len(all))
+	for _, sn := range all {
+		out = append(out, snapshotOut(sn))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// deleteSnapshot serves DELETE /templates/{id} for snapshot IDs, which is
+// how the SDK deletes snapshots.
+func (s *server) deleteSnapshot(w http.ResponseWriter, r *http.Request, team string) error {
+	if err := s.m.DeleteSnapshot(r.Context(), team, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type forkResultJSON struct {
+	Sandbox *sandboxJSON `json:"sandbox,omitempty"`
+	Error   *errorBody   `json:"error,omitempty"`
+}
+
+func (s *server) fork(w http.ResponseWriter, r *http.Request, team string) error {
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+		Count   *int   `json:"count"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	count := 1
+	if req.Count != nil {
+		count = *req.Count
+	}
+	results, err := s.m.Fork(r.Context(), team, id, timeoutOr(req.Timeout, 15*time.Second), count)
+	if err != nil {
+		return err
+	}
+	out := make([]forkResultJSON, 0, len(results))
+	for _, res := range results {
+		if res.Err != nil {
+			s.log.Error("fork failed", "sandbox", id, "err", res.Err)
+			e := errorOf(res.Err)
+			out = append(out, forkResultJSON{Error: &e})
+			continue
+		}
+		sj := s.sandboxJSON(res.Sandbox)
+		out = append(out, forkResultJSON{Sandbox: &sj})
+	}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}

@@ -1,0 +1,192 @@
+package lifecycle
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// CreateRequest is what a client asks for when creating a sandbox.
+type CreateRequest struct {
+	TeamID   string
+	Template string        // "base", a snapshot ID or name, or a local image reference
+	Timeout  time.Duration // must be > 0 and <= Config.MaxTimeout
+	Metadata map[string]string
+	EnvVars  map[string]string
+	// Secure issues an envd access token the agent then requires.
+	Secure    bool
+	Lifecycle sandbox.Lifecycle
+	Network   sandbox.Network
+}
+
+// template is a resolved template: what a sandbox runs.
+type template struct {
+	id, alias, image string
+}
+
+// BaseTemplate is the template ID of the default image.
+const BaseTemplate = "base"
+
+// resolveTemplate maps a client's template ID to an image: "base", then
+// the team's snapshots by ID or name, then any local image reference.
+func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (template, error) {
+	if ref == "" || ref == BaseTemplate {
+		return template{id: BaseTemplate, alias: BaseTemplate, image: m.cfg.BaseImage}, nil
+	}
+	snapID := strings.TrimSuffix(ref, ":default")
+	if sn, err := m.cfg.Store.GetSnapshot(ctx, snapID); err == nil && sn.TeamID == teamID {
+		return template{id: sn.ID, image: sn.Image}, nil
+	}
+	snaps, err := m.cfg.Store.ListSnapshots(ctx, teamID, "")
+	if err != nil {
+		return template{}, err
+	}
+	for _, sn := range snaps {
+		if sn.Name != "" && sn.Name == ref {
+			return template{id: sn.ID, alias: sn.Name, image: sn.Image}, nil
+		}
+	}
+	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+		return template{}, sandbox.Errorf(sandbox.KindInvalid, "invalid template ID '%s'", ref)
+	}
+	ok, err := m.cfg.Runtime.ImageExists(ctx, ref)
+	if err != nil {
+		return template{}, sandbox.Wrap(sandbox.KindUnavailable, err, "cannot reach the container engine")
+	}
+	if !ok {
+		return template{}, sandbox.Errorf(sandbox.KindNotFound, "template '%s' not found", ref)
+	}
+	return template{id: ref, image: ref}, nil
+}
+
+func (m *Manager) checkTimeout(d time.Duration) error {
+	if d <= 0 {
+		return sandbox.Errorf(sandbox.KindInvalid, "timeout must be positive")
+	}
+	if d > m.cfg.MaxTimeout {
+		return sandbox.Errorf(sandbox.KindInvalid, "timeout cannot be greater than %d seconds", int(m.cfg.MaxTimeout/time.Second))
+	}
+	return nil
+}
+
+// Create makes a sandbox and returns it running, its agent initialised.
+// A failure half-way removes whatever was made.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (sandbox.Sandbox, error) {
+	if err := m.checkTimeout(req.Timeout); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	tpl, err := m.resolveTemplate(ctx, req.TeamID, req.Template)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return m.create(ctx, req, tpl)
+}
+
+func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
+	now := time.Now().UTC()
+	sb := sandbox.Sandbox{
+		ID:          sandbox.NewID(),
+		TeamID:      req.TeamID,
+		TemplateID:  tpl.id,
+		Alias:       tpl.alias,
+		Image:       tpl.image,
+		AgentSecret: sandbox.NewToken(),
+		State:       sandbox.StateCreating,
+		CPUCount:    m.cfg.CPUCount,
+		MemoryMB:    m.cfg.MemoryMB,
+		DiskSizeMB:  m.cfg.DiskSizeMB,
+		Metadata:    maps.Clone(req.Metadata),
+		EnvVars:     maps.Clone(req.EnvVars),
+		StartedAt:   now,
+		Timeout:     req.Timeout,
+		Lifecycle:   req.Lifecycle,
+		Network:     req.Network,
+	}
+	if req.Secure {
+		sb.EnvdAccessToken = sandbox.NewToken()
+	}
+	if !req.Network.AllowPublicTraffic {
+		sb.TrafficAccessToken = sandbox.NewToken()
+	}
+	unlock := m.locks.lock(sb.ID)
+	defer unlock()
+	log := m.log.With(logSandbox, sb.ID, logTemplate, sb.TemplateID)
+	if err := m.save(ctx, sb); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	c, err := m.cfg.Runtime.Create(ctx, m.containerSpec(sb))
+	if err != nil {
+		log.Error("create container failed", "err", err)
+		m.abandon(ctx, sb)
+		return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to create sandbox")
+	}
+	sb.ContainerID, sb.AgentAddr = c.ID, c.AgentAddr
+	if err := m.initAgent(ctx, sb); err != nil {
+		log.Error("agent init failed", logContainer, c.ID, "err", err)
+		m.abandon(ctx, sb)
+		return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to start sandbox agent")
+	}
+	now = time.Now().UTC()
+	sb.State, sb.StartedAt, sb.EndAt = sandbox.StateRunning, now, now.Add(req.Timeout)
+	if err := m.save(ctx, sb); err != nil {
+		m.abandon(ctx, sb)
+		return sandbox.Sandbox{}, err
+	}
+	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image)
+	log.Info("sandbox created", logContainer, c.ID)
+	return sb, nil
+}
+
+// abandon removes a half-made sandbox's container and record.
+func (m *Manager) abandon(ctx context.Context, sb sandbox.Sandbox) {
+	ctx = context.WithoutCancel(ctx)
+	if sb.ContainerID != "" {
+		if err := m.cfg.Runtime.Remove(ctx, sb.ContainerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+			m.log.Error("cannot remove container of failed sandbox", logSandbox, sb.ID, logContainer, sb.ContainerID, "err", err)
+		}
+	}
+	if err := m.forget(ctx, sb.ID); err != nil {
+		m.log.Error("cannot delete failed sandbox", logSandbox, sb.ID, "err", err)
+	}
+}
+
+func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
+	pids := m.cfg.PidsLimit
+	if pids < 0 {
+		pids = 0
+	}
+	return sandbox.ContainerSpec{
+		SandboxID: sb.ID,
+		Image:     sb.Image,
+		Labels: map[string]string{
+			sandbox.LabelManaged: "true",
+			sandbox.LabelSandbox: sb.ID,
+			sandbox.LabelTeam:    sb.TeamID,
+		},
+		CPUCount:    sb.CPUCount,
+		MemoryMB:    sb.MemoryMB,
+		PidsLimit:   pids,
+		AgentSecret: sb.AgentSecret,
+	}
+}
+
+// initAgent waits for the agent of a started container and configures it.
+func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.InitTimeout)
+	defer cancel()
+	user := sb.User
+	if user == "" {
+		user = m.cfg.DefaultUser
+	}
+	return m.cfg.Agent.Init(ctx, sb.AgentAddr, sandbox.AgentInit{
+		EnvVars:        sb.EnvVars,
+		AccessToken:    sb.EnvdAccessToken,
+		DefaultUser:    user,
+		DefaultWorkdir: sb.Workdir,
+	})
+}

@@ -1,0 +1,286 @@
+// Package lifecycle is the single writer of sandbox state. Its Manager
+// creates, connects, pauses, resumes, kills, snapshots and forks sandboxes,
+// runs their timers (TTL, frozen → stopped demotion, removal of long-stopped
+// and killed sandboxes), samples their metrics and keeps their event log,
+// and reconciles the store with the container runtime on start.
+//
+// It owns no HTTP: the REST API and the data-plane proxy call its methods.
+// It keeps every sandbox in memory as a write-through cache of the store,
+// which stays the source of truth across restarts. Time comes from the time
+// package, so tests drive the timers with testing/synctest.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Config configures a Manager. Zero durations and counts take the
+// documented default; a negative value disables the limit where noted.
+type Config struct {
+	Runtime sandbox.Runtime // required
+	Agent   sandbox.Agent   // required
+	Store   sandbox.Store   // required
+	Logger  *slog.Logger    // nil = discard
+	// OnStop is called, outside any lock, when a sandbox stops running
+	// (paused, killed, timed out), so the proxy can cut its open streams.
+	// nil = nothing to notify.
+	OnStop func(sandboxID string)
+
+	BaseImage   string // image of the "base" template; default "warren/base"
+	EnvdVersion string // reported to clients; default "0.6.13"
+	DefaultUser string // the agent's default user; default "user"
+
+	CPUCount   int // CPUs per sandbox; default 2
+	MemoryMB   int // memory per sandbox; default 512
+	DiskSizeMB int // disk size reported to clients (not enforced); default 10240
+	PidsLimit  int // max processes per sandbox; default 4096, negative = none
+
+	MaxTimeout  time.Duration // longest TTL a client may ask for; default 24h
+	InitTimeout time.Duration // how long to wait for the agent; default 30s
+
+	// FreezeMaxAge demotes frozen sandboxes to stopped after this long;
+	// default 10m, negative = never.
+	FreezeMaxAge time.Duration
+	// MaxFrozen caps frozen sandboxes; the oldest beyond it are demoted to
+	// stopped. Default 16, negative = no cap.
+	MaxFrozen int
+	// StoppedMaxAge removes sandboxes paused (stopped) for longer than
+	// this; default 168h (7 days), negative = never.
+	StoppedMaxAge time.Duration
+	// KilledRetention keeps killed sandboxes' records (and their logs)
+	// this long before deleting them; default 1h.
+	KilledRetention time.Duration
+
+	TickInterval      time.Duration // how often timers are checked; default 1s
+	ReconcileInterval time.Duration // how often the engine is re-checked; default 30s
+	MetricsInterval   time.Duration // metrics sampling period; default 5s
+	MetricsHistory    int           // samples kept per sandbox; default 720
+}
+
+func (c *Config) setDefaults() {
+	def := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	defInt := func(p *int, d int) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	defStr := func(p *string, d string) {
+		if *p == "" {
+			*p = d
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	defStr(&c.BaseImage, "warren/base")
+	defStr(&c.EnvdVersion, "0.6.13")
+	defStr(&c.DefaultUser, "user")
+	defInt(&c.CPUCount, 2)
+	defInt(&c.MemoryMB, 512)
+	defInt(&c.DiskSizeMB, 10240)
+	defInt(&c.PidsLimit, 4096)
+	def(&c.MaxTimeout, 24*time.Hour)
+	def(&c.InitTimeout, 30*time.Second)
+	def(&c.FreezeMaxAge, 10*time.Minute)
+	defInt(&c.MaxFrozen, 16)
+	def(&c.StoppedMaxAge, 7*24*time.Hour)
+	def(&c.KilledRetention, time.Hour)
+	def(&c.TickInterval, time.Second)
+	def(&c.ReconcileInterval, 30*time.Second)
+	def(&c.MetricsInterval, 5*time.Second)
+	defInt(&c.MetricsHistory, 720)
+}
+
+// Manager owns sandbox state. Create it with New, call Start, and Close
+// when done.
+type Manager struct {
+	cfg   Config
+	log   *slog.Logger
+	locks keyedMutex
+
+	mu        sync.RWMutex // guards sandboxes
+	sandboxes map[string]sandbox.Sandbox
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns a Manager; it does nothing until Start.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Runtime == nil || cfg.Agent == nil || cfg.Store == nil {
+		return nil, errors.New("lifecycle: Runtime, Agent and Store are required")
+	}
+	cfg.setDefaults()
+	return &Manager{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		sandboxes: map[string]sandbox.Sandbox{},
+	}, nil
+}
+
+// Config returns the manager's configuration with defaults applied.
+func (m *Manager) Config() Config { return m.cfg }
+
+// Start loads the store, reconciles it with the runtime and launches the
+// timer, reconcile and metrics loops, which run until Close.
+func (m *Manager) Start(ctx context.Context) error {
+	all, err := m.cfg.Store.ListSandboxes(ctx, sandbox.SandboxFilter{})
+	if err != nil {
+		return fmt.Errorf("load sandboxes: %w", err)
+	}
+	m.mu.Lock()
+	for _, sb := range all {
+		m.sandboxes[sb.ID] = sb
+	}
+	m.mu.Unlock()
+	if err := m.Reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	m.wg.Go(func() { m.every(ctx, m.cfg.TickInterval, m.sweep) })
+	m.wg.Go(func() { m.every(ctx, m.cfg.MetricsInterval, m.sampleMetrics) })
+	m.wg.Go(func() {
+		m.every(ctx, m.cfg.ReconcileInterval, func(ctx context.Context) {
+			if err := m.Reconcile(ctx); err != nil {
+				m.log.Warn("reconcile failed", "err", err)
+			}
+		})
+	})
+	return nil
+}
+
+// Close stops the loops and waits for them. Sandboxes keep running.
+func (m *Manager) Close() error {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.wg.Wait()
+	return nil
+}
+
+func (m *Manager) every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
+		}
+	}
+}
+
+// cached returns a sandbox from the cache.
+func (m *Manager) cached(id string) (sandbox.Sandbox, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sb, ok := m.sandboxes[id]
+	return sb, ok
+}
+
+// snapshotAll returns every cached sandbox, in no order.
+func (m *Manager) snapshotAll() []sandbox.Sandbox {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]sandbox.Sandbox, 0, len(m.sandboxes))
+	for _, sb := range m.sandboxes {
+		out = append(out, sb)
+	}
+	return out
+}
+
+// save writes sb through to the store, then the cache. Callers hold the
+// sandbox's lock.
+func (m *Manager) save(ctx context.Context, sb sandbox.Sandbox) error {
+	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), sb); err != nil {
+		return sandbox.Wrap(sandbox.KindInternal, err, "cannot save sandbox state")
+	}
+	m.mu.Lock()
+	m.sandboxes[sb.ID] = sb
+	m.mu.Unlock()
+	return nil
+}
+
+// forget deletes sb from the store and the cache.
+func (m *Manager) forget(ctx context.Context, id string) error {
+	if err := m.cfg.Store.DeleteSandbox(context.WithoutCancel(ctx), id); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.sandboxes, id)
+	m.mu.Unlock()
+	return nil
+}
+
+// event appends a lifecycle event to the sandbox's log.
+func (m *Manager) event(ctx context.Context, id, level, msg string, kv ...string) {
+	fields := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		fields[kv[i]] = kv[i+1]
+	}
+	e := sandbox.LogEntry{SandboxID: id, Time: time.Now().UTC(), Level: level, Message: msg, Fields: fields}
+	if err := m.cfg.Store.AppendLog(context.WithoutCancel(ctx), e); err != nil {
+		m.log.Warn("cannot append sandbox log", logSandbox, id, "err", err)
+	}
+}
+
+func (m *Manager) notifyStop(id string) {
+	if m.cfg.OnStop != nil {
+		m.cfg.OnStop(id)
+	}
+}
+
+// Log attribute keys.
+const (
+	logSandbox   = "sandbox"
+	logTemplate  = "template"
+	logContainer = "container"
+)
+
+// keyedMutex serialises operations on one sandbox.
+type keyedMutex struct {
+	mu sync.Mutex // guards m
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock locks id and returns the unlock function.
+func (k *keyedMutex) lock(id string) func() {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	e := k.m[id]
+	if e == nil {
+		e = &keyedEntry{}
+		k.m[id] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		e.refs--
+		if e.refs == 0 {
+			delete(k.m, id)
+		}
+		k.mu.Unlock()
+	}
+}

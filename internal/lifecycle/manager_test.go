@@ -1,0 +1,233 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+func TestCreate(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	sb := e.create(t, CreateRequest{
+		Template: "base", Secure: true, EnvVars: map[string]string{"A": "1"},
+		Metadata: map[string]string{"k": "v"}, Network: sandbox.Network{AllowPublicTraffic: true},
+	})
+	if sb.State != sandbox.StateRunning || sb.Image != "warren/base" || sb.TemplateID != "base" {
+		t.Errorf("created %+v, want running base", sb)
+	}
+	if _, err := sandbox.ParseID(sb.ID); err != nil || len(sb.ID) != 21 {
+		t.Errorf("ID %q is not E2B-shaped", sb.ID)
+	}
+	if sb.EnvdAccessToken == "" || sb.TrafficAccessToken != "" {
+		t.Errorf("tokens: envd %q traffic %q, want envd only", sb.EnvdAccessToken, sb.TrafficAccessToken)
+	}
+	init, ok := e.agent.Inited(sb.AgentAddr)
+	want := sandbox.AgentInit{EnvVars: map[string]string{"A": "1"}, AccessToken: sb.EnvdAccessToken, DefaultUser: "user"}
+	if diff := cmp.Diff(want, init); !ok || diff != "" {
+		t.Errorf("agent init (-want +got):\n%s", diff)
+	}
+	c, _ := e.container(t, sb.ContainerID)
+	if c.Labels[sandbox.LabelManaged] != "true" || c.Labels[sandbox.LabelSandbox] != sb.ID {
+		t.Errorf("labels = %v", c.Labels)
+	}
+	if got := e.state(t, sb.ID); got.State != sandbox.StateRunning {
+		t.Errorf("stored state %s", got.State)
+	}
+
+	img := e.create(t, CreateRequest{Template: "python:3.12"})
+	if img.Image != "python:3.12" || img.EnvdAccessToken != "" || img.TrafficAccessToken == "" {
+		t.Errorf("image sandbox %+v: want image python:3.12, no envd token, a traffic token", img)
+	}
+
+	for _, tc := range []struct {
+		name string
+		req  CreateRequest
+		kind sandbox.Kind
+	}{
+		{"unknown template", CreateRequest{Template: "nosuch"}, sandbox.KindNotFound},
+		{"malformed template", CreateRequest{Template: "Bad Name!"}, sandbox.KindInvalid},
+		{"zero timeout", CreateRequest{Template: "base", Timeout: -time.Second}, sandbox.KindInvalid},
+		{"huge timeout", CreateRequest{Template: "base", Timeout: 25 * time.Hour}, sandbox.KindInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.TeamID = team
+			if tc.req.Timeout == 0 {
+				tc.req.Timeout = time.Minute
+			}
+			_, err := e.m.Create(ctx, tc.req)
+			wantKind(t, tc.name, err, tc.kind)
+		})
+	}
+}
+
+func TestCreateFailureLeaksNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		break_ func(*env)
+	}{
+		{"runtime create fails", func(e *env) { e.rt.Fail("Create", errors.New("engine down")) }},
+		{"agent init fails", func(e *env) { e.agent.Fail(errors.New("no answer")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			tc.break_(e)
+			_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "base", Timeout: time.Minute})
+			wantKind(t, "create", err, sandbox.KindInternal)
+			if cs := e.rt.Containers(); len(cs) != 0 {
+				t.Errorf("containers left: %v", cs)
+			}
+			if all, _ := e.store.ListSandboxes(context.Background(), sandbox.SandboxFilter{}); len(all) != 0 {
+				t.Errorf("records left: %v", all)
+			}
+		})
+	}
+}
+
+func TestTransitions(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	sb := e.create(t, CreateRequest{Template: "base", Timeout: time.Hour})
+
+	// Pause (frozen), then everything a paused sandbox refuses.
+	if err := e.m.Pause(ctx, team, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := e.container(t, sb.ContainerID); !c.Paused {
+		t.Error("container not frozen after pause")
+	}
+	got := e.state(t, sb.ID)
+	if got.State != sandbox.StatePaused || got.PauseMode != sandbox.PauseFrozen || got.Remaining <= 59*time.Minute {
+		t.Errorf("paused record: state %s mode %s remaining %v", got.State, got.PauseMode, got.Remaining)
+	}
+	wantKind(t, "pause paused", e.m.Pause(ctx, team, sb.ID, true), sandbox.KindConflict)
+	wantKind(t, "timeout on paused", e.m.SetTimeout(ctx, team, sb.ID, time.Minute), sandbox.KindNotFound)
+	wantKind(t, "refresh paused", e.m.Refresh(ctx, team, sb.ID, time.Minute), sandbox.KindNotFound)
+	if got := e.stopped(); len(got) != 1 || got[0] != sb.ID {
+		t.Errorf("OnStop calls = %v, want [%s]", got, sb.ID)
+	}
+
+	// Connect resumes (201) and keeps what was left when it is longer.
+	res, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Minute)
+	if err != nil || !resumed {
+		t.Fatalf("connect paused: resumed=%v err=%v", resumed, err)
+	}
+	if left := time.Until(res.EndAt); left < 59*time.Minute {
+		t.Errorf("resume shortened the sandbox to %v", left)
+	}
+	// Connect on running (200) never shortens.
+	res2, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Second)
+	if err != nil || resumed || res2.EndAt.Before(res.EndAt) {
+		t.Errorf("connect running: resumed=%v err=%v endAt %v -> %v", resumed, err, res.EndAt, res2.EndAt)
+	}
+	_, err = e.m.Resume(ctx, team, sb.ID, time.Minute)
+	wantKind(t, "resume running", err, sandbox.KindConflict)
+
+	// SetTimeout may shorten; Refresh may not.
+	if err := e.m.SetTimeout(ctx, team, sb.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(e.state(t, sb.ID).EndAt); left > time.Minute {
+		t.Errorf("set timeout left %v, want <= 1m", left)
+	}
+	if err := e.m.Refresh(ctx, team, sb.ID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(e.state(t, sb.ID).EndAt); left < 50*time.Second {
+		t.Errorf("refresh shortened to %v", left)
+	}
+
+	// Pause without memory stops; resume restarts and re-inits the agent.
+	if err := e.m.Pause(ctx, team, sb.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := e.container(t, sb.ContainerID); c.Running {
+		t.Error("container still running after stop-pause")
+	}
+	res, err = e.m.Resume(ctx, team, sb.ID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AgentAddr == sb.AgentAddr {
+		t.Errorf("agent address unchanged after restart: %s", res.AgentAddr)
+	}
+	if _, ok := e.agent.Inited(res.AgentAddr); !ok {
+		t.Error("agent not re-initialised after restart")
+	}
+
+	// Other teams and bad IDs see nothing.
+	_, err = e.m.Get(ctx, "other", sb.ID)
+	wantKind(t, "get other team", err, sandbox.KindNotFound)
+	wantKind(t, "kill other team", e.m.Kill(ctx, "other", sb.ID), sandbox.KindNotFound)
+	wantKind(t, "kill unknown", e.m.Kill(ctx, team, "nonexisting"), sandbox.KindNotFound)
+
+	// Kill, then it is gone.
+	if err := e.m.Kill(ctx, team, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.container(t, sb.ContainerID); ok {
+		t.Error("container survives kill")
+	}
+	wantKind(t, "kill killed", e.m.Kill(ctx, team, sb.ID), sandbox.KindNotFound)
+	_, _, err = e.m.Connect(ctx, team, sb.ID, time.Minute)
+	wantKind(t, "connect killed", err, sandbox.KindNotFound)
+	if e.state(t, sb.ID).State != sandbox.StateKilled {
+		t.Error("killed sandbox not recorded as killed")
+	}
+}
+
+func TestPauseFailureKeepsState(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t, CreateRequest{Template: "base"})
+	e.rt.Fail("Freeze", errors.New("boom"))
+	wantKind(t, "pause", e.m.Pause(context.Background(), team, sb.ID, true), sandbox.KindInternal)
+	if got := e.state(t, sb.ID).State; got != sandbox.StateRunning {
+		t.Errorf("state after failed pause = %s, want running", got)
+	}
+}
+
+func TestRoute(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	plain := e.create(t, CreateRequest{Template: "base"})
+	auto := e.create(t, CreateRequest{Template: "base", Lifecycle: sandbox.Lifecycle{AutoResume: true}})
+
+	if got, err := e.m.Route(ctx, plain.ID); err != nil || got.ID != plain.ID {
+		t.Errorf("route running: %v", err)
+	}
+	for _, id := range []string{plain.ID, auto.ID} {
+		if err := e.m.Pause(ctx, team, id, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := e.m.Route(ctx, plain.ID)
+	wantKind(t, "route paused", err, sandbox.KindUnavailable)
+	got, err := e.m.Route(ctx, auto.ID)
+	if err != nil || got.State != sandbox.StateRunning {
+		t.Errorf("route auto-resume: state %s err %v", got.State, err)
+	}
+	_, err = e.m.Route(ctx, "nosuch")
+	wantKind(t, "route unknown", err, sandbox.KindNotFound)
+	e.m.Kill(ctx, team, plain.ID)
+	_, err = e.m.Route(ctx, plain.ID)
+	wantKind(t, "route killed", err, sandbox.KindNotFound)
+}
+
+func TestUpdateNetwork(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t, CreateRequest{Template: "base", Network: sandbox.Network{AllowPublicTraffic: true, AllowOut: []string{"a"}}})
+	n := sandbox.Network{DenyOut: []string{"0.0.0.0/0"}}
+	if err := e.m.UpdateNetwork(context.Background(), team, sb.ID, n); err != nil {
+		t.Fatal(err)
+	}
+	got := e.state(t, sb.ID).Network
+	want := sandbox.Network{AllowPublicTraffic: true, DenyOut: []string{"0.0.0.0/0"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("network (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,164 @@
+package lifecycle
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Get returns a running or paused sandbox of the team.
+func (m *Manager) Get(ctx context.Context, teamID, id string) (sandbox.Sandbox, error) {
+	return m.live(teamID, id)
+}
+
+// ListRequest filters and pages Manager.List.
+type ListRequest struct {
+	TeamID string
+	// States keeps sandboxes in any of these states; empty = running and
+	// paused. Only running and paused sandboxes are ever listed.
+	States []sandbox.State
+	// Metadata keeps sandboxes whose metadata has every pair.
+	Metadata     map[string]string
+	Template     string    // keeps sandboxes of this template ID or alias; "" = any
+	StartedAfter time.Time // zero = any
+	Descending   bool      // newest first; default oldest first
+	Limit        int       // page size; 0 = everything
+	NextToken    string    // from the previous page; "" = first page
+}
+
+// List returns a page of the team's sandboxes, ordered by start time then
+// ID, and the token of the next page ("" when this is the last).
+func (m *Manager) List(ctx context.Context, req ListRequest) ([]sandbox.Sandbox, string, error) {
+	states := req.States
+	if len(states) == 0 {
+		states = []sandbox.State{sandbox.StateRunning, sandbox.StatePaused}
+	}
+	var after *cursor
+	if req.NextToken != "" {
+		c, err := parseCursor(req.NextToken)
+		if err != nil {
+			return nil, "", err
+		}
+		after = &c
+	}
+	var out []sandbox.Sandbox
+	for _, sb := range m.snapshotAll() {
+		if sb.TeamID != req.TeamID || !slices.Contains(states, sb.State) ||
+			sb.State == sandbox.StateCreating || sb.State == sandbox.StateKilled {
+			continue
+		}
+		if req.Template != "" && sb.TemplateID != req.Template && sb.Alias != req.Template {
+			continue
+		}
+		if !req.StartedAfter.IsZero() && !sb.StartedAt.After(req.StartedAfter) {
+			continue
+		}
+		if !hasMetadata(sb.Metadata, req.Metadata) {
+			continue
+		}
+		if after != nil {
+			c := cursorOf(sb).compare(*after)
+			if (!req.Descending && c <= 0) || (req.Descending && c >= 0) {
+				continue
+			}
+		}
+		out = append(out, sb)
+	}
+	slices.SortFunc(out, func(a, b sandbox.Sandbox) int {
+		c := cursorOf(a).compare(cursorOf(b))
+		if req.Descending {
+			return -c
+		}
+		return c
+	})
+	if req.Limit > 0 && len(out) > req.Limit {
+		out = out[:req.Limit]
+		return out, cursorOf(out[len(out)-1]).String(), nil
+	}
+	return out, "", nil
+}
+
+func hasMetadata(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// cursor is a position in the list order, opaque to clients.
+type cursor struct {
+	started int64 // unix nanoseconds
+	id      string
+}
+
+func cursorOf(sb sandbox.Sandbox) cursor { return cursor{sb.StartedAt.UnixNano(), sb.ID} }
+
+func (c cursor) compare(o cursor) int {
+	return cmp.Or(cmp.Compare(c.started, o.started), strings.Compare(c.id, o.id))
+}
+
+func (c cursor) String() string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d.%s", c.started, c.id))
+}
+
+func parseCursor(s string) (cursor, error) {
+	bad := sandbox.Errorf(sandbox.KindInvalid, "invalid next token")
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return cursor{}, bad
+	}
+	ts, id, ok := strings.Cut(string(b), ".")
+	n, err := strconv.ParseInt(ts, 10, 64)
+	if !ok || err != nil || id == "" {
+		return cursor{}, bad
+	}
+	return cursor{n, id}, nil
+}
+
+// Logs returns a sandbox's log entries. Killed sandboxes keep their log
+// until their record is deleted (Config.KilledRetention).
+func (m *Manager) Logs(ctx context.Context, teamID, id string, q sandbox.LogQuery) ([]sandbox.LogEntry, error) {
+	sb, ok := m.cached(id)
+	if !ok || sb.TeamID != teamID || sb.State == sandbox.StateCreating {
+		return nil, sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' not found", id)
+	}
+	return m.cfg.Store.Logs(ctx, id, q)
+}
+
+// Metrics returns a sandbox's samples with from <= time <= to (zero =
+// open), oldest first.
+func (m *Manager) Metrics(ctx context.Context, teamID, id string, from, to time.Time) ([]sandbox.Stats, error) {
+	if _, err := m.live(teamID, id); err != nil {
+		return nil, err
+	}
+	return m.cfg.Store.Metrics(ctx, id, from, to)
+}
+
+// LatestMetrics returns the newest sample of each of the team's given
+// sandboxes that has one; unknown IDs are left out.
+func (m *Manager) LatestMetrics(ctx context.Context, teamID string, ids []string) (map[string]sandbox.Stats, error) {
+	out := map[string]sandbox.Stats{}
+	since := time.Now().Add(-2 * m.cfg.MetricsInterval)
+	for _, id := range ids {
+		if _, err := m.live(teamID, id); err != nil {
+			continue
+		}
+		st, err := m.cfg.Store.Metrics(ctx, id, since, time.Time{})
+		if err != nil {
+			return nil, err
+		}
+		if len(st) > 0 {
+			out[id] = st[len(st)-1]
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,145 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Reconcile compares the store with the runtime's containers: it adopts
+// containers that match, records what changed behind Warren's back (a
+// running sandbox whose container stopped becomes paused, so it can be
+// resumed), marks sandboxes whose container vanished as killed, finishes
+// off half-made ones, and removes stray containers labelled as Warren's.
+func (m *Manager) Reconcile(ctx context.Context) error {
+	list, err := m.cfg.Runtime.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	seen := make(map[string]sandbox.Container, len(list))
+	for _, c := range list {
+		seen[c.ID] = c
+	}
+	for _, sb := range m.snapshotAll() {
+		if sb.State == sandbox.StateKilled {
+			continue
+		}
+		c, ok := seen[sb.ContainerID]
+		if ok && sb.State != sandbox.StateCreating && agrees(sb, c) {
+			continue
+		}
+		m.reconcileOne(ctx, sb.ID)
+	}
+	for _, c := range list {
+		if sb, ok := m.cached(c.SandboxID); ok && sb.ContainerID == c.ID && sb.State != sandbox.StateKilled {
+			continue
+		}
+		m.removeStray(ctx, c)
+	}
+	return nil
+}
+
+// agrees reports whether a container is in the state its sandbox says.
+func agrees(sb sandbox.Sandbox, c sandbox.Container) bool {
+	switch {
+	case sb.State == sandbox.StateRunning:
+		return c.Running && !c.Paused && c.AgentAddr == sb.AgentAddr
+	case sb.PauseMode == sandbox.PauseFrozen:
+		return c.Running && c.Paused
+	default:
+		return !c.Running
+	}
+}
+
+// reconcileOne brings one sandbox in line with its container, inspected
+// afresh under the sandbox's lock so that a concurrent operation is never
+// undone.
+func (m *Manager) reconcileOne(ctx context.Context, id string) {
+	defer m.locks.lock(id)()
+	sb, ok := m.cached(id)
+	if !ok || sb.State == sandbox.StateKilled {
+		return
+	}
+	log := m.log.With(logSandbox, id, logContainer, sb.ContainerID)
+	if sb.State == sandbox.StateCreating {
+		// Creation holds the lock throughout, so this one was interrupted.
+		log.Warn("removing half-made sandbox")
+		m.abandon(ctx, sb)
+		return
+	}
+	c, err := m.cfg.Runtime.Inspect(ctx, sb.ContainerID)
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		log.Warn("sandbox container vanished")
+		m.markVanished(ctx, sb)
+		return
+	}
+	if err != nil {
+		log.Warn("cannot inspect sandbox container", "err", err)
+		return
+	}
+	if agrees(sb, c) {
+		return
+	}
+	before := sb
+	switch {
+	case sb.State == sandbox.StateRunning && c.Running && !c.Paused:
+		sb.AgentAddr = c.AgentAddr // adopted; the engine may have moved the port
+	case sb.State == sandbox.StateRunning:
+		now := time.Now().UTC()
+		sb.State, sb.PausedAt, sb.Remaining = sandbox.StatePaused, now, max(sb.EndAt.Sub(now), 0)
+		sb.PauseMode, sb.AgentAddr = sandbox.PauseStopped, ""
+		if c.Paused {
+			sb.PauseMode, sb.AgentAddr = sandbox.PauseFrozen, c.AgentAddr
+		}
+	case sb.PauseMode == sandbox.PauseFrozen && c.Running:
+		if err := m.cfg.Runtime.Freeze(ctx, c.ID); err != nil {
+			log.Warn("cannot re-freeze sandbox", "err", err)
+			return
+		}
+	case sb.PauseMode == sandbox.PauseFrozen:
+		sb.PauseMode, sb.AgentAddr = sandbox.PauseStopped, ""
+	default: // stopped, but the container runs
+		if err := m.cfg.Runtime.Stop(ctx, c.ID); err != nil {
+			log.Warn("cannot stop paused sandbox", "err", err)
+		}
+		return
+	}
+	if err := m.save(ctx, sb); err != nil {
+		log.Error("cannot save reconciled sandbox", "err", err)
+		return
+	}
+	if before.State == sandbox.StateRunning && sb.State != sandbox.StateRunning {
+		m.notifyStop(id)
+		m.event(ctx, id, "warn", "sandbox found stopped; now paused", "mode", string(sb.PauseMode))
+	}
+	log.Info("sandbox reconciled", "state", sb.State, "mode", sb.PauseMode)
+}
+
+// markVanished records that a sandbox's container is gone.
+func (m *Manager) markVanished(ctx context.Context, sb sandbox.Sandbox) {
+	sb.State, sb.PauseMode, sb.AgentAddr = sandbox.StateKilled, "", ""
+	sb.KilledAt = time.Now().UTC()
+	if err := m.save(ctx, sb); err != nil {
+		m.log.Error("cannot save vanished sandbox", logSandbox, sb.ID, "err", err)
+		return
+	}
+	m.notifyStop(sb.ID)
+	m.releaseImage(ctx, sb.Image)
+	m.event(ctx, sb.ID, "warn", "sandbox container vanished")
+}
+
+// removeStray removes a labelled container no live sandbox owns.
+func (m *Manager) removeStray(ctx context.Context, c sandbox.Container) {
+	if c.SandboxID != "" {
+		defer m.locks.lock(c.SandboxID)()
+		if sb, ok := m.cached(c.SandboxID); ok && sb.ContainerID == c.ID && sb.State != sandbox.StateKilled {
+			return
+		}
+	}
+	m.log.Warn("removing stray container", logContainer, c.ID, logSandbox, c.SandboxID)
+	if err := m.cfg.Runtime.Remove(ctx, c.ID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+		m.log.Warn("cannot remove stray container", logContainer, c.ID, "err", err)
+	}
+}

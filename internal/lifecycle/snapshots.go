@@ -1,0 +1,157 @@
+package lifecycle
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Image repositories of committed sandboxes.
+const (
+	snapshotRepo = "warren/snapshot"
+	forkRepo     = "warren/fork"
+)
+
+// Snapshot saves a running or paused sandbox's filesystem as an image the
+// team can create sandboxes from. The sandbox keeps running.
+func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbox.Snapshot, error) {
+	defer m.locks.lock(id)()
+	sb, err := m.live(teamID, id)
+	if err != nil {
+		return sandbox.Snapshot{}, err
+	}
+	sn := sandbox.Snapshot{
+		ID:        sandbox.NewSnapshotID(),
+		TeamID:    teamID,
+		SandboxID: id,
+		Name:      name,
+		CreatedAt: time.Now().UTC(),
+	}
+	sn.Image, err = m.cfg.Runtime.Commit(ctx, sb.ContainerID, snapshotRepo+":"+sn.ID)
+	if err != nil {
+		return sandbox.Snapshot{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to snapshot sandbox")
+	}
+	if err := m.cfg.Store.PutSnapshot(ctx, sn); err != nil {
+		m.removeImage(ctx, sn.Image)
+		return sandbox.Snapshot{}, err
+	}
+	m.event(ctx, id, "info", "snapshot created", "snapshot", sn.ID)
+	return sn, nil
+}
+
+// Snapshots lists the team's snapshots, optionally those of one sandbox
+// or with one name.
+func (m *Manager) Snapshots(ctx context.Context, teamID, sandboxID, name string) ([]sandbox.Snapshot, error) {
+	all, err := m.cfg.Store.ListSnapshots(ctx, teamID, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return all, nil
+	}
+	var out []sandbox.Snapshot
+	for _, sn := range all {
+		if sn.Name == name {
+			out = append(out, sn)
+		}
+	}
+	return out, nil
+}
+
+// DeleteSnapshot deletes a team's snapshot and its image. Sandboxes
+// created from it keep running; the engine keeps the image's layers until
+// they are gone.
+func (m *Manager) DeleteSnapshot(ctx context.Context, teamID, id string) error {
+	sn, err := m.cfg.Store.GetSnapshot(ctx, strings.TrimSuffix(id, ":default"))
+	if err != nil || sn.TeamID != teamID {
+		return sandbox.Errorf(sandbox.KindNotFound, "snapshot '%s' not found", id)
+	}
+	if err := m.cfg.Store.DeleteSnapshot(ctx, sn.ID); err != nil {
+		return err
+	}
+	m.removeImage(ctx, sn.Image)
+	return nil
+}
+
+// forkParallelism bounds the sandboxes one fork creates at once.
+const forkParallelism = 4
+
+// ForkResult is one sandbox of a fork, or why it could not be made.
+type ForkResult struct {
+	Sandbox sandbox.Sandbox
+	Err     error
+}
+
+// Fork commits a running or paused sandbox and creates count sandboxes
+// from the image, each running for timeout. A failure of one fork is
+// reported in its result; the others go on.
+func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Duration, count int) ([]ForkResult, error) {
+	if err := m.checkTimeout(timeout); err != nil {
+		return nil, err
+	}
+	if count < 1 || count > 100 {
+		return nil, sandbox.Errorf(sandbox.KindInvalid, "count must be between 1 and 100")
+	}
+	unlock := m.locks.lock(id)
+	src, err := m.live(teamID, id)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	image, err := m.cfg.Runtime.Commit(ctx, src.ContainerID, forkRepo+":"+sandbox.NewID())
+	unlock()
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "failed to fork sandbox")
+	}
+	req := CreateRequest{
+		TeamID:    teamID,
+		Timeout:   timeout,
+		Metadata:  src.Metadata,
+		EnvVars:   src.EnvVars,
+		Secure:    src.EnvdAccessToken != "",
+		Lifecycle: src.Lifecycle,
+		Network:   src.Network,
+	}
+	tpl := template{id: src.TemplateID, alias: src.Alias, image: image}
+	out := make([]ForkResult, count)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, forkParallelism)
+	for i := range out {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			sb, err := m.create(ctx, req, tpl)
+			out[i] = ForkResult{Sandbox: sb, Err: err}
+		})
+	}
+	wg.Wait()
+	if !slices.ContainsFunc(out, func(r ForkResult) bool { return r.Err == nil }) {
+		m.removeImage(ctx, image)
+	}
+	return out, nil
+}
+
+// releaseImage removes a fork image once no sandbox that may still run
+// uses it. Other images are left alone.
+func (m *Manager) releaseImage(ctx context.Context, image string) {
+	if !strings.HasPrefix(image, forkRepo+":") {
+		return
+	}
+	for _, sb := range m.snapshotAll() {
+		if sb.Image == image && sb.State != sandbox.StateKilled {
+			return
+		}
+	}
+	m.removeImage(ctx, image)
+}
+
+func (m *Manager) removeImage(ctx context.Context, image string) {
+	err := m.cfg.Runtime.RemoveImage(context.WithoutCancel(ctx), image)
+	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+		m.log.Warn("cannot remove image", "image", image, "err", err)
+	}
+}

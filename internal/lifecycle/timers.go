@@ -1,0 +1,115 @@
+package lifecycle
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// sweep runs the timers: TTL expiry, frozen → stopped demotion by age
+// and by cap, removal of long-stopped sandboxes, deletion of old killed
+// records.
+func (m *Manager) sweep(ctx context.Context) {
+	now := time.Now()
+	var frozen []sandbox.Sandbox
+	for _, sb := range m.snapshotAll() {
+		switch {
+		case sb.State == sandbox.StateRunning && !now.Before(sb.EndAt):
+			m.expire(ctx, sb.ID)
+		case sb.State == sandbox.StatePaused && sb.PauseMode == sandbox.PauseFrozen:
+			if m.cfg.FreezeMaxAge > 0 && now.Sub(sb.PausedAt) >= m.cfg.FreezeMaxAge {
+				m.demote(ctx, sb.ID, "frozen too long")
+			} else {
+				frozen = append(frozen, sb)
+			}
+		case sb.State == sandbox.StatePaused:
+			if m.cfg.StoppedMaxAge > 0 && now.Sub(sb.PausedAt) >= m.cfg.StoppedMaxAge {
+				m.collect(ctx, sb.ID)
+			}
+		case sb.State == sandbox.StateKilled && now.Sub(sb.KilledAt) >= m.cfg.KilledRetention:
+			if err := m.forget(ctx, sb.ID); err != nil {
+				m.log.Warn("cannot delete killed sandbox", logSandbox, sb.ID, "err", err)
+			}
+		}
+	}
+	if m.cfg.MaxFrozen >= 0 && len(frozen) > m.cfg.MaxFrozen {
+		slices.SortFunc(frozen, func(a, b sandbox.Sandbox) int { return a.PausedAt.Compare(b.PausedAt) })
+		for _, sb := range frozen[:len(frozen)-m.cfg.MaxFrozen] {
+			m.demote(ctx, sb.ID, "too many frozen sandboxes")
+		}
+	}
+}
+
+// expire ends a running sandbox whose time is up: paused when its
+// lifecycle says so, killed otherwise.
+func (m *Manager) expire(ctx context.Context, id string) {
+	defer m.locks.lock(id)()
+	sb, ok := m.cached(id)
+	if !ok || sb.State != sandbox.StateRunning || time.Now().Before(sb.EndAt) {
+		return
+	}
+	var err error
+	if sb.Lifecycle.OnTimeout == sandbox.TimeoutPause {
+		err = m.pause(ctx, sb, sb.Lifecycle.KeepMemory, "timeout")
+	} else {
+		err = m.kill(ctx, sb, "timeout")
+	}
+	if err != nil {
+		m.log.Error("cannot end timed-out sandbox", logSandbox, id, "err", err)
+	}
+}
+
+// demote stops a frozen sandbox, freeing its memory; it stays paused.
+func (m *Manager) demote(ctx context.Context, id, reason string) {
+	defer m.locks.lock(id)()
+	sb, ok := m.cached(id)
+	if !ok || sb.State != sandbox.StatePaused || sb.PauseMode != sandbox.PauseFrozen {
+		return
+	}
+	if err := m.cfg.Runtime.Stop(ctx, sb.ContainerID); err != nil {
+		m.log.Error("cannot demote frozen sandbox", logSandbox, id, "err", err)
+		return
+	}
+	sb.PauseMode, sb.AgentAddr = sandbox.PauseStopped, ""
+	if err := m.save(ctx, sb); err != nil {
+		m.log.Error("cannot save demoted sandbox", logSandbox, id, "err", err)
+		return
+	}
+	m.event(ctx, id, "info", "sandbox demoted to stopped", "reason", reason)
+	m.log.Info("sandbox demoted to stopped", logSandbox, id, "reason", reason)
+}
+
+// collect removes a sandbox that has been paused (stopped) too long.
+func (m *Manager) collect(ctx context.Context, id string) {
+	defer m.locks.lock(id)()
+	sb, ok := m.cached(id)
+	if !ok || sb.State != sandbox.StatePaused || sb.PauseMode == sandbox.PauseFrozen {
+		return
+	}
+	if err := m.kill(ctx, sb, "paused too long"); err != nil {
+		m.log.Error("cannot remove long-paused sandbox", logSandbox, id, "err", err)
+	}
+}
+
+// sampleMetrics records one resource sample of every running sandbox.
+func (m *Manager) sampleMetrics(ctx context.Context) {
+	for _, sb := range m.snapshotAll() {
+		if sb.State != sandbox.StateRunning {
+			continue
+		}
+		st, err := m.cfg.Runtime.Stats(ctx, sb.ContainerID)
+		if err != nil {
+			m.log.Debug("cannot sample sandbox", logSandbox, sb.ID, "err", err)
+			continue
+		}
+		if st.Time.IsZero() {
+			st.Time = time.Now()
+		}
+		st.Time = st.Time.UTC()
+		if err := m.cfg.Store.AddMetric(ctx, sb.ID, st, m.cfg.MetricsHistory); err != nil {
+			m.log.Warn("cannot store metric", logSandbox, sb.ID, "err", err)
+		}
+	}
+}

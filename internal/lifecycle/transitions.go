@@ -1,0 +1,247 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// live returns the team's sandbox id if it is running or paused; anything
+// else (unknown, another team's, creating, killed) is KindNotFound.
+func (m *Manager) live(teamID, id string) (sandbox.Sandbox, error) {
+	sb, ok := m.cached(id)
+	if !ok || sb.TeamID != teamID || (sb.State != sandbox.StateRunning && sb.State != sandbox.StatePaused) {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' not found", id)
+	}
+	return sb, nil
+}
+
+// Kill removes a running or paused sandbox.
+func (m *Manager) Kill(ctx context.Context, teamID, id string) error {
+	defer m.locks.lock(id)()
+	sb, err := m.live(teamID, id)
+	if err != nil {
+		return err
+	}
+	return m.kill(ctx, sb, "killed")
+}
+
+// kill removes sb's container and marks it killed. The caller holds its lock.
+func (m *Manager) kill(ctx context.Context, sb sandbox.Sandbox, reason string) error {
+	if err := m.cfg.Runtime.Remove(ctx, sb.ContainerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+		return sandbox.Wrap(sandbox.KindInternal, err, "failed to kill sandbox")
+	}
+	sb.State, sb.PauseMode, sb.AgentAddr = sandbox.StateKilled, "", ""
+	sb.KilledAt = time.Now().UTC()
+	if err := m.save(ctx, sb); err != nil {
+		return err
+	}
+	m.notifyStop(sb.ID)
+	m.releaseImage(ctx, sb.Image)
+	m.event(ctx, sb.ID, "info", "sandbox killed", "reason", reason)
+	m.log.Info("sandbox killed", logSandbox, sb.ID, "reason", reason)
+	return nil
+}
+
+// SetTimeout sets a running sandbox's end to now + d; it may shorten it.
+// A paused sandbox is KindNotFound, as E2B answers.
+func (m *Manager) SetTimeout(ctx context.Context, teamID, id string, d time.Duration) error {
+	if err := m.checkTimeout(d); err != nil {
+		return err
+	}
+	defer m.locks.lock(id)()
+	sb, err := m.live(teamID, id)
+	if err != nil {
+		return err
+	}
+	if sb.State != sandbox.StateRunning {
+		return sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' is not running", id)
+	}
+	sb.EndAt = time.Now().UTC().Add(d)
+	return m.save(ctx, sb)
+}
+
+// Refresh extends a running sandbox's life to at least now + d.
+func (m *Manager) Refresh(ctx context.Context, teamID, id string, d time.Duration) error {
+	if err := m.checkTimeout(d); err != nil {
+		return err
+	}
+	defer m.locks.lock(id)()
+	sb, err := m.live(teamID, id)
+	if err != nil {
+		return err
+	}
+	if sb.State != sandbox.StateRunning {
+		return sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' is not running", id)
+	}
+	if end := time.Now().UTC().Add(d); end.After(sb.EndAt) {
+		sb.EndAt = end
+	}
+	return m.save(ctx, sb)
+}
+
+// Pause pauses a running sandbox: frozen when keepMemory, else stopped.
+// An already paused sandbox is KindConflict.
+func (m *Manager) Pause(ctx context.Context, teamID, id string, keepMemory bool) error {
+	defer m.locks.lock(id)()
+	sb, err := m.live(teamID, id)
+	if err != nil {
+		return err
+	}
+	if sb.State == sandbox.StatePaused {
+		return sandbox.Errorf(sandbox.KindConflict, "sandbox '%s' is already paused", id)
+	}
+	return m.pause(ctx, sb, keepMemory, "paused")
+}
+
+// pause pauses running sb. The caller holds its lock.
+func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool, reason string) error {
+	mode := sandbox.PauseStopped
+	if keepMemory {
+		mode = sandbox.PauseFrozen
+		if err := m.cfg.Runtime.Freeze(ctx, sb.ContainerID); err != nil {
+			return sandbox.Wrap(sandbox.KindInternal, err, "failed to pause sandbox")
+		}
+	} else if err := m.cfg.Runtime.Stop(ctx, sb.ContainerID); err != nil {
+		return sandbox.Wrap(sandbox.KindInternal, err, "failed to pause sandbox")
+	}
+	now := time.Now().UTC()
+	sb.State, sb.PauseMode, sb.PausedAt = sandbox.StatePaused, mode, now
+	sb.Remaining = max(sb.EndAt.Sub(now), 0)
+	if mode == sandbox.PauseStopped {
+		sb.AgentAddr = ""
+	}
+	if err := m.save(ctx, sb); err != nil {
+		return err
+	}
+	m.notifyStop(sb.ID)
+	m.event(ctx, sb.ID, "info", "sandbox paused", "mode", string(mode), "reason", reason)
+	m.log.Info("sandbox paused", logSandbox, sb.ID, "mode", mode, "reason", reason)
+	return nil
+}
+
+// Resume resumes a paused sandbox (E2B's deprecated /resume): running
+// ones are KindConflict. It runs for at least timeout afterwards.
+func (m *Manager) Resume(ctx context.Context, teamID, id string, timeout time.Duration) (sandbox.Sandbox, error) {
+	if err := m.checkTimeout(timeout); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	defer m.locks.lock(id)()
+	sb, err := m.live(teamID, id)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if sb.State == sandbox.StateRunning {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindConflict, "sandbox '%s' is already running", id)
+	}
+	return m.resume(ctx, sb, timeout)
+}
+
+// Connect makes sure a sandbox runs for at least timeout from now and
+// reports whether it had to resume it. It never shortens a running
+// sandbox's life.
+func (m *Manager) Connect(ctx context.Context, teamID, id string, timeout time.Duration) (sb sandbox.Sandbox, resumed bool, err error) {
+	if err := m.checkTimeout(timeout); err != nil {
+		return sandbox.Sandbox{}, false, err
+	}
+	defer m.locks.lock(id)()
+	sb, err = m.live(teamID, id)
+	if err != nil {
+		return sandbox.Sandbox{}, false, err
+	}
+	if sb.State == sandbox.StatePaused {
+		sb, err = m.resume(ctx, sb, timeout)
+		return sb, err == nil, err
+	}
+	if end := time.Now().UTC().Add(timeout); end.After(sb.EndAt) {
+		sb.EndAt = end
+		if err := m.save(ctx, sb); err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+	}
+	return sb, false, nil
+}
+
+// resume brings paused sb back and gives it at least timeout, or what it
+// had left when paused if that is longer. The caller holds its lock.
+func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration) (sandbox.Sandbox, error) {
+	mode := sb.PauseMode
+	if mode == sandbox.PauseFrozen {
+		if err := m.cfg.Runtime.Thaw(ctx, sb.ContainerID); err != nil {
+			return sandbox.Sandbox{}, m.resumeFailed(ctx, sb, err)
+		}
+	} else {
+		c, err := m.cfg.Runtime.Start(ctx, sb.ContainerID)
+		if err != nil {
+			return sandbox.Sandbox{}, m.resumeFailed(ctx, sb, err)
+		}
+		sb.AgentAddr = c.AgentAddr
+		if err := m.initAgent(ctx, sb); err != nil {
+			if err := m.cfg.Runtime.Stop(context.WithoutCancel(ctx), sb.ContainerID); err != nil {
+				m.log.Error("cannot stop sandbox after failed resume", logSandbox, sb.ID, "err", err)
+			}
+			return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to resume sandbox")
+		}
+	}
+	now := time.Now().UTC()
+	sb.State, sb.PauseMode, sb.PausedAt = sandbox.StateRunning, "", time.Time{}
+	sb.EndAt = now.Add(max(timeout, sb.Remaining))
+	sb.Remaining = 0
+	if err := m.save(ctx, sb); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	m.event(ctx, sb.ID, "info", "sandbox resumed", "mode", string(mode))
+	m.log.Info("sandbox resumed", logSandbox, sb.ID, "mode", mode)
+	return sb, nil
+}
+
+// resumeFailed handles a runtime error on resume: a vanished container
+// means the sandbox is gone for good.
+func (m *Manager) resumeFailed(ctx context.Context, sb sandbox.Sandbox, err error) error {
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		m.markVanished(ctx, sb)
+		return sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' not found", sb.ID)
+	}
+	return sandbox.Wrap(sandbox.KindInternal, err, "failed to resume sandbox")
+}
+
+// UpdateNetwork stores a sandbox's new egress settings. Warren does not
+// enforce egress rules yet (a later issue); they are kept and reported.
+func (m *Manager) UpdateNetwork(ctx context.Context, teamID, id string, n sandbox.Network) error {
+	defer m.locks.lock(id)()
+	sb, err := m.live(teamID, id)
+	if err != nil {
+		return err
+	}
+	sb.Network.AllowOut, sb.Network.DenyOut = n.AllowOut, n.DenyOut
+	sb.Network.EgressProxy, sb.Network.Rules = n.EgressProxy, n.Rules
+	sb.Network.AllowInternetAccess = n.AllowInternetAccess
+	if err := m.save(ctx, sb); err != nil {
+		return err
+	}
+	m.event(ctx, sb.ID, "info", "network updated")
+	return nil
+}
+
+// Route returns a running sandbox for the proxy, resuming a paused one
+// whose Lifecycle.AutoResume is set. Unknown or killed sandboxes are
+// KindNotFound; paused ones without auto-resume are KindUnavailable.
+// It does not check teams: the proxy authorises with tokens.
+func (m *Manager) Route(ctx context.Context, id string) (sandbox.Sandbox, error) {
+	sb, ok := m.cached(id)
+	if ok && sb.State == sandbox.StateRunning {
+		return sb, nil
+	}
+	defer m.locks.lock(id)()
+	sb, ok = m.cached(id)
+	switch {
+	case !ok || (sb.State != sandbox.StateRunning && sb.State != sandbox.StatePaused):
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' not found", id)
+	case sb.State == sandbox.StateRunning:
+		return sb, nil
+	case !sb.Lifecycle.AutoResume:
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindUnavailable, "sandbox '%s' is paused", id)
+	}
+	return m.resume(ctx, sb, sb.Timeout)
+}

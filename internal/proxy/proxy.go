@@ -1,0 +1,244 @@
+// Package proxy is Warren's data plane: it routes client requests to ports
+// of sandboxes, by the E2b-Sandbox-Id/E2b-Sandbox-Port headers or by a
+// <port>-<id>.<domain> host, the way E2B's proxy does.
+//
+// Port 49983 goes straight to the agent's published address; every other
+// port is tunnelled through the agent, which dials it inside the sandbox.
+// Bodies stream both ways unbuffered and upgrades (WebSocket) pass through.
+// The proxy enforces traffic tokens and keeps the agent's internal paths
+// private, answers E2B's 502/403 JSON errors, and cuts a sandbox's open
+// streams when the lifecycle manager says it stopped (Disconnect). It owns
+// no sandbox state: it asks a Router, which may resume a paused sandbox.
+package proxy
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/internal/agentclient"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Router finds the sandbox a request is for. The lifecycle manager
+// implements it.
+type Router interface {
+	// Route returns the sandbox running, resuming it first when it is
+	// paused and allows auto-resume. An unknown or stopped sandbox is an
+	// error of kind NotFound or Unavailable.
+	Route(ctx context.Context, sandboxID string) (sandbox.Sandbox, error)
+}
+
+// Tunneler opens byte streams to ports inside sandboxes through their
+// agents. *agentclient.Client implements it; its errors match
+// agentclient.ErrPortClosed when nothing listens on the port.
+type Tunneler interface {
+	DialTunnel(ctx context.Context, addr, secret string, port int) (net.Conn, error)
+}
+
+// Config configures a Proxy.
+type Config struct {
+	// Domain is the sandbox domain: hosts are <port>-<id>.<Domain> and the
+	// shared host is sandbox.<Domain>. Required.
+	Domain  string
+	Router  Router   // required
+	Tunnels Tunneler // required
+	// DialTimeout bounds reaching the agent and opening a tunnel. Default
+	// 10s.
+	DialTimeout time.Duration
+	Logger      *slog.Logger // default slog.Default()
+}
+
+// Proxy is the data-plane http.Handler. It is safe for concurrent use.
+type Proxy struct {
+	cfg   Config
+	log   *slog.Logger
+	rp    *httputil.ReverseProxy
+	conns *connSet
+}
+
+// New returns a Proxy.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Domain == "" || cfg.Router == nil || cfg.Tunnels == nil {
+		return nil, errors.New("proxy: Domain, Router and Tunnels are required")
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	p := &Proxy{cfg: cfg, log: cfg.Logger, conns: newConnSet()}
+	transport := &http.Transport{
+		Proxy:                 nil, // sandboxes are local; never go through HTTP_PROXY
+		DialContext:           p.dial,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       60 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // pass encodings through untouched
+		WriteBufferSize:       64 << 10,
+		ReadBufferSize:        64 << 10,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:       p.rewrite,
+		Transport:     transport,
+		FlushInterval: -1,
+		BufferPool:    newBufferPool(),
+		ErrorHandler:  p.upstreamError,
+		ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	return p, nil
+}
+
+// Disconnect cuts every open connection to a sandbox: streams in flight
+// end abruptly (the client sees a reset, not a clean end) and idle pooled
+// connections go. The lifecycle manager calls it when a sandbox stops.
+func (p *Proxy) Disconnect(sandboxID string) {
+	if n := p.conns.closeAll(sandboxID); n > 0 {
+		p.log.Debug("proxy: cut connections", "sandbox", sandboxID, "conns", n)
+	}
+}
+
+// target is what the dialer needs to know about a request, carried in its
+// context from ServeHTTP.
+type target struct {
+	sandboxID string
+	agentAddr string
+	secret    string
+	port      int
+	mask      string // the sandbox's maskRequestHost, "" = keep the host
+}
+
+type targetKey struct{}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	dst, err := route(r, p.cfg.Domain)
+	if err != nil {
+		writeError(w, errorBody{Message: err.Error(), Code: http.StatusBadRequest})
+		return
+	}
+	sb, err := p.cfg.Router.Route(r.Context(), dst.sandboxID)
+	if err != nil || sb.AgentAddr == "" {
+		p.notRunning(w, r, dst, err)
+		return
+	}
+	if dst.port == sandbox.AgentPort {
+		if isInternalPath(r.URL.Path) {
+			writeError(w, errorBody{SandboxID: dst.sandboxID, Message: "This path is not available from outside the sandbox", Code: http.StatusForbidden})
+			return
+		}
+	} else if msg := checkTrafficToken(r, sb.TrafficAccessToken); msg != "" {
+		writeError(w, errorBody{SandboxID: dst.sandboxID, Message: msg, Code: http.StatusForbidden})
+		return
+	}
+	t := target{sandboxID: sb.ID, agentAddr: sb.AgentAddr, secret: sb.AgentSecret, port: dst.port}
+	if dst.port != sandbox.AgentPort {
+		t.mask = sb.Network.MaskRequestHost
+	}
+	// Let a streaming response and the request body flow at once.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+}
+
+func (p *Proxy) notRunning(w http.ResponseWriter, r *http.Request, dst destination, err error) {
+	switch k := sandbox.KindOf(err); {
+	case err == nil: // running but no agent address: treat as gone
+	case k == sandbox.KindNotFound, k == sandbox.KindUnavailable:
+		p.log.DebugContext(r.Context(), "proxy: sandbox not routable", "sandbox", dst.sandboxID, "err", err)
+	default:
+		p.log.WarnContext(r.Context(), "proxy: routing failed", "sandbox", dst.sandboxID, "err", err)
+	}
+	writeError(w, errorBody{SandboxID: dst.sandboxID, Message: "The sandbox was not found", Code: http.StatusBadGateway})
+}
+
+// isInternalPath reports whether p is one of the agent's paths that only
+// Warren itself may call (envd's and ours), however it is spelled.
+func isInternalPath(p string) bool {
+	switch p = path.Clean("/" + p); p {
+	case "/init", "/freeze", "/unfreeze", "/collapse", "/fsfreeze", "/fsthaw", "/upgrade", "/_warren":
+		return true
+	}
+	return strings.HasPrefix(p, "/_warren/")
+}
+
+// checkTrafficToken returns why r may not reach a sandbox protected by
+// token, or "" when it may.
+func checkTrafficToken(r *http.Request, token string) string {
+	if token == "" {
+		return ""
+	}
+	got := r.Header.Get("E2b-Traffic-Access-Token")
+	switch {
+	case got == "":
+		return "Missing traffic access token"
+	case subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1:
+		return "Invalid traffic access token"
+	}
+	return ""
+}
+
+// rewrite turns the client's request into the upstream one.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	t := pr.In.Context().Value(targetKey{}).(target)
+	// The URL host is only a connection-pool key (one pool per sandbox
+	// and port); the dialer takes the real address from the context.
+	pr.SetURL(&url.URL{Scheme: "http", Host: fmt.Sprintf("%d-%s.sandbox.invalid", t.port, t.sandboxID)})
+	pr.SetXForwarded()
+	pr.Out.Host = pr.In.Host
+	if t.mask != "" {
+		pr.Out.Host = strings.ReplaceAll(t.mask, "${PORT}", strconv.Itoa(t.port))
+	}
+	for _, h := range []string{headerSandboxID, headerSandboxPort, "E2b-Traffic-Access-Token"} {
+		pr.Out.Header.Del(h)
+	}
+}
+
+// dial connects to the sandbox named in ctx: the agent itself for its own
+// port, a tunnel through it for any other.
+func (p *Proxy) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	t, ok := ctx.Value(targetKey{}).(target)
+	if !ok {
+		return nil, errors.New("proxy: dial without a target")
+	}
+	// The transport detaches dials from the request's cancellation; a
+	// frozen agent must not hold one forever.
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	defer cancel()
+	var c net.Conn
+	var err error
+	if t.port == sandbox.AgentPort {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", t.agentAddr)
+	} else {
+		c, err = p.cfg.Tunnels.DialTunnel(ctx, t.agentAddr, t.secret, t.port)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.conns.track(t.sandboxID, c), nil
+}
+
+// upstreamError answers a request whose upstream could not be reached or
+// failed before answering.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	t, _ := r.Context().Value(targetKey{}).(target)
+	switch {
+	case r.Context().Err() != nil:
+		return // the client left; nobody to answer
+	case errors.Is(err, agentclient.ErrPortClosed):
+		writeError(w, errorBody{SandboxID: t.sandboxID, Message: "The sandbox is running but port is not open", Port: t.port, Code: http.StatusBadGateway})
+	default:
+		p.log.DebugContext(r.Context(), "proxy: upstream failed", "sandbox", t.sandboxID, "port", t.port, "err", err)
+		writeError(w, errorBody{SandboxID: t.sandboxID, Message: "The sandbox was not found", Code: http.StatusBadGateway})
+	}
+}

@@ -1,0 +1,185 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// echo answers with what reached it: path, host and the headers a test
+// cares about.
+func echo(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s host=%s id=%q port=%q token=%q",
+			name, r.URL.Path, r.Host, r.Header.Get(headerSandboxID), r.Header.Get(headerSandboxPort),
+			r.Header.Get("E2b-Traffic-Access-Token"))
+	})
+}
+
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+func TestRouting(t *testing.T) {
+	env := newTestEnv(t, echo("agent"), func(sb *sandbox.Sandbox) {
+		sb.TrafficAccessToken = "tok"
+	})
+	env.agent.listen(t, 8080, echo("app"))
+	env.router.errs["ipaused"] = sandbox.Errorf(sandbox.KindUnavailable, "paused")
+	env.router.errs["ibroken"] = sandbox.Errorf(sandbox.KindInternal, "boom")
+
+	notFound := func(id string) string {
+		return `{"sandboxId":"` + id + `","message":"The sandbox was not found","code":502}`
+	}
+	tests := []struct {
+		name    string
+		host    string
+		path    string
+		headers map[string]string
+		status  int
+		body    string
+	}{
+		{name: "host/agent", host: env.host(49983), path: "/health",
+			status: 200, body: `agent /health host=49983-isbx1.warren.test id="" port="" token=""`},
+		{name: "host/composite-id", host: "49983-isbx1-client7.warren.test:3000", path: "/x",
+			status: 200, body: `agent /x host=49983-isbx1-client7.warren.test:3000 id="" port="" token=""`},
+		{name: "host/uppercase", host: "49983-ISBX1.Warren.Test", path: "/x",
+			status: 200, body: `agent /x host=49983-ISBX1.Warren.Test id="" port="" token=""`},
+		{name: "headers/localhost", host: "localhost:3000", path: "/files",
+			headers: map[string]string{headerSandboxID: env.id, headerSandboxPort: "49983"},
+			status:  200, body: `agent /files host=localhost:3000 id="" port="" token=""`},
+		{name: "headers/ip", host: "127.0.0.1:3000", path: "/a",
+			headers: map[string]string{headerSandboxID: env.id, headerSandboxPort: "8080", "e2b-traffic-access-token": "tok"},
+			status:  200, body: `app /a host=127.0.0.1:3000 id="" port="" token=""`},
+		{name: "headers/shared-host", host: "sandbox.warren.test", path: "/a",
+			headers: map[string]string{headerSandboxID: env.id, headerSandboxPort: "49983"},
+			status:  200, body: `agent /a host=sandbox.warren.test id="" port="" token=""`},
+		{name: "headers/missing-port", host: "localhost", headers: map[string]string{headerSandboxID: env.id},
+			status: 400, body: `{"message":"missing or invalid E2b-Sandbox-Id and E2b-Sandbox-Port headers","code":400}`},
+		{name: "headers/shared-host-none", host: "sandbox.warren.test",
+			status: 400, body: `{"message":"missing or invalid E2b-Sandbox-Id and E2b-Sandbox-Port headers","code":400}`},
+		{name: "headers/bad-port", host: "[::1]:3000", headers: map[string]string{headerSandboxID: env.id, headerSandboxPort: "70000"},
+			status: 400, body: `{"message":"missing or invalid E2b-Sandbox-Id and E2b-Sandbox-Port headers","code":400}`},
+		{name: "host/unparsable", host: "api.warren.test",
+			status: 400, body: `{"message":"missing or invalid E2b-Sandbox-Id and E2b-Sandbox-Port headers","code":400}`},
+		{name: "unknown", host: "49983-inope.warren.test", status: 502, body: notFound("inope")},
+		{name: "paused", host: "49983-ipaused.warren.test", status: 502, body: notFound("ipaused")},
+		{name: "router-failure", host: "49983-ibroken.warren.test", status: 502, body: notFound("ibroken")},
+		{name: "port-closed", host: env.host(9999), headers: map[string]string{"E2B-Traffic-Access-Token": "tok"},
+			status: 502, body: `{"sandboxId":"isbx1","message":"The sandbox is running but port is not open","port":9999,"code":502}`},
+		{name: "tunnel", host: env.host(8080), path: "/p", headers: map[string]string{"e2b-traffic-access-token": "tok"},
+			status: 200, body: `app /p host=8080-isbx1.warren.test id="" port="" token=""`},
+		{name: "token/missing", host: env.host(8080),
+			status: 403, body: `{"sandboxId":"isbx1","message":"Missing traffic access token","code":403}`},
+		{name: "token/wrong", host: env.host(8080), headers: map[string]string{"E2B-TRAFFIC-ACCESS-TOKEN": "nope"},
+			status: 403, body: `{"sandboxId":"isbx1","message":"Invalid traffic access token","code":403}`},
+		{name: "internal/init", host: env.host(49983), path: "/init",
+			status: 403, body: `{"sandboxId":"isbx1","message":"This path is not available from outside the sandbox","code":403}`},
+		{name: "internal/dot-segments", host: env.host(49983), path: "/files/../fsfreeze",
+			status: 403, body: `{"sandboxId":"isbx1","message":"This path is not available from outside the sandbox","code":403}`},
+		{name: "internal/encoded", host: env.host(49983), path: "/%69nit",
+			status: 403, body: `{"sandboxId":"isbx1","message":"This path is not available from outside the sandbox","code":403}`},
+		{name: "internal/tunnel", host: env.host(49983), path: "/_warren/tunnel?port=22",
+			status: 403, body: `{"sandboxId":"isbx1","message":"This path is not available from outside the sandbox","code":403}`},
+		{name: "internal/only-on-agent-port", host: env.host(8080), path: "/init", headers: map[string]string{"e2b-traffic-access-token": "tok"},
+			status: 200, body: `app /init host=8080-isbx1.warren.test id="" port="" token=""`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := env.request(t, "GET", tc.host, tc.path, nil)
+			for k, v := range tc.headers {
+				req.Header.Set(k, v)
+			}
+			status, body := do(t, req)
+			if status != tc.status {
+				t.Errorf("status %d, want %d (body %s)", status, tc.status, body)
+			}
+			if diff := cmp.Diff(tc.body, body); diff != "" {
+				t.Errorf("body (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestErrorsAreJSON(t *testing.T) {
+	env := newTestEnv(t, echo("agent"), nil)
+	req := env.request(t, "GET", "49983-inope.warren.test", "/health", nil)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	if body["code"] != float64(502) || body["sandboxId"] != "inope" {
+		t.Errorf("body %v", body)
+	}
+}
+
+func TestMaskRequestHost(t *testing.T) {
+	env := newTestEnv(t, echo("agent"), func(sb *sandbox.Sandbox) {
+		sb.Network.MaskRequestHost = "localhost:${PORT}"
+	})
+	env.agent.listen(t, 5173, echo("app"))
+	if _, body := do(t, env.request(t, "GET", env.host(5173), "/", nil)); !strings.Contains(body, "host=localhost:5173 ") {
+		t.Errorf("app saw %s, want host localhost:5173", body)
+	}
+	// The agent's own port keeps the client's host.
+	if _, body := do(t, env.request(t, "GET", env.host(49983), "/", nil)); !strings.Contains(body, "host=49983-isbx1.warren.test ") {
+		t.Errorf("agent saw %s", body)
+	}
+}
+
+func TestIsSandboxRequest(t *testing.T) {
+	tests := []struct {
+		host    string
+		headers map[string]string
+		want    bool
+	}{
+		{host: "49983-abc.warren.test", want: true},
+		{host: "8080-abc.other.example:443", want: true},
+		{host: "sandbox.warren.test", want: true},
+		{host: "localhost:3000", headers: map[string]string{headerSandboxID: "abc"}, want: true},
+		{host: "127.0.0.1:3000", headers: map[string]string{headerSandboxPort: "49983"}, want: true},
+		{host: "localhost:3000", want: false},
+		{host: "127.0.0.1", want: false},
+		{host: "[::1]:3000", want: false},
+		{host: "api.warren.test", want: false},
+		{host: "warren.test", want: false},
+		{host: "49983-abc", want: false},
+		{host: "0-abc.warren.test", want: false},
+		{host: "x49983-abc.warren.test", want: false},
+	}
+	for _, tc := range tests {
+		r, _ := http.NewRequest("GET", "http://x/", nil)
+		r.Host = tc.host
+		for k, v := range tc.headers {
+			r.Header.Set(k, v)
+		}
+		if got := IsSandboxRequest(r, testDomain); got != tc.want {
+			t.Errorf("IsSandboxRequest(%q, %v) = %v, want %v", tc.host, tc.headers, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package docker
+
+import (
+	"context"
+	"maps"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// agentPort is the agent's port as Docker names it.
+func agentPort() network.Port {
+	p, _ := network.PortFrom(sandbox.AgentPort, network.TCP)
+	return p
+}
+
+// ContainerName is the Docker name of a sandbox's container.
+func ContainerName(sandboxID string) string { return "warren-" + sandboxID }
+
+// Create creates and starts the sandbox's container. On any failure after
+// the container exists it is removed, so a failed Create leaks nothing.
+func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandbox.Container, error) {
+	if spec.SandboxID == "" || spec.Image == "" {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInvalid, "sandbox ID and image are required")
+	}
+	cfg, host := r.containerConfig(spec)
+	res, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:       ContainerName(spec.SandboxID),
+		Config:     cfg,
+		HostConfig: host,
+	})
+	if err != nil {
+		return sandbox.Container{}, classify(err, "cannot create the sandbox's container")
+	}
+	c, err := r.Start(ctx, res.ID)
+	if err != nil {
+		r.removeQuietly(ctx, res.ID)
+		return sandbox.Container{}, err
+	}
+	return c, nil
+}
+
+func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config, *container.HostConfig) {
+	labels := maps.Clone(spec.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[sandbox.LabelManaged] = r.cfg.ManagedValue
+	labels[sandbox.LabelSandbox] = spec.SandboxID
+
+	cfg := &container.Config{
+		Image:    spec.Image,
+		Hostname: spec.SandboxID,
+		// Root whatever the image says; the agent drops to users per
+		// process. A numeric user needs no /etc/passwd in the image.
+		User:         "0:0",
+		Entrypoint:   []string{AgentMountPath},
+		Cmd:          nil, // an explicit entrypoint already discards the image's CMD
+		Env:          []string{"WARREN_AGENT_SECRET=" + spec.AgentSecret},
+		Labels:       labels,
+		ExposedPorts: network.PortSet{agentPort(): {}},
+	}
+	noInit := false
+	host := &container.HostConfig{
+		NetworkMode: container.NetworkMode(r.cfg.Network),
+		PortBindings: network.PortMap{agentPort(): {{
+			HostIP: netip.AddrFrom4([4]byte{127, 0, 0, 1}),
+			// Empty HostPort: the engine picks a free ephemeral port.
+		}}},
+		Mounts: []mount.Mount{{
+			Type:     mount.TypeBind,
+			Source:   r.cfg.AgentPath,
+			Target:   AgentMountPath,
+			ReadOnly: true,
+		}},
+		CapDrop: []string{"ALL"},
+		CapAdd:  r.cfg.Caps,
+		Init:    &noInit, // the agent is PID 1 and reaps zombies itself
+	}
+	if spec.CPUCount > 0 {
+		host.NanoCPUs = int64(spec.CPUCount) * 1e9
+	}
+	if spec.MemoryMB > 0 {
+		host.Memory = int64(spec.MemoryMB) << 20
+		host.MemorySwap = host.Memory // no swap beyond the limit
+	}
+	if spec.PidsLimit > 0 {
+		pids := int64(spec.PidsLimit)
+		host.PidsLimit = &pids
+	}
+	return cfg, host
+}
+
+// Start starts a created or stopped container and returns it with its
+// (possibly new) AgentAddr.
+func (r *Runtime) Start(ctx context.Context, id string) (sandbox.Container, error) {
+	if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		return sandbox.Container{}, classify(err, "cannot start the sandbox's container")
+	}
+	c, err := r.Inspect(ctx, id)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	if c.AgentAddr == "" {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInternal, "the sandbox's container has no published agent port")
+	}
+	return c, nil
+}
+
+// Stop stops a container, killing it after Config.StopTimeout.
+func (r *Runtime) Stop(ctx context.Context, id string) error {
+	secs := int(r.cfg.StopTimeout / time.Second)
+	_, err := r.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
+	return classify(err, "cannot stop the sandbox's container")
+}
+
+// Freeze pauses every process of a running container; memory is kept.
+func (r *Runtime) Freeze(ctx context.Context, id string) error {
+	_, err := r.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+	return classify(err, "cannot freeze the sandbox's container")
+}
+
+// Thaw resumes a frozen container.
+func (r *Runtime) Thaw(ctx context.Context, id string) error {
+	_, err := r.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+	return classify(err, "cannot thaw the sandbox's container")
+}
+
+// Remove kills and removes a container and its anonymous volumes.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	_, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	r.forgetSample(id)
+	return classify(err, "cannot remove the sandbox's container")
+}
+
+// removeQuietly removes a container during cleanup of a failed operation,
+// even when ctx is already cancelled.
+func (r *Runtime) removeQuietly(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.Remove(ctx, id); err != nil {
+		r.log.WarnContext(ctx, "cleanup: removing container", "container", id, "err", err)
+	}
+}
+
+// Inspect returns a container's current state. Running is true for a
+// frozen container too (its processes exist); Paused tells them apart.
+func (r *Runtime) Inspect(ctx context.Context, id string) (sandbox.Container, error) {
+	res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return sandbox.Container{}, classify(err, "cannot inspect the sandbox's container")
+	}
+	ci := res.Container
+	c := sandbox.Container{ID: ci.ID}
+	if ci.Config != nil {
+		c.Labels = ci.Config.Labels
+		c.SandboxID = ci.Config.Labels[sandbox.LabelSandbox]
+	}
+	if ci.State != nil {
+		c.Running, c.Paused = ci.State.Running, ci.State.Paused
+	}
+	if c.Running && ci.NetworkSettings != nil {
+		for _, b := range ci.NetworkSettings.Ports[agentPort()] {
+			if b.HostIP.IsLoopback() && b.HostPort != "" {
+				c.AgentAddr = net.JoinHostPort(b.HostIP.String(), b.HostPort)
+				break
+			}
+		}
+	}
+	return c, nil
+}
+
+// List returns every container labelled as this server's.
+func (r *Runtime) List(ctx context.Context) ([]sandbox.Container, error) {
+	filters := client.Filters{}.Add("label", sandbox.LabelManaged+"="+r.cfg.ManagedValue)
+	res, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
+	if err != nil {
+		return nil, classify(err, "cannot list containers")
+	}
+	out := make([]sandbox.Container, 0, len(res.Items))
+	for _, s := range res.Items {
+		c := sandbox.Container{
+			ID:        s.ID,
+			SandboxID: s.Labels[sandbox.LabelSandbox],
+			Labels:    s.Labels,
+			Running:   s.State == container.StateRunning || s.State == container.StatePaused,
+			Paused:    s.State == container.StatePaused,
+		}
+		if c.Running {
+			for _, p := range s.Ports {
+				if p.PrivatePort == sandbox.AgentPort && p.PublicPort != 0 && p.IP.IsLoopback() {
+					c.AgentAddr = net.JoinHostPort(p.IP.String(), strconv.Itoa(int(p.PublicPort)))
+					break
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

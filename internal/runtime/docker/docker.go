@@ -1,0 +1,138 @@
+// Package docker implements sandbox.Runtime on a Docker engine through its
+// HTTP API (github.com/moby/moby/client).
+//
+// It owns the shape of a sandbox's container: the agent binary bind-mounted
+// read-only and run as the entrypoint, as root; the agent port published on
+// 127.0.0.1 only; labels, resource limits and capabilities. It does not own
+// sandbox state (the lifecycle manager does) and never talks to the agent.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// AgentMountPath is where the agent binary appears inside every container.
+const AgentMountPath = "/.warren/warren-agent"
+
+// DefaultCapabilities returns the capability set a sandbox gets when
+// Config.Caps is nil: Docker's default set (enough for sudo, package
+// managers, users and file ownership) plus SYS_PTRACE so debuggers and
+// strace work. Everything else (SYS_ADMIN, NET_ADMIN, ...) stays dropped;
+// the default seccomp and AppArmor profiles stay on.
+func DefaultCapabilities() []string {
+	return []string{
+		"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
+		"MKNOD", "NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP",
+		"SETUID", "SYS_CHROOT", "SYS_PTRACE",
+	}
+}
+
+// Config configures the runtime. Only AgentPath is required.
+type Config struct {
+	// AgentPath is the host path of the static warren-agent binary. Required.
+	AgentPath string
+	// Network is the Docker network containers join. Default "bridge".
+	Network string
+	// ManagedValue is the value of sandbox.LabelManaged on the containers
+	// this runtime creates, and the only value List returns, so that two
+	// servers sharing one engine never adopt each other's containers.
+	// Default "true".
+	ManagedValue string
+	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
+	// Default 2s; it is rounded down to whole seconds (Docker's unit).
+	StopTimeout time.Duration
+	// Caps is the capability set of every container (all others are
+	// dropped). Nil means DefaultCapabilities().
+	Caps []string
+	// Logger receives debug logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Runtime is sandbox.Runtime on a Docker engine. It is safe for concurrent
+// use.
+type Runtime struct {
+	cfg Config
+	cli *client.Client
+	log *slog.Logger
+
+	mu      sync.Mutex             // guards samples
+	samples map[string]statsSample // last stats sample per container ID
+}
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// New connects to the engine named by the DOCKER_* environment (the local
+// socket by default). It does not contact the engine; call Ping for that.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.AgentPath == "" {
+		return nil, errors.New("docker runtime: AgentPath is required")
+	}
+	if _, err := os.Stat(cfg.AgentPath); err != nil {
+		return nil, fmt.Errorf("docker runtime: agent binary: %w", err)
+	}
+	if cfg.Network == "" {
+		cfg.Network = "bridge"
+	}
+	if cfg.ManagedValue == "" {
+		cfg.ManagedValue = "true"
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 2 * time.Second
+	}
+	if cfg.Caps == nil {
+		cfg.Caps = DefaultCapabilities()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("docker runtime: %w", err)
+	}
+	return &Runtime{cfg: cfg, cli: cli, log: cfg.Logger, samples: map[string]statsSample{}}, nil
+}
+
+// Close releases the engine connection.
+func (r *Runtime) Close() error { return r.cli.Close() }
+
+// Ping checks that the engine answers and returns its API version.
+func (r *Runtime) Ping(ctx context.Context) (string, error) {
+	res, err := r.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	if err != nil {
+		return "", classify(err, "docker engine unreachable")
+	}
+	return res.APIVersion, nil
+}
+
+// classify turns an engine error into a *sandbox.Error whose kind the
+// edges understand. msg is the client-safe message.
+func classify(err error, msg string) error {
+	var kind sandbox.Kind
+	switch {
+	case err == nil:
+		return nil
+	case cerrdefs.IsNotFound(err):
+		kind = sandbox.KindNotFound
+	case cerrdefs.IsConflict(err), cerrdefs.IsAlreadyExists(err), cerrdefs.IsFailedPrecondition(err):
+		kind = sandbox.KindConflict
+	case cerrdefs.IsInvalidArgument(err):
+		kind = sandbox.KindInvalid
+	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		kind = sandbox.KindUnavailable
+	default:
+		kind = sandbox.KindInternal
+	}
+	return sandbox.Wrap(kind, err, msg)
+}

@@ -1,0 +1,88 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Commit saves a container's filesystem as the image ref and returns ref.
+// The container is paused while it is copied. The agent is a bind mount, so
+// it is not part of the image. The settings Warren imposed on the container
+// are turned back into the source image's: its entrypoint, command and user,
+// the agent secret blanked, Warren's labels emptied. One is left: when the
+// source image has no entrypoint the engine keeps the agent's (an empty
+// ENTRYPOINT is not a change to it); Warren always sets its own, so only a
+// plain `docker run` of the snapshot notices.
+func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
+	if ref == "" {
+		return "", sandbox.Errorf(sandbox.KindInvalid, "a snapshot needs an image reference")
+	}
+	ci, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", classify(err, "cannot inspect the sandbox's container")
+	}
+	img, err := r.cli.ImageInspect(ctx, ci.Container.Image)
+	if err != nil {
+		return "", classify(err, "cannot inspect the sandbox's image")
+	}
+	var entrypoint, cmd []string
+	var user string
+	if c := img.Config; c != nil {
+		entrypoint, cmd, user = c.Entrypoint, c.Cmd, c.User
+	}
+	changes := []string{
+		"CMD " + jsonArray(cmd),
+		"ENV WARREN_AGENT_SECRET=",
+		fmt.Sprintf("LABEL %s= %s=", sandbox.LabelManaged, sandbox.LabelSandbox),
+	}
+	if len(entrypoint) > 0 {
+		changes = append(changes, "ENTRYPOINT "+jsonArray(entrypoint))
+	}
+	if user != "" {
+		changes = append(changes, "USER "+user)
+	}
+	_, err = r.cli.ContainerCommit(ctx, id, client.ContainerCommitOptions{
+		Reference: ref,
+		Comment:   "warren snapshot of " + ci.Container.Name,
+		Changes:   changes,
+	})
+	if err != nil {
+		return "", classify(err, "cannot snapshot the sandbox")
+	}
+	return ref, nil
+}
+
+// jsonArray renders a Dockerfile exec-form argument list.
+func jsonArray(args []string) string {
+	if args == nil {
+		args = []string{}
+	}
+	b, _ := json.Marshal(args) // []string always marshals
+	return string(b)
+}
+
+// RemoveImage removes an image reference. An image still used by a
+// container is a conflict.
+func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
+	_, err := r.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{PruneChildren: true})
+	return classify(err, "cannot remove the image")
+}
+
+// ImageExists reports whether an image is present on the engine.
+func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
+	_, err := r.cli.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	default:
+		return false, classify(err, "cannot inspect the image")
+	}
+}

@@ -1,0 +1,25 @@
+// Command fakeagent stands in for warren-agent in the Docker runtime's
+// tests: it serves /health on the agent port and reports what the runtime
+// set up for it (user, hostname, secret).
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+)
+
+func main() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /whoami", func(w http.ResponseWriter, _ *http.Request) {
+		host, _ := os.Hostname()
+		fmt.Fprintf(w, "uid=%d host=%s secret=%s pid=%d", os.Getuid(), host, os.Getenv("WARREN_AGENT_SECRET"), os.Getpid())
+	})
+	if err := http.ListenAndServe(":49983", mux); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

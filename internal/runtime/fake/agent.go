@@ -1,0 +1,47 @@
+package fake
+
+import (
+	"context"
+	"sync"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Agent is a sandbox.Agent that records every Init and can be made to
+// fail.
+type Agent struct {
+	mu    sync.Mutex // guards the fields below
+	inits map[string]sandbox.AgentInit
+	err   error
+}
+
+var _ sandbox.Agent = (*Agent)(nil)
+
+// NewAgent returns an agent that accepts every Init.
+func NewAgent() *Agent { return &Agent{inits: map[string]sandbox.AgentInit{}} }
+
+// Fail makes later Inits return err; nil clears it.
+func (a *Agent) Fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.err = err
+}
+
+// Init records init for addr.
+func (a *Agent) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		return a.err
+	}
+	a.inits[addr] = init
+	return nil
+}
+
+// Inited returns what the agent at addr was last told, if anything.
+func (a *Agent) Inited(addr string) (sandbox.AgentInit, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	init, ok := a.inits[addr]
+	return init, ok
+}

@@ -1,0 +1,294 @@
+// Package fake holds in-memory stand-ins for tests: a sandbox.Runtime whose
+// containers are records and images a set, and a sandbox.Agent that
+// records what it was told. Any method can be scripted to fail. They run
+// nothing and own no goroutines; they are not for production use.
+package fake
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Runtime is an in-memory container engine. The zero value is not usable;
+// call New.
+type Runtime struct {
+	mu         sync.Mutex // guards the fields below
+	containers map[string]*sandbox.Container
+	images     map[string]bool
+	fail       map[string]error // method name → error returned once set
+	nextID     int
+	nextPort   int
+	calls      []string
+}
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// New returns an empty runtime holding the given images.
+func New(images ...string) *Runtime {
+	r := &Runtime{
+		containers: map[string]*sandbox.Container{},
+		images:     map[string]bool{},
+		fail:       map[string]error{},
+		nextPort:   40000,
+	}
+	for _, im := range images {
+		r.images[im] = true
+	}
+	return r
+}
+
+// Fail makes every later call of method (e.g. "Create", "Stats") return
+// err; a nil err clears the failure.
+func (r *Runtime) Fail(method string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		delete(r.fail, method)
+		return
+	}
+	r.fail[method] = err
+}
+
+// Calls returns the methods called so far, in order, with their argument
+// (container ID or image), as "Method arg".
+func (r *Runtime) Calls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
+}
+
+// Containers returns a copy of every container, sorted by ID.
+func (r *Runtime) Containers() []sandbox.Container {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]sandbox.Container, 0, len(r.containers))
+	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
+		out = append(out, clone(r.containers[id]))
+	}
+	return out
+}
+
+// Images returns the images present, sorted.
+func (r *Runtime) Images() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.images))
+}
+
+// Put adds or replaces a container, as if something outside Warren had
+// changed the engine (a dockerd restart, a stray container).
+func (r *Runtime) Put(c sandbox.Container) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c2 := clone(&c)
+	r.containers[c.ID] = &c2
+}
+
+// StopAll stops every container, as a dockerd restart does.
+func (r *Runtime) StopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.containers {
+		c.Running, c.Paused, c.AgentAddr = false, false, ""
+	}
+}
+
+func clone(c *sandbox.Container) sandbox.Container {
+	out := *c
+	out.Labels = maps.Clone(c.Labels)
+	return out
+}
+
+// begin records a call and returns its scripted failure, if any.
+// The caller holds r.mu.
+func (r *Runtime) begin(method, arg string) error {
+	r.calls = append(r.calls, method+" "+arg)
+	return r.fail[method]
+}
+
+func notFound(id string) error {
+	return sandbox.Errorf(sandbox.KindNotFound, "container %s not found", id)
+}
+
+func (r *Runtime) addr() string {
+	r.nextPort++
+	return fmt.Sprintf("127.0.0.1:%d", r.nextPort)
+}
+
+// Create adds a running container for spec; the image must be present.
+func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandbox.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("Create", spec.SandboxID); err != nil {
+		return sandbox.Container{}, err
+	}
+	if !r.images[spec.Image] {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "image %s not found", spec.Image)
+	}
+	r.nextID++
+	c := &sandbox.Container{
+		ID:        fmt.Sprintf("c%04d", r.nextID),
+		SandboxID: spec.SandboxID,
+		Labels:    maps.Clone(spec.Labels),
+		Running:   true,
+		AgentAddr: r.addr(),
+	}
+	r.containers[c.ID] = c
+	return clone(c), nil
+}
+
+// Start starts a stopped container on a new agent address.
+func (r *Runtime) Start(ctx context.Context, id string) (sandbox.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("Start", id); err != nil {
+		return sandbox.Container{}, err
+	}
+	c, ok := r.containers[id]
+	if !ok {
+		return sandbox.Container{}, notFound(id)
+	}
+	if !c.Running {
+		c.Running, c.AgentAddr = true, r.addr()
+	}
+	return clone(c), nil
+}
+
+// Stop stops a container, frozen or not.
+func (r *Runtime) Stop(ctx context.Context, id string) error {
+	return r.update("Stop", id, func(c *sandbox.Container) { c.Running, c.Paused, c.AgentAddr = false, false, "" })
+}
+
+// Freeze pauses a running container.
+func (r *Runtime) Freeze(ctx context.Context, id string) error {
+	return r.update("Freeze", id, func(c *sandbox.Container) { c.Paused = true })
+}
+
+// Thaw unpauses a frozen container.
+func (r *Runtime) Thaw(ctx context.Context, id string) error {
+	return r.update("Thaw", id, func(c *sandbox.Container) { c.Paused = false })
+}
+
+func (r *Runtime) update(method, id string, f func(*sandbox.Container)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin(method, id); err != nil {
+		return err
+	}
+	c, ok := r.containers[id]
+	if !ok {
+		return notFound(id)
+	}
+	f(c)
+	return nil
+}
+
+// Remove deletes a container in any state.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("Remove", id); err != nil {
+		return err
+	}
+	if _, ok := r.containers[id]; !ok {
+		return notFound(id)
+	}
+	delete(r.containers, id)
+	return nil
+}
+
+// Inspect returns a container.
+func (r *Runtime) Inspect(ctx context.Context, id string) (sandbox.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("Inspect", id); err != nil {
+		return sandbox.Container{}, err
+	}
+	c, ok := r.containers[id]
+	if !ok {
+		return sandbox.Container{}, notFound(id)
+	}
+	return clone(c), nil
+}
+
+// List returns every container labelled as Warren's, sorted by ID.
+func (r *Runtime) List(ctx context.Context) ([]sandbox.Container, error) {
+	r.mu.Lock()
+	if err := r.begin("List", ""); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.mu.Unlock()
+	var out []sandbox.Container
+	for _, c := range r.Containers() {
+		if c.Labels[sandbox.LabelManaged] == "true" {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// Stats returns a fixed sample stamped with the current time.
+func (r *Runtime) Stats(ctx context.Context, id string) (sandbox.Stats, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("Stats", id); err != nil {
+		return sandbox.Stats{}, err
+	}
+	c, ok := r.containers[id]
+	if !ok {
+		return sandbox.Stats{}, notFound(id)
+	}
+	if !c.Running {
+		return sandbox.Stats{}, sandbox.Errorf(sandbox.KindConflict, "container %s is not running", id)
+	}
+	return sandbox.Stats{
+		Time: time.Now(), CPUCount: 2, CPUUsedPct: 12.5,
+		MemUsed: 64 << 20, MemTotal: 512 << 20, MemCache: 8 << 20,
+		DiskUsed: 100 << 20, DiskTotal: 10 << 30,
+	}, nil
+}
+
+// Commit adds ref to the images.
+func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("Commit", id); err != nil {
+		return "", err
+	}
+	if _, ok := r.containers[id]; !ok {
+		return "", notFound(id)
+	}
+	r.images[ref] = true
+	return ref, nil
+}
+
+// RemoveImage deletes an image.
+func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("RemoveImage", ref); err != nil {
+		return err
+	}
+	if !r.images[ref] {
+		return sandbox.Errorf(sandbox.KindNotFound, "image %s not found", ref)
+	}
+	delete(r.images, ref)
+	return nil
+}
+
+// ImageExists reports whether ref is present.
+func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("ImageExists", ref); err != nil {
+		return false, err
+	}
+	return r.images[ref], nil
+}

@@ -1,0 +1,104 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// Team owns sandboxes, snapshots and API keys. A key sees only its team's.
+type Team struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// DefaultTeamID is the team created with every store; keys made without a
+// team, and the key from WARREN_API_KEY, belong to it.
+const DefaultTeamID = "default"
+
+// APIKey is an API key as stored: only the hash of the key is kept.
+type APIKey struct {
+	ID        string
+	TeamID    string
+	Name      string
+	Hash      string // HashAPIKey of the key
+	Mask      string // the key's first and last characters, for listings
+	CreatedAt time.Time
+}
+
+// Snapshot is a sandbox's filesystem saved as an image; its ID can be used
+// as a template ID to create sandboxes from it.
+type Snapshot struct {
+	ID        string
+	TeamID    string
+	SandboxID string // the sandbox it was taken from
+	Name      string // "" when the client gave none
+	Image     string
+	CreatedAt time.Time
+}
+
+// LogEntry is one line of a sandbox's log: a lifecycle event or a line the
+// agent reported.
+type LogEntry struct {
+	SandboxID string
+	Time      time.Time
+	Level     string // debug, info, warn, error
+	Message   string
+	Fields    map[string]string
+}
+
+// SandboxFilter selects sandboxes in Store.ListSandboxes. Zero fields
+// match everything.
+type SandboxFilter struct {
+	TeamID string
+	States []State
+}
+
+// LogQuery selects log entries in Store.Logs.
+type LogQuery struct {
+	Since, Until time.Time // zero = unbounded
+	Backward     bool      // newest first
+	Limit        int       // 0 = no limit
+}
+
+// Store is the source of truth for Warren's state. The lifecycle manager
+// is the only writer of sandboxes; the API reads keys. Methods return an
+// *Error of KindNotFound for a missing record.
+type Store interface {
+	// PutSandbox inserts or replaces a sandbox.
+	PutSandbox(ctx context.Context, sb Sandbox) error
+	GetSandbox(ctx context.Context, id string) (Sandbox, error)
+	// ListSandboxes returns the matching sandboxes ordered by StartedAt,
+	// then ID.
+	ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error)
+	// DeleteSandbox removes a sandbox with its logs and metrics.
+	DeleteSandbox(ctx context.Context, id string) error
+
+	PutTeam(ctx context.Context, t Team) error
+	GetTeam(ctx context.Context, id string) (Team, error)
+
+	CreateAPIKey(ctx context.Context, k APIKey) error
+	APIKeyByHash(ctx context.Context, hash string) (APIKey, error)
+	ListAPIKeys(ctx context.Context) ([]APIKey, error)
+	// DeleteAPIKey revokes a key by its ID.
+	DeleteAPIKey(ctx context.Context, id string) error
+
+	PutSnapshot(ctx context.Context, s Snapshot) error
+	GetSnapshot(ctx context.Context, id string) (Snapshot, error)
+	// ListSnapshots returns a team's snapshots, oldest first; sandboxID,
+	// when not empty, keeps those taken from that sandbox.
+	ListSnapshots(ctx context.Context, teamID, sandboxID string) ([]Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id string) error
+
+	AppendLog(ctx context.Context, e LogEntry) error
+	Logs(ctx context.Context, sandboxID string, q LogQuery) ([]LogEntry, error)
+
+	// AddMetric records a sample and keeps at most keep samples of that
+	// sandbox, dropping the oldest.
+	AddMetric(ctx context.Context, sandboxID string, s Stats, keep int) error
+	// Metrics returns a sandbox's samples with from <= Time <= to, oldest
+	// first; zero bounds are open.
+	Metrics(ctx context.Context, sandboxID string, from, to time.Time) ([]Stats, error)
+
+	Close() error
+}

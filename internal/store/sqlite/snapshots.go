@@ -1,0 +1,74 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// PutSnapshot inserts or replaces a snapshot.
+func (s *DB) PutSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO snapshots (id, team_id, sandbox_id, name, image, created_at) VALUES (?, ?, ?, ?, ?, ?)
+		 ON CONFLICT(id) DO UPDATE SET name=excluded.name, image=excluded.image`,
+		sn.ID, sn.TeamID, sn.SandboxID, sn.Name, sn.Image, unixNano(sn.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("put snapshot %s: %w", sn.ID, err)
+	}
+	return nil
+}
+
+const snapshotColumns = `id, team_id, sandbox_id, name, image, created_at`
+
+func scanSnapshot(row scanner) (sandbox.Snapshot, error) {
+	var sn sandbox.Snapshot
+	var created int64
+	if err := row.Scan(&sn.ID, &sn.TeamID, &sn.SandboxID, &sn.Name, &sn.Image, &created); err != nil {
+		return sandbox.Snapshot{}, err
+	}
+	sn.CreatedAt = fromUnixNano(created)
+	return sn, nil
+}
+
+// GetSnapshot returns a snapshot by ID.
+func (s *DB) GetSnapshot(ctx context.Context, id string) (sandbox.Snapshot, error) {
+	sn, err := scanSnapshot(s.db.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE id = ?`, id))
+	if err != nil {
+		return sandbox.Snapshot{}, notFound(err, "snapshot")
+	}
+	return sn, nil
+}
+
+// ListSnapshots returns a team's snapshots, oldest first, optionally only
+// those of one sandbox.
+func (s *DB) ListSnapshots(ctx context.Context, teamID, sandboxID string) ([]sandbox.Snapshot, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT `+snapshotColumns+` FROM snapshots WHERE team_id = ? AND (? = '' OR sandbox_id = ?)
+		 ORDER BY created_at, id`, teamID, sandboxID, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.Snapshot
+	for rows.Next() {
+		sn, err := scanSnapshot(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sn)
+	}
+	return out, rows.Err()
+}
+
+// DeleteSnapshot removes a snapshot record.
+func (s *DB) DeleteSnapshot(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM snapshots WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete snapshot: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sandbox.Errorf(sandbox.KindNotFound, "snapshot %s not found", id)
+	}
+	return nil
+}

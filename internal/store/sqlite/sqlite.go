@@ -1,0 +1,170 @@
+// Package sqlite is Warren's persistent store: sandboxes, teams, API keys
+// (hashed), snapshots, sandbox logs and metric samples in one SQLite file
+// (modernc.org/sqlite, pure Go) in WAL mode. It implements sandbox.Store and
+// owns the schema and its migrations; it knows nothing of lifecycle rules,
+// which belong to the lifecycle manager, its only writer of sandboxes.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// DB is a Warren store backed by one SQLite file.
+type DB struct {
+	db *sql.DB
+}
+
+var _ sandbox.Store = (*DB)(nil)
+
+// migrations are applied in order; PRAGMA user_version counts those done.
+// Append only: never edit a migration that has shipped.
+var migrations = []string{
+	`CREATE TABLE teams (
+		id TEXT PRIMARY KEY,
+		name TEXT NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	CREATE TABLE api_keys (
+		id TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL REFERENCES teams(id),
+		name TEXT NOT NULL,
+		hash TEXT NOT NULL UNIQUE,
+		mask TEXT NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	CREATE TABLE sandboxes (
+		id TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL,
+		state TEXT NOT NULL,
+		started_at INTEGER NOT NULL,
+		data TEXT NOT NULL
+	);
+	CREATE INDEX sandboxes_team_state ON sandboxes(team_id, state);
+	CREATE TABLE snapshots (
+		id TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL,
+		sandbox_id TEXT NOT NULL,
+		name TEXT NOT NULL,
+		image TEXT NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	CREATE TABLE sandbox_logs (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		sandbox_id TEXT NOT NULL,
+		ts INTEGER NOT NULL,
+		level TEXT NOT NULL,
+		message TEXT NOT NULL,
+		fields TEXT NOT NULL
+	);
+	CREATE INDEX sandbox_logs_ts ON sandbox_logs(sandbox_id, ts);
+	CREATE TABLE sandbox_metrics (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		sandbox_id TEXT NOT NULL,
+		ts INTEGER NOT NULL,
+		data TEXT NOT NULL
+	);
+	CREATE INDEX sandbox_metrics_ts ON sandbox_metrics(sandbox_id, ts);`,
+}
+
+// Open opens (creating if needed) the store at path, migrates it, and
+// makes sure the default team exists. path ":memory:" gives a private
+// in-memory store.
+func Open(ctx context.Context, path string) (*DB, error) {
+	dsn := "file:" + url.PathEscape(path) + "?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
+	if path != ":memory:" {
+		dsn += "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	// One connection: writes are serialised anyway, and it keeps an
+	// in-memory database one database.
+	db.SetMaxOpenConns(1)
+	s := &DB{db: db}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if _, err := s.GetTeam(ctx, sandbox.DefaultTeamID); sandbox.KindOf(err) == sandbox.KindNotFound {
+		err = s.PutTeam(ctx, sandbox.Team{ID: sandbox.DefaultTeamID, Name: "default", CreatedAt: time.Now()})
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+	} else if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *DB) Close() error { return s.db.Close() }
+
+// SchemaVersion returns the number of migrations applied.
+func (s *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
+}
+
+func (s *DB) migrate(ctx context.Context) error {
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("store schema version %d is newer than this Warren (%d)", v, len(migrations))
+	}
+	for i := v; i < len(migrations); i++ {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+		// PRAGMA takes no parameters; i+1 is ours, not input.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// notFound turns sql.ErrNoRows into a KindNotFound error.
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return sandbox.Errorf(sandbox.KindNotFound, "%s not found", what)
+	}
+	return err
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}

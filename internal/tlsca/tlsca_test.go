@@ -1,0 +1,94 @@
+package tlsca
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+)
+
+func caPool(t *testing.T, files Files) *x509.CertPool {
+	t.Helper()
+	pemBytes, err := os.ReadFile(files.CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		t.Fatal("ca.pem holds no certificate")
+	}
+	return pool
+}
+
+func TestEnsureServesVerifiableTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, files, err := Ensure(dir, "warren.localhost:3443", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	defer srv.Close()
+
+	for _, name := range []string{"49983-isbx1.warren.localhost", "sandbox.warren.localhost", "warren.localhost", "localhost"} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(t, files), ServerName: name}}
+		resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		resp.Body.Close()
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(t, files), ServerName: "a.b.warren.localhost"}}
+	if _, err := (&http.Client{Transport: tr}).Get(srv.URL); err == nil {
+		t.Error("a name two levels below the domain verified")
+	}
+}
+
+func TestEnsureReusesAndRenews(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	first, _, err := Ensure(dir, "warren.localhost", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := Ensure(dir, "warren.localhost", now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Leaf.SerialNumber.Cmp(first.Leaf.SerialNumber) != 0 {
+		t.Error("a valid certificate was reissued")
+	}
+	other, files, err := Ensure(dir, "sbx.example.test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Leaf.DNSNames[0] != "*.sbx.example.test" || other.Leaf.CheckSignatureFrom(caCert(t, files)) != nil {
+		t.Errorf("new domain: names %v", other.Leaf.DNSNames)
+	}
+	late, _, err := Ensure(dir, "sbx.example.test", now.Add(380*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if late.Leaf.SerialNumber.Cmp(other.Leaf.SerialNumber) == 0 {
+		t.Error("a certificate near its end was not renewed")
+	}
+	if _, _, err := Ensure(dir, "localhost", now); err == nil {
+		t.Error("a single-label domain was accepted")
+	}
+}
+
+func caCert(t *testing.T, files Files) *x509.Certificate {
+	kp, err := tls.LoadX509KeyPair(files.CACert, files.CAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp.Leaf
+}

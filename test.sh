@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs Warren's whole test suite: makes sure Docker and debootstrap are there, builds the
+# binaries and the base image, then go vet, the Go tests, and the end-to-end tests that drive a
+# real server with the official E2B SDKs (test/e2e). Exits non-zero if any step fails; a summary
+# of every step and its time is printed at the end.
+set -uo pipefail
+cd "$(dirname "$0")"
+
+results=()
+failed=0
+
+# step NAME COMMAND...: runs the command, records the result. Steps after a failed prerequisite
+# are recorded as not run.
+step() {
+	local name=$1
+	shift
+	printf '\n=== test.sh: %s\n' "$name"
+	local start=$SECONDS
+	if "$@"; then
+		results+=("ok      $(printf '%4ds' $((SECONDS - start)))  $name")
+		return 0
+	fi
+	results+=("FAILED  $(printf '%4ds' $((SECONDS - start)))  $name")
+	failed=1
+	return 1
+}
+skip() { results+=("skipped        $1 (a step it needs failed)"); }
+
+e2e() {
+	if [ ! -f test/e2e/package.json ] || [ ! -x test/e2e/run.sh ]; then
+		echo "test.sh: the end-to-end tests are missing (need test/e2e/package.json and an executable test/e2e/run.sh)" >&2
+		return 1
+	fi
+	(cd test/e2e && npm ci --no-audit --no-fund) && test/e2e/run.sh
+}
+
+ready=1
+step "Docker engine and debootstrap (scripts/ensure-docker.sh)" scripts/ensure-docker.sh || ready=0
+if [ $ready = 1 ]; then
+	step "build binaries (scripts/build.sh)" scripts/build.sh || ready=0
+else
+	skip "build binaries"
+fi
+if [ $ready = 1 ]; then
+	step "base image (bin/warren image build)" bin/warren image build || ready=0
+else
+	skip "base image"
+fi
+step "go vet ./..." go vet ./...
+step "go test ./..." go test -count=1 -timeout 20m ./...
+if [ $ready = 1 ]; then
+	step "end-to-end tests (test/e2e)" e2e
+else
+	skip "end-to-end tests"
+	failed=1
+fi
+
+printf '\n=== test.sh summary (%ds)\n' "$SECONDS"
+printf '%s\n' "${results[@]}"
+if [ $failed = 1 ]; then
+	echo "test.sh: FAILED"
+	exit 1
+fi
+echo "test.sh: all passed"
