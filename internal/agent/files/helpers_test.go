@@ -24,7 +24,7 @@ type fixture struct {
 
 // newFixture serves the handler with the current user as default user, so
 // the tests work as root and as anyone else.
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	cur, err := user.Current()
 	if err != nil {

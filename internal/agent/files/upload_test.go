@@ -194,6 +194,7 @@ func TestUploadErrors(t *testing.T) {
 		{"part without filename", f.url, noName, []string{"Content-Type", noNameType}, 400, ""},
 		{"no file part", f.url, noFile, []string{"Content-Type", noFileType}, 400, ""},
 		{"malformed multipart", f.url, strings.NewReader("--b\r\nnot a header\r\n\r\n"), []string{"Content-Type", "multipart/form-data; boundary=b"}, 400, ""},
+		{"truncated multipart part", f.url, strings.NewReader("--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" + filepath.Join(f.dir, "t") + "\"\r\n\r\npartial"), []string{"Content-Type", "multipart/form-data; boundary=b"}, 400, ""},
 		{"multipart without boundary", f.url, strings.NewReader(""), []string{"Content-Type", "multipart/form-data"}, 400, ""},
 		{"NUL in path", f.fileURL("path", f.dir+"/a\x00"), strings.NewReader("x"), octet, 400, ""},
 		{"huge path", f.fileURL("path", f.dir+"/"+strings.Repeat("x", 300)), strings.NewReader("x"), octet, 400, ""},
