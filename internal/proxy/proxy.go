@@ -101,8 +101,8 @@ func New(cfg Config) (*Proxy, error) {
 }
 
 // Disconnect cuts every open connection to a sandbox: streams in flight
-// end abruptly (the client sees a reset, not a clean end) and idle pooled
-// connections go. The lifecycle manager calls it when a sandbox stops.
+// end abruptly (a truncated body or a dropped upgraded connection, never a
+// clean end of body) and idle pooled connections go. The lifecycle manager calls it when a sandbox stops.
 func (p *Proxy) Disconnect(sandboxID string) {
 	if n := p.conns.closeAll(sandboxID); n > 0 {
 		p.log.Debug("proxy: cut connections", "sandbox", sandboxID, "conns", n)
@@ -127,22 +127,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorBody{Message: err.Error(), Code: http.StatusBadRequest})
 		return
 	}
+	// Checked before routing, so that such a request never resumes a
+	// paused sandbox.
+	if dst.port == sandbox.AgentPort && isInternalPath(r.URL.Path) {
+		writeError(w, errorBody{SandboxID: dst.sandboxID, Message: "This path is not available from outside the sandbox", Code: http.StatusForbidden})
+		return
+	}
 	sb, err := p.cfg.Router.Route(r.Context(), dst.sandboxID)
 	if err != nil || sb.AgentAddr == "" {
 		p.notRunning(w, r, dst, err)
 		return
 	}
-	if dst.port == sandbox.AgentPort {
-		if isInternalPath(r.URL.Path) {
-			writeError(w, errorBody{SandboxID: dst.sandboxID, Message: "This path is not available from outside the sandbox", Code: http.StatusForbidden})
-			return
-		}
-	} else if msg := checkTrafficToken(r, sb.TrafficAccessToken); msg != "" {
-		writeError(w, errorBody{SandboxID: dst.sandboxID, Message: msg, Code: http.StatusForbidden})
-		return
-	}
 	t := target{sandboxID: sb.ID, agentAddr: sb.AgentAddr, secret: sb.AgentSecret, port: dst.port}
 	if dst.port != sandbox.AgentPort {
+		if msg := checkTrafficToken(r, sb.TrafficAccessToken); msg != "" {
+			writeError(w, errorBody{SandboxID: dst.sandboxID, Message: msg, Code: http.StatusForbidden})
+			return
+		}
 		t.mask = sb.Network.MaskRequestHost
 	}
 	// Let a streaming response and the request body flow at once.

@@ -31,6 +31,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	if spec.SandboxID == "" || spec.Image == "" {
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInvalid, "sandbox ID and image are required")
 	}
+	// The engine refuses more CPUs than it has; a sandbox asking for more
+	// gets them all instead.
+	if n := r.engineCPUs(ctx); n > 0 && spec.CPUCount > n {
+		spec.CPUCount = n
+	}
 	cfg, host := r.containerConfig(spec)
 	res, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:       ContainerName(spec.SandboxID),
@@ -46,6 +51,25 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 		return sandbox.Container{}, err
 	}
 	return c, nil
+}
+
+// engineCPUs returns the engine's CPU count, 0 when it cannot tell. It
+// asks the engine once.
+func (r *Runtime) engineCPUs(ctx context.Context) int {
+	r.mu.Lock()
+	n := r.ncpu
+	r.mu.Unlock()
+	if n > 0 {
+		return n
+	}
+	info, err := r.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ncpu = info.Info.NCPU
+	return r.ncpu
 }
 
 func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config, *container.HostConfig) {

@@ -66,8 +66,9 @@ type Runtime struct {
 	cli *client.Client
 	log *slog.Logger
 
-	mu      sync.Mutex             // guards samples
+	mu      sync.Mutex             // guards samples and ncpu
 	samples map[string]statsSample // last stats sample per container ID
+	ncpu    int                    // the engine's CPUs; 0 = not asked yet
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)

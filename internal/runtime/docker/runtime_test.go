@@ -127,8 +127,10 @@ func TestCommit(t *testing.T) {
 		t.Errorf("snapshot keeps Warren's settings: entrypoint %q cmd %q env %q labels %v", cfg.Entrypoint, cfg.Cmd, cfg.Env, cfg.Labels)
 	}
 
-	// A sandbox made from the snapshot runs like any other.
+	// A sandbox made from the snapshot runs like any other, and one asking
+	// for more CPUs than the engine has gets them all.
 	spec2 := testSpec(t, ref)
+	spec2.CPUCount = 1000
 	c2, err := rt.Create(ctx, spec2)
 	if err != nil {
 		t.Fatalf("Create from snapshot: %v", err)
@@ -232,4 +234,36 @@ func TestCreateLatency(t *testing.T) {
 func percentiles(d []time.Duration) string {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return "p50 " + d[len(d)/2].Round(time.Millisecond).String() + " max " + d[len(d)-1].Round(time.Millisecond).String()
+}
+
+// TestStopFrozen: demoting a frozen sandbox to stopped is Stop on a paused
+// container, and it must not hang or fail.
+func TestStopFrozen(t *testing.T) {
+	rt := newTestRuntime(t)
+	ctx := t.Context()
+	c, err := rt.Create(ctx, testSpec(t, importImage(t, rt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Remove(context.Background(), c.ID) })
+	if err := rt.Freeze(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := rt.Stop(ctx, c.ID); err != nil {
+		t.Fatalf("Stop of a frozen container: %v", err)
+	}
+	t.Logf("Stop of a frozen container took %v", time.Since(start))
+	if in, err := rt.Inspect(ctx, c.ID); err != nil || in.Running || in.Paused {
+		t.Fatalf("after Stop: %+v, %v", in, err)
+	}
+	c2, err := rt.Start(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := waitAgent(waitCtx, c2.AgentAddr); err != nil {
+		t.Fatalf("agent after restart: %v", err)
+	}
 }
