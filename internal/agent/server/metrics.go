@@ -186,9 +186,10 @@ func (m *metricsSampler) meminfo() (uint64, map[string]uint64) {
 // cgroup is the agent's own cgroup: the container's, since the agent is
 // its entrypoint. Directories that could not be found are "".
 type cgroup struct {
-	v2  string // unified hierarchy directory
-	mem string // v1 memory controller directory
-	cpu string // v1 cpu / cpuacct controller directory
+	v2      string // unified hierarchy directory
+	mem     string // v1 memory controller directory
+	cpu     string // v1 cpu controller directory (quota)
+	cpuacct string // v1 cpuacct controller directory (usage); often the same
 }
 
 // cgroup finds the agent's cgroup directories. With a private cgroup
@@ -226,8 +227,15 @@ func (m *metricsSampler) cgroup() cgroup {
 		return cg
 	}
 	cg.mem = find(filepath.Join(base, "memory"), paths["memory"], "memory.usage_in_bytes")
+	// The two CPU controllers are mounted together or apart, depending on
+	// the distribution.
+	for _, name := range []string{"cpu", "cpu,cpuacct"} {
+		if cg.cpu = find(filepath.Join(base, name), paths["cpu"], "cpu.cfs_period_us"); cg.cpu != "" {
+			break
+		}
+	}
 	for _, name := range []string{"cpuacct", "cpu,cpuacct", "cpu"} {
-		if cg.cpu = find(filepath.Join(base, name), paths["cpuacct"], "cpuacct.usage"); cg.cpu != "" {
+		if cg.cpuacct = find(filepath.Join(base, name), paths["cpuacct"], "cpuacct.usage"); cg.cpuacct != "" {
 			break
 		}
 	}
@@ -263,8 +271,8 @@ func (cg cgroup) cpuUsage() (time.Duration, bool) {
 		stat := readKeyed(filepath.Join(cg.v2, "cpu.stat"))
 		usec, ok := stat["usage_usec"]
 		return time.Duration(usec) * time.Microsecond, ok
-	case cg.cpu != "":
-		ns, err := strconv.ParseUint(readString(filepath.Join(cg.cpu, "cpuacct.usage")), 10, 64)
+	case cg.cpuacct != "":
+		ns, err := strconv.ParseUint(readString(filepath.Join(cg.cpuacct, "cpuacct.usage")), 10, 64)
 		return time.Duration(ns), err == nil
 	}
 	return 0, false

@@ -76,6 +76,20 @@ func TestMetricsSources(t *testing.T) {
 			want: metrics{CPUCount: 1, MemTotal: 16384000 << 10, MemUsed: 2 * gib, MemCache: gib, MemTotalMiB: 16000, MemUsedMiB: 2048},
 		},
 		{
+			name: "cgroup v1, cpu and cpuacct mounted apart, private namespace",
+			files: map[string]string{
+				"proc/meminfo":     meminfo,
+				"proc/self/cgroup": "4:memory:/\n2:cpuacct:/\n1:cpu:/\n",
+				"sys/fs/cgroup/memory/memory.usage_in_bytes": "1048576\n",
+				"sys/fs/cgroup/memory/memory.limit_in_bytes": "536870912\n",
+				"sys/fs/cgroup/memory/memory.stat":           "cache 4096\ninactive_file 0\n",
+				"sys/fs/cgroup/cpuacct/cpuacct.usage":        "1\n",
+				"sys/fs/cgroup/cpu/cpu.cfs_quota_us":         "100000\n",
+				"sys/fs/cgroup/cpu/cpu.cfs_period_us":        "100000\n",
+			},
+			want: metrics{CPUCount: 1, MemTotal: 512 << 20, MemUsed: 1 << 20, MemCache: 4096, MemTotalMiB: 512, MemUsedMiB: 1},
+		},
+		{
 			name: "no cgroup: /proc only",
 			files: map[string]string{
 				"proc/meminfo": meminfo,
