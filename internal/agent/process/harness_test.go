@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/internal/agent/rpctimeout"
 	"github.com/warrenhq/warren/internal/agent/state"
 	"github.com/warrenhq/warren/proto/process"
 	"github.com/warrenhq/warren/proto/process/processconnect"
@@ -53,7 +54,8 @@ func newHarness(t *testing.T, v ...variant) *harness {
 	h := &harness{st: state.New()}
 	h.st.SetDefaultUser(currentUser(t))
 	h.svc = New(h.st, slog.New(slog.DiscardHandler))
-	path, handler := Handler(h.svc)
+	path, handler := processconnect.NewProcessHandler(h.svc)
+	handler = rpctimeout.Unbounded(handler)
 	mux := http.NewServeMux()
 	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 {

@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -29,8 +28,6 @@ const exitedRetention = 30 * time.Second
 // Service implements processconnect.ProcessHandler. It is safe for
 // concurrent use; Close must be called once when the agent stops.
 type Service struct {
-	processconnect.UnimplementedProcessHandler
-
 	st  *state.State
 	log *slog.Logger
 
@@ -39,12 +36,13 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // one waiter goroutine per started process
 
-	retain time.Duration // how long exited processes stay; exitedRetention outside tests
-
 	mu     sync.Mutex
 	procs  map[uint32]*proc // guarded by mu; running and recently exited, by pid
 	closed bool             // guarded by mu; set by Close, after which nothing is tracked
+	retain time.Duration    // guarded by mu; how long exited processes stay, exitedRetention outside tests
 }
+
+var _ processconnect.ProcessHandler = (*Service)(nil)
 
 // New returns a service that runs processes with the settings in st.
 func New(st *state.State, log *slog.Logger) *Service {
@@ -73,19 +71,6 @@ func (s *Service) Close() {
 		p.stopForgetting()
 		delete(s.procs, pid)
 	}
-}
-
-// Handler mounts s at its Connect path. The SDK sends "Connect-Timeout-Ms:
-// 0" to mean "no timeout", which connect-go would read as a deadline that
-// has already passed, so that header is dropped before connect-go sees it.
-func Handler(s *Service, opts ...connect.HandlerOption) (string, http.Handler) {
-	path, h := processconnect.NewProcessHandler(s, opts...)
-	return path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Connect-Timeout-Ms") == "0" {
-			r.Header.Del("Connect-Timeout-Ms")
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // List returns the running processes with the config they were started with.

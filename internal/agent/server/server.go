@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/agent/rpctimeout"
 	"github.com/warrenhq/warren/internal/agent/state"
 	"github.com/warrenhq/warren/proto/filesystem/filesystemconnect"
 	"github.com/warrenhq/warren/proto/process/processconnect"
@@ -77,8 +78,10 @@ func New(cfg Config) *Server {
 	mux.Handle("GET /files", cfg.Files)
 	mux.Handle("POST /files", cfg.Files)
 	mux.HandleFunc("GET "+tunnelPath, s.tunnel)
-	mux.Handle(processconnect.NewProcessHandler(cfg.Process))
-	mux.Handle(filesystemconnect.NewFilesystemHandler(cfg.Filesystem))
+	procPath, procHandler := processconnect.NewProcessHandler(cfg.Process)
+	mux.Handle(procPath, rpctimeout.Unbounded(procHandler))
+	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(cfg.Filesystem)
+	mux.Handle(fsPath, rpctimeout.Unbounded(fsHandler))
 
 	// CORS runs first so preflights never meet the token check, as in envd.
 	s.handler = s.logRequests(cors(s.requireToken(mux)))
