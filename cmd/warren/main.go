@@ -50,6 +50,10 @@ type command struct {
 func (m *Main) commands() []command {
 	return []command{
 		{"image", "build the base image sandboxes start from (warren/base)", m.runImage},
+		{"serve", "serve the E2B-compatible API and sandbox proxy", m.runServe},
+		{"doctor", "check Docker, the base image, the agent binary, the port and the state dir", m.runDoctor},
+		{"sandbox", "list, kill, pause or resume sandboxes of a running server", m.runSandbox},
+		{"keys", "create, list or revoke API keys", m.runKeys},
 		{"version", "print warren's version", m.runVersion},
 	}
 }

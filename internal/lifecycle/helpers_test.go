@@ -77,13 +77,6 @@ func (e *env) stop() {
 	}
 }
 
-// restart simulates a new warren serve on the same state dir and engine.
-func (e *env) restart(t *testing.T, tweak func(*Config)) {
-	t.Helper()
-	e.stop()
-	e.start(t, tweak)
-}
-
 func (e *env) create(t *testing.T, req CreateRequest) sandbox.Sandbox {
 	t.Helper()
 	if req.TeamID == "" {

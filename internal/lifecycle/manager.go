@@ -64,6 +64,14 @@ type Config struct {
 	MetricsHistory    int           // samples kept per sandbox; default 720
 }
 
+// Defaults returns a Config holding every default, for flags to show.
+func Defaults() Config {
+	var c Config
+	c.setDefaults()
+	c.Logger = nil
+	return c
+}
+
 func (c *Config) setDefaults() {
 	def := func(p *time.Duration, d time.Duration) {
 		if *p == 0 {

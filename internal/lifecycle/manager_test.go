@@ -68,7 +68,7 @@ func TestCreate(t *testing.T) {
 
 func TestCreateFailureLeaksNothing(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(*env)
 	}{
 		{"runtime create fails", func(e *env) { e.rt.Fail("Create", errors.New("engine down")) }},

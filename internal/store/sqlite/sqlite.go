@@ -73,6 +73,43 @@ var migrations = []string{
 		data TEXT NOT NULL
 	);
 	CREATE INDEX sandbox_metrics_ts ON sandbox_metrics(sandbox_id, ts);`,
+	// Templates, their builds, names, tags and build logs (templates.go).
+	`CREATE TABLE templates (
+		id TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		data TEXT NOT NULL
+	);
+	CREATE TABLE template_names (
+		name TEXT PRIMARY KEY,
+		template_id TEXT NOT NULL
+	);
+	CREATE INDEX template_names_template ON template_names(template_id);
+	CREATE TABLE template_builds (
+		id TEXT PRIMARY KEY,
+		template_id TEXT NOT NULL,
+		status TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		data TEXT NOT NULL
+	);
+	CREATE INDEX template_builds_template ON template_builds(template_id, created_at);
+	CREATE INDEX template_builds_status ON template_builds(status);
+	CREATE TABLE template_tags (
+		template_id TEXT NOT NULL,
+		tag TEXT NOT NULL,
+		build_id TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (template_id, tag)
+	);
+	CREATE TABLE template_build_logs (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		build_id TEXT NOT NULL,
+		ts INTEGER NOT NULL,
+		level TEXT NOT NULL,
+		message TEXT NOT NULL,
+		step TEXT NOT NULL
+	);
+	CREATE INDEX template_build_logs_build ON template_build_logs(build_id, seq);`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and

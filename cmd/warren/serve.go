@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/internal/agentclient"
+	"github.com/warrenhq/warren/internal/api"
+	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/proxy"
+	"github.com/warrenhq/warren/internal/runtime/docker"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlite"
+)
+
+// serveConfig is what warren serve runs with, from flags and WARREN_*
+// environment variables.
+type serveConfig struct {
+	Addr      string // listen address
+	Domain    string // sandbox domain: <port>-<id>.<Domain>
+	StateDir  string // holds warren.db
+	AgentPath string // the warren-agent binary mounted into sandboxes
+	APIKey    string // WARREN_API_KEY: accepted besides stored keys
+	LogFormat string // "text" or "json"
+	Lifecycle lifecycle.Config
+}
+
+// serveDeps are the engine-facing parts, swapped for fakes in tests.
+type serveDeps struct {
+	Runtime sandbox.Runtime
+	Agent   sandbox.Agent
+	Tunnels proxy.Tunneler
+	// Ready, when set, is called with the address once the server listens.
+	Ready func(addr string)
+}
+
+func (m *Main) runServe(ctx context.Context, args []string) error {
+	cfg, err := m.parseServe(args)
+	if err != nil {
+		return err
+	}
+	log := m.logger(cfg.LogFormat)
+	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Logger: log})
+	if err != nil {
+		return fmt.Errorf("%w (run \"warren doctor\")", err)
+	}
+	defer rt.Close()
+	ac := agentclient.New()
+	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac}, log)
+}
+
+// serve runs the server until ctx ends, then shuts it down.
+func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *slog.Logger) error {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.StateDir, "warren.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	var px *proxy.Proxy // set before the manager starts, so OnStop sees it
+	lc := cfg.Lifecycle
+	lc.Runtime, lc.Agent, lc.Store, lc.Logger = deps.Runtime, deps.Agent, st, log
+	lc.OnStop = func(id string) { px.Disconnect(id) }
+	mgr, err := lifecycle.New(lc)
+	if err != nil {
+		return err
+	}
+	px, err = proxy.New(proxy.Config{Domain: cfg.Domain, Router: mgr, Tunnels: deps.Tunnels, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	defer mgr.Close()
+
+	var extra []string
+	if cfg.APIKey != "" {
+		extra = append(extra, cfg.APIKey)
+	}
+	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Logger: log})
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if proxy.IsSandboxRequest(r, cfg.Domain) {
+			px.ServeHTTP(w, r)
+			return
+		}
+		control.ServeHTTP(w, r)
+	})
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	addr := ln.Addr().String()
+	m.printHello(ctx, st, cfg, addr)
+	if deps.Ready != nil {
+		deps.Ready(addr)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close() // open streams do not hold the shutdown up
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// printHello tells the operator how to point an SDK at this server.
+func (m *Main) printHello(ctx context.Context, st *sqlite.DB, cfg serveConfig, addr string) {
+	url := "http://" + addr
+	key := cfg.APIKey
+	if key == "" {
+		key = "<a key from: warren keys create>"
+		if keys, err := st.ListAPIKeys(ctx); err == nil && len(keys) == 0 {
+			fmt.Fprintln(m.Stderr, "warren: no API keys yet; create one with: warren keys create")
+		}
+	}
+	fmt.Fprintf(m.Stdout, "Warren is serving on %s (state in %s).\nPoint the E2B SDK at it with:\n"+
+		"  export E2B_API_URL=%s\n  export E2B_SANDBOX_URL=%s\n  export E2B_DOMAIN=%s\n  export E2B_API_KEY=%s\n",
+		url, cfg.StateDir, url, url, cfg.Domain, key)
+}
+
+// logger returns JSON logs, or text when format is "text" or, by
+// default, when stderr is a terminal.
+func (m *Main) logger(format string) *slog.Logger {
+	if format == "" {
+		format = "json"
+		if f, ok := m.Stderr.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(m.Stderr, nil))
+	}
+	return slog.New(slog.NewJSONHandler(m.Stderr, nil))
+}
+
+// defaultStateDir is $XDG_DATA_HOME/warren, else ~/.local/share/warren.
+func (m *Main) defaultStateDir() string {
+	if d := m.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "warren")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "warren")
+	}
+	return "warren-state"
+}
+
+// defaultAgentPath is warren-agent beside the running warren binary.
+func defaultAgentPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "warren-agent"
+	}
+	return filepath.Join(filepath.Dir(exe), "warren-agent")
+}
+
+// envFlags defines flags whose defaults come from WARREN_<NAME>
+// environment variables, named after the flag.
+type envFlags struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	err    error // the first unparsable environment value
+}
+
+func envName(flagName string) string {
+	return "WARREN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (e *envFlags) usage(usage, name string) string {
+	return usage + " (env " + envName(name) + ")"
+}
+
+func (e *envFlags) String(p *string, name, def, usage string) {
+	if v := e.getenv(envName(name)); v != "" {
+		def = v
+	}
+	e.fs.StringVar(p, name, def, e.usage(usage, name))
+}
+
+func (e *envFlags) Int(p *int, name string, def int, usage string) {
+	if v := e.getenv(envName(name)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil && e.err == nil {
+			e.err = usageError{fmt.Sprintf("%s=%q is not an integer", envName(name), v)}
+		}
+		def = n
+	}
+	e.fs.IntVar(p, name, def, e.usage(usage, name))
+}
+
+func (e *envFlags) Duration(p *time.Duration, name string, def time.Duration, usage string) {
+	if v := e.getenv(envName(name)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil && e.err == nil {
+			e.err = usageError{fmt.Sprintf("%s=%q is not a duration", envName(name), v)}
+		}
+		def = d
+	}
+	e.fs.DurationVar(p, name, def, e.usage(usage, name))
+}
+
+func (m *Main) parseServe(args []string) (serveConfig, error) {
+	fs := m.newFlagSet("serve", "warren serve [flags]",
+		"Serve E2B's control-plane API and the sandbox proxy on one port, keeping sandboxes as\n"+
+			"containers on the local Docker engine. Every flag can also be set with the WARREN_*\n"+
+			"environment variable shown beside it; WARREN_API_KEY adds an accepted API key.")
+	e := &envFlags{fs: fs, getenv: m.Getenv}
+	var cfg serveConfig
+	d := lifecycle.Defaults()
+	l := &cfg.Lifecycle
+	e.String(&cfg.Addr, "addr", "127.0.0.1:3000", "address to listen on")
+	e.String(&cfg.Domain, "domain", "localhost", "sandbox domain: sandbox hosts are <port>-<id>.<domain>")
+	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
+	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
+	e.String(&cfg.LogFormat, "log-format", "", "text or json (default: text on a terminal, else json)")
+	e.String(&l.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)
+	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
+	e.Int(&l.MemoryMB, "memory-mb", d.MemoryMB, "memory per sandbox in MiB")
+	e.Int(&l.DiskSizeMB, "disk-size-mb", d.DiskSizeMB, "disk size reported to clients in MiB")
+	e.Int(&l.PidsLimit, "pids-limit", d.PidsLimit, "processes per sandbox (negative: no limit)")
+	e.Duration(&l.MaxTimeout, "max-timeout", d.MaxTimeout, "longest sandbox timeout a client may ask for")
+	e.Duration(&l.InitTimeout, "init-timeout", d.InitTimeout, "how long to wait for a sandbox's agent")
+	e.Duration(&l.FreezeMaxAge, "freeze-max-age", d.FreezeMaxAge, "stop frozen sandboxes after this long (negative: never)")
+	e.Int(&l.MaxFrozen, "max-frozen", d.MaxFrozen, "most frozen sandboxes; the oldest beyond are stopped (negative: no cap)")
+	e.Duration(&l.StoppedMaxAge, "stopped-max-age", d.StoppedMaxAge, "remove sandboxes paused (stopped) this long (negative: never)")
+	e.Duration(&l.KilledRetention, "killed-retention", d.KilledRetention, "keep records and logs of killed sandboxes this long")
+	e.Duration(&l.MetricsInterval, "metrics-interval", d.MetricsInterval, "how often running sandboxes' metrics are sampled")
+	e.Int(&l.MetricsHistory, "metrics-history", d.MetricsHistory, "metric samples kept per sandbox")
+	e.Duration(&l.ReconcileInterval, "reconcile-interval", d.ReconcileInterval, "how often the engine is checked against the store")
+	if err := parseFlags(fs, args); err != nil {
+		return serveConfig{}, err
+	}
+	if e.err != nil {
+		return serveConfig{}, e.err
+	}
+	if fs.NArg() > 0 {
+		return serveConfig{}, usageError{fmt.Sprintf("serve takes no arguments, got %q", fs.Args())}
+	}
+	if cfg.LogFormat != "" && cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		return serveConfig{}, usageError{fmt.Sprintf("--log-format must be text or json, not %q", cfg.LogFormat)}
+	}
+	cfg.APIKey = m.Getenv("WARREN_API_KEY")
+	if cfg.APIKey != "" && !sandbox.ValidAPIKey(cfg.APIKey) {
+		return serveConfig{}, usageError{"WARREN_API_KEY must be e2b_ followed by hex digits"}
+	}
+	return cfg, nil
+}

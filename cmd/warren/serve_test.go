@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/runtime/fake"
+)
+
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// noTunnels refuses every tunnel; these tests never reach a port.
+type noTunnels struct{}
+
+func (noTunnels) DialTunnel(context.Context, string, string, int) (net.Conn, error) {
+	return nil, errors.New("no tunnels in tests")
+}
+
+// startServe runs serve in-process on :0 with the fake runtime and
+// returns its URL and a function that stops it and returns its error.
+func startServe(t *testing.T, m *Main, rt *fake.Runtime, args ...string) (string, func() error) {
+	t.Helper()
+	cfg, err := m.parseServe(append([]string{"--addr", "127.0.0.1:0"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	deps := serveDeps{Runtime: rt, Agent: fake.NewAgent(), Tunnels: noTunnels{}, Ready: func(a string) { ready <- a }}
+	go func() { done <- m.serve(ctx, cfg, deps, slog.New(slog.NewTextHandler(m.Stderr, nil))) }()
+	select {
+	case addr := <-ready:
+		return "http://" + addr, func() error { cancel(); return <-done }
+	case err := <-done:
+		cancel()
+		t.Fatalf("serve: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return "", nil
+}
+
+func TestServeInProcess(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"WARREN_STATE_DIR": dir, "WARREN_MAX_TIMEOUT": "2h"}
+	out := &lockedBuffer{}
+	m := &Main{Stdout: out, Stderr: out, Getenv: func(k string) string { return env[k] }}
+	ctx := context.Background()
+
+	var keyOut bytes.Buffer
+	km := &Main{Stdout: &keyOut, Stderr: io.Discard, Getenv: m.Getenv}
+	if err := km.Run(ctx, []string{"keys", "create", "--name", "test"}); err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(keyOut.String())
+
+	rt := fake.New("warren/base")
+	url, stop := startServe(t, m, rt)
+	call := func(method, path, body string, hdr map[string]string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		req.Header.Set("X-API-KEY", key)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+
+	if code, _ := call("GET", "/health", "", nil); code != 204 {
+		t.Errorf("health: %d", code)
+	}
+	code, body := call("POST", "/v2/sandboxes", `{"templateID":"base","timeout":3600}`, nil)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	var sb struct{ SandboxID string }
+	json.Unmarshal([]byte(body), &sb)
+	if code, _ := call("POST", "/v2/sandboxes", `{"timeout":7201}`, nil); code != 400 {
+		t.Errorf("timeout above WARREN_MAX_TIMEOUT: %d, want 400", code)
+	}
+	// A request carrying routing headers goes to the proxy, not the API.
+	code, body = call("GET", "/health", "", map[string]string{"E2b-Sandbox-Id": "inosuch", "E2b-Sandbox-Port": "49983"})
+	if code != 502 || !strings.Contains(body, "inosuch") {
+		t.Errorf("proxy mount: %d %s, want 502 naming the sandbox", code, body)
+	}
+
+	// The sandbox CLI against the running server.
+	var cliOut bytes.Buffer
+	cm := &Main{Stdout: &cliOut, Stderr: &cliOut, Getenv: func(k string) string {
+		return map[string]string{"E2B_API_URL": url, "WARREN_API_KEY": key}[k]
+	}}
+	if err := cm.Run(ctx, []string{"sandbox", "pause", sb.SandboxID}); err != nil {
+		t.Errorf("sandbox pause: %v\n%s", err, cliOut.String())
+	}
+	if err := cm.Run(ctx, []string{"sandbox", "list"}); err != nil || !strings.Contains(cliOut.String(), sb.SandboxID+"  base      paused") {
+		t.Errorf("sandbox list: %v\n%s", err, cliOut.String())
+	}
+	if err := cm.Run(ctx, []string{"sandbox", "kill", "inosuch"}); err == nil {
+		t.Error("killing an unknown sandbox succeeded")
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+
+	// A new server on the same state dir and engine keeps the paused sandbox.
+	url, stop = startServe(t, m, rt)
+	defer stop()
+	code, body = call("POST", "/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":60}`, nil)
+	if code != 201 {
+		t.Errorf("connect after restart: %d %s, want 201 (resumed)", code, body)
+	}
+	if !strings.Contains(out.String(), "export E2B_API_URL="+url) {
+		t.Errorf("serve did not print the SDK settings:\n%s", out.String())
+	}
+}
+
+func TestKeysCommands(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"WARREN_STATE_DIR": dir}
+	stdout, _, err := run(t, env, "keys", "create", "--team", "acme")
+	key := strings.TrimSpace(stdout)
+	if err != nil || !strings.HasPrefix(key, "e2b_") || len(key) != 44 {
+		t.Fatalf("create: %q %v", stdout, err)
+	}
+	stdout, _, err = run(t, env, "keys", "list")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if err != nil || len(lines) != 2 || !strings.Contains(lines[1], "acme") || strings.Contains(stdout, key) {
+		t.Fatalf("list: %q %v", stdout, err)
+	}
+	id := strings.Fields(lines[1])[0]
+	if _, _, err := run(t, env, "keys", "revoke", id); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if _, _, err := run(t, env, "keys", "revoke", id); err == nil {
+		t.Error("second revoke succeeded")
+	}
+	if _, _, err := run(t, env, "keys", "bogus"); !errors.As(err, new(usageError)) {
+		t.Errorf("unknown subcommand: %v, want usage error", err)
+	}
+}
+
+func TestParseServeEnv(t *testing.T) {
+	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
+		return map[string]string{"WARREN_ADDR": "0.0.0.0:9", "WARREN_FREEZE_MAX_AGE": "1m", "WARREN_MAX_FROZEN": "3", "WARREN_API_KEY": "e2b_ab"}[k]
+	}}
+	cfg, err := m.parseServe([]string{"--max-frozen", "4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Addr != "0.0.0.0:9" || cfg.Lifecycle.FreezeMaxAge != time.Minute || cfg.Lifecycle.MaxFrozen != 4 || cfg.APIKey != "e2b_ab" {
+		t.Errorf("cfg = %+v", cfg)
+	}
+	for _, env := range []map[string]string{{"WARREN_MAX_FROZEN": "many"}, {"WARREN_API_KEY": "sk_x"}, {"WARREN_INIT_TIMEOUT": "soon"}} {
+		m.Getenv = func(k string) string { return env[k] }
+		if _, err := m.parseServe(nil); !errors.As(err, new(usageError)) {
+			t.Errorf("env %v: err %v, want usage error", env, err)
+		}
+	}
+}
+
+func TestDoctorReportsEveryCheck(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent.sock") // the moby client reads the real environment
+	env := map[string]string{"WARREN_STATE_DIR": t.TempDir(), "WARREN_AGENT": "/nonexistent/warren-agent"}
+	stdout, _, err := run(t, env, "doctor", "--addr", "127.0.0.1:0")
+	if err == nil {
+		t.Error("doctor passed without Docker or an agent")
+	}
+	for _, want := range []string{"FAIL  docker engine", "FAIL  base image", "FAIL  agent binary", "ok    listen address", "ok    state directory"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
