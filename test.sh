@@ -26,12 +26,12 @@ step() {
 }
 skip() { results+=("skipped        $1 (a step it needs failed)"); }
 
-e2e() {
+e2e_install() {
 	if [ ! -f test/e2e/package.json ] || [ ! -x test/e2e/run.sh ]; then
 		echo "test.sh: the end-to-end tests are missing (need test/e2e/package.json and an executable test/e2e/run.sh)" >&2
 		return 1
 	fi
-	(cd test/e2e && npm ci --no-audit --no-fund) && test/e2e/run.sh
+	(cd test/e2e && npm ci --no-audit --no-fund)
 }
 
 ready=1
@@ -48,10 +48,13 @@ else
 fi
 step "go vet ./..." go vet ./...
 step "go test ./..." go test -count=1 -timeout 20m ./...
-if [ $ready = 1 ]; then
-	step "end-to-end tests (test/e2e)" e2e
+if [ $ready = 1 ] && step "end-to-end: npm ci (test/e2e)" e2e_install; then
+	step "end-to-end: agent with the SDK (test/e2e/run.sh)" test/e2e/run.sh
+	if [ -x test/e2e/server-run.sh ]; then
+		step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" test/e2e/server-run.sh
+	fi
 else
-	skip "end-to-end tests"
+	[ $ready = 1 ] || skip "end-to-end tests"
 	failed=1
 fi
 

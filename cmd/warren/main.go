@@ -54,6 +54,7 @@ func (m *Main) commands() []command {
 		{"doctor", "check Docker, the base image, the agent binary, the port and the state dir", m.runDoctor},
 		{"sandbox", "list, kill, pause or resume sandboxes of a running server", m.runSandbox},
 		{"keys", "create, list or revoke API keys", m.runKeys},
+		{"template", "build a template from a Dockerfile on a running server", m.runTemplate},
 		{"version", "print warren's version", m.runVersion},
 	}
 }

@@ -16,11 +16,13 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/api"
+	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store/sqlite"
+	"github.com/warrenhq/warren/internal/template"
 )
 
 // serveConfig is what warren serve runs with, from flags and WARREN_*
@@ -32,7 +34,12 @@ type serveConfig struct {
 	AgentPath string // the warren-agent binary mounted into sandboxes
 	APIKey    string // WARREN_API_KEY: accepted besides stored keys
 	LogFormat string // "text" or "json"
-	Lifecycle lifecycle.Config
+	Network   string // Docker network of sandboxes, created if missing
+	Firewall  string // "iptables" (isolation and egress rules) or "off"
+	// TemplateBuilds is how many template builds run at once; 0 = the
+	// builder's default (2).
+	TemplateBuilds int
+	Lifecycle      lifecycle.Config
 }
 
 // serveDeps are the engine-facing parts, swapped for fakes in tests.
@@ -40,6 +47,13 @@ type serveDeps struct {
 	Runtime sandbox.Runtime
 	Agent   sandbox.Agent
 	Tunnels proxy.Tunneler
+	// Firewall enforces egress rules; nil = stored but not enforced.
+	Firewall sandbox.Firewall
+	// Builder builds templates; nil = no template API (tests without an
+	// engine).
+	Builder template.Engine
+	// Commands runs templates' start and ready commands in sandboxes.
+	Commands lifecycle.CommandRunner
 	// Ready, when set, is called with the address once the server listens.
 	Ready func(addr string)
 }
@@ -50,13 +64,44 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log := m.logger(cfg.LogFormat)
-	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Logger: log})
+	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, Logger: log, ManagedValue: m.Getenv("WARREN_INSTANCE")}) // WARREN_INSTANCE: label value of this server's containers (default "true"); servers sharing an engine need different ones
 	if err != nil {
 		return fmt.Errorf("%w (run \"warren doctor\")", err)
 	}
 	defer rt.Close()
+	fw, err := m.firewall(ctx, cfg, rt, log)
+	if err != nil {
+		return err
+	}
+	builder, err := template.NewDocker()
+	if err != nil {
+		return fmt.Errorf("template builder: %w (run \"warren doctor\")", err)
+	}
+	defer builder.Close()
 	ac := agentclient.New()
-	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac}, log)
+	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: builder, Commands: ac}, log)
+}
+
+// firewall makes the sandbox network and the firewall guarding it; the
+// manager installs the rules when it starts.
+func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, log *slog.Logger) (sandbox.Firewall, error) {
+	switch cfg.Firewall {
+	case "off":
+		log.Warn("firewall off: sandboxes can reach the host and each other, and egress rules are refused")
+		return firewall.Off{}, nil
+	case "iptables":
+	default:
+		return nil, usageError{fmt.Sprintf("--firewall=%q: want iptables or off", cfg.Firewall)}
+	}
+	bridge, err := rt.EnsureNetwork(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox network: %w (run \"warren doctor\")", err)
+	}
+	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, Instance: m.Getenv("WARREN_INSTANCE"), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
+	}
+	return fw, nil
 }
 
 // serve runs the server until ctx ends, then shuts it down.
@@ -70,9 +115,26 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	}
 	defer st.Close()
 
+	var tpl *template.Registry
+	if deps.Builder != nil {
+		tpl, err = template.New(template.Config{Store: st, Engine: deps.Builder, Dir: cfg.StateDir,
+			BaseImage: cfg.Lifecycle.BaseImage, MaxConcurrentBuilds: cfg.TemplateBuilds, Logger: log})
+		if err != nil {
+			return err
+		}
+		if err := tpl.Start(ctx); err != nil {
+			return err
+		}
+		defer tpl.Close()
+	}
+
 	var px *proxy.Proxy // set before the manager starts, so OnStop sees it
 	lc := cfg.Lifecycle
 	lc.Runtime, lc.Agent, lc.Store, lc.Logger = deps.Runtime, deps.Agent, st, log
+	lc.Firewall = deps.Firewall
+	if tpl != nil {
+		lc.Templates, lc.Commands = tpl, deps.Commands
+	}
 	lc.OnStop = func(id string) { px.Disconnect(id) }
 	mgr, err := lifecycle.New(lc)
 	if err != nil {
@@ -91,7 +153,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	if cfg.APIKey != "" {
 		extra = append(extra, cfg.APIKey)
 	}
-	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Logger: log})
+	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Logger: log})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if proxy.IsSandboxRequest(r, cfg.Domain) {
 			px.ServeHTTP(w, r)
@@ -244,11 +306,15 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
 	e.String(&cfg.LogFormat, "log-format", "", "text or json (default: text on a terminal, else json)")
+	e.String(&cfg.Network, "network", docker.DefaultNetwork, "Docker network of sandboxes (a bridge, created if missing)")
+	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
+	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
 	e.String(&l.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
 	e.Int(&l.MemoryMB, "memory-mb", d.MemoryMB, "memory per sandbox in MiB")
 	e.Int(&l.DiskSizeMB, "disk-size-mb", d.DiskSizeMB, "disk size reported to clients in MiB")
 	e.Int(&l.PidsLimit, "pids-limit", d.PidsLimit, "processes per sandbox (negative: no limit)")
+	e.Int(&l.WarmPool, "warm-pool", d.WarmPool, `started containers of the "base" template kept ready to claim (0: no pool)`)
 	e.Duration(&l.MaxTimeout, "max-timeout", d.MaxTimeout, "longest sandbox timeout a client may ask for")
 	e.Duration(&l.InitTimeout, "init-timeout", d.InitTimeout, "how long to wait for a sandbox's agent")
 	e.Duration(&l.FreezeMaxAge, "freeze-max-age", d.FreezeMaxAge, "stop frozen sandboxes after this long (negative: never)")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/template"
 )
 
 // KeyLookup finds a stored API key by its hash; the store implements it.
@@ -28,6 +29,8 @@ type Config struct {
 	// team (WARREN_API_KEY). nil = none.
 	ExtraKeys []string
 	Logger    *slog.Logger // nil = discard
+	// Templates serves the template API (templates.go); nil = none.
+	Templates *template.Registry
 }
 
 // ClientID is E2B's deprecated per-node client ID; clients only need it
@@ -40,6 +43,7 @@ type server struct {
 	extra   [][]byte // hashes of ExtraKeys
 	log     *slog.Logger
 	envdVer string
+	tpl     *template.Registry // nil = no template API
 }
 
 // New returns the control-plane handler.
@@ -48,7 +52,7 @@ func New(cfg Config) http.Handler {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	mc := cfg.Manager.Config()
-	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion}
+	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion, tpl: cfg.Templates}
 	for _, k := range cfg.ExtraKeys {
 		s.extra = append(s.extra, []byte(sandbox.HashAPIKey(k)))
 	}
@@ -77,12 +81,13 @@ func New(cfg Config) http.Handler {
 		{"GET /v2/sandboxes/{id}/logs", s.logsV2},
 		{"POST /sandboxes/{id}/snapshots", s.createSnapshot},
 		{"GET /snapshots", s.listSnapshots},
-		{"DELETE /templates/{id}", s.deleteSnapshot},
+		{"DELETE /templates/{id}", s.deleteTemplate},
 		{"POST /sandboxes/{id}/fork", s.fork},
 	}
 	for _, rt := range routes {
 		mux.Handle(rt.pattern, s.wrap(rt.h))
 	}
+	s.registerTemplates(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(sandbox.KindNotFound, "%s %s not found", r.Method, r.URL.Path))
 	})

@@ -132,7 +132,7 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request, team string, v2
 }
 
 // updateNetwork replaces a sandbox's egress settings; omitted fields are
-// cleared. Warren stores them but does not enforce egress yet.
+// cleared. The manager enforces them on the running sandbox at once.
 func (s *server) updateNetwork(w http.ResponseWriter, r *http.Request, team string) error {
 	id, err := sandboxID(r)
 	if err != nil {

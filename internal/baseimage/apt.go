@@ -44,7 +44,6 @@ func (b *Builder) installPackages(ctx context.Context, dir string) (err error) {
 			"-o", "Dir::Cache::Archives=" + aptCacheMount + "/archives",
 			"-o", "APT::Sandbox::User=root", // the cache belongs to the host's root
 			"-o", "Dpkg::Use-Pty=0",
-			"-o", "Dpkg::Options::=--force-unsafe-io", // a throwaway tree: no fsync per file
 		}, args...)
 		return b.runEnv(ctx, chrootEnv(), "apt", "chroot", cmd...)
 	}

@@ -137,24 +137,31 @@ func (b *Builder) Build(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	rootfs := filepath.Join(b.cfg.CacheDir, "rootfs")
-	if err := removeTree(rootfs); err != nil { // left by an interrupted build
-		return Result{}, err
-	}
-	defer func() {
-		if err := removeTree(rootfs); err != nil {
-			b.out.step("warning: %v", err)
-		}
-	}()
-	if err := b.installRootfs(ctx, debs, rootfs, mirrors); err != nil {
-		return Result{}, err
-	}
-	id, err := b.importRootfs(ctx, rootfs, hash)
+	id, err := b.buildImage(ctx, debs, mirrors, hash)
 	if err != nil {
 		return Result{}, err
 	}
 	b.out.step("done: %s is %s (recipe %s)", b.cfg.Tag, shortID(id), hash)
 	return Result{Tag: b.cfg.Tag, ImageID: id, Recipe: hash}, nil
+}
+
+// buildImage installs and configures the image tree in the cache's work directory, imports
+// it, and removes the tree whatever happens.
+func (b *Builder) buildImage(ctx context.Context, debs string, mirrors Mirrors, hash string) (id string, err error) {
+	rootfs := filepath.Join(b.cfg.CacheDir, "rootfs")
+	if err := removeTree(rootfs); err != nil { // left by an interrupted build
+		return "", err
+	}
+	defer func() {
+		b.out.step("removing the work tree %s", rootfs)
+		if rerr := removeTree(rootfs); rerr != nil {
+			b.out.step("warning: %v", rerr)
+		}
+	}()
+	if err := b.installRootfs(ctx, debs, rootfs, mirrors); err != nil {
+		return "", err
+	}
+	return b.importRootfs(ctx, rootfs, hash)
 }
 
 // checkBuildHost says what to do when the build cannot run here.

@@ -20,6 +20,7 @@ rm -f /usr/lib/python3*/EXTERNALLY-MANAGED
 : >/etc/resolv.conf
 printf 'localhost\n' >/etc/hostname
 
+rm -f /etc/dpkg/dpkg.cfg.d/warren-unsafe-io
 apt-get clean
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/debconf/*-old \
 	/var/log/apt/* /var/log/*.log /tmp/* /var/tmp/* /root/.cache

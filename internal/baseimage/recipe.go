@@ -57,6 +57,8 @@ func DefaultRecipe() Recipe {
 		Changes: []string{
 			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"ENV LANG=C.UTF-8",
+			// So tput and curses programs work in commands run without a terminal too.
+			"ENV TERM=xterm-256color",
 			"WORKDIR /home/user",
 			`CMD ["/bin/bash"]`,
 		},

@@ -77,6 +77,16 @@ func (r Recipe) debootstrapArgs() []string {
 // packages with apt, and configures it.
 func (b *Builder) installRootfs(ctx context.Context, debs, dir string, m Mirrors) error {
 	b.out.step("installing the Debian %s base system into %s", b.recipe.Suite, dir)
+	// dpkg syncs every file it writes; for a tree that becomes a tar that triples the install
+	// time. debootstrap unpacks into dir without clearing it, so this setting reaches its dpkg
+	// too; configure.sh removes it.
+	unsafeIO := filepath.Join(dir, "etc/dpkg/dpkg.cfg.d/warren-unsafe-io")
+	if err := os.MkdirAll(filepath.Dir(unsafeIO), 0o755); err != nil {
+		return fmt.Errorf("prepare the image tree: %w", err)
+	}
+	if err := os.WriteFile(unsafeIO, []byte("force-unsafe-io\n"), 0o644); err != nil {
+		return fmt.Errorf("prepare the image tree: %w", err)
+	}
 	args := append(b.recipe.debootstrapArgs(), "--unpack-tarball="+debs, b.recipe.Suite, dir, m.Main)
 	if err := b.run(ctx, "debootstrap", "debootstrap", args...); err != nil {
 		return fmt.Errorf("%w; if the cached packages are damaged, delete %s and build again", err, debs)
@@ -105,8 +115,10 @@ func (b *Builder) run(ctx context.Context, prefix, name string, args ...string) 
 func (b *Builder) runEnv(ctx context.Context, env []string, prefix, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
-	// debootstrap unmounts what it mounted when interrupted, not when killed.
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	// Interrupt the whole process group: apt-get defers SIGINT while dpkg runs, and debootstrap
+	// unmounts what it mounted when interrupted, not when killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 	cmd.WaitDelay = 30 * time.Second
 	out := b.out.prefixed(prefix)
 	cmd.Stdout, cmd.Stderr = out, out

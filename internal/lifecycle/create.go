@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/distribution/reference"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	templates "github.com/warrenhq/warren/internal/template"
 )
 
 // CreateRequest is what a client asks for when creating a sandbox.
@@ -24,9 +26,29 @@ type CreateRequest struct {
 	Network   sandbox.Network
 }
 
-// template is a resolved template: what a sandbox runs.
+// template is a resolved template: what a sandbox runs. A built
+// template adds resource defaults (0 = the server's), commands to start
+// and wait for, and the user, workdir and env its processes get.
 type template struct {
 	id, alias, image string
+
+	cpuCount, memoryMB                int
+	startCmd, readyCmd, user, workdir string
+	env                               map[string]string
+}
+
+// TemplateResolver finds built templates by ID or name (with an optional
+// ":tag"); a ref that is not one is KindNotFound.
+type TemplateResolver interface {
+	Resolve(ctx context.Context, teamID, ref string) (templates.Resolved, error)
+}
+
+// CommandRunner runs commands in a sandbox through its agent at addr.
+type CommandRunner interface {
+	// StartCommand starts cmd and returns once it runs; it keeps running.
+	StartCommand(ctx context.Context, addr, accessToken, user, workdir, cmd string, env map[string]string) error
+	// RunCommand runs cmd to its end: its exit code and last output.
+	RunCommand(ctx context.Context, addr, accessToken, user, workdir, cmd string, env map[string]string) (int, string, error)
 }
 
 // BaseTemplate is the template ID of the default image.
@@ -37,6 +59,16 @@ const BaseTemplate = "base"
 func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (template, error) {
 	if ref == "" || ref == BaseTemplate {
 		return template{id: BaseTemplate, alias: BaseTemplate, image: m.cfg.BaseImage}, nil
+	}
+	if m.cfg.Templates != nil {
+		rt, err := m.cfg.Templates.Resolve(ctx, teamID, ref)
+		if err == nil {
+			return template{id: rt.ID, alias: rt.Alias, image: rt.Image, cpuCount: rt.CPUCount, memoryMB: rt.MemoryMB,
+				startCmd: rt.StartCmd, readyCmd: rt.ReadyCmd, user: rt.User, workdir: rt.Workdir, env: rt.Env}, nil
+		}
+		if sandbox.KindOf(err) != sandbox.KindNotFound {
+			return template{}, err
+		}
 	}
 	snapID := strings.TrimSuffix(ref, ":default")
 	if sn, err := m.cfg.Store.GetSnapshot(ctx, snapID); err == nil && sn.TeamID == teamID {
@@ -80,6 +112,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sandbox.Sandbo
 	if err := m.checkTimeout(req.Timeout); err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	if err := req.Network.ValidateEgress(); err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	tpl, err := m.resolveTemplate(ctx, req.TeamID, req.Template)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -106,12 +141,30 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 		Timeout:     req.Timeout,
 		Lifecycle:   req.Lifecycle,
 		Network:     req.Network,
+		StartCmd:    tpl.startCmd,
+		ReadyCmd:    tpl.readyCmd,
+		User:        tpl.user,
+		Workdir:     tpl.workdir,
+	}
+	if tpl.cpuCount > 0 {
+		sb.CPUCount = tpl.cpuCount
+	}
+	if tpl.memoryMB > 0 {
+		sb.MemoryMB = tpl.memoryMB
+	}
+	if len(tpl.env) > 0 {
+		// The client's variables win over the template's.
+		sb.EnvVars = maps.Clone(tpl.env)
+		maps.Copy(sb.EnvVars, req.EnvVars)
 	}
 	if req.Secure {
 		sb.EnvdAccessToken = sandbox.NewToken()
 	}
 	if !req.Network.AllowPublicTraffic {
 		sb.TrafficAccessToken = sandbox.NewToken()
+	}
+	if out, ok, err := m.createFromPool(ctx, sb); ok {
+		return out, err
 	}
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()
@@ -126,10 +179,20 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 		return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to create sandbox")
 	}
 	sb.ContainerID, sb.AgentAddr = c.ID, c.AgentAddr
+	if err := m.applyEgress(ctx, sb, c.IP); err != nil {
+		log.Error("egress rules failed", logContainer, c.ID, "err", err)
+		m.abandon(ctx, sb)
+		return sandbox.Sandbox{}, err
+	}
 	if err := m.initAgent(ctx, sb); err != nil {
 		log.Error("agent init failed", logContainer, c.ID, "err", err)
 		m.abandon(ctx, sb)
 		return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to start sandbox agent")
+	}
+	if err := m.startTemplate(ctx, sb); err != nil {
+		log.Error("template start failed", logContainer, c.ID, "err", err)
+		m.abandon(ctx, sb)
+		return sandbox.Sandbox{}, err
 	}
 	now = time.Now().UTC()
 	sb.State, sb.StartedAt, sb.EndAt = sandbox.StateRunning, now, now.Add(req.Timeout)
@@ -150,6 +213,7 @@ func (m *Manager) abandon(ctx context.Context, sb sandbox.Sandbox) {
 			m.log.Error("cannot remove container of failed sandbox", logSandbox, sb.ID, logContainer, sb.ContainerID, "err", err)
 		}
 	}
+	m.removeEgress(ctx, sb.ID)
 	if err := m.forget(ctx, sb.ID); err != nil {
 		m.log.Error("cannot delete failed sandbox", logSandbox, sb.ID, "err", err)
 	}
@@ -189,4 +253,59 @@ func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox) error {
 		DefaultUser:    user,
 		DefaultWorkdir: sb.Workdir,
 	})
+}
+
+// startTemplate starts a template's start command in the background, then
+// runs its ready command until it succeeds, for at most ReadyTimeout.
+func (m *Manager) startTemplate(ctx context.Context, sb sandbox.Sandbox) error {
+	if sb.StartCmd == "" && sb.ReadyCmd == "" {
+		return nil
+	}
+	if m.cfg.Commands == nil {
+		return sandbox.Errorf(sandbox.KindInternal, "cannot run the template's start command: no command runner configured")
+	}
+	user := sb.User
+	if user == "" {
+		user = m.cfg.DefaultUser
+	}
+	run := m.cfg.Commands
+	if sb.StartCmd != "" {
+		if err := run.StartCommand(ctx, sb.AgentAddr, sb.EnvdAccessToken, user, sb.Workdir, sb.StartCmd, nil); err != nil {
+			return sandbox.Wrap(sandbox.KindInternal, err, "template start command failed to start: "+sandbox.Message(err))
+		}
+	}
+	if sb.ReadyCmd == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
+	defer cancel()
+	delay := 50 * time.Millisecond
+	var last string
+	for {
+		code, out, err := run.RunCommand(ctx, sb.AgentAddr, sb.EnvdAccessToken, user, sb.Workdir, sb.ReadyCmd, nil)
+		if err == nil && code == 0 {
+			return nil
+		}
+		last = fmt.Sprintf("exit code %d", code)
+		if err != nil {
+			last = sandbox.Message(err)
+		}
+		if out = strings.TrimSpace(out); out != "" {
+			last += ", output: " + lastLine(out)
+		}
+		select {
+		case <-ctx.Done():
+			return sandbox.Errorf(sandbox.KindInternal, "template ready command '%s' did not succeed within %s (last attempt: %s)",
+				sb.ReadyCmd, m.cfg.ReadyTimeout, last)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }

@@ -1,8 +1,9 @@
 // Package lifecycle is the single writer of sandbox state. Its Manager
 // creates, connects, pauses, resumes, kills, snapshots and forks sandboxes,
 // runs their timers (TTL, frozen → stopped demotion, removal of long-stopped
-// and killed sandboxes), samples their metrics and keeps their event log,
-// and reconciles the store with the container runtime on start.
+// and killed sandboxes), keeps a warm pool of started containers for fast
+// creates, samples their metrics and keeps their event log, and reconciles
+// the store with the container runtime on start.
 //
 // It owns no HTTP: the REST API and the data-plane proxy call its methods.
 // It keeps every sandbox in memory as a write-through cache of the store,
@@ -32,6 +33,15 @@ type Config struct {
 	// (paused, killed, timed out), so the proxy can cut its open streams.
 	// nil = nothing to notify.
 	OnStop func(sandboxID string)
+	// Firewall enforces sandboxes' egress rules (internal/firewall);
+	// nil = rules are stored and reported but not enforced (tests).
+	Firewall sandbox.Firewall
+	// Templates resolves built templates (internal/template); nil = only
+	// "base", snapshots and local images.
+	Templates TemplateResolver
+	// Commands runs templates' start and ready commands in new sandboxes;
+	// required with Templates.
+	Commands CommandRunner
 
 	BaseImage   string // image of the "base" template; default "warren/base"
 	EnvdVersion string // reported to clients; default "0.6.13"
@@ -42,8 +52,16 @@ type Config struct {
 	DiskSizeMB int // disk size reported to clients (not enforced); default 10240
 	PidsLimit  int // max processes per sandbox; default 4096, negative = none
 
+	// WarmPool is how many started, not yet initialised containers of the
+	// base template are kept for creates to claim (see pool.go). 0 = no
+	// pool; Defaults has DefaultWarmPool, for warren serve.
+	WarmPool int
+
 	MaxTimeout  time.Duration // longest TTL a client may ask for; default 24h
 	InitTimeout time.Duration // how long to wait for the agent; default 30s
+	// ReadyTimeout bounds how long a template's ready command may keep
+	// failing before create gives up; default 60s.
+	ReadyTimeout time.Duration
 
 	// FreezeMaxAge demotes frozen sandboxes to stopped after this long;
 	// default 10m, negative = never.
@@ -69,6 +87,7 @@ func Defaults() Config {
 	var c Config
 	c.setDefaults()
 	c.Logger = nil
+	c.WarmPool = DefaultWarmPool
 	return c
 }
 
@@ -100,6 +119,7 @@ func (c *Config) setDefaults() {
 	defInt(&c.PidsLimit, 4096)
 	def(&c.MaxTimeout, 24*time.Hour)
 	def(&c.InitTimeout, 30*time.Second)
+	def(&c.ReadyTimeout, time.Minute)
 	def(&c.FreezeMaxAge, 10*time.Minute)
 	defInt(&c.MaxFrozen, 16)
 	def(&c.StoppedMaxAge, 7*24*time.Hour)
@@ -120,6 +140,8 @@ type Manager struct {
 	mu        sync.RWMutex // guards sandboxes
 	sandboxes map[string]sandbox.Sandbox
 
+	pool *warmPool
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -134,6 +156,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		sandboxes: map[string]sandbox.Sandbox{},
+		pool:      newWarmPool(),
 	}, nil
 }
 
@@ -155,9 +178,15 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.Reconcile(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
+	if err := m.syncFirewall(ctx); err != nil {
+		return fmt.Errorf("install the firewall rules: %w", err)
+	}
 	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m.wg.Go(func() { m.every(ctx, m.cfg.TickInterval, m.sweep) })
 	m.wg.Go(func() { m.every(ctx, m.cfg.MetricsInterval, m.sampleMetrics) })
+	if m.cfg.WarmPool > 0 {
+		m.wg.Go(func() { m.refillLoop(ctx) })
+	}
 	m.wg.Go(func() {
 		m.every(ctx, m.cfg.ReconcileInterval, func(ctx context.Context) {
 			if err := m.Reconcile(ctx); err != nil {
@@ -168,7 +197,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the loops and waits for them. Sandboxes keep running.
+// Close stops the loops and waits for them. Sandboxes keep running, and
+// so do warm pool containers: the next Start adopts them.
 func (m *Manager) Close() error {
 	if m.cancel != nil {
 		m.cancel()

@@ -220,7 +220,7 @@ func TestRoute(t *testing.T) {
 
 func TestUpdateNetwork(t *testing.T) {
 	e := newEnv(t, nil)
-	sb := e.create(t, CreateRequest{Template: "base", Network: sandbox.Network{AllowPublicTraffic: true, AllowOut: []string{"a"}}})
+	sb := e.create(t, CreateRequest{Template: "base", Network: sandbox.Network{AllowPublicTraffic: true, AllowOut: []string{"10.0.0.1"}}})
 	n := sandbox.Network{DenyOut: []string{"0.0.0.0/0"}}
 	if err := e.m.UpdateNetwork(context.Background(), team, sb.ID, n); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // running sandbox whose container stopped becomes paused, so it can be
 // resumed), marks sandboxes whose container vanished as killed, finishes
 // off half-made ones, and removes stray containers labelled as Warren's.
+// Containers made for the warm pool are adopted into it or removed.
 func (m *Manager) Reconcile(ctx context.Context) error {
 	list, err := m.cfg.Runtime.List(ctx)
 	if err != nil {
@@ -36,8 +37,14 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		if sb, ok := m.cached(c.SandboxID); ok && sb.ContainerID == c.ID && sb.State != sandbox.StateKilled {
 			continue
 		}
+		if c.Labels[sandbox.LabelPool] == "true" {
+			m.reconcilePooled(ctx, c)
+			continue
+		}
 		m.removeStray(ctx, c)
 	}
+	m.restoreFirewall(ctx)
+	m.prunePool(ctx, seen)
 	return nil
 }
 
@@ -86,12 +93,17 @@ func (m *Manager) reconcileOne(ctx context.Context, id string) {
 	switch {
 	case sb.State == sandbox.StateRunning && c.Running && !c.Paused:
 		sb.AgentAddr = c.AgentAddr // adopted; the engine may have moved the port
+		if err := m.applyEgress(ctx, sb, c.IP); err != nil {
+			log.Error("cannot apply egress rules to adopted sandbox", "err", err)
+		}
 	case sb.State == sandbox.StateRunning:
 		now := time.Now().UTC()
 		sb.State, sb.PausedAt, sb.Remaining = sandbox.StatePaused, now, max(sb.EndAt.Sub(now), 0)
 		sb.PauseMode, sb.AgentAddr = sandbox.PauseStopped, ""
 		if c.Paused {
 			sb.PauseMode, sb.AgentAddr = sandbox.PauseFrozen, c.AgentAddr
+		} else {
+			m.removeEgress(ctx, id)
 		}
 	case sb.PauseMode == sandbox.PauseFrozen && c.Running:
 		if err := m.cfg.Runtime.Freeze(ctx, c.ID); err != nil {
@@ -100,6 +112,7 @@ func (m *Manager) reconcileOne(ctx context.Context, id string) {
 		}
 	case sb.PauseMode == sandbox.PauseFrozen:
 		sb.PauseMode, sb.AgentAddr = sandbox.PauseStopped, ""
+		m.removeEgress(ctx, id)
 	default: // stopped, but the container runs
 		if err := m.cfg.Runtime.Stop(ctx, c.ID); err != nil {
 			log.Warn("cannot stop paused sandbox", "err", err)
@@ -119,6 +132,7 @@ func (m *Manager) reconcileOne(ctx context.Context, id string) {
 
 // markVanished records that a sandbox's container is gone.
 func (m *Manager) markVanished(ctx context.Context, sb sandbox.Sandbox) {
+	m.removeEgress(ctx, sb.ID)
 	sb.State, sb.PauseMode, sb.AgentAddr = sandbox.StateKilled, "", ""
 	sb.KilledAt = time.Now().UTC()
 	if err := m.save(ctx, sb); err != nil {

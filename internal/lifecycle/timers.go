@@ -72,6 +72,7 @@ func (m *Manager) demote(ctx context.Context, id, reason string) {
 		m.log.Error("cannot demote frozen sandbox", logSandbox, id, "err", err)
 		return
 	}
+	m.removeEgress(ctx, id)
 	sb.PauseMode, sb.AgentAddr = sandbox.PauseStopped, ""
 	if err := m.save(ctx, sb); err != nil {
 		m.log.Error("cannot save demoted sandbox", logSandbox, id, "err", err)

@@ -32,6 +32,7 @@ func (m *Manager) kill(ctx context.Context, sb sandbox.Sandbox, reason string) e
 	if err := m.cfg.Runtime.Remove(ctx, sb.ContainerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
 		return sandbox.Wrap(sandbox.KindInternal, err, "failed to kill sandbox")
 	}
+	m.removeEgress(ctx, sb.ID)
 	sb.State, sb.PauseMode, sb.AgentAddr = sandbox.StateKilled, "", ""
 	sb.KilledAt = time.Now().UTC()
 	if err := m.save(ctx, sb); err != nil {
@@ -111,6 +112,7 @@ func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool
 	sb.Remaining = max(sb.EndAt.Sub(now), 0)
 	if mode == sandbox.PauseStopped {
 		sb.AgentAddr = ""
+		m.removeEgress(ctx, sb.ID) // the engine may give its address to another
 	}
 	if err := m.save(ctx, sb); err != nil {
 		return err
@@ -177,7 +179,12 @@ func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.D
 			return sandbox.Sandbox{}, m.resumeFailed(ctx, sb, err)
 		}
 		sb.AgentAddr = c.AgentAddr
-		if err := m.initAgent(ctx, sb); err != nil {
+		err = m.applyEgress(ctx, sb, c.IP) // the address may be new
+		if err == nil {
+			err = m.initAgent(ctx, sb)
+		}
+		if err != nil {
+			m.removeEgress(ctx, sb.ID)
 			if err := m.cfg.Runtime.Stop(context.WithoutCancel(ctx), sb.ContainerID); err != nil {
 				m.log.Error("cannot stop sandbox after failed resume", logSandbox, sb.ID, "err", err)
 			}
@@ -204,24 +211,6 @@ func (m *Manager) resumeFailed(ctx context.Context, sb sandbox.Sandbox, err erro
 		return sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' not found", sb.ID)
 	}
 	return sandbox.Wrap(sandbox.KindInternal, err, "failed to resume sandbox")
-}
-
-// UpdateNetwork stores a sandbox's new egress settings. Warren does not
-// enforce egress rules yet (a later issue); they are kept and reported.
-func (m *Manager) UpdateNetwork(ctx context.Context, teamID, id string, n sandbox.Network) error {
-	defer m.locks.lock(id)()
-	sb, err := m.live(teamID, id)
-	if err != nil {
-		return err
-	}
-	sb.Network.AllowOut, sb.Network.DenyOut = n.AllowOut, n.DenyOut
-	sb.Network.EgressProxy, sb.Network.Rules = n.EgressProxy, n.Rules
-	sb.Network.AllowInternetAccess = n.AllowInternetAccess
-	if err := m.save(ctx, sb); err != nil {
-		return err
-	}
-	m.event(ctx, sb.ID, "info", "network updated")
-	return nil
 }
 
 // Route returns a running sandbox for the proxy, resuming a paused one

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"net/netip"
 	"time"
 )
 
@@ -11,6 +12,10 @@ const (
 	LabelManaged = "dev.warren.managed" // "true"
 	LabelSandbox = "dev.warren.sandbox" // the sandbox ID
 	LabelTeam    = "dev.warren.team"
+	// LabelPool marks a container made for the warm pool, for a sandbox
+	// that does not exist yet. Labels cannot change, so a claimed one keeps
+	// it: the store, not the label, says whose a container is.
+	LabelPool = "dev.warren.pool" // "true"
 )
 
 // AgentPort is the agent's port inside every sandbox.
@@ -35,6 +40,14 @@ type Container struct {
 	Running   bool
 	Paused    bool   // frozen
 	AgentAddr string // 127.0.0.1:port of the published agent port; "" unless running
+	// IP is the container's address on the sandbox network, which egress
+	// rules match; invalid unless running. It may change on each start.
+	IP netip.Addr
+	// ImageID is the ID of the image it runs, as ImageID reports it.
+	ImageID string
+	// AgentSecret is the agent secret it was created with; Inspect fills
+	// it in, List leaves it "".
+	AgentSecret string
 }
 
 // Stats is one resource sample of a running container.
@@ -59,6 +72,9 @@ type Runtime interface {
 	// Start starts a stopped container; AgentAddr may differ from before.
 	Start(ctx context.Context, id string) (Container, error)
 	Stop(ctx context.Context, id string) error
+	// Update changes a container's resource limits while it runs; a zero
+	// limit is left as it is.
+	Update(ctx context.Context, id string, cpuCount, memoryMB, pidsLimit int) error
 	Freeze(ctx context.Context, id string) error
 	Thaw(ctx context.Context, id string) error
 	Remove(ctx context.Context, id string) error
@@ -72,6 +88,9 @@ type Runtime interface {
 	RemoveImage(ctx context.Context, ref string) error
 	// ImageExists reports whether an image is present locally.
 	ImageExists(ctx context.Context, ref string) (bool, error)
+	// ImageID returns the ID of the image ref names now; it changes when
+	// the image is rebuilt under the same name. KindNotFound when absent.
+	ImageID(ctx context.Context, ref string) (string, error)
 }
 
 // AgentInit is what the server tells a freshly started agent.

@@ -148,7 +148,7 @@ start() {
   [ -n "${WARREN_AGENT_ARGS:-}" ] && args+=(${WARREN_AGENT_ARGS})
 
   say "starting $name from $image (agent on 127.0.0.1:$port${publish:+, also ${publish[*]}})"
-  docker "${args[@]}" >/dev/null || die "docker run failed"
+  docker "${args[@]}" 2> >(grep -v "Localhost DNS" >&2) >/dev/null || die "docker run failed"
   echo "$name" >"$state_file"
 
   local i

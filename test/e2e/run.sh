@@ -58,7 +58,7 @@ set +e
 E2B_DEBUG=true \
   WARREN_E2E_SECURE_PORT="$secure_port" \
   WARREN_E2E_SECURE_TOKEN="$secure_token" \
-  node --test --test-reporter=spec --test-timeout=120000 "$@"
+  node --test --test-reporter=spec --test-force-exit --test-concurrency="${WARREN_E2E_CONCURRENCY:-3}" --test-timeout=120000 "$@"
 status=$?
 set -e
 if [ "$status" -eq 0 ]; then say "all end-to-end tests passed"; else say "end-to-end tests FAILED (exit $status)"; fi

@@ -98,7 +98,11 @@ func (k *bashKernel) read(r *os.File, line func(text, ts string) Output) {
 			if !found {
 				break
 			}
-			k.markers <- rest
+			select {
+			case k.markers <- rest:
+			case <-k.proc.done:
+				return
+			}
 		}
 		if err != nil {
 			return
@@ -155,7 +159,7 @@ func (k *bashKernel) Done() <-chan struct{} { return k.proc.done }
 
 func (k *bashKernel) Close() error {
 	k.stdin.Close()
-	k.proc.kill(2 * time.Second)
+	k.proc.kill()
 	os.Remove(k.cell)
 	return nil
 }

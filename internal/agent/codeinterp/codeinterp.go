@@ -91,6 +91,7 @@ var kernelFiles embed.FS
 // Files New writes to the runtime directory for the kernels to load.
 const (
 	pythonStartupFile = "startup.py"
+	pythonChartsFile  = "warren_charts.py"
 	nodeKernelFile    = "kernel.js"
 )
 
@@ -142,7 +143,7 @@ func newServer(cfg Config, start kernelStarter) (*Server, error) {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	for _, name := range []string{pythonStartupFile, nodeKernelFile} {
+	for _, name := range []string{pythonStartupFile, pythonChartsFile, nodeKernelFile} {
 		raw, err := kernelFiles.ReadFile("kernels/" + name)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, name), raw, 0o644)

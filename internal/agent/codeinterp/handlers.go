@@ -51,7 +51,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	req, err := parseExecute(r.Body)
 	if err != nil {
-		writeText(w, http.StatusBadRequest, err.Error())
+		writeText(w, requestErrorStatus(err), err.Error())
 		return
 	}
 	var c *codeContext
@@ -71,7 +71,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleCreateContext(w http.ResponseWriter, r *http.Request) {
 	req, err := parseCreateContext(r.Body)
 	if err != nil {
-		writeText(w, http.StatusBadRequest, err.Error())
+		writeText(w, requestErrorStatus(err), err.Error())
 		return
 	}
 	cwd := req.Cwd
@@ -174,6 +174,13 @@ func (s *Server) defaultContext(lang string) *codeContext {
 	s.defaults[lang] = c
 	s.contexts[c.ID] = c
 	return c
+}
+
+func requestErrorStatus(err error) int {
+	if errors.Is(err, errUnsupportedLanguage) {
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

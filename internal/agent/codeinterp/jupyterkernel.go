@@ -3,6 +3,7 @@ package codeinterp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -104,6 +105,14 @@ func (k *jupyterKernel) Execute(ctx context.Context, code string, silent bool, e
 			emit(o)
 		}
 	})
+	if errors.Is(err, jupyter.ErrClosed) {
+		// The connection drops as the kernel dies, a moment before the
+		// process is reaped; tell the two apart.
+		select {
+		case <-k.proc.done:
+		case <-time.After(2 * time.Second):
+		}
+	}
 	if isDone(k.proc.done) {
 		return errKernelDied
 	}
@@ -121,7 +130,7 @@ func (k *jupyterKernel) Interrupt() error { return k.proc.signal(syscall.SIGINT)
 func (k *jupyterKernel) Done() <-chan struct{} { return k.proc.done }
 
 func (k *jupyterKernel) Close() error {
-	k.proc.kill(2 * time.Second)
+	k.proc.kill()
 	if k.client != nil {
 		k.client.Close()
 	}

@@ -55,7 +55,7 @@ func (s *Server) startKernel(ctx context.Context, lang, cwd string) (kernel, err
 			dir:  cwd, env: kernelEnv(as), as: as, stdout: out, stderr: out,
 		}, s.runtimeDir, log)
 	case langBash:
-		return startBashKernel(launch{argv: []string{s.cfg.Bash, "--noprofile", "--norc"}, dir: cwd, env: kernelEnv(as), as: as}, log)
+		return startBashKernel(launch{argv: []string{s.cfg.Bash, "--noprofile", "--norc"}, dir: cwd, env: kernelEnv(as), as: as}, s.runtimeDir, log)
 	case langJavaScript, langTypeScript:
 		script := filepath.Join(s.runtimeDir, nodeKernelFile)
 		argv := []string{s.cfg.Node, script}

@@ -50,6 +50,9 @@ func startProcess(l launch) (*process, error) {
 	cmd.Stderr = l.stderr
 	cmd.ExtraFiles = l.extraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A forked child that keeps an output pipe open must not keep Wait,
+	// and so the kernel's death, from being noticed.
+	cmd.WaitDelay = time.Second
 	if l.as != nil && os.Geteuid() == 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: l.as.UID, Gid: l.as.GID, Groups: l.as.Groups}
 	}
@@ -74,17 +77,12 @@ func (p *process) signal(sig syscall.Signal) error {
 	return syscall.Kill(-p.cmd.Process.Pid, sig)
 }
 
-// kill ends the process group: SIGTERM, then SIGKILL after grace.
-func (p *process) kill(grace time.Duration) {
-	if p.signal(syscall.SIGTERM) != nil {
-		return
-	}
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-	}
-	// Children that ignored SIGTERM or outlived the leader still share its
-	// group; SIGKILL them even when the leader is gone.
+// kill ends the process group at once (a kernel's state is being thrown
+// away, so there is nothing to shut down gracefully) and waits for the
+// leader to be reaped.
+func (p *process) kill() {
+	// Children that outlived the leader still share its group: signal it
+	// even when the leader is gone.
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
 }

@@ -38,6 +38,10 @@ type createContextRequest struct {
 // errBadRequest marks errors that are the client's fault (400).
 var errBadRequest = errors.New("bad request")
 
+// errUnsupportedLanguage is answered with 500, as E2B's server does (its
+// context creation fails on an unknown language).
+var errUnsupportedLanguage = errors.New("unsupported language")
+
 // parseExecute decodes and validates an /execute body. The SDK sends null
 // for absent context_id, language and env_vars, which decode as empty.
 func parseExecute(r io.Reader) (executeRequest, error) {
@@ -51,13 +55,16 @@ func parseExecute(r io.Reader) (executeRequest, error) {
 	if req.Language != "" {
 		lang, ok := normalizeLanguage(req.Language)
 		if !ok {
-			return req, fmt.Errorf("%w: unsupported language %q", errBadRequest, req.Language)
+			return req, fmt.Errorf("%w %q", errUnsupportedLanguage, req.Language)
 		}
 		req.Language = lang
 	}
-	for name := range req.EnvVars {
+	for name, value := range req.EnvVars {
 		if !validEnvName(name) {
 			return req, fmt.Errorf("%w: invalid env var name %q", errBadRequest, name)
+		}
+		if strings.ContainsRune(value, 0) {
+			return req, fmt.Errorf("%w: env var %s contains a NUL byte", errBadRequest, name)
 		}
 	}
 	return req, nil
@@ -72,7 +79,7 @@ func parseCreateContext(r io.Reader) (createContextRequest, error) {
 	}
 	lang, ok := normalizeLanguage(req.Language)
 	if !ok {
-		return req, fmt.Errorf("%w: unsupported language %q", errBadRequest, req.Language)
+		return req, fmt.Errorf("%w %q", errUnsupportedLanguage, req.Language)
 	}
 	req.Language = lang
 	return req, nil

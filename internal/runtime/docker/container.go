@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -22,6 +23,9 @@ func agentPort() network.Port {
 	return p
 }
 
+// agentSecretEnv carries the agent secret into the container.
+const agentSecretEnv = "WARREN_AGENT_SECRET"
+
 // ContainerName is the Docker name of a sandbox's container.
 func ContainerName(sandboxID string) string { return "warren-" + sandboxID }
 
@@ -35,6 +39,9 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	// gets them all instead.
 	if n := r.engineCPUs(ctx); n > 0 && spec.CPUCount > n {
 		spec.CPUCount = n
+	}
+	if err := r.ensureNetworkOnce(ctx); err != nil {
+		return sandbox.Container{}, err
 	}
 	cfg, host := r.containerConfig(spec)
 	res, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -88,7 +95,7 @@ func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config
 		User:         "0:0",
 		Entrypoint:   []string{AgentMountPath},
 		Cmd:          nil, // an explicit entrypoint already discards the image's CMD
-		Env:          []string{"WARREN_AGENT_SECRET=" + spec.AgentSecret},
+		Env:          []string{agentSecretEnv + "=" + spec.AgentSecret},
 		Labels:       labels,
 		ExposedPorts: network.PortSet{agentPort(): {}},
 	}
@@ -108,6 +115,11 @@ func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config
 		CapDrop: []string{"ALL"},
 		CapAdd:  r.cfg.Caps,
 		Init:    &noInit, // the agent is PID 1 and reaps zombies itself
+		// SecurityOpt stays empty: the engine's default seccomp and
+		// AppArmor profiles apply.
+		Resources: container.Resources{Ulimits: []*container.Ulimit{
+			{Name: "nofile", Soft: int64(r.cfg.OpenFiles), Hard: int64(r.cfg.OpenFiles)},
+		}},
 	}
 	if spec.CPUCount > 0 {
 		host.NanoCPUs = int64(spec.CPUCount) * 1e9
@@ -144,6 +156,29 @@ func (r *Runtime) Stop(ctx context.Context, id string) error {
 	secs := int(r.cfg.StopTimeout / time.Second)
 	_, err := r.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
 	return classify(err, "cannot stop the sandbox's container")
+}
+
+// Update changes a running container's CPU, memory and process limits;
+// a zero limit is left unchanged. Like Create, it caps CPUs at the
+// engine's count.
+func (r *Runtime) Update(ctx context.Context, id string, cpuCount, memoryMB, pidsLimit int) error {
+	if n := r.engineCPUs(ctx); n > 0 && cpuCount > n {
+		cpuCount = n
+	}
+	var res container.Resources
+	if cpuCount > 0 {
+		res.NanoCPUs = int64(cpuCount) * 1e9
+	}
+	if memoryMB > 0 {
+		res.Memory = int64(memoryMB) << 20
+		res.MemorySwap = res.Memory
+	}
+	if pidsLimit > 0 {
+		pids := int64(pidsLimit)
+		res.PidsLimit = &pids
+	}
+	_, err := r.cli.ContainerUpdate(ctx, id, client.ContainerUpdateOptions{Resources: &res})
+	return classify(err, "cannot update the sandbox's limits")
 }
 
 // Freeze pauses every process of a running container; memory is kept.
@@ -187,11 +222,18 @@ func (r *Runtime) Inspect(ctx context.Context, id string) (sandbox.Container, er
 	if ci.Config != nil {
 		c.Labels = ci.Config.Labels
 		c.SandboxID = ci.Config.Labels[sandbox.LabelSandbox]
+		for _, kv := range ci.Config.Env {
+			if v, ok := strings.CutPrefix(kv, agentSecretEnv+"="); ok {
+				c.AgentSecret = v
+			}
+		}
 	}
+	c.ImageID = ci.Image
 	if ci.State != nil {
 		c.Running, c.Paused = ci.State.Running, ci.State.Paused
 	}
 	if c.Running && ci.NetworkSettings != nil {
+		c.IP = r.containerIP(ci.NetworkSettings.Networks)
 		for _, b := range ci.NetworkSettings.Ports[agentPort()] {
 			if b.HostIP.IsLoopback() && b.HostPort != "" {
 				c.AgentAddr = net.JoinHostPort(b.HostIP.String(), b.HostPort)
@@ -215,8 +257,12 @@ func (r *Runtime) List(ctx context.Context) ([]sandbox.Container, error) {
 			ID:        s.ID,
 			SandboxID: s.Labels[sandbox.LabelSandbox],
 			Labels:    s.Labels,
+			ImageID:   s.ImageID,
 			Running:   s.State == container.StateRunning || s.State == container.StatePaused,
 			Paused:    s.State == container.StatePaused,
+		}
+		if c.Running && s.NetworkSettings != nil {
+			c.IP = r.containerIP(s.NetworkSettings.Networks)
 		}
 		if c.Running {
 			for _, p := range s.Ports {

@@ -28,21 +28,28 @@ const AgentMountPath = "/.warren/warren-agent"
 // DefaultCapabilities returns the capability set a sandbox gets when
 // Config.Caps is nil: Docker's default set (enough for sudo, package
 // managers, users and file ownership) plus SYS_PTRACE so debuggers and
-// strace work. Everything else (SYS_ADMIN, NET_ADMIN, ...) stays dropped;
-// the default seccomp and AppArmor profiles stay on.
+// strace work, minus NET_RAW: raw sockets would let a sandbox forge
+// another's source address, which egress rules match, or spoof ARP on the
+// shared bridge (ping still works through ICMP sockets, which the engine
+// allows every group). Everything else (SYS_ADMIN, NET_ADMIN, ...) stays
+// dropped; the default seccomp and AppArmor profiles stay on.
 func DefaultCapabilities() []string {
 	return []string{
 		"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
-		"MKNOD", "NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP",
+		"MKNOD", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP",
 		"SETUID", "SYS_CHROOT", "SYS_PTRACE",
 	}
 }
+
+// DefaultNetwork is the Docker network sandboxes join by default.
+const DefaultNetwork = "warren0"
 
 // Config configures the runtime. Only AgentPath is required.
 type Config struct {
 	// AgentPath is the host path of the static warren-agent binary. Required.
 	AgentPath string
-	// Network is the Docker network containers join. Default "bridge".
+	// Network is the Docker network containers join; EnsureNetwork (or
+	// the first Create) makes it. Default DefaultNetwork.
 	Network string
 	// ManagedValue is the value of sandbox.LabelManaged on the containers
 	// this runtime creates, and the only value List returns, so that two
@@ -52,6 +59,10 @@ type Config struct {
 	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
 	// Default 2s; it is rounded down to whole seconds (Docker's unit).
 	StopTimeout time.Duration
+	// OpenFiles is every container's open-file limit (soft and hard).
+	// Default 16384. More than the engine's own limit fails unless the
+	// engine may raise limits (CAP_SYS_RESOURCE).
+	OpenFiles uint64
 	// Caps is the capability set of every container (all others are
 	// dropped). Nil means DefaultCapabilities().
 	Caps []string
@@ -66,9 +77,10 @@ type Runtime struct {
 	cli *client.Client
 	log *slog.Logger
 
-	mu      sync.Mutex             // guards samples and ncpu
-	samples map[string]statsSample // last stats sample per container ID
-	ncpu    int                    // the engine's CPUs; 0 = not asked yet
+	mu        sync.Mutex             // guards samples, ncpu and networkOK
+	samples   map[string]statsSample // last stats sample per container ID
+	ncpu      int                    // the engine's CPUs; 0 = not asked yet
+	networkOK bool                   // EnsureNetwork succeeded once
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -83,7 +95,10 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("docker runtime: agent binary: %w", err)
 	}
 	if cfg.Network == "" {
-		cfg.Network = "bridge"
+		cfg.Network = DefaultNetwork
+	}
+	if cfg.OpenFiles == 0 {
+		cfg.OpenFiles = 16384
 	}
 	if cfg.ManagedValue == "" {
 		cfg.ManagedValue = "true"

@@ -39,7 +39,7 @@ func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
 	changes := []string{
 		"CMD " + jsonArray(cmd),
 		"ENV WARREN_AGENT_SECRET=",
-		fmt.Sprintf("LABEL %s= %s=", sandbox.LabelManaged, sandbox.LabelSandbox),
+		fmt.Sprintf("LABEL %s= %s= %s=", sandbox.LabelManaged, sandbox.LabelSandbox, sandbox.LabelPool),
 	}
 	if len(entrypoint) > 0 {
 		changes = append(changes, "ENTRYPOINT "+jsonArray(entrypoint))
@@ -85,4 +85,13 @@ func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
 	default:
 		return false, classify(err, "cannot inspect the image")
 	}
+}
+
+// ImageID returns the ID of the image ref names now.
+func (r *Runtime) ImageID(ctx context.Context, ref string) (string, error) {
+	res, err := r.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return "", classify(err, "cannot inspect the image")
+	}
+	return res.ID, nil
 }

@@ -20,9 +20,11 @@ import (
 type Runtime struct {
 	mu         sync.Mutex // guards the fields below
 	containers map[string]*sandbox.Container
-	images     map[string]bool
-	fail       map[string]error // method name → error returned once set
+	limits     map[string]Limits // container ID → its resource limits
+	images     map[string]string // reference → image ID
+	fail       map[string]error  // method name → error returned once set
 	nextID     int
+	nextImage  int
 	nextPort   int
 	calls      []string
 }
@@ -33,14 +35,43 @@ var _ sandbox.Runtime = (*Runtime)(nil)
 func New(images ...string) *Runtime {
 	r := &Runtime{
 		containers: map[string]*sandbox.Container{},
-		images:     map[string]bool{},
+		limits:     map[string]Limits{},
+		images:     map[string]string{},
 		fail:       map[string]error{},
 		nextPort:   40000,
 	}
 	for _, im := range images {
-		r.images[im] = true
+		r.images[im] = r.newImageID()
 	}
 	return r
+}
+
+// Limits are a container's resource limits as last set by Create or
+// Update.
+type Limits struct {
+	CPUCount, MemoryMB, PidsLimit int
+}
+
+// newImageID returns a fresh image ID. The caller holds r.mu or owns r.
+func (r *Runtime) newImageID() string {
+	r.nextImage++
+	return fmt.Sprintf("sha256:%064d", r.nextImage)
+}
+
+// Rebuild gives ref a new image ID, as rebuilding an image under the
+// same name does; containers keep running the old one.
+func (r *Runtime) Rebuild(ref string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.images[ref] = r.newImageID()
+}
+
+// LimitsOf returns a container's resource limits.
+func (r *Runtime) LimitsOf(id string) (Limits, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l, ok := r.limits[id]
+	return l, ok
 }
 
 // Fail makes every later call of method (e.g. "Create", "Stats") return
@@ -128,18 +159,22 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	if err := r.begin("Create", spec.SandboxID); err != nil {
 		return sandbox.Container{}, err
 	}
-	if !r.images[spec.Image] {
+	imageID, ok := r.images[spec.Image]
+	if !ok {
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "image %s not found", spec.Image)
 	}
 	r.nextID++
 	c := &sandbox.Container{
-		ID:        fmt.Sprintf("c%04d", r.nextID),
-		SandboxID: spec.SandboxID,
-		Labels:    maps.Clone(spec.Labels),
-		Running:   true,
-		AgentAddr: r.addr(),
+		ID:          fmt.Sprintf("c%04d", r.nextID),
+		SandboxID:   spec.SandboxID,
+		Labels:      maps.Clone(spec.Labels),
+		Running:     true,
+		AgentAddr:   r.addr(),
+		ImageID:     imageID,
+		AgentSecret: spec.AgentSecret,
 	}
 	r.containers[c.ID] = c
+	r.limits[c.ID] = Limits{spec.CPUCount, spec.MemoryMB, spec.PidsLimit}
 	return clone(c), nil
 }
 
@@ -163,6 +198,23 @@ func (r *Runtime) Start(ctx context.Context, id string) (sandbox.Container, erro
 // Stop stops a container, frozen or not.
 func (r *Runtime) Stop(ctx context.Context, id string) error {
 	return r.update("Stop", id, func(c *sandbox.Container) { c.Running, c.Paused, c.AgentAddr = false, false, "" })
+}
+
+// Update sets a container's limits; zero ones are left as they are.
+func (r *Runtime) Update(ctx context.Context, id string, cpuCount, memoryMB, pidsLimit int) error {
+	return r.update("Update", id, func(c *sandbox.Container) {
+		l := r.limits[id]
+		if cpuCount != 0 {
+			l.CPUCount = cpuCount
+		}
+		if memoryMB != 0 {
+			l.MemoryMB = memoryMB
+		}
+		if pidsLimit != 0 {
+			l.PidsLimit = pidsLimit
+		}
+		r.limits[id] = l
+	})
 }
 
 // Freeze pauses a running container.
@@ -200,6 +252,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 		return notFound(id)
 	}
 	delete(r.containers, id)
+	delete(r.limits, id)
 	return nil
 }
 
@@ -265,7 +318,7 @@ func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
 	if _, ok := r.containers[id]; !ok {
 		return "", notFound(id)
 	}
-	r.images[ref] = true
+	r.images[ref] = r.newImageID()
 	return ref, nil
 }
 
@@ -276,7 +329,7 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 	if err := r.begin("RemoveImage", ref); err != nil {
 		return err
 	}
-	if !r.images[ref] {
+	if _, ok := r.images[ref]; !ok {
 		return sandbox.Errorf(sandbox.KindNotFound, "image %s not found", ref)
 	}
 	delete(r.images, ref)
@@ -290,5 +343,20 @@ func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
 	if err := r.begin("ImageExists", ref); err != nil {
 		return false, err
 	}
-	return r.images[ref], nil
+	_, ok := r.images[ref]
+	return ok, nil
+}
+
+// ImageID returns ref's current image ID.
+func (r *Runtime) ImageID(ctx context.Context, ref string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("ImageID", ref); err != nil {
+		return "", err
+	}
+	id, ok := r.images[ref]
+	if !ok {
+		return "", sandbox.Errorf(sandbox.KindNotFound, "image %s not found", ref)
+	}
+	return id, nil
 }

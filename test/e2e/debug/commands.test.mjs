@@ -81,9 +81,11 @@ describeEachSdk('commands', (ctx) => {
     assert.equal(r.stdout, 'user\n/home/user\n/home/user\n1000\n')
   })
 
-  it('user "root" runs as root in /root', T, async () => {
+  it('user "root" runs as root with HOME /root, in the default workdir', T, async () => {
+    // The default workdir given to /init applies to every user; only HOME differs.
     const r = await ctx.sbx.commands.run('whoami; pwd; echo "$HOME"; id -u', { user: 'root' })
-    assert.equal(r.stdout, 'root\n/root\n/root\n0\n')
+    assert.equal(r.stdout, 'root\n/home/user\n/root\n0\n')
+    assert.equal((await ctx.sbx.commands.run('cd && pwd', { user: 'root' })).stdout, '/root\n')
   })
 
   it('user "user" can sudo without a password', T, async () => {
@@ -289,7 +291,8 @@ describeEachSdk('commands', (ctx) => {
     const parts = ['hello\n', 'spé¢iål $HOME `x` \\n "q"\n', 'multi\nline\ninput\n']
     await ctx.sbx.commands.sendStdin(h.pid, parts[0])
     await ctx.sbx.commands.sendStdin(h.pid, parts[1])
-    await h.sendStdin(parts[2])
+    // CommandHandle.sendStdin exists in newer SDKs only.
+    await (h.sendStdin ? h.sendStdin(parts[2]) : ctx.sbx.commands.sendStdin(h.pid, parts[2]))
     await ctx.sbx.commands.sendStdin(h.pid, new Uint8Array([0x62, 0x79, 0x74, 0x65, 0x73, 0x0a])) // "bytes\n"
     await waitFor(() => h.stdout.includes('bytes\n'), { what: 'cat to echo the input' })
     await ctx.sbx.commands.closeStdin(h.pid)
@@ -298,11 +301,16 @@ describeEachSdk('commands', (ctx) => {
     assert.equal(r.stdout, parts.join('') + 'bytes\n')
   })
 
-  it('handle.closeStdin() ends a reader; sending after close fails', T, async () => {
+  it('closeStdin ends a reader (handle.closeStdin in newer SDKs); sending after close fails', T, async () => {
     const h = await ctx.sbx.commands.run('wc -c', { background: true, stdin: true })
     ctx.track(h.pid)
-    await h.sendStdin('12345')
-    await h.closeStdin()
+    if (h.closeStdin) {
+      await h.sendStdin('12345')
+      await h.closeStdin()
+    } else {
+      await ctx.sbx.commands.sendStdin(h.pid, '12345')
+      await ctx.sbx.commands.closeStdin(h.pid)
+    }
     const r = await h.wait()
     assert.equal(r.stdout.trim(), '5')
     await rejectsWith(ctx.sbx.commands.sendStdin(h.pid, 'late'), ctx.sdk.SandboxError)

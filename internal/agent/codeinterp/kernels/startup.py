@@ -1,7 +1,7 @@
 # Warren's ipykernel startup file (run with IPKernelApp.exec_files).
 # It registers the display formatters behind E2B's result fields:
 #   e2b/data   pandas DataFrames as {column: [values]}
-#   e2b/chart  matplotlib figures described as charts (see charts.py)
+#   e2b/chart  matplotlib figures described as charts (warren_charts.py)
 # Everything lives inside a function so the user's namespace stays clean,
 # and pandas/matplotlib are only bound when the user imports them.
 
@@ -9,6 +9,7 @@
 def _warren_setup():
     import datetime
     import math
+    import sys
 
     from IPython import get_ipython
     from IPython.core.formatters import BaseFormatter
@@ -61,18 +62,32 @@ def _warren_setup():
         "pandas.core.frame", "DataFrame", dataframe_data
     )
 
-    def figure_chart(fig):
-        try:
-            from warren_charts import figure_to_chart
-        except ImportError:
-            return None
-        try:
-            return figure_to_chart(fig)
-        except Exception:  # a chart is a bonus; the png still goes out
-            return None
+    # IPython puts this file's directory on sys.path while it runs it, so
+    # the charts module next to it is importable now (and only now).
+    try:
+        from warren_charts import figure_to_chart
+    except ImportError:
+        return
 
-    formatter("e2b/chart").for_type_by_name(
-        "matplotlib.figure", "Figure", figure_chart
+    class ChartFormatter(BaseFormatter):
+        """Describes matplotlib figures. Not a type printer: the inline
+        backend removes every Figure printer when pyplot is set up."""
+
+        format_type = Unicode("e2b/chart")
+        print_method = ObjectName("_repr_warren_none_")
+        _return_type = (dict,)
+
+        def __call__(self, obj):
+            figure = sys.modules.get("matplotlib.figure")
+            if figure is None or not isinstance(obj, figure.Figure):
+                return None
+            try:
+                return figure_to_chart(obj)
+            except Exception:  # a chart is a bonus; the png still goes out
+                return None
+
+    shell.display_formatter.formatters["e2b/chart"] = ChartFormatter(
+        parent=shell.display_formatter
     )
 
 

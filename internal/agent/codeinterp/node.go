@@ -1,0 +1,180 @@
+package codeinterp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// nodeKernel is our JavaScript/TypeScript kernel: kernels/kernel.js in a
+// node process, spoken to by JSON lines (requests on its stdin, messages
+// on its fd 3). What the process's children write straight to fd 1 and 2
+// is forwarded to the running execution too, without ordering guarantees.
+type nodeKernel struct {
+	proc  *process
+	stdin io.WriteCloser
+	log   *slog.Logger
+	count int // executions so far; only Execute touches it
+	next  int // request ids; only Execute touches it
+
+	mu   sync.Mutex
+	sink func(Output)   // guarded by mu; the running execution's emit
+	done chan nodeReply // replies to requests, by the reader
+}
+
+// nodeMessage is a line the kernel writes on fd 3.
+type nodeMessage struct {
+	Type      string `json:"type"`
+	ID        int    `json:"id"`
+	Text      string `json:"text"`
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
+}
+
+type nodeReply struct{ id int }
+
+func startNodeKernel(ctx context.Context, l launch, log *slog.Logger) (*nodeKernel, error) {
+	k := &nodeKernel{log: log, done: make(chan nodeReply, 1)}
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	msgR, msgW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	l.stdin, l.extraFiles = stdinR, []*os.File{msgW}
+	l.stdout = sinkWriter{k, stdoutLine}
+	l.stderr = sinkWriter{k, stderrLine}
+	k.proc, err = startProcess(l)
+	stdinR.Close()
+	msgW.Close()
+	if err != nil {
+		stdinW.Close()
+		msgR.Close()
+		return nil, err
+	}
+	k.stdin = stdinW
+	go k.read(msgR)
+	// A first, empty execution proves the kernel is up and the REPL ready.
+	if err := k.Execute(ctx, "", true, nil); err != nil {
+		k.Close()
+		return nil, fmt.Errorf("node kernel did not start (%v): %w", k.proc.err, err)
+	}
+	return k, nil
+}
+
+func (k *nodeKernel) read(r io.ReadCloser) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			k.handle(line)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (k *nodeKernel) handle(line []byte) {
+	var m nodeMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		k.log.Warn("bad message from node kernel", "err", err)
+		return
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	switch m.Type {
+	case "stdout":
+		k.emit(stdoutLine(m.Text, now))
+	case "stderr":
+		k.emit(stderrLine(m.Text, now))
+	case "result":
+		k.emit(Output{Type: typeResult, Text: m.Text, Result: &Result{IsMainResult: true}})
+	case "error":
+		k.emit(errorLine(m.Name, m.Value, m.Traceback))
+	case "done":
+		select {
+		case k.done <- nodeReply{id: m.ID}:
+		case <-k.proc.done:
+		}
+	}
+}
+
+func (k *nodeKernel) emit(o Output) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.sink != nil {
+		k.sink(o)
+	}
+}
+
+func (k *nodeKernel) Execute(ctx context.Context, code string, silent bool, emit func(Output)) error {
+	k.next++
+	id := k.next
+	req, _ := json.Marshal(struct {
+		ID   int    `json:"id"`
+		Code string `json:"code"`
+	}{id, code})
+	if !silent {
+		k.count++
+		emit(countLine(k.count))
+	}
+	k.mu.Lock()
+	k.sink = emit
+	if silent {
+		k.sink = nil
+	}
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.sink = nil
+		k.mu.Unlock()
+	}()
+	if _, err := k.stdin.Write(append(req, '\n')); err != nil {
+		return errKernelDied
+	}
+	for {
+		select {
+		case r := <-k.done:
+			if r.id == id {
+				return nil
+			}
+		case <-k.proc.done:
+			return errKernelDied
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (k *nodeKernel) Interrupt() error { return k.proc.signal(syscall.SIGINT) }
+
+func (k *nodeKernel) Done() <-chan struct{} { return k.proc.done }
+
+func (k *nodeKernel) Close() error {
+	k.stdin.Close()
+	k.proc.kill()
+	return nil
+}
+
+// sinkWriter forwards a kernel's raw stdout or stderr to the running
+// execution.
+type sinkWriter struct {
+	k    *nodeKernel
+	line func(text, ts string) Output
+}
+
+func (w sinkWriter) Write(p []byte) (int, error) {
+	w.k.emit(w.line(string(p), time.Now().UTC().Format(time.RFC3339Nano)))
+	return len(p), nil
+}

@@ -1,0 +1,277 @@
+// Package firewall isolates sandboxes on the host and enforces their
+// egress rules with iptables (and ip6tables), implementing
+// sandbox.Firewall.
+//
+// For one server (instance) on one bridge, the sandbox network's host
+// interface, it owns two chains per address family: an input chain,
+// jumped to from INPUT, and a forward chain, jumped to from the engine's
+// DOCKER-USER chain (or FORWARD when there is none), both for packets
+// arriving from the bridge. The input chain refuses everything a sandbox
+// sends to the host except replies, so no host port (the server's own,
+// the engine's, any other service) is reachable through the bridge
+// gateway or any other host address. The forward chain refuses another
+// sandbox's agent port and link-local addresses (cloud metadata), then
+// applies each of the server's sandboxes' allowOut/denyOut/internet rules
+// by source address. Rules only ever refuse or return, never accept, so
+// the engine's own isolation between networks still applies after them.
+// Every rule has a comment starting "warren:<bridge>:", so
+// `iptables-save | grep warren:` lists them; Uninstall removes them.
+//
+// It shells out to iptables-restore (each rewrite is one atomic commit)
+// and iptables. It does not create the network or learn addresses: the
+// runtime does, and the lifecycle manager tells it.
+package firewall
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Config configures a Firewall.
+type Config struct {
+	// Bridge is the host interface of the sandbox network, e.g. "warren0".
+	// Required.
+	Bridge string
+	// Instance names this server among those sharing the bridge (its
+	// WARREN_INSTANCE); each has its own chains. Default "true", the
+	// runtime's default label value.
+	Instance string
+	// Logger receives debug logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Firewall is sandbox.Firewall on iptables. It is safe for concurrent use.
+type Firewall struct {
+	c   chains
+	log *slog.Logger
+	v4  family
+	v6  *family // nil when ip6tables is not installed
+
+	mu    sync.Mutex // guards rules and serialises every change to the kernel
+	rules map[string]sandbox.Egress
+}
+
+var _ sandbox.Firewall = (*Firewall)(nil)
+
+// family is the iptables commands of one address family.
+type family struct {
+	name            string // "iptables" or "ip6tables", for messages
+	iptables        string // path
+	iptablesRestore string // path
+}
+
+// New finds iptables and checks that it can be used; it changes nothing.
+// Call Restore (or Sync) to install the rules.
+func New(ctx context.Context, cfg Config) (*Firewall, error) {
+	if err := validateBridge(cfg.Bridge); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = "true"
+	}
+	v4, err := findFamily("iptables")
+	if err != nil {
+		return nil, fmt.Errorf("firewall: %w: install it (Debian/Ubuntu: apt-get install iptables), or run without a firewall, which leaves sandboxes able to reach the host and each other", err)
+	}
+	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.Instance), log: cfg.Logger, v4: v4, rules: map[string]sandbox.Egress{}}
+	if _, err := f.run(ctx, v4, "-S", "INPUT"); err != nil {
+		return nil, fmt.Errorf("firewall: iptables does not work here (it needs root, or CAP_NET_ADMIN): %w", err)
+	}
+	if v6, err := findFamily("ip6tables"); err == nil {
+		if _, err := f.run(ctx, v6, "-S", "INPUT"); err == nil {
+			f.v6 = &v6
+		} else {
+			cfg.Logger.Warn("ip6tables does not work; IPv6 rules not installed (sandboxes have no IPv6 anyway)", "err", err)
+		}
+	}
+	return f, nil
+}
+
+func findFamily(name string) (family, error) {
+	ipt, err := exec.LookPath(name)
+	if err != nil {
+		return family{}, fmt.Errorf("%s not found", name)
+	}
+	restore, err := exec.LookPath(name + "-restore")
+	if err != nil {
+		return family{}, fmt.Errorf("%s-restore not found", name)
+	}
+	return family{name: name, iptables: ipt, iptablesRestore: restore}, nil
+}
+
+// Apply installs or replaces one sandbox's egress rules.
+func (f *Firewall) Apply(ctx context.Context, sandboxID string, ip netip.Addr, n sandbox.Network) error {
+	if !ip.Is4() {
+		return fmt.Errorf("firewall: sandbox %s has no IPv4 address on %s (got %q)", sandboxID, f.c.bridge, ip)
+	}
+	if err := n.ValidateEgress(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev, had := f.rules[sandboxID]
+	f.rules[sandboxID] = sandbox.Egress{IP: ip, Network: n}
+	if err := f.writeChains(ctx); err != nil {
+		if had {
+			f.rules[sandboxID] = prev
+		} else {
+			delete(f.rules, sandboxID)
+		}
+		return err
+	}
+	f.log.Debug("egress rules applied", "sandbox", sandboxID, "ip", ip)
+	return nil
+}
+
+// Remove deletes one sandbox's rules.
+func (f *Firewall) Remove(ctx context.Context, sandboxID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev, ok := f.rules[sandboxID]
+	if !ok {
+		return nil
+	}
+	delete(f.rules, sandboxID)
+	if err := f.writeChains(ctx); err != nil {
+		f.rules[sandboxID] = prev
+		return err
+	}
+	f.log.Debug("egress rules removed", "sandbox", sandboxID)
+	return nil
+}
+
+// Sync replaces every sandbox's rules and reinstalls the host-wide ones.
+func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = make(map[string]sandbox.Egress, len(rules))
+	for id, e := range rules {
+		f.rules[id] = e
+	}
+	return f.install(ctx)
+}
+
+// Restore reinstalls the chains, with every known sandbox's rules, and
+// the jumps to them. It is idempotent; the manager calls it on every
+// reconcile so that rules lost to an engine restart come back.
+func (f *Firewall) Restore(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.install(ctx)
+}
+
+// install writes the chains, then makes sure the built-in chains jump to
+// them. The caller holds f.mu.
+func (f *Firewall) install(ctx context.Context) error {
+	if err := f.writeChains(ctx); err != nil {
+		return err
+	}
+	for _, fam := range f.families() {
+		if err := f.ensureJump(ctx, fam, "INPUT", f.c.input, "isolate sandboxes from the host"); err != nil {
+			return err
+		}
+		hook := "FORWARD"
+		if _, err := f.run(ctx, fam, "-S", "DOCKER-USER"); err == nil {
+			hook = "DOCKER-USER"
+		}
+		if err := f.ensureJump(ctx, fam, hook, f.c.forward, "egress rules of sandboxes"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeChains rewrites our chains from f.rules, one atomic commit per
+// family. The caller holds f.mu.
+func (f *Firewall) writeChains(ctx context.Context) error {
+	for _, fam := range f.families() {
+		in := f.c.restoreInput(fam.name == "ip6tables", f.rules)
+		cmd := exec.CommandContext(ctx, fam.iptablesRestore, "-w", "--noflush")
+		cmd.Stdin = strings.NewReader(in)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("firewall: %s-restore: %w: %s", fam.name, err, bytes.TrimSpace(out))
+		}
+	}
+	return nil
+}
+
+// ensureJump inserts a jump from a built-in chain to ours at its top,
+// unless one is already there.
+func (f *Firewall) ensureJump(ctx context.Context, fam family, from, to, what string) error {
+	rule := f.c.jump(to, what)
+	if _, err := f.run(ctx, fam, append([]string{"-C", from}, rule...)...); err == nil {
+		return nil
+	}
+	if _, err := f.run(ctx, fam, append([]string{"-I", from, "1"}, rule...)...); err != nil {
+		return fmt.Errorf("firewall: cannot hook %s into %s: %w", to, from, err)
+	}
+	f.log.Info("firewall chain hooked", "family", fam.name, "chain", from, "target", to)
+	return nil
+}
+
+// Chains returns the names of the input and forward chains for IPv4.
+func (f *Firewall) Chains() (input, forward string) { return f.c.input, f.c.forward }
+
+// Uninstall removes this server's rules and chains on the bridge; for
+// tests and for operators retiring a server.
+func (f *Firewall) Uninstall(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var errs []error
+	for _, fam := range f.families() {
+		for _, from := range []string{"INPUT", "FORWARD", "DOCKER-USER"} {
+			for _, j := range []struct{ to, what string }{
+				{f.c.input, "isolate sandboxes from the host"},
+				{f.c.forward, "egress rules of sandboxes"},
+			} {
+				rule := f.c.jump(j.to, j.what)
+				for {
+					if _, err := f.run(ctx, fam, append([]string{"-D", from}, rule...)...); err != nil {
+						break
+					}
+				}
+			}
+		}
+		for _, chain := range []string{f.c.input, f.c.forward} {
+			if _, err := f.run(ctx, fam, "-S", chain); err != nil {
+				continue // not there
+			}
+			if _, err := f.run(ctx, fam, "-F", chain); err != nil {
+				errs = append(errs, err)
+			}
+			if _, err := f.run(ctx, fam, "-X", chain); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	f.rules = map[string]sandbox.Egress{}
+	return errors.Join(errs...)
+}
+
+func (f *Firewall) families() []family {
+	if f.v6 == nil {
+		return []family{f.v4}
+	}
+	return []family{f.v4, *f.v6}
+}
+
+// run runs one iptables command, waiting for the xtables lock.
+func (f *Firewall) run(ctx context.Context, fam family, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, fam.iptables, append([]string{"-w"}, args...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", fam.name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}

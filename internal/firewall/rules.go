@@ -1,0 +1,114 @@
+package firewall
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// chains names the chains of one server (instance) on one bridge.
+// iptables allows 28 characters and an interface name has at most 15, so
+// "WRN-<bridge>-<tag>-F" fits with a 6-digit tag. Servers sharing a
+// bridge each own their chains: a packet goes through all of them, and
+// each decides only for its own sandboxes' addresses.
+type chains struct {
+	bridge  string
+	tag     string // 6 hex digits naming the instance
+	input   string // jumped to from INPUT for packets from the bridge
+	forward string // jumped to from DOCKER-USER (or FORWARD) likewise
+}
+
+func chainsFor(bridge, instance string) chains {
+	sum := sha256.Sum256([]byte(instance))
+	tag := hex.EncodeToString(sum[:3])
+	return chains{
+		bridge:  bridge,
+		tag:     tag,
+		input:   "WRN-" + bridge + "-" + tag + "-I",
+		forward: "WRN-" + bridge + "-" + tag + "-F",
+	}
+}
+
+// comment is the comment of every rule Warren installs, "warren:<bridge>:
+// <tag> what", so that `iptables-save | grep warren:` lists them all.
+func (c chains) comment(what string) string {
+	return "warren:" + c.bridge + ":" + c.tag + " " + what
+}
+
+// quoted is comment quoted for iptables-restore.
+func (c chains) quoted(what string) string { return strconv.Quote(c.comment(what)) }
+
+// jump is a rule, in iptables' argument form, sending the bridge's packets
+// from a built-in chain to one of ours.
+func (c chains) jump(target, what string) []string {
+	return []string{"-i", c.bridge, "-m", "comment", "--comment", c.comment(what), "-j", target}
+}
+
+// restoreInput is the iptables-restore --noflush input that rewrites both
+// chains of a bridge atomically: declaring an existing chain flushes it.
+// For IPv4 the forward chain holds every sandbox's egress rules; sandboxes
+// have no IPv6 (the network is created without it), so for IPv6 both
+// chains refuse everything but replies.
+func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress) string {
+	var b strings.Builder
+	add := func(chain string, args ...string) {
+		b.WriteString("-A " + chain + " " + strings.Join(args, " ") + "\n")
+	}
+	b.WriteString("*filter\n:" + c.input + " - [0:0]\n:" + c.forward + " - [0:0]\n")
+
+	add(c.input, "-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies to the host"), "-j RETURN")
+	add(c.input, "-m comment --comment", c.quoted("sandboxes cannot reach the host"), "-j REJECT")
+
+	add(c.forward, "-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies"), "-j RETURN")
+	if v6 {
+		add(c.forward, "-m comment --comment", c.quoted("sandboxes have no IPv6"), "-j REJECT")
+		b.WriteString("COMMIT\n")
+		return b.String()
+	}
+	add(c.forward, "-o", c.bridge, "-p tcp --dport", strconv.Itoa(sandbox.AgentPort),
+		"-m comment --comment", c.quoted("no sandbox reaches another sandbox agent"), "-j REJECT")
+	add(c.forward, "-d 169.254.0.0/16 -m comment --comment", c.quoted("no link-local or cloud metadata"), "-j REJECT")
+	for _, id := range slices.Sorted(maps.Keys(rules)) {
+		e := rules[id]
+		if !e.IP.Is4() {
+			continue
+		}
+		src := "-s " + e.IP.String() + "/32"
+		for _, s := range e.Network.AllowOut {
+			if p, err := sandbox.ParseEgressTarget(s); err == nil && p.Addr().Is4() {
+				add(c.forward, src, "-d", p.String(), "-m comment --comment", c.quoted("sandbox="+id+" allowOut"), "-j RETURN")
+			}
+		}
+		for _, s := range e.Network.DenyOut {
+			if p, err := sandbox.ParseEgressTarget(s); err == nil && p.Addr().Is4() {
+				add(c.forward, src, "-d", p.String(), "-m comment --comment", c.quoted("sandbox="+id+" denyOut"), "-j REJECT")
+			}
+		}
+		if !e.Network.AllowInternetAccess {
+			add(c.forward, src, "-m comment --comment", c.quoted("sandbox="+id+" no internet access"), "-j REJECT")
+		}
+		add(c.forward, src, "-m comment --comment", c.quoted("sandbox="+id+" allowed"), "-j RETURN")
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// validateBridge checks that a bridge name is safe in iptables arguments
+// and short enough for our chain names.
+func validateBridge(bridge string) error {
+	if bridge == "" || len(bridge) > 15 {
+		return fmt.Errorf("firewall: bridge interface name %q must have 1 to 15 characters", bridge)
+	}
+	for _, r := range bridge {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("firewall: bridge interface name %q has a character iptables rules cannot carry", bridge)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,413 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/warrenhq/warren/internal/runtime/fake"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlite"
+)
+
+func withPool(n int) func(*Config) { return func(c *Config) { c.WarmPool = n } }
+
+// pooledContainers returns the containers labelled as the pool's that no
+// sandbox in the store owns, sorted by ID.
+func (e *env) pooledContainers(t *testing.T) []sandbox.Container {
+	t.Helper()
+	var out []sandbox.Container
+	for _, c := range e.rt.Containers() {
+		if c.Labels[sandbox.LabelPool] != "true" {
+			continue
+		}
+		if sb, err := e.store.GetSandbox(context.Background(), c.SandboxID); err == nil && sb.ContainerID == c.ID {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// creates counts the runtime's Create calls.
+func (e *env) creates() int {
+	n := 0
+	for _, c := range e.rt.Calls() {
+		if strings.HasPrefix(c, "Create ") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestPoolClaimAndRefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(2))
+		synctest.Wait()
+		pool := e.pooledContainers(t)
+		if len(pool) != 2 || e.m.WarmPoolReady() != 2 {
+			t.Fatalf("pool after start: %d containers, %d ready; want 2", len(pool), e.m.WarmPoolReady())
+		}
+		sb := e.create(t, CreateRequest{Template: "base", Secure: true,
+			EnvVars: map[string]string{"FOO": "bar"}})
+		made := 0 // the pool made the container for this ID; the claim must not
+		for _, c := range e.rt.Calls() {
+			if c == "Create "+sb.ID {
+				made++
+			}
+		}
+		if made != 1 {
+			t.Errorf("containers made for %s = %d, want 1", sb.ID, made)
+		}
+		// The oldest pooled container became the sandbox, with its ID.
+		if sb.ID != pool[0].SandboxID || sb.ContainerID != pool[0].ID || sb.AgentAddr != pool[0].AgentAddr {
+			t.Errorf("sandbox %s on %s (%s), want %s on %s (%s)", sb.ID, sb.ContainerID, sb.AgentAddr,
+				pool[0].SandboxID, pool[0].ID, pool[0].AgentAddr)
+		}
+		if sb.AgentSecret != pool[0].AgentSecret {
+			t.Error("sandbox's agent secret is not its container's")
+		}
+		init, ok := e.agent.Inited(sb.AgentAddr)
+		want := sandbox.AgentInit{EnvVars: map[string]string{"FOO": "bar"}, AccessToken: sb.EnvdAccessToken, DefaultUser: "user"}
+		if !ok || sb.EnvdAccessToken == "" {
+			t.Fatalf("agent of the claimed container not initialised (token %q)", sb.EnvdAccessToken)
+		}
+		if diff := cmp.Diff(want, init); diff != "" {
+			t.Errorf("agent init (-want +got):\n%s", diff)
+		}
+		if got := e.state(t, sb.ID); got.State != sandbox.StateRunning || got.ContainerID != sb.ContainerID || got.TeamID != team {
+			t.Errorf("stored: state %s container %s team %s", got.State, got.ContainerID, got.TeamID)
+		}
+
+		synctest.Wait() // the refill
+		if got := e.pooledContainers(t); len(got) != 2 || e.m.WarmPoolReady() != 2 {
+			t.Errorf("pool after a claim: %d containers, %d ready; want 2", len(got), e.m.WarmPoolReady())
+		}
+		// A periodic reconcile leaves the pool and the sandbox alone.
+		if err := e.m.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(e.rt.Containers()); got != 3 {
+			t.Errorf("containers after reconcile = %d, want 3", got)
+		}
+		// The claimed sandbox lives like any other.
+		if err := e.m.Kill(context.Background(), team, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := e.container(t, sb.ContainerID); ok {
+			t.Error("killed sandbox's container survives")
+		}
+	})
+}
+
+func TestPoolDrainedFallsBackToCold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(1))
+		synctest.Wait()
+		a := e.create(t, CreateRequest{Template: "base"})
+		b := e.create(t, CreateRequest{Template: "base"}) // before the refill ran
+		if a.ID == b.ID || a.ContainerID == b.ContainerID {
+			t.Fatalf("two sandboxes share %s / %s", a.ID, a.ContainerID)
+		}
+		c := e.create(t, CreateRequest{Template: "python:3.12"}) // other images never claim
+		if lbl := e.containerLabels(t, c.ContainerID); lbl[sandbox.LabelPool] != "" {
+			t.Errorf("python sandbox runs in a pooled container")
+		}
+		synctest.Wait()
+		if got := e.m.WarmPoolReady(); got != 1 {
+			t.Errorf("pool = %d, want 1", got)
+		}
+	})
+}
+
+func (e *env) containerLabels(t *testing.T, id string) map[string]string {
+	t.Helper()
+	c, ok := e.container(t, id)
+	if !ok {
+		t.Fatalf("container %s missing", id)
+	}
+	return c.Labels
+}
+
+func TestPoolLimitsUpdated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(1))
+		synctest.Wait()
+		same := e.create(t, CreateRequest{Template: "base"})
+		if slices.ContainsFunc(e.rt.Calls(), func(c string) bool { return strings.HasPrefix(c, "Update ") }) {
+			t.Error("limits updated although the pooled container had them")
+		}
+		synctest.Wait()
+		// A sandbox asking for other limits than the pool was made with
+		// (as a template's resource defaults do) gets them live.
+		e.m.cfg.MemoryMB, e.m.cfg.CPUCount = 1024, 1
+		other := e.create(t, CreateRequest{Template: "base"})
+		if other.ContainerID == same.ContainerID || e.containerLabels(t, other.ContainerID)[sandbox.LabelPool] != "true" {
+			t.Fatal("second sandbox did not come from the pool")
+		}
+		got, _ := e.rt.LimitsOf(other.ContainerID)
+		if want := (fake.Limits{CPUCount: 1, MemoryMB: 1024, PidsLimit: 4096}); got != want {
+			t.Errorf("limits = %+v, want %+v", got, want)
+		}
+	})
+}
+
+func TestPoolClaimFailureFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(1))
+		synctest.Wait()
+		pooled := e.pooledContainers(t)[0]
+		e.m.cfg.MemoryMB = 2048 // forces an Update, which fails
+		e.rt.Fail("Update", errors.New("engine says no"))
+		sb := e.create(t, CreateRequest{Template: "base"})
+		if sb.ContainerID == pooled.ID || sb.ID == pooled.SandboxID {
+			t.Errorf("sandbox kept the failed pooled container")
+		}
+		if _, ok := e.container(t, pooled.ID); ok {
+			t.Error("failed pooled container not removed")
+		}
+		if _, err := e.store.GetSandbox(context.Background(), pooled.SandboxID); sandbox.KindOf(err) != sandbox.KindNotFound {
+			t.Errorf("record of the failed claim kept: %v", err)
+		}
+		if got := e.state(t, sb.ID).State; got != sandbox.StateRunning {
+			t.Errorf("state = %s", got)
+		}
+	})
+}
+
+func TestPoolDisabled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil) // the zero Config has no pool
+		synctest.Wait()
+		if got := len(e.rt.Containers()); got != 0 {
+			t.Fatalf("%d containers before any create", got)
+		}
+		sb := e.create(t, CreateRequest{Template: "base"})
+		advance(time.Minute)
+		if got := len(e.rt.Containers()); got != 1 || e.m.WarmPoolReady() != 0 {
+			t.Errorf("%d containers, pool %d; want only the sandbox's", got, e.m.WarmPoolReady())
+		}
+		if !slices.Contains(e.rt.Calls(), "Create "+sb.ID) {
+			t.Error("sandbox not created cold")
+		}
+	})
+}
+
+func TestPoolImageRebuilt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(2))
+		synctest.Wait()
+		old := e.pooledContainers(t)
+		e.rt.Rebuild("warren/base")
+		sb := e.create(t, CreateRequest{Template: "base"})
+		if slices.ContainsFunc(old, func(c sandbox.Container) bool { return c.ID == sb.ContainerID }) {
+			t.Fatal("sandbox claimed a container of the old image")
+		}
+		synctest.Wait() // the miss woke the refill
+		newID, _ := e.rt.ImageID(context.Background(), "warren/base")
+		got := e.pooledContainers(t)
+		if len(got) != 2 {
+			t.Fatalf("pool = %d containers, want 2", len(got))
+		}
+		for _, c := range got {
+			if c.ImageID != newID {
+				t.Errorf("pooled container %s runs %s, want %s", c.ID, c.ImageID, newID)
+			}
+		}
+		for _, c := range old {
+			if _, ok := e.container(t, c.ID); ok {
+				t.Errorf("old-image container %s kept", c.ID)
+			}
+		}
+	})
+}
+
+func TestPoolRefillBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := &env{rt: fake.New("warren/base"), agent: fake.NewAgent(), dir: t.TempDir()}
+		e.rt.Fail("Create", errors.New("no space left on device"))
+		e.start(t, withPool(2))
+		// Clients keep creating (and failing) while the pool is broken;
+		// their misses must not cut the refill's backoff short.
+		for range 10 {
+			if _, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Timeout: time.Minute}); err == nil {
+				t.Fatal("create succeeded on a failing engine")
+			}
+			advance(time.Second)
+		}
+		advance(10 * time.Minute)
+		refills := e.creates() - 10
+		// 1, 2, 4, ... 60 s apart: about 16 attempts in 10m10s.
+		if refills < 5 || refills > 20 {
+			t.Errorf("%d refill attempts in ~10 minutes, want 5..20", refills)
+		}
+		e.rt.Fail("Create", nil)
+		advance(time.Minute)
+		if got := e.m.WarmPoolReady(); got != 2 {
+			t.Errorf("pool after the engine recovered = %d, want 2", got)
+		}
+	})
+}
+
+func TestPoolReconcileOnRestart(t *testing.T) {
+	tests := []struct {
+		name      string
+		pool      int
+		rebuild   bool
+		wantAdopt int
+	}{
+		{"adopts", 2, false, 2},
+		{"smaller pool", 1, false, 1},
+		{"disabled", 0, false, 0},
+		{"image rebuilt", 2, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, withPool(2))
+				synctest.Wait()
+				sb := e.create(t, CreateRequest{Template: "base"})
+				synctest.Wait()
+				kept := e.pooledContainers(t)
+				e.stop()
+				for _, c := range kept {
+					if _, ok := e.container(t, c.ID); !ok {
+						t.Fatalf("pool container %s removed by Close; want it kept for the next start", c.ID)
+					}
+				}
+				// Behind Warren's back: a pooled container stopped, and one
+				// of a sandbox long gone lingers.
+				e.rt.Put(sandbox.Container{ID: "stopped-pool", SandboxID: "istoppedpool", Labels: poolLabels("istoppedpool")})
+				e.rt.Put(sandbox.Container{ID: "old-claim", SandboxID: sb.ID, Running: true, AgentAddr: "127.0.0.1:2", Labels: poolLabels(sb.ID)})
+				if tt.rebuild {
+					e.rt.Rebuild("warren/base")
+				}
+				before := e.creates()
+				e.start(t, withPool(tt.pool))
+
+				for _, id := range []string{"stopped-pool", "old-claim"} {
+					if _, ok := e.container(t, id); ok {
+						t.Errorf("container %s kept", id)
+					}
+				}
+				if got := e.state(t, sb.ID); got.State != sandbox.StateRunning {
+					t.Errorf("claimed sandbox: state %s", got.State)
+				}
+				if _, ok := e.container(t, sb.ContainerID); !ok {
+					t.Error("claimed sandbox's container removed")
+				}
+				adopted := 0
+				for _, c := range kept {
+					if _, ok := e.container(t, c.ID); ok {
+						adopted++
+					}
+				}
+				if adopted != tt.wantAdopt {
+					t.Errorf("adopted %d, want %d", adopted, tt.wantAdopt)
+				}
+				synctest.Wait()
+				if got := e.m.WarmPoolReady(); got != tt.pool {
+					t.Errorf("pool after refill = %d, want %d", got, tt.pool)
+				}
+				if got := e.creates() - before; got != tt.pool-tt.wantAdopt {
+					t.Errorf("%d containers made after restart, want %d", got, tt.pool-tt.wantAdopt)
+				}
+				if tt.wantAdopt == 0 {
+					return
+				}
+				// An adopted container is claimed like a fresh one; its
+				// limits are unknown, so they are set.
+				next := e.create(t, CreateRequest{Template: "base"})
+				if next.ContainerID != kept[0].ID || next.ID != kept[0].SandboxID {
+					t.Errorf("claimed %s (%s), want adopted %s (%s)", next.ContainerID, next.ID, kept[0].ID, kept[0].SandboxID)
+				}
+				if next.AgentSecret != kept[0].AgentSecret {
+					t.Error("adopted container's agent secret lost")
+				}
+				if !slices.Contains(e.rt.Calls(), "Update "+next.ContainerID) {
+					t.Error("adopted container's limits not set")
+				}
+			})
+		})
+	}
+}
+
+func poolLabels(id string) map[string]string {
+	return map[string]string{sandbox.LabelManaged: "true", sandbox.LabelSandbox: id, sandbox.LabelPool: "true"}
+}
+
+func TestPoolHalfClaimedOnRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(1))
+		synctest.Wait()
+		c := e.pooledContainers(t)[0]
+		e.stop()
+		// The server died between saving a claim and finishing it: the
+		// container may hold a client's env vars, so it is not reused.
+		st, err := sqlite.Open(context.Background(), filepath.Join(e.dir, "warren.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		halfMade := sandbox.Sandbox{ID: c.SandboxID, TeamID: team, ContainerID: c.ID, State: sandbox.StateCreating}
+		if err := st.PutSandbox(context.Background(), halfMade); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		e.start(t, withPool(1))
+		if _, ok := e.container(t, c.ID); ok {
+			t.Error("half-claimed container kept")
+		}
+		if _, err := e.store.GetSandbox(context.Background(), c.SandboxID); sandbox.KindOf(err) != sandbox.KindNotFound {
+			t.Errorf("half-claimed record kept: %v", err)
+		}
+	})
+}
+
+func TestPoolDropsStoppedContainers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(2))
+		synctest.Wait()
+		old := e.pooledContainers(t)
+		e.rt.StopAll() // dockerd restarted
+		if err := e.m.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		for _, c := range old {
+			if _, ok := e.container(t, c.ID); ok {
+				t.Errorf("stopped pooled container %s kept", c.ID)
+			}
+		}
+		got := e.pooledContainers(t)
+		if len(got) != 2 || !got[0].Running || !got[1].Running {
+			t.Fatalf("pool after reconcile: %+v", got)
+		}
+		sb := e.create(t, CreateRequest{Template: "base"})
+		if sb.ContainerID != got[0].ID {
+			t.Errorf("claimed %s, want the fresh %s", sb.ContainerID, got[0].ID)
+		}
+	})
+}
+
+func TestPoolClaimAppliesEgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fw := &fakeFirewall{rules: map[string]sandbox.Network{}}
+		e := newEnv(t, func(c *Config) { c.WarmPool, c.Firewall = 1, fw })
+		synctest.Wait()
+		deny := sandbox.Network{AllowPublicTraffic: true, DenyOut: []string{"10.0.0.0/8"}}
+		sb := e.create(t, CreateRequest{Template: "base", Network: deny})
+		if e.containerLabels(t, sb.ContainerID)[sandbox.LabelPool] != "true" {
+			t.Fatal("sandbox did not come from the pool")
+		}
+		if got := fw.ids(); !slices.Contains(got, sb.ID) {
+			t.Errorf("sandboxes with egress rules = %v, want %s among them", got, sb.ID)
+		}
+	})
+}

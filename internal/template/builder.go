@@ -1,0 +1,356 @@
+package template
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// e2bBaseImages are E2B's default base image, which the SDK sends when a
+// template names none; here it means Config.BaseImage.
+var e2bBaseImages = map[string]bool{"e2bdev/base": true, "e2bdev/base:latest": true, "docker.io/e2bdev/base": true}
+
+func (b *Build) started() bool { return b.Spec.FromImage != "" || b.Spec.FromTemplate != "" }
+
+// StartBuild starts a build RequestBuild registered, with the steps in
+// spec. It checks the whole request first: a bad step or a file that was
+// not uploaded is refused before anything runs. The build runs at once
+// when fewer than MaxConcurrentBuilds run, else it waits in the queue.
+func (r *Registry) StartBuild(ctx context.Context, team, templateID, buildID string, spec BuildSpec) error {
+	t, b, err := r.Build(ctx, team, templateID, buildID)
+	if err != nil {
+		return err
+	}
+	if b.started() || b.Status != StatusWaiting {
+		return sandbox.Errorf(sandbox.KindConflict, "build '%s' was already started", buildID)
+	}
+	if spec.FromImage != "" && spec.FromTemplate != "" {
+		return sandbox.Errorf(sandbox.KindInvalid, "give fromImage or fromTemplate, not both")
+	}
+	if spec.FromImage == "" && spec.FromTemplate == "" {
+		spec.FromImage = r.cfg.BaseImage
+	}
+	if e2bBaseImages[spec.FromImage] {
+		spec.FromImage = r.cfg.BaseImage
+	}
+	if spec.FromImage != "" {
+		if _, err := reference.ParseNormalizedNamed(spec.FromImage); err != nil {
+			return sandbox.Errorf(sandbox.KindInvalid, "invalid fromImage '%s': %v", spec.FromImage, err)
+		}
+	}
+	if spec.FromTemplate != "" {
+		if _, err := r.resolve(ctx, team, spec.FromTemplate); err != nil {
+			return sandbox.Errorf(sandbox.KindInvalid, "fromTemplate '%s': %s", spec.FromTemplate, sandbox.Message(err))
+		}
+	}
+	if err := validateSteps(spec.Steps); err != nil {
+		return err
+	}
+	for i, s := range spec.Steps {
+		if s.Type == "COPY" && !r.uploads.present(team, s.FilesHash) {
+			return sandbox.Errorf(sandbox.KindInvalid, "step %d (COPY %s): the files with hash %s were not uploaded", i+1, s.Args[0], s.FilesHash)
+		}
+	}
+	b.Spec = spec
+	b.UpdatedAt = time.Now().UTC()
+	r.enqueue(ctx, t, b)
+	return nil
+}
+
+// enqueue saves b as building when a slot is free, else as waiting, and
+// runs it in the background.
+func (r *Registry) enqueue(ctx context.Context, t Template, b Build) {
+	bctx, cancel := context.WithCancel(r.ctx)
+	rb := &runningBuild{templateID: t.ID, cancel: cancel, done: make(chan struct{})}
+	r.mu.Lock()
+	r.running[b.ID] = rb
+	r.mu.Unlock()
+	acquired := false
+	select {
+	case r.sem <- struct{}{}:
+		acquired = true
+		b.Status = StatusBuilding
+	default:
+		b.Status = StatusWaiting
+	}
+	if err := r.store.PutBuild(ctx, b); err != nil {
+		r.log.Error("cannot save build", logBuild, b.ID, "err", err)
+	}
+	r.wg.Go(func() {
+		defer func() {
+			cancel()
+			r.mu.Lock()
+			delete(r.running, b.ID)
+			r.mu.Unlock()
+			close(rb.done)
+		}()
+		if !acquired {
+			r.appendLog(b.ID, "info", "", "Waiting for a build slot")
+			select {
+			case r.sem <- struct{}{}:
+			case <-bctx.Done():
+				r.finish(context.Background(), &b, &Reason{Message: "build cancelled"})
+				return
+			}
+			b.Status = StatusBuilding
+			b.UpdatedAt = time.Now().UTC()
+			r.store.PutBuild(context.Background(), b)
+		}
+		defer func() { <-r.sem }()
+		r.run(bctx, t, b)
+	})
+}
+
+// run builds b and records the outcome.
+func (r *Registry) run(ctx context.Context, t Template, b Build) {
+	start := time.Now()
+	log := r.log.With(logTemplate, t.ID, logBuild, b.ID)
+	log.Info("build started")
+	r.appendLog(b.ID, "info", stepBase, fmt.Sprintf("Building template %s (build %s)", t.ID, b.ID))
+	res, reason := r.buildImage(ctx, t, b)
+	if reason != nil {
+		if ctx.Err() != nil {
+			reason = &Reason{Message: "build cancelled", Step: reason.Step}
+		}
+		r.appendLog(b.ID, "error", reason.Step, reason.Message)
+		log.Info("build failed", "reason", reason.Message)
+		r.finish(context.Background(), &b, reason)
+		return
+	}
+	b.Image, b.User, b.Workdir, b.Env = res.image, res.user, res.workdir, res.env
+	b.StartCmd, b.ReadyCmd = b.Spec.StartCmd, b.Spec.ReadyCmd
+	r.appendLog(b.ID, "info", stepFinalize, fmt.Sprintf("Build finished in %s", time.Since(start).Round(time.Millisecond)))
+	r.finish(context.Background(), &b, nil)
+	log.Info("build ready", "image", b.Image, "took", time.Since(start))
+}
+
+// finish records the end of a build; a ready build gets its tags.
+func (r *Registry) finish(ctx context.Context, b *Build, reason *Reason) {
+	now := time.Now().UTC()
+	b.Status, b.Reason, b.UpdatedAt, b.FinishedAt = StatusReady, reason, now, now
+	if reason != nil {
+		b.Status = StatusError
+	}
+	if err := r.store.PutBuild(ctx, *b); err != nil {
+		r.log.Error("cannot save build", logBuild, b.ID, "err", err)
+	}
+	if reason != nil {
+		return
+	}
+	for _, tag := range b.Tags {
+		if err := r.store.SetTag(ctx, b.TemplateID, Tag{Tag: tag, BuildID: b.ID, CreatedAt: now}); err != nil {
+			r.log.Error("cannot tag build", logBuild, b.ID, "tag", tag, "err", err)
+		}
+	}
+}
+
+func (r *Registry) appendLog(buildID, level, step, msg string) {
+	e := LogEntry{Time: time.Now().UTC(), Level: level, Message: msg, Step: step}
+	if err := r.store.AppendBuildLog(context.Background(), buildID, e); err != nil {
+		r.log.Warn("cannot append build log", logBuild, buildID, "err", err)
+	}
+}
+
+type built struct {
+	image, user, workdir string
+	env                  map[string]string
+}
+
+// buildImage prepares the build context, runs the engine and returns the
+// image, or the reason it failed.
+func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, *Reason) {
+	base, err := r.baseState(ctx, b)
+	if err != nil {
+		return built{}, &Reason{Message: sandbox.Message(err), Step: stepBase}
+	}
+	dir := filepath.Join(r.cfg.Dir, "template-builds", b.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return built{}, &Reason{Message: "cannot prepare the build context", Step: stepBase}
+	}
+	defer os.RemoveAll(dir)
+	copies := map[int]copySource{}
+	for i, s := range b.Spec.Steps {
+		if s.Type != "COPY" {
+			continue
+		}
+		label := strconv.Itoa(i + 1)
+		cs, err := r.prepareCopy(b.TeamID, dir, i, s)
+		if err != nil {
+			return built{}, &Reason{Message: fmt.Sprintf("step %s (COPY %s): %s", label, s.Args[0], sandbox.Message(err)), Step: label}
+		}
+		copies[i] = cs
+	}
+	p := translate(base, b.Spec.Steps, copies, b.ID)
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(p.Dockerfile), 0o600); err != nil {
+		return built{}, &Reason{Message: "cannot prepare the build context", Step: stepBase}
+	}
+	image := imageRef(t.ID, b.ID)
+	step := stepBase
+	out := func(line string) {
+		if m := stepLine.FindStringSubmatch(line); m != nil {
+			if n, _ := strconv.Atoi(m[1]); n >= 1 && n <= len(p.StepOf) {
+				step = p.StepOf[n-1]
+			}
+		}
+		if msg, keep := logLine(line); keep {
+			r.appendLog(b.ID, "info", step, msg)
+		}
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeContext(pw, dir)) }()
+	err = r.cfg.Engine.Build(ctx, pr, image, b.Spec.Force, out)
+	pr.Close()
+	if err != nil {
+		var bf *BuildFailure
+		if errors.As(err, &bf) {
+			return built{}, &Reason{Message: fmt.Sprintf("step %s failed: %s", step, bf.Message), Step: step}
+		}
+		r.log.Error("build error", logBuild, b.ID, "err", err)
+		return built{}, &Reason{Message: "build failed: " + sandbox.Message(err), Step: step}
+	}
+	env := p.Env
+	if len(env) > 0 {
+		// Values as the image has them, with variables expanded.
+		if kv, err := r.cfg.Engine.ImageEnv(ctx, image); err == nil {
+			for _, e := range kv {
+				k, v, _ := strings.Cut(e, "=")
+				if _, ok := env[k]; ok {
+					env[k] = v
+				}
+			}
+		}
+	}
+	return built{image: image, user: p.User, workdir: p.Workdir, env: env}, nil
+}
+
+// imageRef names a build's image.
+func imageRef(templateID, buildID string) string {
+	return "warren-template/" + templateID + ":" + buildID
+}
+
+// baseState is where b starts: a plain image, or another template's build.
+func (r *Registry) baseState(ctx context.Context, b Build) (baseState, error) {
+	if b.Spec.FromTemplate == "" {
+		return baseState{Image: b.Spec.FromImage, User: DefaultBuildUser, Workdir: DefaultBuildWorkdir, EnsureUser: true}, nil
+	}
+	parent, err := r.resolve(ctx, b.TeamID, b.Spec.FromTemplate)
+	if err != nil {
+		return baseState{}, err
+	}
+	return baseState{Image: parent.Image, User: parent.User, Workdir: parent.Workdir, Env: parent.Env}, nil
+}
+
+// prepareCopy extracts a COPY step's upload into the context directory
+// s<i> and lists what its source pattern matches.
+func (r *Registry) prepareCopy(team, dir string, i int, s Step) (copySource, error) {
+	sub := fmt.Sprintf("s%d", i+1)
+	dest := filepath.Join(dir, sub)
+	if err := os.Mkdir(dest, 0o700); err != nil {
+		return copySource{}, err
+	}
+	f, err := r.uploads.open(team, s.FilesHash)
+	if err != nil {
+		return copySource{}, err
+	}
+	defer f.Close()
+	if err := Extract(f, dest); err != nil {
+		return copySource{}, err
+	}
+	src, _ := cleanRel(s.Args[0])
+	matches, err := filepath.Glob(filepath.Join(dest, filepath.FromSlash(src)))
+	if err != nil || len(matches) == 0 {
+		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "no uploaded file matches '%s'", s.Args[0])
+	}
+	cs := copySource{Dir: sub}
+	for _, m := range matches {
+		fi, err := os.Lstat(m)
+		if err != nil {
+			return copySource{}, err
+		}
+		cs.Matches = append(cs.Matches, copyMatched{Name: filepath.Base(m), IsDir: fi.IsDir()})
+	}
+	return cs, nil
+}
+
+var stepLine = regexp.MustCompile(`^Step (\d+)/(\d+) : `)
+
+// noise are engine output lines that say nothing to a template's author.
+var noise = regexp.MustCompile(`^( ---> [0-9a-f]{12}$| ---> Running in |Removing intermediate container |Successfully built |Successfully tagged |Sending build context)`)
+
+// logLine turns an engine output line into a log message.
+func logLine(line string) (string, bool) {
+	if strings.TrimSpace(line) == "" || noise.MatchString(line) {
+		return "", false
+	}
+	if line == " ---> Using cache" {
+		return "CACHED", true
+	}
+	return line, true
+}
+
+// writeContext writes dir as the build context tar, with fixed owners and
+// times so that the engine's cache sees only content and modes.
+func writeContext(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		h.Name = path.Clean(filepath.ToSlash(rel))
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		h.ModTime, h.AccessTime, h.ChangeTime = time.Unix(0, 0), time.Time{}, time.Time{}
+		h.Format = tar.FormatPAX
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}

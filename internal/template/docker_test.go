@@ -1,0 +1,169 @@
+package template_test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/template"
+)
+
+// dockerEngine returns the Docker engine with warren/base present, or
+// skips: these tests need both (CI has them).
+func dockerEngine(t *testing.T) *template.Docker {
+	t.Helper()
+	if err := exec.Command("docker", "image", "inspect", "warren/base").Run(); err != nil {
+		t.Skip("skipping: needs a Docker engine with the warren/base image (bin/warren image build)")
+	}
+	d, err := template.NewDocker()
+	if err != nil {
+		t.Skipf("skipping: no Docker engine: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// waitBuild polls until the build is done and returns it with its log.
+func waitBuild(t *testing.T, reg *template.Registry, team, tplID, buildID string) (template.Build, []template.LogEntry) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		b, logs, err := reg.Status(context.Background(), team, tplID, buildID, 0, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Status.Done() {
+			return b, logs
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("build did not finish in time")
+	return template.Build{}, nil
+}
+
+// dockerRun runs a shell command in image as root and returns its output.
+func dockerRun(t *testing.T, image, script string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "run", "--rm", "--user", "0", "--entrypoint", "/bin/sh", image, "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker run %s: %v\n%s", script, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func build(t *testing.T, reg *template.Registry, name string, spec template.BuildSpec, upl ...[]byte) (template.Template, template.Build, []template.LogEntry) {
+	t.Helper()
+	ctx := context.Background()
+	tpl, b, err := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: name, CPUCount: 1, MemoryMB: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range upl {
+		upload(t, reg, "team1", tpl.ID, u)
+	}
+	if err := reg.StartBuild(ctx, "team1", tpl.ID, b.ID, spec); err != nil {
+		t.Fatal(err)
+	}
+	b, logs := waitBuild(t, reg, "team1", tpl.ID, b.ID)
+	return tpl, b, logs
+}
+
+func TestDockerBuildEveryStep(t *testing.T) {
+	engine := dockerEngine(t)
+	reg, _, _ := newRegistry(t, engine, 2)
+	files := archive(t,
+		entry{name: "app", typ: '5', mode: 0o755},
+		entry{name: "app/run.sh", body: "#!/bin/sh\necho hi\n", mode: 0o644},
+		entry{name: "app/data.txt", body: "data"},
+	)
+	single := archive(t, entry{name: "hello.txt", body: "hello"})
+	spec := template.BuildSpec{
+		FromImage: "warren/base",
+		StartCmd:  "sleep 1000",
+		ReadyCmd:  "true",
+		Steps: []template.Step{
+			{Type: "RUN", Args: []string{"whoami > /tmp/who-default && pwd > /tmp/pwd-default"}},
+			{Type: "RUN", Args: []string{"mkdir -p /opt/x && whoami > /opt/x/who", "root"}},
+			{Type: "COPY", Args: []string{"app", "/opt/app", "user", "0755"}, FilesHash: hashOf(files)},
+			{Type: "COPY", Args: []string{"hello.txt", "/opt/hello.txt", "", ""}, FilesHash: hashOf(single)},
+			{Type: "ENV", Args: []string{"GREETING", "hello world", "PATH", "/opt/app:$PATH"}},
+			{Type: "WORKDIR", Args: []string{"/opt/app"}},
+			{Type: "USER", Args: []string{"root"}},
+			{Type: "RUN", Args: []string{"whoami > /tmp/who-last && pwd > /tmp/pwd-last"}},
+		},
+	}
+	tpl, b, logs := build(t, reg, "every-step", spec, files, single)
+	if b.Status != template.StatusReady {
+		t.Fatalf("status %s, reason %+v, logs %+v", b.Status, b.Reason, logs)
+	}
+	if b.User != "root" || b.Workdir != "/opt/app" || b.Env["GREETING"] != "hello world" || !strings.HasPrefix(b.Env["PATH"], "/opt/app:/") {
+		t.Errorf("build metadata: user %q workdir %q env %v", b.User, b.Workdir, b.Env)
+	}
+	got := dockerRun(t, b.Image, `cat /tmp/who-default /tmp/pwd-default /opt/x/who /tmp/who-last /tmp/pwd-last;
+		stat -c '%U %a' /opt/app/run.sh /opt/app/data.txt /opt/hello.txt; id -u; echo "$GREETING"`)
+	want := "user\n/home/user\nroot\nroot\n/opt/app\nuser 755\nuser 755\nuser 644\n0\nhello world"
+	if got != want {
+		t.Errorf("image contents:\n%s\nwant:\n%s", got, want)
+	}
+	out, _ := exec.Command("docker", "image", "inspect", "-f", "{{.Config.User}}", b.Image).Output()
+	if u := strings.TrimSpace(string(out)); u != "root" && u != "" {
+		t.Errorf("image USER = %q, want root or none", u)
+	}
+	res, err := reg.Resolve(context.Background(), "team1", "every-step")
+	if err != nil || res.Image != b.Image || res.StartCmd != "sleep 1000" || res.CPUCount != 1 || res.MemoryMB != 256 {
+		t.Errorf("Resolve = %+v, %v", res, err)
+	}
+
+	// A rebuild with no change takes every layer from the cache.
+	start := time.Now()
+	_, b2, logs2 := build(t, reg, "every-step", spec)
+	took := time.Since(start)
+	t.Logf("no-change rebuild took %s", took)
+	if b2.Status != template.StatusReady {
+		t.Fatalf("rebuild status %s, reason %+v", b2.Status, b2.Reason)
+	}
+	for _, e := range logs2 {
+		if strings.HasPrefix(e.Message, "hi") || strings.Contains(e.Message, "Running in") {
+			t.Errorf("rebuild ran a step: %q", e.Message)
+		}
+	}
+	if took > 20*time.Second {
+		t.Errorf("no-change rebuild took %s", took)
+	}
+	t.Cleanup(func() { reg.Delete(context.Background(), "team1", tpl.ID) })
+}
+
+func TestDockerBuildFailureNamesStep(t *testing.T) {
+	engine := dockerEngine(t)
+	reg, _, _ := newRegistry(t, engine, 2)
+	spec := template.BuildSpec{FromImage: "warren/base", Steps: []template.Step{
+		{Type: "RUN", Args: []string{"echo first"}},
+		{Type: "RUN", Args: []string{"echo about to fail; exit 3"}},
+		{Type: "RUN", Args: []string{"echo never"}},
+	}}
+	tpl, b, logs := build(t, reg, "fails", spec)
+	t.Cleanup(func() { reg.Delete(context.Background(), "team1", tpl.ID) })
+	if b.Status != template.StatusError || b.Reason == nil || b.Reason.Step != "2" {
+		t.Fatalf("status %s reason %+v", b.Status, b.Reason)
+	}
+	if !strings.Contains(b.Reason.Message, "non-zero code: 3") {
+		t.Errorf("reason %q does not give the exit code", b.Reason.Message)
+	}
+	var sawOutput bool
+	for _, e := range logs {
+		if e.Message == "about to fail" && e.Step == "2" {
+			sawOutput = true
+		}
+		if e.Message == "never" {
+			t.Errorf("step 3 ran")
+		}
+	}
+	if !sawOutput {
+		t.Errorf("the failing step's output is not in the log: %+v", logs)
+	}
+	if _, err := reg.Resolve(context.Background(), "team1", "fails"); err == nil {
+		t.Errorf("a failed template resolves")
+	}
+}

@@ -1,0 +1,73 @@
+package template_test
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/warrenhq/warren/internal/template"
+)
+
+// fakeEngine "builds" by reading the Dockerfile from the context and
+// printing the engine's step lines; a RUN containing "exit N" (N > 0)
+// fails the way Docker reports it. With gate set, every build waits for
+// a value on it (or for its context to end).
+type fakeEngine struct {
+	gate chan struct{}
+
+	mu      sync.Mutex // guards the fields below
+	builds  int
+	context map[string][]byte // files of the last build context
+	removed []string
+}
+
+var exitRE = regexp.MustCompile(`exit (\d+)`)
+
+func (f *fakeEngine) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(string)) error {
+	files := map[string][]byte{}
+	tr := tar.NewReader(contextTar)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(tr)
+		files[h.Name] = b
+	}
+	f.mu.Lock()
+	f.builds++
+	f.context = files
+	f.mu.Unlock()
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(string(files["Dockerfile"])), "\n")
+	for i, l := range lines {
+		out(fmt.Sprintf("Step %d/%d : %s", i+1, len(lines), l))
+		if m := exitRE.FindStringSubmatch(l); m != nil && strings.HasPrefix(l, "RUN") && m[1] != "0" {
+			out("output before failing")
+			return &template.BuildFailure{Message: "The command returned a non-zero code: " + m[1]}
+		}
+	}
+	return nil
+}
+
+func (f *fakeEngine) ImageEnv(ctx context.Context, ref string) ([]string, error) { return nil, nil }
+
+func (f *fakeEngine) RemoveImage(ctx context.Context, ref string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, ref)
+	return nil
+}

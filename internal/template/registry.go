@@ -1,0 +1,333 @@
+package template
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Config configures a Registry. Zero values take the documented default.
+type Config struct {
+	Store  Store  // required
+	Engine Engine // required
+	// Dir keeps uploaded build contexts (template-files/) and the
+	// contexts of running builds (template-builds/); required.
+	Dir    string
+	Logger *slog.Logger // nil = discard
+
+	// BaseImage is the image of the "base" template, and what E2B's
+	// default base image (e2bdev/base) means here; default "warren/base".
+	BaseImage string
+	// MaxConcurrentBuilds builds run at once; more wait in a queue.
+	// Default 2.
+	MaxConcurrentBuilds int
+	// MaxUploadBytes bounds one build context upload; default 1 GiB.
+	MaxUploadBytes int64
+}
+
+// Registry keeps templates and runs their builds. Create it with New,
+// call Start, and Close when done; Close cancels running builds.
+type Registry struct {
+	cfg     Config
+	store   Store
+	log     *slog.Logger
+	uploads *uploads
+	sem     chan struct{} // one token per running build
+
+	ctx    context.Context // parent of every build; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex // guards running
+	running map[string]*runningBuild
+}
+
+type runningBuild struct {
+	templateID string
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// New returns a Registry; builds run only after Start.
+func New(cfg Config) (*Registry, error) {
+	if cfg.Store == nil || cfg.Engine == nil || cfg.Dir == "" {
+		return nil, errors.New("template: Store, Engine and Dir are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.BaseImage == "" {
+		cfg.BaseImage = "warren/base"
+	}
+	if cfg.MaxConcurrentBuilds <= 0 {
+		cfg.MaxConcurrentBuilds = 2
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = 1 << 30
+	}
+	up, err := newUploads(filepath.Join(cfg.Dir, "template-files"), cfg.MaxUploadBytes)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Registry{
+		cfg: cfg, store: cfg.Store, log: cfg.Logger, uploads: up,
+		sem: make(chan struct{}, cfg.MaxConcurrentBuilds),
+		ctx: ctx, cancel: cancel, running: map[string]*runningBuild{},
+	}, nil
+}
+
+// Start marks the builds a previous run of the server left waiting in the
+// queue or building as failed, and clears their leftover contexts.
+func (r *Registry) Start(ctx context.Context) error {
+	active, err := r.store.ActiveBuilds(ctx)
+	if err != nil {
+		return fmt.Errorf("load builds: %w", err)
+	}
+	for _, b := range active {
+		if b.Status == StatusWaiting && !b.started() {
+			continue // requested, never started: the client may still start it
+		}
+		r.finish(ctx, &b, &Reason{Message: "interrupted by a server restart"})
+		r.log.Warn("build interrupted by a restart", logTemplate, b.TemplateID, logBuild, b.ID)
+	}
+	os.RemoveAll(filepath.Join(r.cfg.Dir, "template-builds"))
+	return nil
+}
+
+// Close cancels running builds and waits for them.
+func (r *Registry) Close() error {
+	r.cancel()
+	r.wg.Wait()
+	return nil
+}
+
+// Log attribute keys.
+const (
+	logTemplate = "template"
+	logBuild    = "build"
+)
+
+// BuildRequest asks for a new build of a template, created when its name
+// is new.
+type BuildRequest struct {
+	Name     string // "name" or "name:tag"
+	Tags     []string
+	CPUCount int // 0 = keep the template's
+	MemoryMB int // 0 = keep the template's
+}
+
+// RequestBuild registers a build, waiting for StartBuild, of the template
+// named in req, creating the template when the name is new.
+func (r *Registry) RequestBuild(ctx context.Context, team string, req BuildRequest) (Template, Build, error) {
+	if req.Name == "" {
+		return Template{}, Build{}, sandbox.Errorf(sandbox.KindInvalid, "a template name is required")
+	}
+	name, tag, err := ParseRef(req.Name)
+	if err != nil {
+		return Template{}, Build{}, err
+	}
+	if name == "base" {
+		return Template{}, Build{}, sandbox.Errorf(sandbox.KindInvalid, "the template name 'base' is reserved")
+	}
+	if err := checkTags(req.Tags); err != nil {
+		return Template{}, Build{}, err
+	}
+	if req.CPUCount < 0 {
+		return Template{}, Build{}, sandbox.Errorf(sandbox.KindInvalid, "cpuCount must be at least 1")
+	}
+	if req.MemoryMB < 0 || (req.MemoryMB > 0 && req.MemoryMB < 128) {
+		return Template{}, Build{}, sandbox.Errorf(sandbox.KindInvalid, "memoryMB must be at least 128")
+	}
+	now := time.Now().UTC()
+	t, err := r.store.TemplateByName(ctx, name)
+	switch {
+	case err == nil && t.TeamID != team:
+		return Template{}, Build{}, sandbox.Errorf(sandbox.KindConflict, "the template name '%s' is taken by another team", name)
+	case sandbox.KindOf(err) == sandbox.KindNotFound:
+		t = Template{ID: NewTemplateID(), TeamID: team, Names: []string{name}, CreatedAt: now}
+	case err != nil:
+		return Template{}, Build{}, err
+	}
+	if req.CPUCount > 0 {
+		t.CPUCount = req.CPUCount
+	}
+	if req.MemoryMB > 0 {
+		t.MemoryMB = req.MemoryMB
+	}
+	t.UpdatedAt = now
+	if err := r.store.PutTemplate(ctx, t); err != nil {
+		return Template{}, Build{}, err
+	}
+	tags := []string{tag}
+	for _, tg := range req.Tags {
+		if !slices.Contains(tags, tg) {
+			tags = append(tags, tg)
+		}
+	}
+	b := Build{
+		ID: NewBuildID(), TemplateID: t.ID, TeamID: team, Status: StatusWaiting, Tags: tags,
+		CPUCount: t.CPUCount, MemoryMB: t.MemoryMB, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := r.store.PutBuild(ctx, b); err != nil {
+		return Template{}, Build{}, err
+	}
+	r.log.Info("build requested", logTemplate, t.ID, logBuild, b.ID, "name", name)
+	return t, b, nil
+}
+
+// Template returns one of team's templates by ID or name.
+func (r *Registry) Template(ctx context.Context, team, idOrName string) (Template, error) {
+	t, err := r.lookup(ctx, idOrName)
+	if err != nil {
+		return Template{}, err
+	}
+	if t.TeamID != team {
+		return Template{}, notFound(idOrName)
+	}
+	return t, nil
+}
+
+// lookup finds a template by ID, then by name.
+func (r *Registry) lookup(ctx context.Context, idOrName string) (Template, error) {
+	t, err := r.store.GetTemplate(ctx, idOrName)
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		t, err = r.store.TemplateByName(ctx, idOrName)
+	}
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return Template{}, notFound(idOrName)
+	}
+	return t, err
+}
+
+func notFound(ref string) error {
+	return sandbox.Errorf(sandbox.KindNotFound, "template '%s' not found", ref)
+}
+
+// FileUpload says whether team's files with hash are already stored and,
+// when they are not, returns a token for uploading them with Upload.
+func (r *Registry) FileUpload(ctx context.Context, team, templateID, hash string) (present bool, token string, err error) {
+	if _, err := r.Template(ctx, team, templateID); err != nil {
+		return false, "", err
+	}
+	if err := checkHash(hash); err != nil {
+		return false, "", err
+	}
+	if r.uploads.present(team, hash) {
+		return true, "", nil
+	}
+	return false, r.uploads.issue(team, hash), nil
+}
+
+// Upload stores the body of an upload for a token FileUpload issued.
+// size is the declared length (-1 when unknown, which is refused).
+func (r *Registry) Upload(token string, size int64, body io.Reader) error {
+	return r.uploads.receive(token, size, body)
+}
+
+// Build returns one of team's builds with its template.
+func (r *Registry) Build(ctx context.Context, team, templateID, buildID string) (Template, Build, error) {
+	t, err := r.Template(ctx, team, templateID)
+	if err != nil {
+		return Template{}, Build{}, err
+	}
+	b, err := r.store.GetBuild(ctx, buildID)
+	if err != nil || b.TemplateID != t.ID {
+		return Template{}, Build{}, sandbox.Errorf(sandbox.KindNotFound, "build '%s' of template '%s' not found", buildID, templateID)
+	}
+	return t, b, nil
+}
+
+// Builds returns a template's builds, oldest first.
+func (r *Registry) Builds(ctx context.Context, templateID string) ([]Build, error) {
+	return r.store.ListBuilds(ctx, templateID)
+}
+
+// Templates returns team's templates, oldest first.
+func (r *Registry) Templates(ctx context.Context, team string) ([]Template, error) {
+	return r.store.ListTemplates(ctx, team)
+}
+
+// Alias returns the template holding name. A template of another team is
+// KindForbidden unless public: it exists, but is not the caller's.
+func (r *Registry) Alias(ctx context.Context, team, name string) (Template, error) {
+	t, err := r.store.TemplateByName(ctx, name)
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return Template{}, notFound(name)
+	}
+	if err != nil {
+		return Template{}, err
+	}
+	if t.TeamID != team && !t.Public {
+		return Template{}, sandbox.Errorf(sandbox.KindForbidden, "template '%s' belongs to another team", name)
+	}
+	return t, nil
+}
+
+// Update sets whether a template is public.
+func (r *Registry) Update(ctx context.Context, team, idOrName string, public *bool) (Template, error) {
+	t, err := r.Template(ctx, team, idOrName)
+	if err != nil {
+		return Template{}, err
+	}
+	if public != nil {
+		t.Public = *public
+		t.UpdatedAt = time.Now().UTC()
+		if err := r.store.PutTemplate(ctx, t); err != nil {
+			return Template{}, err
+		}
+	}
+	return t, nil
+}
+
+// Delete removes a template: it cancels its running builds and waits for
+// them, then removes its records and, as far as no sandbox still uses
+// them, its images.
+func (r *Registry) Delete(ctx context.Context, team, idOrName string) error {
+	t, err := r.Template(ctx, team, idOrName)
+	if err != nil {
+		return err
+	}
+	var waits []chan struct{}
+	r.mu.Lock()
+	for _, rb := range r.running {
+		if rb.templateID == t.ID {
+			rb.cancel()
+			waits = append(waits, rb.done)
+		}
+	}
+	r.mu.Unlock()
+	for _, done := range waits {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	builds, err := r.store.ListBuilds(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	if err := r.store.DeleteTemplate(ctx, t.ID); err != nil {
+		return err
+	}
+	for _, b := range builds {
+		if b.Image == "" {
+			continue
+		}
+		if err := r.cfg.Engine.RemoveImage(context.WithoutCancel(ctx), b.Image); err != nil {
+			r.log.Info("template image kept", logTemplate, t.ID, "image", b.Image, "err", err)
+		}
+	}
+	r.log.Info("template deleted", logTemplate, t.ID)
+	return nil
+}

@@ -1,0 +1,260 @@
+package template_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlite"
+	"github.com/warrenhq/warren/internal/template"
+)
+
+func wantKind(t *testing.T, what string, err error, kind sandbox.Kind, msg string) {
+	t.Helper()
+	if err == nil || sandbox.KindOf(err) != kind || !strings.Contains(sandbox.Message(err), msg) {
+		t.Errorf("%s: got %v (kind %d), want kind %d with %q", what, err, sandbox.KindOf(err), kind, msg)
+	}
+}
+
+func TestUploadSizeAndReuse(t *testing.T) {
+	reg, _, _ := newRegistry(t, &fakeEngine{}, 2)
+	ctx := context.Background()
+	tpl, _, err := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: "up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := archive(t, entry{name: "a.txt", body: "a"})
+	h := hashOf(body)
+
+	_, tok, err := reg.FileUpload(ctx, "team1", tpl.ID, h)
+	if err != nil || tok == "" {
+		t.Fatalf("FileUpload = %q, %v", tok, err)
+	}
+	wantKind(t, "unknown length", reg.Upload(tok, -1, bytes.NewReader(body)), sandbox.KindInvalid, "Content-Length is required")
+	wantKind(t, "short body", reg.Upload(tok, int64(len(body)+10), bytes.NewReader(body)), sandbox.KindInvalid, "Content-Length")
+	wantKind(t, "cut off", reg.Upload(tok, int64(len(body)), iotest.ErrReader(iotestErr)), sandbox.KindInvalid, "upload failed")
+	wantKind(t, "not an archive", reg.Upload(tok, 5, strings.NewReader("hello")), sandbox.KindInvalid, "invalid build context archive")
+	if err := reg.Upload(tok, int64(len(body)), bytes.NewReader(body)); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	wantKind(t, "ticket reused", reg.Upload(tok, int64(len(body)), bytes.NewReader(body)), sandbox.KindNotFound, "unknown or expired")
+
+	// The same files are present for every later build of the team, not
+	// for another team.
+	tpl2, _, _ := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: "up2"})
+	if present, _, err := reg.FileUpload(ctx, "team1", tpl2.ID, h); !present || err != nil {
+		t.Errorf("second FileUpload: present %v, %v", present, err)
+	}
+	other, _, _ := reg.RequestBuild(ctx, "team2", template.BuildRequest{Name: "up3"})
+	if present, _, _ := reg.FileUpload(ctx, "team2", other.ID, h); present {
+		t.Errorf("another team sees team1's files")
+	}
+	_, _, err = reg.FileUpload(ctx, "team1", tpl.ID, "not-a-hash")
+	wantKind(t, "bad hash", err, sandbox.KindInvalid, "invalid files hash")
+	_, _, err = reg.FileUpload(ctx, "team2", tpl.ID, h)
+	wantKind(t, "other team's template", err, sandbox.KindNotFound, "not found")
+}
+
+var iotestErr = errorString("connection reset")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func TestBadRequests(t *testing.T) {
+	reg, _, _ := newRegistry(t, &fakeEngine{}, 2)
+	ctx := context.Background()
+	for _, tc := range []struct{ name, want string }{
+		{"Upper", "invalid template name"},
+		{"-dash", "invalid template name"},
+		{"ok:Bad Tag", "invalid tag"},
+		{"base", "reserved"},
+		{"", "name is required"},
+	} {
+		_, _, err := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: tc.name})
+		wantKind(t, "name "+tc.name, err, sandbox.KindInvalid, tc.want)
+	}
+	if _, _, err := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := reg.RequestBuild(ctx, "team2", template.BuildRequest{Name: "mine"})
+	wantKind(t, "another team's name", err, sandbox.KindConflict, "taken")
+
+	tpl, b, _ := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: "steps"})
+	for _, tc := range []struct {
+		what string
+		spec template.BuildSpec
+		want string
+	}{
+		{"unknown type", template.BuildSpec{Steps: []template.Step{{Type: "FROB"}}}, "unknown step type 'FROB'"},
+		{"no files hash", template.BuildSpec{Steps: []template.Step{{Type: "COPY", Args: []string{"a", "/a"}}}}, "filesHash is missing"},
+		{"not uploaded", template.BuildSpec{Steps: []template.Step{{Type: "COPY", Args: []string{"a", "/a"}, FilesHash: strings.Repeat("ab", 32)}}}, "were not uploaded"},
+		{"escaping source", template.BuildSpec{Steps: []template.Step{{Type: "COPY", Args: []string{"../x", "/a"}, FilesHash: strings.Repeat("ab", 32)}}}, "leaves the build context"},
+		{"bad env", template.BuildSpec{Steps: []template.Step{{Type: "ENV", Args: []string{"1X", "v"}}}}, "invalid variable name"},
+		{"odd env", template.BuildSpec{Steps: []template.Step{{Type: "ENV", Args: []string{"X"}}}}, "expected args"},
+		{"bad user", template.BuildSpec{Steps: []template.Step{{Type: "USER", Args: []string{"a b"}}}}, "expected args [user]"},
+		{"bad mode", template.BuildSpec{Steps: []template.Step{{Type: "COPY", Args: []string{"a", "/a", "", "999"}, FilesHash: strings.Repeat("ab", 32)}}}, "invalid mode"},
+		{"both bases", template.BuildSpec{FromImage: "x", FromTemplate: "y"}, "not both"},
+		{"missing parent", template.BuildSpec{FromTemplate: "nope"}, "not found"},
+		{"bad image", template.BuildSpec{FromImage: "UPPER/Case"}, "invalid fromImage"},
+	} {
+		wantKind(t, tc.what, reg.StartBuild(ctx, "team1", tpl.ID, b.ID, tc.spec), sandbox.KindInvalid, tc.want)
+	}
+}
+
+func TestBuildQueueAndTags(t *testing.T) {
+	eng := &fakeEngine{gate: make(chan struct{})}
+	reg, _, _ := newRegistry(t, eng, 1)
+	ctx := context.Background()
+	start := func(name string) (template.Template, template.Build) {
+		tpl, b, err := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: name, Tags: []string{"extra"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.StartBuild(ctx, "team1", tpl.ID, b.ID, template.BuildSpec{FromImage: "warren/base",
+			Steps: []template.Step{{Type: "RUN", Args: []string{"true"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		return tpl, b
+	}
+	t1, b1 := start("one:v1")
+	t2, b2 := start("two")
+	status := func(tpl template.Template, b template.Build) template.Status {
+		got, _, err := reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Status
+	}
+	if s1, s2 := status(t1, b1), status(t2, b2); s1 != template.StatusBuilding || s2 != template.StatusWaiting {
+		t.Fatalf("with one slot: %s and %s, want building and waiting", s1, s2)
+	}
+	wantKind(t, "start twice", reg.StartBuild(ctx, "team1", t1.ID, b1.ID, template.BuildSpec{}), sandbox.KindConflict, "already started")
+	eng.gate <- struct{}{}
+	eng.gate <- struct{}{}
+	waitFor(t, func() bool { return status(t1, b1) == template.StatusReady && status(t2, b2) == template.StatusReady })
+
+	tags, _ := reg.Tags(ctx, "team1", "one")
+	var names []string
+	for _, tg := range tags {
+		names = append(names, tg.Tag)
+	}
+	if strings.Join(names, ",") != "extra,v1" && strings.Join(names, ",") != "v1,extra" {
+		t.Errorf("tags of one = %v, want v1 and extra", names)
+	}
+	if _, err := reg.Resolve(ctx, "team1", "one"); err == nil {
+		t.Errorf("one has no default tag, yet resolves")
+	}
+	if r, err := reg.Resolve(ctx, "team1", "one:v1"); err != nil || r.BuildID != b1.ID {
+		t.Errorf("Resolve(one:v1) = %+v, %v", r, err)
+	}
+	if _, err := reg.Resolve(ctx, "team2", "two"); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("another team resolves a private template: %v", err)
+	}
+	if _, err := reg.AssignTags(ctx, "team1", "one:v1", []string{"prod"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := reg.Resolve(ctx, "team1", "one:prod"); err != nil || r.BuildID != b1.ID {
+		t.Errorf("Resolve(one:prod) = %+v, %v", r, err)
+	}
+	if err := reg.RemoveTags(ctx, "team1", "one", []string{"prod"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Resolve(ctx, "team1", "one:prod"); err == nil {
+		t.Errorf("removed tag still resolves")
+	}
+	if _, err := reg.Alias(ctx, "team2", "one"); sandbox.KindOf(err) != sandbox.KindForbidden {
+		t.Errorf("Alias from another team = %v, want forbidden", err)
+	}
+}
+
+func TestFailureAndCancel(t *testing.T) {
+	eng := &fakeEngine{gate: make(chan struct{}, 10)}
+	reg, _, _ := newRegistry(t, eng, 2)
+	ctx := context.Background()
+	tpl, b, _ := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: "fails"})
+	eng.gate <- struct{}{}
+	reg.StartBuild(ctx, "team1", tpl.ID, b.ID, template.BuildSpec{FromImage: "warren/base", Steps: []template.Step{
+		{Type: "RUN", Args: []string{"echo ok"}}, {Type: "RUN", Args: []string{"exit 4"}},
+	}})
+	var got template.Build
+	var logs []template.LogEntry
+	waitFor(t, func() bool {
+		got, logs, _ = reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "")
+		return got.Status.Done()
+	})
+	if got.Status != template.StatusError || got.Reason == nil || got.Reason.Step != "2" || !strings.Contains(got.Reason.Message, "non-zero code: 4") {
+		t.Errorf("failed build: %s %+v", got.Status, got.Reason)
+	}
+	if _, errs, _ := reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "error"); len(errs) != 1 || len(logs) <= 1 {
+		t.Errorf("level filter: %d error entries of %d", len(errs), len(logs))
+	}
+
+	// Deleting a template cancels its running build.
+	tpl2, b2, _ := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: "slow"})
+	reg.StartBuild(ctx, "team1", tpl2.ID, b2.ID, template.BuildSpec{FromImage: "warren/base"})
+	waitFor(t, func() bool { eng.mu.Lock(); defer eng.mu.Unlock(); return eng.builds == 2 })
+	if err := reg.Delete(ctx, "team1", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := reg.Build(ctx, "team1", tpl2.ID, b2.ID); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("build of a deleted template: %v", err)
+	}
+}
+
+func TestRestartMarksRunningBuilds(t *testing.T) {
+	eng := &fakeEngine{gate: make(chan struct{})}
+	dir := t.TempDir()
+	db, err := sqlite.Open(context.Background(), filepath.Join(dir, "warren.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	reg, _ := template.New(template.Config{Store: db, Engine: eng, Dir: dir})
+	reg.Start(ctx)
+	done, bd, _ := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: "done"})
+	close(eng.gate) // builds finish at once
+	reg.StartBuild(ctx, "team1", done.ID, bd.ID, template.BuildSpec{FromImage: "warren/base"})
+	waitFor(t, func() bool {
+		b, _, _ := reg.Status(ctx, "team1", done.ID, bd.ID, 0, 0, "")
+		return b.Status == template.StatusReady
+	})
+	running, br, _ := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: "running"})
+	idle, bi, _ := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: "idle"})
+	// A build the server was running when it died: building in the store.
+	br.Status, br.Spec = template.StatusBuilding, template.BuildSpec{FromImage: "warren/base"}
+	db.PutBuild(ctx, br)
+	reg.Close()
+
+	reg2, _ := template.New(template.Config{Store: db, Engine: eng, Dir: dir})
+	if err := reg2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer reg2.Close()
+	got, _, _ := reg2.Status(ctx, "team1", running.ID, br.ID, 0, 0, "")
+	if got.Status != template.StatusError || got.Reason == nil || got.Reason.Message != "interrupted by a server restart" {
+		t.Errorf("running build after restart: %s %+v", got.Status, got.Reason)
+	}
+	if got, _, _ := reg2.Status(ctx, "team1", idle.ID, bi.ID, 0, 0, ""); got.Status != template.StatusWaiting {
+		t.Errorf("requested, unstarted build after restart: %s", got.Status)
+	}
+	if _, err := reg2.Resolve(ctx, "team1", "done"); err != nil {
+		t.Errorf("ready template lost in the restart: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("condition not met in time")
+}

@@ -1,0 +1,147 @@
+// Shared helpers for the server end-to-end tests: the SDK versions under test, a per-suite
+// tracker that kills every sandbox a test created, and plain-HTTP access to the data plane the
+// way a user without the SDK reaches it (E2b-Sandbox-Id/-Port headers, or a <port>-<id>.<domain>
+// Host header).
+import { describe, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import http from 'node:http'
+
+export const SDKS = [
+  ['e2b 2.51', await import('e2b')],
+  ['e2b 2.19', await import('e2b-2-19')],
+]
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+/** A short random suffix for names and metadata values. */
+export function uid() {
+  return randomBytes(5).toString('hex')
+}
+
+/**
+ * describeEachSdk declares `title` once per SDK version; body(ctx) gets ctx = { sdk, version,
+ * is219, tag, create(templateOrOpts, opts), track(sbx) }. create() adds metadata
+ * {e2e: <tag>} (plus the caller's) and tracks the sandbox; every tracked sandbox is killed after
+ * the suite, whatever happened.
+ */
+export function describeEachSdk(title, body, opts = {}) {
+  for (const [version, sdk] of SDKS) {
+    describe(`${title} [${version}]`, opts, () => {
+      const ctx = {
+        sdk,
+        version,
+        is219: version.endsWith('2.19'),
+        tag: `e2e-${uid()}`,
+        ids: new Set(),
+        track(sbxOrId) {
+          ctx.ids.add(typeof sbxOrId === 'string' ? sbxOrId : sbxOrId.sandboxId)
+          return sbxOrId
+        },
+        async create(template, opts) {
+          if (typeof template !== 'string') [template, opts] = ['base', template]
+          const o = { ...opts, metadata: { e2e: ctx.tag, ...opts?.metadata } }
+          const sbx = await sdk.Sandbox.create(template, o)
+          return ctx.track(sbx)
+        },
+      }
+      after(async () => {
+        await Promise.all([...ctx.ids].map((id) => sdk.Sandbox.kill(id).catch(() => {})))
+      })
+      body(ctx)
+    })
+  }
+}
+
+/** Awaits `promise` and asserts it rejects with an instance of `cls` (and a message match). */
+export async function rejectsWith(promise, cls, messageRe) {
+  let err
+  try {
+    await promise
+  } catch (e) {
+    err = e
+  }
+  assert.ok(err, `expected a rejection with ${cls.name}, but it resolved`)
+  assert.ok(err instanceof cls, `expected ${cls.name}, got ${err?.constructor?.name}: ${err?.message}`)
+  if (messageRe) assert.match(err.message, messageRe)
+  return err
+}
+
+/** Polls fn until it returns a truthy value or timeoutMs passes; returns the value. */
+export async function waitFor(fn, { timeoutMs = 10_000, intervalMs = 100, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeoutMs
+  let last
+  for (;;) {
+    try {
+      last = await fn()
+      if (last) return last
+    } catch (e) {
+      last = e
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last?.message ?? JSON.stringify(last)})`)
+    }
+    await sleep(intervalMs)
+  }
+}
+
+/**
+ * fetch through the data plane with routing headers, as E2B_SANDBOX_URL users do:
+ * `${E2B_SANDBOX_URL}${path}` with E2b-Sandbox-Id and E2b-Sandbox-Port.
+ */
+export function proxyFetch(sandboxId, port, path = '/', init = {}) {
+  return fetch(`${process.env.E2B_SANDBOX_URL}${path}`, {
+    ...init,
+    headers: { 'E2b-Sandbox-Id': sandboxId, 'E2b-Sandbox-Port': String(port), ...init.headers },
+    signal: init.signal ?? AbortSignal.timeout(30_000),
+  })
+}
+
+/**
+ * A plain HTTP request to the server with an explicit Host header (`<port>-<id>.<domain>`, as
+ * from sbx.getHost(port)), i.e. host routing without DNS. Resolves { status, headers, body }.
+ */
+export function hostRequest(host, path = '/', { method = 'GET', headers = {}, body } = {}) {
+  const base = new URL(process.env.E2B_SANDBOX_URL)
+  return new Promise((ok, fail) => {
+    const req = http.request(
+      { host: base.hostname, port: base.port, method, path, headers: { ...headers, Host: host }, timeout: 30_000 },
+      (res) => {
+        const chunks = []
+        res.on('data', (c) => chunks.push(c))
+        res.on('end', () => ok({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString() }))
+        res.on('error', fail)
+      },
+    )
+    req.on('timeout', () => req.destroy(new Error('request timed out')))
+    req.on('error', fail)
+    req.end(body)
+  })
+}
+
+/** Collects every item of an SDK paginator. */
+export async function listAll(paginator) {
+  const out = []
+  while (paginator.hasNext) out.push(...(await paginator.nextItems()))
+  return out
+}
+
+/** IDs of the sandboxes listed with metadata {e2e: tag} (and optional states). */
+export async function listTagged(sdk, tag, state) {
+  const query = { metadata: { e2e: tag } }
+  if (state) query.state = state
+  return (await listAll(sdk.Sandbox.list({ query }))).map((s) => s.sandboxId).sort()
+}
+
+/** Starts `python3 -m http.server <port>` serving `dir` in the background; returns the handle. */
+export async function startHttpServer(sbx, port, dir, files = {}) {
+  for (const [name, content] of Object.entries(files)) await sbx.files.write(`${dir}/${name}`, content)
+  const h = await sbx.commands.run(`python3 -m http.server ${port} --bind 0.0.0.0`, { background: true, cwd: dir, timeoutMs: 0 })
+  await waitFor(
+    async () => (await sbx.commands.run(`python3 - <<'EOF'\nimport socket\ns=socket.socket()\ns.settimeout(1)\ns.connect(('127.0.0.1',${port}))\nEOF`).catch(() => null))?.exitCode === 0,
+    { timeoutMs: 20_000, intervalMs: 200, what: `the http server on port ${port} to listen` },
+  )
+  return h
+}
+
+export { assert }

@@ -1,0 +1,109 @@
+// Restarts with nothing lost. This file runs its own private `warren serve` (never the shared
+// one), because it kills it:
+//   * kill -9 of the server, then a restart on the same state dir and port: running and paused
+//     sandboxes are still there, with their files, processes and servers, and usable;
+//   * a restart of dockerd (stopping every container on the engine): after the server
+//     reconciles, both sandboxes come back through connect with their files. It disturbs
+//     everything else on the engine, so it runs only in CI (env CI set) or with
+//     WARREN_E2E_RESTART_DOCKERD=1.
+import { it } from 'node:test'
+import { execFile } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
+import { promisify } from 'node:util'
+import { join } from 'node:path'
+import { useServer, REPO } from './harness.mjs'
+import { assert, describeEachSdk, waitFor, listTagged, proxyFetch, startHttpServer, uid } from './helpers.mjs'
+
+const run = promisify(execFile)
+const h = await useServer({ private: true, args: ['--reconcile-interval', '2s'] })
+// On in CI (CI=true, unless WARREN_E2E_RESTART_DOCKERD=0) or with WARREN_E2E_RESTART_DOCKERD=1.
+const dockerd = process.env.WARREN_E2E_RESTART_DOCKERD === '1' ||
+  (!!process.env.CI && process.env.CI !== 'false' && process.env.WARREN_E2E_RESTART_DOCKERD !== '0')
+
+const alive = async (sbx, pid) => (await sbx.commands.run(`kill -0 ${pid}`).catch((e) => e)).exitCode === 0
+
+/** Stops dockerd (SIGTERM, as a service manager would) and starts it the way scripts/ensure-docker.sh does. */
+async function restartDockerd() {
+  let pid = (await readFile('/var/run/docker.pid', 'utf8').catch(() => '')).trim()
+  if (!pid) pid = (await run('pidof', ['dockerd'])).stdout.trim().split(/\s+/)[0]
+  assert.ok(pid, 'no dockerd pid found')
+  process.kill(Number(pid), 'SIGTERM')
+  await waitFor(async () => {
+    try {
+      process.kill(Number(pid), 0)
+      return false
+    } catch {
+      return true
+    }
+  }, { timeoutMs: 90_000, intervalMs: 250, what: `dockerd (pid ${pid}) to exit` })
+  await run(join(REPO, 'scripts/ensure-docker.sh'), [], { timeout: 120_000 })
+}
+
+describeEachSdk('server restart', (ctx) => {
+  it('kill -9 of the server, restart on the same state dir: running and paused sandboxes are there and usable', async () => {
+    const a = await ctx.create({ timeoutMs: 600_000, metadata: { role: 'running' } })
+    const b = await ctx.create({ timeoutMs: 600_000, metadata: { role: 'paused' } })
+    const ma = `a ${uid()}`
+    const mb = `b ${uid()}`
+    await a.files.write('/home/user/a.txt', ma)
+    await b.files.write('/home/user/b.txt', mb)
+    const sleeper = await a.commands.run('sleep 3600', { background: true, timeoutMs: 0 })
+    await startHttpServer(a, 8000, '/home/user/www', { 'index.txt': 'still serving' })
+    assert.equal(await b.pause(), true)
+    const endA = (await a.getInfo()).endAt
+
+    await h.server.kill9()
+    await h.server.start()
+
+    assert.deepEqual(await listTagged(ctx.sdk, ctx.tag), [a.sandboxId, b.sandboxId].sort())
+    assert.deepEqual(await listTagged(ctx.sdk, ctx.tag, ['running']), [a.sandboxId])
+    assert.deepEqual(await listTagged(ctx.sdk, ctx.tag, ['paused']), [b.sandboxId])
+    const infoA = await a.getInfo()
+    assert.equal(infoA.state, 'running')
+    assert.ok(Math.abs(infoA.endAt - endA) < 2_000, `endAt changed: ${endA.toISOString()} → ${infoA.endAt.toISOString()}`)
+
+    // the running one never stopped: same files, same processes, same server
+    assert.equal(await a.isRunning(), true)
+    assert.equal(await a.files.read('/home/user/a.txt'), ma)
+    assert.ok(await alive(a, sleeper.pid), 'the background sleep did not survive the server restart')
+    const res = await proxyFetch(a.sandboxId, 8000, '/index.txt')
+    assert.equal(res.status, 200)
+    assert.equal(await res.text(), 'still serving')
+
+    // the paused one resumes
+    assert.equal(await b.isRunning(), false)
+    const b2 = await ctx.sdk.Sandbox.connect(b.sandboxId)
+    assert.equal(await b2.files.read('/home/user/b.txt'), mb)
+
+    // and the restarted server does everything else as before
+    const c = await ctx.create()
+    assert.equal((await c.commands.run('echo new')).stdout, 'new\n')
+    assert.equal(await ctx.sdk.Sandbox.kill(c.sandboxId), true)
+  })
+
+  it('dockerd restart: after the server reconciles, running and paused sandboxes come back with their files (WARREN_E2E_RESTART_DOCKERD=1 only)', { skip: !dockerd && 'set WARREN_E2E_RESTART_DOCKERD=1 (CI does)', timeout: 300_000 }, async () => {
+    const a = await ctx.create({ timeoutMs: 600_000, metadata: { role: 'running' } })
+    const b = await ctx.create({ timeoutMs: 600_000, metadata: { role: 'paused' } })
+    const ma = `a ${uid()}`
+    const mb = `b ${uid()}`
+    await a.files.write('/home/user/a.txt', ma)
+    await b.files.write('/home/user/b.txt', mb)
+    assert.equal(await b.pause(), true)
+
+    await restartDockerd()
+
+    // A user reconnects (which resumes whatever the engine restart stopped) and finds the files.
+    const back = async (id, file, want) =>
+      waitFor(async () => {
+        const s = await ctx.sdk.Sandbox.connect(id)
+        return (await s.files.read(file)) === want ? s : undefined
+      }, { timeoutMs: 90_000, intervalMs: 1_000, what: `sandbox ${id} to be usable again` })
+    const a2 = await back(a.sandboxId, '/home/user/a.txt', ma)
+    const b2 = await back(b.sandboxId, '/home/user/b.txt', mb)
+    assert.deepEqual(await listTagged(ctx.sdk, ctx.tag, ['running']), [a.sandboxId, b.sandboxId].sort())
+    for (const s of [a2, b2]) assert.equal((await s.commands.run('echo up')).stdout, 'up\n')
+    // the server itself kept serving
+    const c = await ctx.create()
+    assert.equal(await c.isRunning(), true)
+  })
+})

@@ -1,0 +1,192 @@
+// End-to-end tests of templates: E2B's Template API (e2b 2.51) against a running `warren serve`.
+//
+// Needs E2B_API_URL, E2B_API_KEY, E2B_SANDBOX_URL and E2B_DOMAIN pointing at the server, and the
+// warren/base image on its engine. Run with: node --test server/templates.test.mjs
+import { describe, it, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, writeFileSync, mkdirSync, chmodSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { Template, Sandbox, BuildError, waitForFile } from 'e2b'
+
+for (const v of ['E2B_API_URL', 'E2B_API_KEY']) {
+  if (!process.env[v]) throw new Error(`${v} must point at a running warren serve`)
+}
+const uid = () => randomBytes(4).toString('hex')
+const api = (path, init = {}) =>
+  fetch(process.env.E2B_API_URL + path, {
+    ...init,
+    headers: { 'X-API-Key': process.env.E2B_API_KEY, 'Content-Type': 'application/json', ...init.headers },
+  })
+
+describe('templates', () => {
+  const ctxDir = mkdtempSync(join(tmpdir(), 'warren-tpl-'))
+  const created = [] // template names to delete afterwards
+  const sandboxes = []
+  const name = `e2e-every-step-${uid()}`
+
+  before(() => {
+    mkdirSync(join(ctxDir, 'app'))
+    writeFileSync(join(ctxDir, 'app', 'run.sh'), '#!/bin/sh\necho run\n')
+    chmodSync(join(ctxDir, 'app', 'run.sh'), 0o644)
+    writeFileSync(join(ctxDir, 'app', 'data.txt'), 'data\n')
+    writeFileSync(join(ctxDir, 'hello.txt'), 'hello from the context\n')
+  })
+
+  after(async () => {
+    for (const s of sandboxes) await s.kill().catch(() => {})
+    for (const n of created) await api(`/templates/${n}`, { method: 'DELETE' }).catch(() => {})
+    rmSync(ctxDir, { recursive: true, force: true })
+  })
+
+  // Every step kind the SDK sends: RUN (plain and as a user), COPY (with user and mode, and
+  // without), ENV, WORKDIR, USER, plus start and ready commands.
+  const everyStep = () =>
+    Template({ fileContextPath: ctxDir })
+      .fromImage('warren/base')
+      .runCmd('whoami > /tmp/build-user && pwd > /tmp/build-pwd')
+      .runCmd('mkdir -p /opt/made && whoami > /opt/made/who', { user: 'root' })
+      .copy('app', '/opt/app', { user: 'user', mode: 0o755 })
+      .copy('hello.txt', '/home/user/hello.txt')
+      .setEnvs({ GREETING: 'hello world', EXTRA: 'x' })
+      .makeDir('/home/user/work')
+      .setWorkdir('/home/user/work')
+      .setUser('root')
+      .setStartCmd(
+        'echo "$GREETING from $(whoami) in $(pwd)" > /tmp/started; sleep 2; touch /tmp/ready; exec sleep infinity',
+        waitForFile('/tmp/ready'),
+      )
+
+  it('builds a template with every step kind, with logs as they happen', async () => {
+    created.push(name)
+    const logs = []
+    const info = await Template.build(everyStep(), name, { cpuCount: 1, memoryMB: 512, onBuildLogs: (e) => logs.push(e) })
+    assert.equal(info.name, name)
+    assert.ok(info.templateId && info.buildId)
+    const text = logs.map((e) => e.message).join('\n')
+    assert.match(text, /RUN/)
+    assert.match(text, /COPY/)
+  })
+
+  it('rebuilds an unchanged template from the cache in seconds', async () => {
+    const logs = []
+    const start = Date.now()
+    await Template.build(everyStep(), name, { onBuildLogs: (e) => logs.push(e) })
+    const took = Date.now() - start
+    console.log(`no-change rebuild: ${took} ms`)
+    assert.ok(took < 15000, `rebuild took ${took} ms`)
+    assert.ok(logs.some((e) => e.message === 'CACHED'), 'no step came from the cache')
+    assert.ok(!logs.some((e) => e.message.startsWith('Step') && /Running in/.test(e.message)))
+  })
+
+  it('knows which names exist', async () => {
+    assert.equal(await Template.exists(name), true)
+    assert.equal(await Template.aliasExists(name), true)
+    assert.equal(await Template.exists(`no-such-${uid()}`), false)
+  })
+
+  it('starts sandboxes of the template: start and ready commands, files, env, user, workdir', async () => {
+    const start = Date.now()
+    const sbx = await Sandbox.create(name)
+    sandboxes.push(sbx)
+    const took = Date.now() - start
+    // The ready command waits for the start command's /tmp/ready, written after 2 s.
+    assert.ok(took >= 1500, `create returned after ${took} ms, before the ready command could pass`)
+    const info = await sbx.getInfo()
+    assert.equal(info.cpuCount, 1)
+    assert.equal(info.memoryMB, 512)
+
+    const run = async (cmd) => (await sbx.commands.run(cmd)).stdout.trim()
+    assert.equal(await run('test -f /tmp/ready && echo ready'), 'ready')
+    assert.equal(await run('cat /tmp/started'), 'hello world from root in /home/user/work')
+    assert.match(await run('ps -eo args'), /sleep infinity/)
+    assert.equal(await run('whoami'), 'root')
+    assert.equal(await run('pwd'), '/home/user/work')
+    assert.equal(await run('echo "$GREETING/$EXTRA"'), 'hello world/x')
+    assert.equal(await run('cat /tmp/build-user /tmp/build-pwd /opt/made/who'), 'user\n/home/user\nroot')
+    assert.equal(await run('stat -c "%U %a" /opt/app/run.sh /opt/app/data.txt /home/user/hello.txt'), 'user 755\nuser 755\nuser 644')
+    assert.equal(await run('cat /home/user/hello.txt'), 'hello from the context')
+    assert.equal(await run('/opt/app/run.sh'), 'run')
+  })
+
+  it('builds in the background, building right after the start', async () => {
+    const bg = `e2e-bg-${uid()}`
+    created.push(bg)
+    const t = Template().fromImage('warren/base').runCmd(`sleep 2 && echo ${uid()} > /tmp/bg`)
+    const info = await Template.buildInBackground(t, bg)
+    const first = await Template.getBuildStatus(info)
+    assert.equal(first.status, 'building')
+    let st = first
+    for (let i = 0; i < 300 && (st.status === 'building' || st.status === 'waiting'); i++) {
+      await new Promise((r) => setTimeout(r, 200))
+      st = await Template.getBuildStatus(info)
+    }
+    assert.equal(st.status, 'ready')
+    const all = await Template.getBuildStatus(info, { logsOffset: 0 })
+    assert.ok(all.logEntries.length > 0)
+  })
+
+  it('reports a failing build: the step, its output, the exit code', async () => {
+    const bad = `e2e-fail-${uid()}`
+    created.push(bad)
+    const logs = []
+    const t = Template().fromImage('warren/base').runCmd('echo fine').runCmd('echo about-to-fail && exit 7').runCmd('echo never')
+    await assert.rejects(Template.build(t, bad, { onBuildLogs: (e) => logs.push(e) }), (err) => {
+      assert.ok(err instanceof BuildError, `${err}`)
+      assert.match(err.message, /step 2/)
+      assert.match(err.message, /non-zero code: 7/)
+      return true
+    })
+    const text = logs.map((e) => e.message).join('\n')
+    assert.match(text, /about-to-fail/)
+    assert.doesNotMatch(text, /^never$/m)
+    await assert.rejects(Sandbox.create(bad))
+  })
+
+  it('refuses bad input with clear messages', async () => {
+    await assert.rejects(Template.build(Template().fromImage('warren/base').runCmd('true'), 'Bad Name!'), /invalid template name/)
+    const res = await api('/v3/templates', { method: 'POST', body: JSON.stringify({ name: `e2e-bad-${uid()}` }) })
+    assert.equal(res.status, 202)
+    const { templateID, buildID } = await res.json()
+    created.push(templateID)
+    const start = (body) => api(`/v2/templates/${templateID}/builds/${buildID}`, { method: 'POST', body: JSON.stringify(body) })
+    let r = await start({ fromImage: 'warren/base', steps: [{ type: 'FROBNICATE', args: [] }] })
+    assert.equal(r.status, 400)
+    assert.match((await r.json()).message, /unknown step type 'FROBNICATE'/)
+    r = await start({ fromImage: 'warren/base', steps: [{ type: 'COPY', args: ['a', '/a', '', ''] }] })
+    assert.equal(r.status, 400)
+    assert.match((await r.json()).message, /filesHash is missing/)
+    r = await start({ fromImage: 'warren/base', steps: [{ type: 'COPY', args: ['a', '/a', '', ''], filesHash: 'ab'.repeat(32) }] })
+    assert.equal(r.status, 400)
+    assert.match((await r.json()).message, /were not uploaded/)
+  })
+
+  it('tags builds, lists, and removes tags', async () => {
+    const tagged = `e2e-tags-${uid()}`
+    created.push(tagged)
+    const t = Template().fromImage('warren/base').runCmd('echo v1 > /tmp/version')
+    const info = await Template.build(t, `${tagged}:v1`)
+    const assigned = await Template.assignTags(`${tagged}:v1`, ['prod', 'stable'])
+    assert.equal(assigned.buildId, info.buildId)
+    let tags = (await Template.getTags(tagged)).map((x) => x.tag).sort()
+    assert.deepEqual(tags, ['prod', 'stable', 'v1'])
+    await Template.removeTags(tagged, 'stable')
+    tags = (await Template.getTags(tagged)).map((x) => x.tag).sort()
+    assert.deepEqual(tags, ['prod', 'v1'])
+    const sbx = await Sandbox.create(`${tagged}:prod`)
+    sandboxes.push(sbx)
+    assert.equal((await sbx.commands.run('cat /tmp/version')).stdout.trim(), 'v1')
+  })
+
+  it('measures a build request to the first command in a sandbox of the new template', async () => {
+    const fresh = `e2e-first-cmd-${uid()}`
+    created.push(fresh)
+    const start = Date.now()
+    await Template.build(Template().fromImage('warren/base').runCmd(`echo ${uid()} > /tmp/id`), fresh)
+    const sbx = await Sandbox.create(fresh)
+    sandboxes.push(sbx)
+    await sbx.commands.run('true')
+    console.log(`build request → first command: ${Date.now() - start} ms`)
+  })
+})

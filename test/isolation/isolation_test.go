@@ -1,0 +1,325 @@
+package isolation
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/runtime/docker"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// TestNoHostAccess: a sandbox reaches no port of the host, whichever of
+// the host's addresses it uses, while the host itself reaches them.
+func TestNoHostAccess(t *testing.T) {
+	e := newEnv(t)
+	ln, err := net.Listen("tcp4", "0.0.0.0:0") // like a server listening on all addresses
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	a := e.create(t, open())
+
+	targets := []string{e.gateway.String()}
+	addrs, _ := net.InterfaceAddrs()
+	for _, ad := range addrs {
+		if ip, ok := ad.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() && ip.IP.String() != e.gateway.String() {
+			targets = append(targets, ip.IP.String()) // the host's own addresses: local delivery, never on the wire
+		}
+	}
+	for _, ip := range targets {
+		addr := net.JoinHostPort(ip, port)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			t.Errorf("control: the host cannot reach its own listener at %s: %v", addr, err)
+			continue
+		}
+		c.Close()
+		if got := e.dial(t, a, addr); got == "ok" {
+			t.Errorf("a sandbox reached the host at %s", addr)
+		}
+	}
+	// The agent port published on the host's loopback is not reachable
+	// either: the sandbox's 127.0.0.1 is its own.
+	if got := e.dial(t, a, e.gateway.String()+":"+strings.Split(a.AgentAddr, ":")[1]); got == "ok" {
+		t.Errorf("a sandbox reached its own published agent port through the gateway")
+	}
+}
+
+// TestNoAgentAccess: a sandbox cannot reach another's agent, though it
+// reaches the other's other ports by default.
+func TestNoAgentAccess(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.create(t, open()), e.create(t, open())
+	target := e.serve(t, b, "8080")
+	if got := e.dial(t, a, target); got != "ok" {
+		t.Fatalf("control: sandbox A cannot reach B's server at %s: %s", target, got)
+	}
+	agent := net.JoinHostPort(b.IP.String(), strconv.Itoa(sandbox.AgentPort))
+	if got := e.dial(t, a, agent); got == "ok" {
+		t.Errorf("sandbox A reached B's agent at %s", agent)
+	}
+	if !healthy(b.AgentAddr) {
+		t.Errorf("control: B's agent does not answer the host")
+	}
+}
+
+// TestEgressRules: sandbox B serves; A, created with each network
+// setting, reaches it or not.
+func TestEgressRules(t *testing.T) {
+	e := newEnv(t)
+	b := e.create(t, open())
+	target := e.serve(t, b, "8080")
+	bIP := b.IP.String()
+	tests := []struct {
+		name  string
+		n     sandbox.Network
+		reach bool
+	}{
+		{"default", open(), true},
+		{"denyOut the IP", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{bIP}}, false},
+		{"denyOut a CIDR", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{b.IP.String() + "/16"}}, false},
+		{"denyOut another IP", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{"192.0.2.1"}}, true},
+		{"denyOut all, allowOut the IP", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{bIP}}, true},
+		{"denyOut all", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{"0.0.0.0/0"}}, false},
+		{"no internet access", sandbox.Network{AllowInternetAccess: false}, false},
+		{"no internet access, allowOut the IP", sandbox.Network{AllowInternetAccess: false, AllowOut: []string{bIP + "/32"}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.create(t, tt.n)
+			defer e.m.Kill(context.Background(), team, a.ID)
+			got := e.dial(t, a, target)
+			if tt.reach && got != "ok" {
+				t.Errorf("A cannot reach B: %s", got)
+			}
+			if !tt.reach && got == "ok" {
+				t.Errorf("A reached B")
+			}
+		})
+	}
+}
+
+// TestEgressLive: PUT network changes a running sandbox's rules at once;
+// they survive a pause to disk (a new address, maybe), a flush of the
+// rules (as an engine restart or an operator would do) and are gone with
+// the sandbox.
+func TestEgressLive(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	b := e.create(t, open())
+	target := e.serve(t, b, "8080")
+	a := e.create(t, open())
+	reach := func(what string, want bool) {
+		t.Helper()
+		got := e.dial(t, a, target)
+		if want && got != "ok" {
+			t.Errorf("%s: A cannot reach B: %s", what, got)
+		}
+		if !want && got == "ok" {
+			t.Errorf("%s: A reached B", what)
+		}
+	}
+	reach("before", true)
+	if err := e.m.UpdateNetwork(ctx, team, a.ID, sandbox.Network{AllowInternetAccess: false}); err != nil {
+		t.Fatal(err)
+	}
+	reach("after allow_internet_access=false", false)
+	if err := e.m.UpdateNetwork(ctx, team, a.ID, sandbox.Network{AllowInternetAccess: true, DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{b.IP.String()}}); err != nil {
+		t.Fatal(err)
+	}
+	reach("after allowOut B, denyOut all", true)
+	if err := e.m.UpdateNetwork(ctx, team, a.ID, sandbox.Network{AllowInternetAccess: true, DenyOut: []string{b.IP.String()}}); err != nil {
+		t.Fatal(err)
+	}
+	reach("after denyOut B", false)
+	if err := e.m.UpdateNetwork(ctx, team, a.ID, sandbox.Network{AllowOut: []string{"example.com"}}); sandbox.KindOf(err) != sandbox.KindInvalid {
+		t.Errorf("UpdateNetwork with a domain: %v, want invalid", err)
+	}
+
+	// Pause to disk and resume: the container starts again, with an
+	// address the rules must follow. Another sandbox started meanwhile
+	// may get A's old address; it must not inherit A's rules.
+	if err := e.m.Pause(ctx, team, a.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	c := e.create(t, open())
+	if c.IP == a.IP {
+		if got := e.dial(t, c, target); got != "ok" {
+			t.Errorf("a sandbox given A's old address inherited A's rules: %s", got)
+		}
+	}
+	if _, err := e.m.Resume(ctx, team, a.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	e.copyProbe(t, a.ContainerID) // kept in its filesystem, but cheap to be sure
+	a.IP = e.ip(t, a.ContainerID)
+	reach("after pause and resume", false)
+
+	// Rules flushed behind Warren's back come back on the next reconcile.
+	in, fwd := e.fw.Chains()
+	if out, err := exec.Command("iptables", "-w", "-F", fwd).CombinedOutput(); err != nil {
+		t.Fatalf("flush %s: %v: %s", fwd, err, out)
+	}
+	unhook(t, "INPUT", in)
+	reach("flushed (the test's control)", true)
+	if err := e.m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reach("after reconcile", false)
+	if got := e.dial(t, a, net.JoinHostPort(e.gateway.String(), "1")); got == "ok" {
+		t.Errorf("after reconcile a sandbox reaches the host")
+	}
+
+	if err := e.m.Kill(ctx, team, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("iptables-save", "-t", "filter").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "sandbox="+a.ID) {
+		t.Errorf("rules of killed sandbox %s remain", a.ID)
+	}
+}
+
+// unhook deletes the jump from a built-in chain to one of ours.
+func unhook(t *testing.T, from, to string) {
+	t.Helper()
+	out, err := exec.Command("iptables", "-w", "-L", from, "--line-numbers", "-n").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(out)) {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == to {
+			if out, err := exec.Command("iptables", "-w", "-D", from, f[0]).CombinedOutput(); err != nil {
+				t.Fatalf("unhook %s from %s: %v: %s", to, from, err, out)
+			}
+			return
+		}
+	}
+	t.Fatalf("no jump from %s to %s:\n%s", from, to, out)
+}
+
+// TestHardening: what a process inside may do, and the escapes root
+// inside tries.
+func TestHardening(t *testing.T) {
+	e := newEnv(t)
+	a := e.create(t, open())
+
+	out, _ := e.run(t, a, "write", docker.AgentMountPath)
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasSuffix(l, ": ok") {
+			t.Errorf("root in a sandbox changed the agent binary: %s", l)
+		}
+	}
+	if !healthy(a.AgentAddr) {
+		t.Errorf("the agent stopped answering after the write attempts")
+	}
+
+	out, _ = e.run(t, a, "self")
+	fields := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "mount:") || strings.HasPrefix(l, "socket:") {
+			t.Errorf("an engine socket or host path is visible: %s", l)
+		}
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	capEff, err := strconv.ParseUint(fields["CapEff"], 16, 64)
+	if err != nil {
+		t.Fatalf("no CapEff in %q", out)
+	}
+	want := uint64(0)
+	for _, c := range docker.DefaultCapabilities() {
+		want |= 1 << capNumbers[c]
+	}
+	if capEff != want {
+		t.Errorf("effective capabilities %#x, want %#x (%v)", capEff, want, docker.DefaultCapabilities())
+	}
+	for _, c := range []string{"NET_RAW", "NET_ADMIN", "SYS_ADMIN", "SYS_MODULE", "DAC_READ_SEARCH"} {
+		if capEff&(1<<capNumbers[c]) != 0 {
+			t.Errorf("a sandbox has CAP_%s", c)
+		}
+	}
+	if fields["Seccomp"] != "2" {
+		t.Errorf("Seccomp = %q, want 2 (filtering by the engine's default profile)", fields["Seccomp"])
+	}
+	if fields["nofile"] != "16384 16384" {
+		t.Errorf("open-file limit %q, want 16384 16384", fields["nofile"])
+	}
+}
+
+// capNumbers are the Linux capability numbers the test checks.
+var capNumbers = map[string]uint{
+	"CHOWN": 0, "DAC_OVERRIDE": 1, "DAC_READ_SEARCH": 2, "FOWNER": 3, "FSETID": 4, "KILL": 5,
+	"SETGID": 6, "SETUID": 7, "SETPCAP": 8, "NET_BIND_SERVICE": 10, "NET_ADMIN": 12, "NET_RAW": 13,
+	"SYS_MODULE": 16, "SYS_CHROOT": 18, "SYS_PTRACE": 19, "SYS_ADMIN": 21, "MKNOD": 27,
+	"AUDIT_WRITE": 29, "SETFCAP": 31,
+}
+
+// TestForkBomb: a sandbox forking without end hits its pids limit; its
+// neighbour and the host keep working.
+func TestForkBomb(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.create(t, open()), e.create(t, open())
+	start := time.Now()
+	out, _ := e.run(t, a, "forkbomb", strconv.Itoa(10*testPids))
+	t.Logf("fork bomb: %s (%v)", out, time.Since(start).Round(time.Millisecond))
+	var n int
+	if _, err := fmt.Sscanf(out, "started %d", &n); err != nil {
+		t.Fatalf("fork bomb output %q", out)
+	}
+	if n >= testPids || !strings.Contains(out, "resource temporarily unavailable") {
+		t.Errorf("fork bomb started %d processes (limit %d): %s", n, testPids, out)
+	}
+	if !healthy(b.AgentAddr) {
+		t.Error("the neighbour's agent stopped answering")
+	}
+	if got, code := e.run(t, b, "sleep", "1ms"); code != 0 {
+		t.Errorf("the neighbour cannot start a process: %d %s", code, got)
+	}
+	if err := exec.Command("true").Run(); err != nil {
+		t.Errorf("the host cannot start a process: %v", err)
+	}
+}
+
+// TestMemoryHog: a sandbox allocating beyond its memory limit is
+// OOM-killed inside; its agent, its neighbour and the host carry on.
+func TestMemoryHog(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.create(t, open()), e.create(t, open())
+	out, code := e.run(t, a, "memhog", strconv.Itoa(4*testMemoryMB))
+	if code != 137 || strings.Contains(out, "allocated all") {
+		t.Errorf("memory hog exited %d (want 137, killed): %s", code, lastLine(out))
+	}
+	if !healthy(a.AgentAddr) {
+		t.Error("the hog's own agent stopped answering")
+	}
+	if !healthy(b.AgentAddr) {
+		t.Error("the neighbour's agent stopped answering")
+	}
+}
+
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
