@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -179,30 +180,34 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 		return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to create sandbox")
 	}
 	sb.ContainerID, sb.AgentAddr = c.ID, c.AgentAddr
-	if err := m.applyEgress(ctx, sb, c.IP); err != nil {
-		log.Error("egress rules failed", logContainer, c.ID, "err", err)
-		m.abandon(ctx, sb)
-		return sandbox.Sandbox{}, err
-	}
-	if err := m.initAgent(ctx, sb); err != nil {
-		log.Error("agent init failed", logContainer, c.ID, "err", err)
-		m.abandon(ctx, sb)
-		return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to start sandbox agent")
-	}
-	if err := m.startTemplate(ctx, sb); err != nil {
-		log.Error("template start failed", logContainer, c.ID, "err", err)
-		m.abandon(ctx, sb)
-		return sandbox.Sandbox{}, err
-	}
-	now = time.Now().UTC()
-	sb.State, sb.StartedAt, sb.EndAt = sandbox.StateRunning, now, now.Add(req.Timeout)
-	if err := m.save(ctx, sb); err != nil {
+	if _, err := m.bringUp(ctx, &sb, c.IP); err != nil {
+		log.Error("sandbox start failed", logContainer, c.ID, "err", err)
 		m.abandon(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image)
 	log.Info("sandbox created", logContainer, c.ID)
 	return sb, nil
+}
+
+// bringUp takes a sandbox whose container has started to running: its
+// egress rules, the agent's init, the template's start and ready commands,
+// then the running state saved. initFailed tells the warm pool that the
+// container itself is at fault, so a fresh one may do better. On error the
+// caller abandons the sandbox.
+func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr) (initFailed bool, err error) {
+	if err := m.applyEgress(ctx, *sb, ip); err != nil {
+		return false, err
+	}
+	if err := m.initAgent(ctx, *sb); err != nil {
+		return true, sandbox.Wrap(sandbox.KindInternal, err, "failed to start sandbox agent")
+	}
+	if err := m.startTemplate(ctx, *sb); err != nil {
+		return false, err
+	}
+	now := time.Now().UTC()
+	sb.State, sb.StartedAt, sb.EndAt = sandbox.StateRunning, now, now.Add(sb.Timeout)
+	return false, m.save(ctx, *sb)
 }
 
 // abandon removes a half-made sandbox's container and record.

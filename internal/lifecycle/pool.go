@@ -264,30 +264,13 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 		m.abandon(ctx, sb)
 		return sb, false, nil
 	}
-	if err := m.applyEgress(ctx, sb, e.container.IP); err != nil {
-		log.Error("egress rules failed", "err", err)
+	if initFailed, err := m.bringUp(ctx, &sb, e.container.IP); err != nil {
 		m.abandon(ctx, sb)
-		return sb, true, err
-	}
-	if err := m.applyEgress(ctx, sb, e.container.IP); err != nil {
-		log.Error("egress rules failed", "err", err)
-		m.abandon(ctx, sb)
-		return sb, true, err
-	}
-	if err := m.initAgent(ctx, sb); err != nil {
-		log.Warn("pooled container's agent init failed; creating from scratch", "err", err)
-		m.abandon(ctx, sb)
-		return sb, false, nil
-	}
-	if err := m.startTemplate(ctx, sb); err != nil {
-		log.Error("template start failed", "err", err)
-		m.abandon(ctx, sb)
-		return sb, true, err
-	}
-	now := time.Now().UTC()
-	sb.State, sb.StartedAt, sb.EndAt = sandbox.StateRunning, now, now.Add(sb.Timeout)
-	if err := m.save(ctx, sb); err != nil {
-		m.abandon(ctx, sb)
+		if initFailed {
+			log.Warn("pooled container's agent init failed; creating from scratch", "err", err)
+			return sb, false, nil
+		}
+		log.Error("sandbox start failed", "err", err)
 		return sb, true, err
 	}
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image, "pool", "true")
