@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Warren's whole test suite: makes sure Docker and debootstrap are there, builds the
-# binaries and the base image, then go vet, the Go tests, and the end-to-end tests that drive a
-# real server with the official E2B SDKs (test/e2e). Exits non-zero if any step fails; a summary
+# binaries and the images (base and code interpreter), then go vet, the Go tests, and the
+# end-to-end tests that drive a real server with the official E2B SDKs (test/e2e). Exits non-zero if any step fails; a summary
 # of every step and its time is printed at the end.
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -45,6 +45,11 @@ if [ $ready = 1 ]; then
 	step "base image (bin/warren image build)" bin/warren image build || ready=0
 else
 	skip "base image"
+fi
+if [ $ready = 1 ]; then
+	step "code interpreter image (bin/warren image build code-interpreter)" bin/warren image build code-interpreter || ready=0
+else
+	skip "code interpreter image"
 fi
 step "go vet ./..." go vet ./...
 step "go test ./..." go test -count=1 -timeout 20m ./...

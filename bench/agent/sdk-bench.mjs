@@ -6,12 +6,14 @@
 //   - commands.run('true') round trip, p50/p95/p99 over --runs runs (after a warm-up);
 //   - files.write then files.read of 1 MB and 100 MB, in MB/s (MB = 10^6 bytes), through the SDK
 //     and, for comparison, with plain fetch (octet-stream upload, identity download);
+//     the SDK's read lets fetch negotiate gzip, which the agent then serves;
 //   - the agent's resident memory (VmRSS of the agent process, and of its PID-1 init), idle and
 //     with 10 running commands, read from /proc inside the container with docker exec.
 import { execFileSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
 import os from 'node:os'
+import { randomBytes } from 'node:crypto'
 
 const { values: opt } = parseArgs({
   options: {
@@ -27,7 +29,8 @@ const RUNS = Number(opt.runs)
 const require = createRequire(new URL('../../test/e2e/package.json', import.meta.url))
 const { Sandbox } = await import(require.resolve('e2b'))
 
-const sbx = await Sandbox.create({ debug: true, sandboxUrl: opt.url })
+const sbx = await Sandbox.create({ debug: true, sandboxUrl: opt.url, requestTimeoutMs: 600_000 })
+const step = (m) => process.stderr.write(`bench: ${m}\n`)
 const results = {}
 
 function pct(sorted, p) {
@@ -55,18 +58,22 @@ function pct(sorted, p) {
 // ------------------------------------------------------------------ files
 async function fileBench(sizeMB) {
   const size = sizeMB * 1_000_000
-  const data = Buffer.alloc(size)
-  for (let i = 0; i + 4 <= size; i += 4) data.writeUInt32LE((i * 2654435761) >>> 0, i)
+  // Random bytes: incompressible, like most large binaries. (See bench/README.md for what
+  // happens with compressible data, which undici's fetch decodes very slowly from a gzip stream.)
+  const data = randomBytes(size)
   const ab = data.buffer.slice(data.byteOffset, data.byteOffset + data.length)
   const path = `/tmp/bench-${sizeMB}mb.bin`
   const rounds = sizeMB >= 100 ? 3 : 10
   const best = { sdkWrite: Infinity, sdkRead: Infinity, fetchWrite: Infinity, fetchRead: Infinity }
   for (let r = 0; r < rounds; r++) {
+    step(`${sizeMB} MB round ${r + 1}/${rounds}`)
     let t = performance.now()
     await sbx.files.write(path, ab)
     best.sdkWrite = Math.min(best.sdkWrite, performance.now() - t)
+    step(`  SDK write ${(performance.now() - t).toFixed(0)} ms`)
     t = performance.now()
     const back = await sbx.files.read(path, { format: 'bytes' })
+    step(`  SDK read ${(performance.now() - t).toFixed(0)} ms`)
     best.sdkRead = Math.min(best.sdkRead, performance.now() - t)
     if (back.length !== size) throw new Error(`read ${back.length} bytes, want ${size}`)
 
@@ -76,10 +83,12 @@ async function fileBench(sizeMB) {
     if (up.status !== 200) throw new Error(`upload: ${up.status} ${await up.text()}`)
     await up.arrayBuffer()
     best.fetchWrite = Math.min(best.fetchWrite, performance.now() - t)
+    step(`  fetch write ${(performance.now() - t).toFixed(0)} ms`)
     t = performance.now()
-    const down = await fetch(url)
+    const down = await fetch(url, { headers: { 'Accept-Encoding': 'identity' } })
     const got = await down.arrayBuffer()
     best.fetchRead = Math.min(best.fetchRead, performance.now() - t)
+    step(`  fetch read ${(performance.now() - t).toFixed(0)} ms`)
     if (got.byteLength !== size) throw new Error(`fetch read ${got.byteLength} bytes`)
   }
   await sbx.files.remove(path)
@@ -102,10 +111,11 @@ function agentRss() {
   // The agent runs as PID 1 (a small init that reaps zombies) plus its child, the agent proper;
   // both are the executable /.warren/warren-agent.
   const script =
-    'for d in /proc/[0-9]*; do [ "$(readlink $d/exe 2>/dev/null)" = /.warren/warren-agent ] && ' +
-    'echo "${d#/proc/} $(awk \'/^VmRSS/{print $2}\' $d/status)"; done'
+    'for d in /proc/[0-9]*; do case "$(readlink $d/exe 2>/dev/null)" in /.warren/warren-agent*) ' +
+    'echo "${d#/proc/} $(awk \'/^VmRSS/{print $2}\' $d/status)";; esac; done'
   const out = execFileSync('docker', ['exec', opt.container, 'sh', '-c', script], { encoding: 'utf8' })
   const rows = out.trim().split('\n').map((l) => l.split(' ').map(Number))
+  if (rows.length < 2) process.stderr.write(`bench: expected init and agent processes, got ${JSON.stringify(out)}\n`)
   const init = rows.find(([pid]) => pid === 1)
   const agent = rows.filter(([pid]) => pid !== 1)
   return {

@@ -3,6 +3,7 @@
 //
 //   node bench/server/server-bench.mjs [--n 20] [--parallel 20] [--pauses 10] [--list 100]
 //                                      [--runs 300] [--only create,pause,list,proxy] [--json]
+//                                      [--serve-arg=--warm-pool=0 ...]
 //
 // It starts its own server (test/e2e/server/harness.mjs: free 127.0.0.1 port, fresh state dir,
 // its own container label) and removes every sandbox and container it made at the end. Prints:
@@ -13,7 +14,7 @@
 //            (keepMemory true, the default) and stopped (keepMemory false); plus the raw
 //            POST /pause and POST /v2/.../connect without the SDK;
 //   list     with --list sandboxes alive: Sandbox.list() of all of them (pages of 100) through
-//            the SDK, and one raw GET /v2/sandboxes?limit=100 page;
+//            the SDK, one raw GET /v2/sandboxes?limit=100 page, and all pages by raw GETs;
 //   proxy    commands.run('true') and GET /health through the proxy vs the agent's published
 //            port directly (interleaved runs), p50/p95 and the p50 difference.
 import { execFileSync } from 'node:child_process'
@@ -31,6 +32,7 @@ const { values: opt } = parseArgs({
     runs: { type: 'string', default: '300' },
     only: { type: 'string', default: 'create,pause,list,proxy' },
     json: { type: 'boolean', default: false },
+    'serve-arg': { type: 'string', multiple: true, default: [] },
   },
 })
 const only = new Set(opt.only.split(','))
@@ -53,7 +55,7 @@ const report = (key, label, xs) => {
 }
 const note = (m) => !opt.json && console.log(m)
 
-const server = new WarrenServer({ name: `warren-bench-${process.pid}` })
+const server = new WarrenServer({ name: `warren-bench-${process.pid}`, args: opt['serve-arg'] })
 await server.start()
 Object.assign(process.env, server.sdkEnv)
 delete process.env.E2B_DEBUG
@@ -69,7 +71,7 @@ async function createAndRun() {
 
 let failed = false
 try {
-  note(`warren serve bench — ${new Date().toISOString()} — ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}`)
+  note(`warren serve ${opt['serve-arg'].join(' ')} bench — ${new Date().toISOString()} — ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}`)
 
   // warm-up: the first create pays for image and page-cache warm-up
   await (await createAndRun()).sbx.kill()
@@ -134,19 +136,25 @@ try {
     // raw API, no SDK: POST /pause, POST /v2/sandboxes/{id}/connect
     const rp = []
     const rr = []
+    const errors = []
     for (let i = 0; i < Number(opt.pauses); i++) {
       let t0 = now()
       let r = await server.api(`/sandboxes/${sbx.sandboxId}/pause`, { method: 'POST', body: '{}' })
-      rp.push(now() - t0)
-      if (r.status !== 204) throw new Error(`pause: ${r.status} ${await r.text()}`)
+      if (r.status !== 204) errors.push(`pause: ${r.status} ${await r.text()}`)
+      else rp.push(now() - t0)
+      await r.arrayBuffer().catch(() => {})
       t0 = now()
       r = await server.api(`/v2/sandboxes/${sbx.sandboxId}/connect`, { method: 'POST', body: '{}' })
-      rr.push(now() - t0)
-      if (r.status !== 201) throw new Error(`connect: ${r.status} ${await r.text()}`)
-      await r.arrayBuffer()
+      if (r.status !== 201) errors.push(`connect: ${r.status} ${await r.text()}`)
+      else rr.push(now() - t0)
+      await r.arrayBuffer().catch(() => {})
     }
-    report('pause_frozen_raw', 'pause (frozen), raw POST /pause', rp)
-    report('resume_frozen_raw', 'resume (frozen), raw POST /v2/.../connect', rr)
+    if (rp.length) report('pause_frozen_raw', 'pause (frozen), raw POST /pause', rp)
+    if (rr.length) report('resume_frozen_raw', 'resume (frozen), raw POST /v2/.../connect', rr)
+    if (errors.length) {
+      results.pause_errors = errors
+      console.error(`pause/resume errors: ${errors.join('; ')}\n--- server log tail:\n${await server.logTail(30)}`)
+    }
     await sbx.kill()
   }
 
@@ -164,6 +172,7 @@ try {
     note(`(created ${N} sandboxes for listing in ${((now() - t0) / 1000).toFixed(1)} s, 8 at a time)`)
     const sdkAll = []
     const rawPage = []
+    const rawAll = []
     for (let i = 0; i < 30; i++) {
       let t = now()
       const p = Sandbox.list({ limit: 100 })
@@ -175,9 +184,21 @@ try {
       const r = await server.api('/v2/sandboxes?limit=100')
       await r.arrayBuffer()
       rawPage.push(now() - t)
+      t = now()
+      let token = ''
+      let seen = 0
+      do {
+        const q = token ? `&nextToken=${encodeURIComponent(token)}` : ''
+        const rr = await server.api(`/v2/sandboxes?limit=100${q}`)
+        seen += (await rr.json()).length
+        token = rr.headers.get('x-next-token') ?? ''
+      } while (token)
+      rawAll.push(now() - t)
+      if (seen !== N) throw new Error(`raw listing saw ${seen}, expected ${N}`)
     }
     report('list_all_sdk', `Sandbox.list() of all ${N} (pages of 100), SDK`, sdkAll)
     report('list_page_raw', `one GET /v2/sandboxes?limit=100 page, raw`, rawPage)
+    report('list_all_raw', `all ${N} by raw GETs (X-Next-Token paging)`, rawAll)
     results.list_n = N
     const q = [...made]
     await Promise.all(Array.from({ length: 8 }, async () => {

@@ -3,13 +3,15 @@
 // read-only into any image and run as the container's entrypoint, as root.
 // As PID 1 it splits in two: a tiny init that reaps zombies and forwards
 // signals, and the agent proper (see reaper.go). The agent prepares the
-// image (the default user, E2B's marker file) and serves port 49983.
+// image (the default user, E2B's marker file) and serves port 49983; with
+// -code-interpreter it also serves the code interpreter on port 49999.
 //
 //	CGO_ENABLED=0 go build -o warren-agent ./cmd/warren-agent
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,25 +83,37 @@ type Main struct {
 	TunnelSecret string
 	// Verbose logs at debug level (every request, tunnel, reaped orphan).
 	Verbose bool
+	// CodeInterpreter also serves the code interpreter (codeinterp.go);
+	// default false.
+	CodeInterpreter bool
+	// CodeInterpreterPort is where the code interpreter listens. Default
+	// 49999; 0 picks a free port (tests).
+	CodeInterpreterPort int
 
 	Log    *slog.Logger
 	stderr io.Writer
+
+	// codeInterpreterUser is who kernels run as when the agent is root;
+	// "" means "user". Tests on a host without that user change it.
+	codeInterpreterUser string
 
 	ln     net.Listener
 	srv    *server.Server
 	proc   *process.Service
 	fs     *filesystem.Service
-	failed chan error // receives Serve's error if it stops on its own
+	ci     *codeInterpreter // nil unless CodeInterpreter
+	failed chan error       // receives a server's error if it stops on its own
 }
 
 // NewMain returns a Main with the defaults, logging JSON to stderr.
 func NewMain(stderr io.Writer) *Main {
 	return &Main{
-		Port:   server.DefaultPort,
-		Root:   "/",
-		stderr: stderr,
-		Log:    slog.New(slog.NewJSONHandler(stderr, nil)),
-		failed: make(chan error, 1),
+		Port:                server.DefaultPort,
+		CodeInterpreterPort: codeInterpreterPort,
+		Root:                "/",
+		stderr:              stderr,
+		Log:                 slog.New(slog.NewJSONHandler(stderr, nil)),
+		failed:              make(chan error, 2),
 	}
 }
 
@@ -110,6 +124,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fl.SetOutput(m.stderr)
 	fl.IntVar(&m.Port, "port", m.Port, "port to listen on")
 	fl.BoolVar(&m.Verbose, "verbose", m.Verbose, "log at debug level")
+	fl.BoolVar(&m.CodeInterpreter, "code-interpreter", m.CodeInterpreter, "also serve the code interpreter (python, javascript, typescript, bash kernels)")
+	fl.IntVar(&m.CodeInterpreterPort, "code-interpreter-port", m.CodeInterpreterPort, "port the code interpreter listens on")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -119,6 +135,8 @@ func (m *Main) ParseFlags(args []string) error {
 		err = fmt.Errorf("unexpected arguments: %q", fl.Args())
 	case m.Port < 0 || m.Port > 65535:
 		err = fmt.Errorf("invalid port %d", m.Port)
+	case m.CodeInterpreterPort < 0 || m.CodeInterpreterPort > 65535:
+		err = fmt.Errorf("invalid code interpreter port %d", m.CodeInterpreterPort)
 	}
 	if err != nil {
 		fmt.Fprintln(m.stderr, err)
@@ -161,6 +179,11 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}()
 	m.Log.Info("agent listening", "addr", ln.Addr().String(), "version", state.Version, "tunnel", m.TunnelSecret != "")
+	if m.CodeInterpreter {
+		if err := m.startCodeInterpreter(ctx); err != nil {
+			return fmt.Errorf("code interpreter: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -192,12 +215,16 @@ func (m *Main) Addr() net.Addr { return m.ln.Addr() }
 // Failed delivers the server's error if it stops serving before Close.
 func (m *Main) Failed() <-chan error { return m.failed }
 
-// Close stops the server (briefly letting requests finish), then the
-// services, which kill the processes they started.
+// Close stops the code interpreter and its kernels, then the server
+// (briefly letting requests finish), then the services, which kill the
+// processes they started.
 func (m *Main) Close() error {
 	var err error
+	if m.ci != nil {
+		err = m.ci.Close()
+	}
 	if m.srv != nil {
-		err = m.srv.Close()
+		err = errors.Join(err, m.srv.Close())
 	}
 	if m.proc != nil {
 		m.proc.Close()

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,5 +71,71 @@ func TestRun(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"msg":"agent listening"`) {
 		t.Errorf("logs are not JSON lines:\n%s", logs.String())
+	}
+}
+
+// TestRunCodeInterpreter runs the agent with -code-interpreter in-process
+// and executes bash, which needs no kernel package: the code interpreter
+// answers on its own port, starts in the default user's home, gets the
+// sandbox-wide env vars from the agent, and Close stops it.
+func TestRunCodeInterpreter(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("needs bash")
+	}
+	root := image(t, map[string]string{"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n", "home/user": "dir/"})
+	t.Setenv("E2B_SANDBOX", "")
+	var logs bytes.Buffer
+	m := NewMain(&logs)
+	if err := m.ParseFlags([]string{"-code-interpreter", "-port", "0", "-code-interpreter-port", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	m.Root, m.codeInterpreterUser = root, "root" // no "user" on the test host
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	agent, ci := "http://"+m.Addr().String(), "http://"+m.ci.addr.String()
+
+	resp, err := http.Post(agent+"/init", "application/json", strings.NewReader(`{"envVars":{"SANDBOX_VAR":"from-init"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(ci + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	health, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+
+	body := `{"code":"pwd; echo $SANDBOX_VAR $RUN_VAR","language":"bash","env_vars":{"RUN_VAR":"per-run"}}`
+	resp, err = http.Post(ci+"/execute", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var stdout, last string
+	for line := range strings.Lines(string(stream)) {
+		var msg struct{ Type, Text string }
+		if err := json.Unmarshal([]byte(line), &msg); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if msg.Type == "stdout" {
+			stdout += msg.Text
+		}
+		last = msg.Type
+	}
+	got := []string{string(health), resp.Status, stdout, last}
+	want := []string{`"OK"`, "200 OK", filepath.Join(root, "home/user") + "\nfrom-init per-run\n", "end_of_execution"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s\nstream:\n%s", diff, stream)
+	}
+
+	if err := m.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, err := http.Get(ci + "/health"); err == nil {
+		t.Error("the code interpreter still answers after Close")
 	}
 }

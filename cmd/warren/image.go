@@ -3,18 +3,23 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/warrenhq/warren/internal/baseimage"
 )
 
-const imageUsage = `Usage: warren image build [flags]
+const imageUsage = `Usage: warren image build [base|code-interpreter] [flags]
 
 Subcommands:
-  build   build the base image sandboxes start from, with no registry: Debian from
-          an apt mirror (debootstrap) imported into the Docker engine. Reuses an
-          image built from the same recipe unless --force.
+  build   build an image sandboxes start from, with no registry. Reuses an image built
+          from the same recipe unless --force.
+            base               warren/base, the "base" template: Debian from an apt mirror
+                               (debootstrap) imported into the Docker engine (the default)
+            code-interpreter   warren/code-interpreter, the "code-interpreter-v1" template:
+                               warren/base plus Python's ipykernel, numpy, pandas, matplotlib
+                               and TypeScript, built by the engine with apt-get
 
-Run "warren image build -h" for its flags.`
+Run "warren image build -h" or "warren image build code-interpreter -h" for the flags.`
 
 func (m *Main) runImage(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
@@ -28,7 +33,22 @@ func (m *Main) runImage(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, imageUsage)
 		return usageError{fmt.Sprintf("unknown image subcommand %q", args[0])}
 	}
-	cfg, err := m.parseImageBuild(args[1:])
+	name, rest := "base", args[1:]
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		name, rest = rest[0], rest[1:]
+	}
+	switch name {
+	case "base":
+		return m.buildBaseImage(ctx, rest)
+	case "code-interpreter":
+		return m.buildCodeInterpreterImage(ctx, rest)
+	}
+	fmt.Fprintln(m.Stderr, imageUsage)
+	return usageError{fmt.Sprintf("unknown image %q: build base or code-interpreter", name)}
+}
+
+func (m *Main) buildBaseImage(ctx context.Context, args []string) error {
+	cfg, err := m.parseImageBuild(args)
 	if err != nil {
 		return err
 	}
@@ -39,6 +59,40 @@ func (m *Main) runImage(ctx context.Context, args []string) error {
 	defer b.Close()
 	_, err = b.Build(ctx)
 	return err
+}
+
+func (m *Main) buildCodeInterpreterImage(ctx context.Context, args []string) error {
+	cfg, err := m.parseLayerBuild(args)
+	if err != nil {
+		return err
+	}
+	b, err := baseimage.NewLayerBuilder(cfg, baseimage.CodeInterpreterRecipe(), m.Stdout)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	_, err = b.Build(ctx)
+	return err
+}
+
+// parseLayerBuild reads the flags of image build code-interpreter.
+func (m *Main) parseLayerBuild(args []string) (baseimage.LayerConfig, error) {
+	fs := m.newFlagSet("image build code-interpreter", "warren image build code-interpreter [--force] [--tag NAME] [--from NAME]",
+		"Build the code interpreter's image FROM the local base image with the Docker engine's builder,\n"+
+			"apt-installing "+strings.Join(baseimage.CodeInterpreterRecipe().Packages, " ")+".\n"+
+			"Needs the base image (warren image build) and the engine's access to a Debian mirror; not root.")
+	var cfg baseimage.LayerConfig
+	fs.BoolVar(&cfg.Force, "force", false, "build even if an image from the same recipe exists")
+	fs.StringVar(&cfg.Tag, "tag", baseimage.CodeInterpreterTag, "image name to tag the result with")
+	fs.StringVar(&cfg.From, "from", baseimage.DefaultTag, "local image to build on")
+	if err := parseFlags(fs, args); err != nil {
+		return baseimage.LayerConfig{}, err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return baseimage.LayerConfig{}, usageError{fmt.Sprintf("image build code-interpreter takes no arguments, got %q", fs.Args())}
+	}
+	return cfg, nil
 }
 
 // parseImageBuild reads the flags of image build; the mirror defaults to WARREN_DEBIAN_MIRROR.

@@ -49,7 +49,7 @@ type command struct {
 // commands is the subcommand table, in the order usage lists them.
 func (m *Main) commands() []command {
 	return []command{
-		{"image", "build the base image sandboxes start from (warren/base)", m.runImage},
+		{"image", "build the images sandboxes start from (warren/base, warren/code-interpreter)", m.runImage},
 		{"serve", "serve the E2B-compatible API and sandbox proxy", m.runServe},
 		{"doctor", "check Docker, the base image, the agent binary, the port and the state dir", m.runDoctor},
 		{"sandbox", "list, kill, pause or resume sandboxes of a running server", m.runSandbox},

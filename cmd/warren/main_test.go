@@ -30,6 +30,8 @@ func TestUsage(t *testing.T) {
 		{name: "image without subcommand", args: []string{"image"}, wantUsage: true},
 		{name: "image unknown subcommand", args: []string{"image", "pull"}, wantUsage: true},
 		{name: "image build extra argument", args: []string{"image", "build", "now"}, wantUsage: true},
+		{name: "image build unknown image", args: []string{"image", "build", "python"}, wantUsage: true},
+		{name: "image build code-interpreter extra argument", args: []string{"image", "build", "code-interpreter", "now"}, wantUsage: true},
 		{name: "image build unknown flag", args: []string{"image", "build", "--fast"}, wantUsage: true},
 		{name: "image build bad mirror", args: []string{"image", "build", "--mirror", "deb.example/debian"}, wantUsage: true},
 		{name: "version", args: []string{"version"}, wantOut: "warren "},

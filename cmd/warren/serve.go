@@ -310,6 +310,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
 	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
 	e.String(&l.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)
+	e.String(&l.CodeInterpreterImage, "code-interpreter-image", d.CodeInterpreterImage, `image of the "code-interpreter-v1" template (warren image build code-interpreter)`)
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
 	e.Int(&l.MemoryMB, "memory-mb", d.MemoryMB, "memory per sandbox in MiB")
 	e.Int(&l.DiskSizeMB, "disk-size-mb", d.DiskSizeMB, "disk size reported to clients in MiB")

@@ -17,40 +17,46 @@ import (
 	"github.com/moby/moby/client"
 )
 
-func (b *Builder) pingDocker(ctx context.Context) error {
-	_, err := b.docker.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+func (b *Builder) pingDocker(ctx context.Context) error { return ping(ctx, b.docker) }
+
+func ping(ctx context.Context, docker *client.Client) error {
+	_, err := docker.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	if err != nil {
 		return fmt.Errorf("cannot reach the Docker engine at %s: %w; start it (scripts/ensure-docker.sh installs and starts Debian's docker.io; "+
-			"or systemctl start docker, or dockerd &) or point DOCKER_HOST at one", b.docker.DaemonHost(), err)
+			"or systemctl start docker, or dockerd &) or point DOCKER_HOST at one", docker.DaemonHost(), err)
 	}
 	return nil
 }
 
-// reuse tags and reports an existing image built from the recipe with this hash, if any.
 func (b *Builder) reuse(ctx context.Context, hash string) (Result, bool, error) {
-	list, err := b.docker.ImageList(ctx, client.ImageListOptions{
+	return reuse(ctx, b.docker, b.out, b.cfg.Tag, hash)
+}
+
+// reuse tags and reports an existing image built from the recipe with this hash, if any.
+func reuse(ctx context.Context, docker *client.Client, out *progress, tag, hash string) (Result, bool, error) {
+	list, err := docker.ImageList(ctx, client.ImageListOptions{
 		Filters: make(client.Filters).Add("label", RecipeLabel+"="+hash),
 	})
 	if err != nil {
 		return Result{}, false, fmt.Errorf("list images: %w", err)
 	}
 	if len(list.Items) == 0 {
-		b.out.step("no image from recipe %s yet: building", hash)
+		out.step("no image from recipe %s yet: building", hash)
 		return Result{}, false, nil
 	}
-	res := Result{Tag: b.cfg.Tag, Recipe: hash, Reused: true}
+	res := Result{Tag: tag, Recipe: hash, Reused: true}
 	for _, img := range list.Items {
-		if slices.Contains(img.RepoTags, b.cfg.Tag) {
+		if slices.Contains(img.RepoTags, tag) {
 			res.ImageID = img.ID
-			b.out.step("%s (%s) is already built from recipe %s: nothing to do (--force rebuilds)", b.cfg.Tag, shortID(img.ID), hash)
+			out.step("%s (%s) is already built from recipe %s: nothing to do (--force rebuilds)", tag, shortID(img.ID), hash)
 			return res, true, nil
 		}
 	}
 	res.ImageID = list.Items[0].ID
-	if _, err := b.docker.ImageTag(ctx, client.ImageTagOptions{Source: res.ImageID, Target: b.cfg.Tag}); err != nil {
-		return Result{}, false, fmt.Errorf("tag %s as %s: %w", shortID(res.ImageID), b.cfg.Tag, err)
+	if _, err := docker.ImageTag(ctx, client.ImageTagOptions{Source: res.ImageID, Target: tag}); err != nil {
+		return Result{}, false, fmt.Errorf("tag %s as %s: %w", shortID(res.ImageID), tag, err)
 	}
-	b.out.step("image %s is already built from recipe %s: tagged it %s (--force rebuilds)", shortID(res.ImageID), hash, b.cfg.Tag)
+	out.step("image %s is already built from recipe %s: tagged it %s (--force rebuilds)", shortID(res.ImageID), hash, tag)
 	return res, true, nil
 }
 

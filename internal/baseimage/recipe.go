@@ -1,6 +1,8 @@
 // Package baseimage builds warren/base, the default image sandboxes start from, without any
 // container registry: debootstrap installs Debian into a directory, a script configures it in a
-// chroot, and the tree is streamed into the Docker engine as an image import.
+// chroot, and the tree is streamed into the Docker engine as an image import. Images layered on
+// it (warren/code-interpreter, layer.go) are built by the engine's classic builder FROM the local
+// base image, so they need no registry either.
 //
 // It owns the recipe (what goes into the image), finding a Debian mirror in the host's apt
 // configuration, the download cache, and reusing an image built from the same recipe. It does not

@@ -36,6 +36,7 @@ type template struct {
 	cpuCount, memoryMB                int
 	startCmd, readyCmd, user, workdir string
 	env                               map[string]string
+	agentArgs                         []string // the agent's arguments; nil = none
 }
 
 // TemplateResolver finds built templates by ID or name (with an optional
@@ -52,14 +53,45 @@ type CommandRunner interface {
 	RunCommand(ctx context.Context, addr, accessToken, user, workdir, cmd string, env map[string]string) (int, string, error)
 }
 
-// BaseTemplate is the template ID of the default image.
-const BaseTemplate = "base"
+// Built-in templates: images `warren image build` makes, with no
+// registry. The code interpreter is what @e2b/code-interpreter asks for.
+const (
+	BaseTemplate            = "base"
+	CodeInterpreterTemplate = "code-interpreter-v1"
+)
 
-// resolveTemplate maps a client's template ID to an image: "base", then
-// the team's snapshots by ID or name, then any local image reference.
+// builtinTemplate returns the built-in template ref names, if it is one,
+// and the `warren image build` argument that makes its image. Only base
+// is served by the warm pool: its containers run the agent without
+// arguments.
+func (m *Manager) builtinTemplate(ref string) (tpl template, build string, ok bool) {
+	switch ref {
+	case "", BaseTemplate:
+		return template{id: BaseTemplate, alias: BaseTemplate, image: m.cfg.BaseImage}, "", true
+	case CodeInterpreterTemplate:
+		return template{id: CodeInterpreterTemplate, alias: CodeInterpreterTemplate, image: m.cfg.CodeInterpreterImage,
+			agentArgs: []string{"-code-interpreter"}}, "code-interpreter", true
+	}
+	return template{}, "", false
+}
+
+// resolveTemplate maps a client's template ID to an image: the built-in
+// templates, then built templates, then the team's snapshots by ID or
+// name, then any local image reference.
 func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (template, error) {
-	if ref == "" || ref == BaseTemplate {
-		return template{id: BaseTemplate, alias: BaseTemplate, image: m.cfg.BaseImage}, nil
+	if tpl, build, ok := m.builtinTemplate(ref); ok {
+		if build == "" {
+			return tpl, nil
+		}
+		exists, err := m.cfg.Runtime.ImageExists(ctx, tpl.image)
+		if err != nil {
+			return template{}, sandbox.Wrap(sandbox.KindUnavailable, err, "cannot reach the container engine")
+		}
+		if !exists {
+			return template{}, sandbox.Errorf(sandbox.KindNotFound,
+				"template '%s' needs the image %s, which is not built: run `warren image build %s` on the server", ref, tpl.image, build)
+		}
+		return tpl, nil
 	}
 	if m.cfg.Templates != nil {
 		rt, err := m.cfg.Templates.Resolve(ctx, teamID, ref)
@@ -164,8 +196,11 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 	if !req.Network.AllowPublicTraffic {
 		sb.TrafficAccessToken = sandbox.NewToken()
 	}
-	if out, ok, err := m.createFromPool(ctx, sb); ok {
-		return out, err
+	// Pooled containers run the agent with no arguments.
+	if len(tpl.agentArgs) == 0 {
+		if out, ok, err := m.createFromPool(ctx, sb); ok {
+			return out, err
+		}
 	}
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()
@@ -173,7 +208,9 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 	if err := m.save(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	c, err := m.cfg.Runtime.Create(ctx, m.containerSpec(sb))
+	spec := m.containerSpec(sb)
+	spec.AgentArgs = tpl.agentArgs
+	c, err := m.cfg.Runtime.Create(ctx, spec)
 	if err != nil {
 		log.Error("create container failed", "err", err)
 		m.abandon(ctx, sb)

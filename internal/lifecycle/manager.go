@@ -46,6 +46,10 @@ type Config struct {
 	BaseImage   string // image of the "base" template; default "warren/base"
 	EnvdVersion string // reported to clients; default "0.6.13"
 	DefaultUser string // the agent's default user; default "user"
+	// CodeInterpreterImage is the image of the "code-interpreter-v1"
+	// template (warren image build code-interpreter); default
+	// "warren/code-interpreter".
+	CodeInterpreterImage string
 
 	CPUCount   int // CPUs per sandbox; default 2
 	MemoryMB   int // memory per sandbox; default 512
@@ -111,6 +115,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	defStr(&c.BaseImage, "warren/base")
+	defStr(&c.CodeInterpreterImage, "warren/code-interpreter")
 	defStr(&c.EnvdVersion, "0.6.13")
 	defStr(&c.DefaultUser, "user")
 	defInt(&c.CPUCount, 2)

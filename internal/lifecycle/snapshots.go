@@ -73,7 +73,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, teamID, id string) error {
 	if err := m.cfg.Store.DeleteSnapshot(ctx, sn.ID); err != nil {
 		return err
 	}
-	m.removeImage(ctx, sn.Image)
+	m.releaseImage(ctx, sn.Image)
 	return nil
 }
 
@@ -135,10 +135,17 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 	return out, nil
 }
 
-// releaseImage removes a fork image once no sandbox that may still run
-// uses it. Other images are left alone.
+// releaseImage removes a fork image, or a deleted snapshot's image, once no
+// sandbox that may still run uses it. Other images are left alone.
 func (m *Manager) releaseImage(ctx context.Context, image string) {
-	if !strings.HasPrefix(image, forkRepo+":") {
+	switch {
+	case strings.HasPrefix(image, forkRepo+":"):
+	case strings.HasPrefix(image, snapshotRepo+":"):
+		_, err := m.cfg.Store.GetSnapshot(ctx, strings.TrimPrefix(image, snapshotRepo+":"))
+		if sandbox.KindOf(err) != sandbox.KindNotFound {
+			return // the snapshot still exists, or the store cannot tell
+		}
+	default:
 		return
 	}
 	for _, sb := range m.snapshotAll() {

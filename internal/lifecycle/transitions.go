@@ -27,18 +27,22 @@ func (m *Manager) Kill(ctx context.Context, teamID, id string) error {
 	return m.kill(ctx, sb, "killed")
 }
 
-// kill removes sb's container and marks it killed. The caller holds its lock.
+// kill marks sb killed, then removes its container. The record goes first
+// so that the API never reports a sandbox whose container is already gone;
+// a container that cannot be removed now is a stray that reconcile removes.
+// The caller holds its lock.
 func (m *Manager) kill(ctx context.Context, sb sandbox.Sandbox, reason string) error {
-	if err := m.cfg.Runtime.Remove(ctx, sb.ContainerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-		return sandbox.Wrap(sandbox.KindInternal, err, "failed to kill sandbox")
-	}
-	m.removeEgress(ctx, sb.ID)
+	containerID := sb.ContainerID
 	sb.State, sb.PauseMode, sb.AgentAddr = sandbox.StateKilled, "", ""
 	sb.KilledAt = time.Now().UTC()
 	if err := m.save(ctx, sb); err != nil {
 		return err
 	}
 	m.notifyStop(sb.ID)
+	if err := m.cfg.Runtime.Remove(ctx, containerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+		m.log.Warn("cannot remove killed sandbox's container; reconcile will retry", logSandbox, sb.ID, logContainer, containerID, "err", err)
+	}
+	m.removeEgress(ctx, sb.ID)
 	m.releaseImage(ctx, sb.Image)
 	m.event(ctx, sb.ID, "info", "sandbox killed", "reason", reason)
 	m.log.Info("sandbox killed", logSandbox, sb.ID, "reason", reason)

@@ -30,6 +30,9 @@ type ContainerSpec struct {
 	MemoryMB    int // 0 = no limit
 	PidsLimit   int // 0 = no limit
 	AgentSecret string
+	// AgentArgs are the agent's command-line arguments (the container's
+	// command), e.g. "-code-interpreter". nil = none.
+	AgentArgs []string
 }
 
 // Container is a sandbox's container as the runtime sees it.

@@ -139,8 +139,11 @@ func newServer(cfg Config, start kernelStarter) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("codeinterp: runtime dir: %w", err)
 	}
-	// Kernels running as another user must reach their files in it.
-	if err := os.Chmod(dir, 0o711); err != nil {
+	// Kernels running as another user must reach their files in it, and
+	// list it: Python's import system lists a sys.path directory before
+	// it imports a module from it (startup.py imports warren_charts). The
+	// connection files in it are readable by their kernel's user only.
+	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	for _, name := range []string{pythonStartupFile, pythonChartsFile, nodeKernelFile} {

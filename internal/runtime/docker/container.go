@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,9 +93,11 @@ func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config
 		Hostname: spec.SandboxID,
 		// Root whatever the image says; the agent drops to users per
 		// process. A numeric user needs no /etc/passwd in the image.
-		User:         "0:0",
-		Entrypoint:   []string{AgentMountPath},
-		Cmd:          nil, // an explicit entrypoint already discards the image's CMD
+		User:       "0:0",
+		Entrypoint: []string{AgentMountPath},
+		// The agent's arguments. An explicit entrypoint already discards
+		// the image's CMD, so nil means none.
+		Cmd:          slices.Clone(spec.AgentArgs),
 		Env:          []string{agentSecretEnv + "=" + spec.AgentSecret},
 		Labels:       labels,
 		ExposedPorts: network.PortSet{agentPort(): {}},
@@ -183,14 +186,38 @@ func (r *Runtime) Update(ctx context.Context, id string, cpuCount, memoryMB, pid
 
 // Freeze pauses every process of a running container; memory is kept.
 func (r *Runtime) Freeze(ctx context.Context, id string) error {
-	_, err := r.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
-	return classify(err, "cannot freeze the sandbox's container")
+	return retryConflict(ctx, func() error {
+		_, err := r.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+		return classify(err, "cannot freeze the sandbox's container")
+	})
 }
 
 // Thaw resumes a frozen container.
 func (r *Runtime) Thaw(ctx context.Context, id string) error {
-	_, err := r.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
-	return classify(err, "cannot thaw the sandbox's container")
+	return retryConflict(ctx, func() error {
+		_, err := r.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+		return classify(err, "cannot thaw the sandbox's container")
+	})
+}
+
+// retryConflict retries op briefly while the engine answers conflict. The
+// engine records a pause or unpause when containerd's event arrives, after
+// the call has returned, so an unpause right after a pause may be told the
+// container "is not paused" for a few milliseconds.
+func retryConflict(ctx context.Context, op func() error) error {
+	const tries, step = 20, 25 * time.Millisecond
+	var err error
+	for range tries {
+		if err = op(); sandbox.KindOf(err) != sandbox.KindConflict {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(step):
+		}
+	}
+	return err
 }
 
 // Remove kills and removes a container and its anonymous volumes.

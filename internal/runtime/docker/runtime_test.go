@@ -28,6 +28,7 @@ func TestLifecycle(t *testing.T) {
 	rt := newTestRuntime(t)
 	ctx := t.Context()
 	spec := testSpec(t, importImage(t, rt))
+	spec.AgentArgs = []string{"-code-interpreter", "x y"}
 
 	c, err := rt.Create(ctx, spec)
 	if err != nil {
@@ -42,7 +43,7 @@ func TestLifecycle(t *testing.T) {
 	if err := waitAgent(waitCtx, c.AgentAddr); err != nil {
 		t.Fatalf("agent never answered: %v", err)
 	}
-	if got, want := getBody(t, "http://"+c.AgentAddr+"/whoami"), "uid=0 host="+spec.SandboxID+" secret=s3cret pid=1"; got != want {
+	if got, want := getBody(t, "http://"+c.AgentAddr+"/whoami"), "uid=0 host="+spec.SandboxID+` secret=s3cret pid=1 args=["-code-interpreter" "x y"]`; got != want {
 		t.Errorf("agent sees %q, want %q", got, want)
 	}
 

@@ -20,9 +20,10 @@ import (
 type Runtime struct {
 	mu         sync.Mutex // guards the fields below
 	containers map[string]*sandbox.Container
-	limits     map[string]Limits // container ID → its resource limits
-	images     map[string]string // reference → image ID
-	fail       map[string]error  // method name → error returned once set
+	limits     map[string]Limits   // container ID → its resource limits
+	agentArgs  map[string][]string // container ID → the agent's arguments
+	images     map[string]string   // reference → image ID
+	fail       map[string]error    // method name → error returned once set
 	nextID     int
 	nextImage  int
 	nextPort   int
@@ -36,6 +37,7 @@ func New(images ...string) *Runtime {
 	r := &Runtime{
 		containers: map[string]*sandbox.Container{},
 		limits:     map[string]Limits{},
+		agentArgs:  map[string][]string{},
 		images:     map[string]string{},
 		fail:       map[string]error{},
 		nextPort:   40000,
@@ -72,6 +74,14 @@ func (r *Runtime) LimitsOf(id string) (Limits, bool) {
 	defer r.mu.Unlock()
 	l, ok := r.limits[id]
 	return l, ok
+}
+
+// AgentArgsOf returns the agent arguments a container was created with.
+func (r *Runtime) AgentArgsOf(id string) ([]string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	args, ok := r.agentArgs[id]
+	return slices.Clone(args), ok
 }
 
 // Fail makes every later call of method (e.g. "Create", "Stats") return
@@ -175,6 +185,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	}
 	r.containers[c.ID] = c
 	r.limits[c.ID] = Limits{spec.CPUCount, spec.MemoryMB, spec.PidsLimit}
+	r.agentArgs[c.ID] = slices.Clone(spec.AgentArgs)
 	return clone(c), nil
 }
 
@@ -253,6 +264,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	}
 	delete(r.containers, id)
 	delete(r.limits, id)
+	delete(r.agentArgs, id)
 	return nil
 }
 

@@ -236,7 +236,9 @@ export class WarrenServer {
     const problems = await this.purge()
     await this.stop()
     const left = await this.removeContainers()
-    if (left.length) problems.push(`removed ${left.length} leftover container(s): ${left.join(' ')}`)
+    // After a clean stop only warm-pool containers should remain (the server keeps them for its
+    // next start); they are removed here like anything else labelled with this server's name.
+    if (left.length) problems.push(`removed ${left.length} container(s) left after the server stopped (warm pool?): ${left.join(' ')}`)
     const dir = process.env.WARREN_E2E_RUN_DIR
     if (dir) for (const ext of ['pid', 'label', 'dir']) rmQuiet(join(dir, `${this.name}.${ext}`))
     if (this.dir && process.env.WARREN_E2E_KEEP !== '1') await rm(this.dir, { recursive: true, force: true })

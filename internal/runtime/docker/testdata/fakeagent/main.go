@@ -16,7 +16,7 @@ func main() {
 	})
 	mux.HandleFunc("GET /whoami", func(w http.ResponseWriter, _ *http.Request) {
 		host, _ := os.Hostname()
-		fmt.Fprintf(w, "uid=%d host=%s secret=%s pid=%d", os.Getuid(), host, os.Getenv("WARREN_AGENT_SECRET"), os.Getpid())
+		fmt.Fprintf(w, "uid=%d host=%s secret=%s pid=%d args=%q", os.Getuid(), host, os.Getenv("WARREN_AGENT_SECRET"), os.Getpid(), os.Args[1:])
 	})
 	if err := http.ListenAndServe(":49983", mux); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# bench/codeinterp/run.sh: benchmark the code interpreter through `warren serve` with the npm
+# @e2b/code-interpreter SDK (see codeinterp-bench.mjs).
+#   bench/codeinterp/run.sh [--runs 200] [--creates 10] [--json]
+# Needs bin/warren, bin/warren-agent (scripts/build.sh) and the warren/code-interpreter image
+# (bin/warren image build code-interpreter); installs the e2e tests' npm packages when missing.
+# The benchmark starts and removes its own server.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+e2e="$here/../../test/e2e"
+if [ ! -f "$e2e/node_modules/.package-lock.json" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
+  (cd "$e2e" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+exec node "$here/codeinterp-bench.mjs" "$@"

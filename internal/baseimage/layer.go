@@ -1,0 +1,202 @@
+package baseimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/distribution/reference"
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/api/types/jsonstream"
+	"github.com/moby/moby/client"
+)
+
+// CodeInterpreterTag is the image of the code-interpreter-v1 template.
+const CodeInterpreterTag = "warren/code-interpreter"
+
+// LayerRecipe is an image made on the Docker engine from a local parent
+// image (the base image) by apt-installing Debian packages, with the
+// engine's classic builder: no registry, nothing pulled.
+type LayerRecipe struct {
+	// Packages are installed without their recommends.
+	Packages []string
+}
+
+// CodeInterpreterRecipe is the recipe for warren/code-interpreter: what
+// the agent's code interpreter needs for Python (ipykernel, with numpy,
+// pandas and matplotlib, which E2B's image has too), JavaScript and
+// TypeScript (node is in the base image; typescript compiles TS).
+//
+// python3-munkres comes first on purpose: matplotlib needs fonttools,
+// which needs "python3-scipy | python3-munkres"; with munkres already
+// chosen apt does not install scipy, whose pythran dependency pulls in
+// g++, Boost and the Python headers (about 700 MB).
+func CodeInterpreterRecipe() LayerRecipe {
+	return LayerRecipe{Packages: []string{
+		"python3-munkres",
+		"python3-ipykernel", "python3-matplotlib-inline", "python3-numpy", "python3-pandas", "python3-matplotlib",
+		"nodejs", "node-typescript",
+	}}
+}
+
+// Dockerfile is the build's Dockerfile, FROM the parent image.
+func (r LayerRecipe) Dockerfile(from string) string {
+	return fmt.Sprintf(`FROM %s
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends %s \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/*
+`, from, strings.Join(r.Packages, " "))
+}
+
+// hash identifies the recipe on this parent image: rebuilding the parent
+// changes it, so the layer is rebuilt on top of the new one.
+func (r LayerRecipe) hash(parentID string) string {
+	return shortHash(struct {
+		Packages []string
+		Parent   string
+	}{r.Packages, parentID})
+}
+
+// LayerConfig says what a LayerBuilder builds from and tags.
+type LayerConfig struct {
+	// Tag names the image; ":latest" is implied when it has no tag.
+	// Required.
+	Tag string
+	// From is the local parent image; empty means DefaultTag.
+	From string
+	// Force builds even when an image from the same recipe exists.
+	Force bool
+}
+
+func (c LayerConfig) normalize() (LayerConfig, error) {
+	if c.From == "" {
+		c.From = DefaultTag
+	}
+	for _, p := range []*string{&c.Tag, &c.From} {
+		named, err := reference.ParseNormalizedNamed(*p)
+		if err != nil {
+			return LayerConfig{}, fmt.Errorf("%q is not a valid image name: %w", *p, err)
+		}
+		*p = reference.FamiliarString(reference.TagNameOnly(named))
+	}
+	return c, nil
+}
+
+// LayerBuilder builds a LayerRecipe on a Docker engine; it needs no root.
+type LayerBuilder struct {
+	cfg    LayerConfig
+	recipe LayerRecipe
+	docker *client.Client
+	out    *progress
+}
+
+// NewLayerBuilder checks cfg and prepares a Docker client from the
+// environment; progress lines go to out. Close the builder when done.
+func NewLayerBuilder(cfg LayerConfig, recipe LayerRecipe, out io.Writer) (*LayerBuilder, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	docker, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("configure the Docker client (check DOCKER_HOST and related variables): %w", err)
+	}
+	return &LayerBuilder{cfg: cfg, recipe: recipe, docker: docker, out: newProgress(out)}, nil
+}
+
+// Close releases the Docker client.
+func (b *LayerBuilder) Close() error { return b.docker.Close() }
+
+// Build makes sure an image from the recipe on the current parent is
+// tagged cfg.Tag, building it unless one exists (or cfg.Force is set).
+func (b *LayerBuilder) Build(ctx context.Context) (Result, error) {
+	if err := ping(ctx, b.docker); err != nil {
+		return Result{}, err
+	}
+	parent, err := b.docker.ImageInspect(ctx, b.cfg.From)
+	if cerrdefs.IsNotFound(err) {
+		return Result{}, fmt.Errorf("the parent image %s is missing: build it first with `warren image build`", b.cfg.From)
+	} else if err != nil {
+		return Result{}, fmt.Errorf("inspect %s: %w", b.cfg.From, err)
+	}
+	hash := b.recipe.hash(parent.ID)
+	b.out.step("recipe %s: %s (%s) + %d packages, tag %s", hash, b.cfg.From, shortID(parent.ID), len(b.recipe.Packages), b.cfg.Tag)
+	if !b.cfg.Force {
+		if res, ok, err := reuse(ctx, b.docker, b.out, b.cfg.Tag, hash); err != nil || ok {
+			return res, err
+		}
+	}
+	previous := ""
+	if img, err := b.docker.ImageInspect(ctx, b.cfg.Tag); err == nil {
+		previous = img.ID
+	}
+	// FROM the parent's ID: the image the hash was computed from, even if
+	// the tag moves meanwhile.
+	if err := b.build(ctx, b.recipe.Dockerfile(parent.ID), hash); err != nil {
+		return Result{}, err
+	}
+	img, err := b.docker.ImageInspect(ctx, b.cfg.Tag)
+	if err != nil {
+		return Result{}, fmt.Errorf("inspect the new %s: %w", b.cfg.Tag, err)
+	}
+	if previous != "" && previous != img.ID {
+		if _, err := b.docker.ImageRemove(ctx, previous, client.ImageRemoveOptions{}); err != nil {
+			b.out.step("kept the previous %s (%s): %v", b.cfg.Tag, shortID(previous), err)
+		} else {
+			b.out.step("removed the previous %s (%s)", b.cfg.Tag, shortID(previous))
+		}
+	}
+	b.out.step("done: %s is %s, %d MB (recipe %s)", b.cfg.Tag, shortID(img.ID), img.Size>>20, hash)
+	return Result{Tag: b.cfg.Tag, ImageID: img.ID, Recipe: hash}, nil
+}
+
+// build runs the Dockerfile on the engine's classic builder, showing its
+// output line by line.
+func (b *LayerBuilder) build(ctx context.Context, dockerfile, hash string) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile))}); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(tw, dockerfile); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	b.out.step("building %s on the engine (apt-get install; minutes the first time)", b.cfg.Tag)
+	res, err := b.docker.ImageBuild(ctx, &buf, client.ImageBuildOptions{
+		Tags:        []string{b.cfg.Tag},
+		Labels:      map[string]string{RecipeLabel: hash},
+		Remove:      true,
+		ForceRemove: true,
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		return fmt.Errorf("docker build: %w", err)
+	}
+	defer res.Body.Close()
+	lines := b.out.prefixed("build")
+	defer lines.Flush()
+	dec := json.NewDecoder(res.Body)
+	for {
+		var msg jsonstream.Message
+		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("docker build: read the engine's output: %w", err)
+		}
+		if msg.Error != nil {
+			lines.Flush()
+			return fmt.Errorf("docker build of %s failed: %s", b.cfg.Tag, strings.TrimSpace(msg.Error.Message))
+		}
+		lines.Write([]byte(msg.Stream))
+	}
+}

@@ -1,0 +1,57 @@
+package baseimage
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCodeInterpreterRecipe(t *testing.T) {
+	r := CodeInterpreterRecipe()
+	df := r.Dockerfile("sha256:abc")
+	for _, want := range []string{
+		"FROM sha256:abc\n",
+		"apt-get install -y --no-install-recommends python3-munkres python3-ipykernel ",
+		" node-typescript ",
+		"apt-get clean",
+		"rm -rf /var/lib/apt/lists/*",
+	} {
+		if !strings.Contains(df, want) {
+			t.Errorf("Dockerfile lacks %q:\n%s", want, df)
+		}
+	}
+	if r.hash("sha256:a") == r.hash("sha256:b") {
+		t.Error("a rebuilt parent image does not change the recipe hash")
+	}
+	more := LayerRecipe{Packages: append(r.Packages, "r-base")}
+	if r.hash("sha256:a") != CodeInterpreterRecipe().hash("sha256:a") || more.hash("sha256:a") == r.hash("sha256:a") {
+		t.Error("the hash does not follow the package list")
+	}
+}
+
+func TestLayerConfigNormalize(t *testing.T) {
+	tests := []struct {
+		name              string
+		cfg               LayerConfig
+		wantTag, wantFrom string
+		wantErr           string
+	}{
+		{name: "defaults", cfg: LayerConfig{Tag: CodeInterpreterTag}, wantTag: "warren/code-interpreter:latest", wantFrom: "warren/base:latest"},
+		{name: "explicit", cfg: LayerConfig{Tag: "x/ci:dev", From: "x/base:dev"}, wantTag: "x/ci:dev", wantFrom: "x/base:dev"},
+		{name: "bad tag", cfg: LayerConfig{Tag: "Bad/Name"}, wantErr: "not a valid image name"},
+		{name: "no tag", cfg: LayerConfig{}, wantErr: "not a valid image name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.cfg.normalize()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("normalize error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got.Tag != tt.wantTag || got.From != tt.wantFrom {
+				t.Errorf("normalize = %+v, %v; want tag %s from %s", got, err, tt.wantTag, tt.wantFrom)
+			}
+		})
+	}
+}

@@ -1,0 +1,277 @@
+// The code interpreter through `warren serve` with the npm @e2b/code-interpreter SDK: template
+// code-interpreter-v1 (image warren/code-interpreter, built by `warren image build
+// code-interpreter`), runCode in python, javascript, typescript and bash, the callbacks,
+// state, contexts, errors, images, DataFrames, env vars, timeouts, a sandbox killed mid-run,
+// a secure sandbox without public traffic, and code that misbehaves (megabytes of output,
+// endless loops, forks, a kernel that kills itself).
+import { describe, it, before, after } from 'node:test'
+import { execFileSync } from 'node:child_process'
+import { Sandbox, TimeoutError, NotFoundError } from '@e2b/code-interpreter'
+import { useServer } from './harness.mjs'
+import { assert, proxyFetch, sleep, uid } from './helpers.mjs'
+
+const IMAGE = 'warren/code-interpreter'
+const imageMissing = (() => {
+  try {
+    execFileSync('docker', ['image', 'inspect', IMAGE], { stdio: 'ignore' })
+    return false
+  } catch {
+    return `${IMAGE} is missing: run bin/warren image build code-interpreter`
+  }
+})()
+
+await useServer()
+
+const tag = `e2e-ci-${uid()}`
+const made = new Set()
+async function create(opts = {}) {
+  const sbx = await Sandbox.create({ timeoutMs: 300_000, ...opts, metadata: { e2e: tag, ...opts.metadata } })
+  made.add(sbx.sandboxId)
+  return sbx
+}
+after(async () => {
+  await Promise.all([...made].map((id) => Sandbox.kill(id).catch(() => {})))
+})
+
+/** Asserts an execution ended cleanly with result text `text`. */
+function assertText(ex, text, what = 'result') {
+  assert.equal(ex.error, undefined, `${what}: unexpected error ${ex.error?.name}: ${ex.error?.value}`)
+  assert.equal(ex.text, text, `${what}: results ${JSON.stringify(ex.results)}`)
+}
+
+/** Rejects with TimeoutError, the SDK's error for aborted and cut executions. */
+async function rejectsTimeout(promise) {
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof TimeoutError, `want TimeoutError, got ${e?.constructor?.name}: ${e?.message}`)
+    return true
+  })
+}
+
+describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeout: 600_000 }, () => {
+  let sbx
+  before(async () => {
+    sbx = await create({ envs: { WARREN_SBX_VAR: 'sandbox-wide' } })
+  })
+
+  it('Sandbox.create() starts template code-interpreter-v1', async () => {
+    const info = await sbx.getInfo()
+    assert.equal(info.templateId, 'code-interpreter-v1')
+    assert.equal(info.state, 'running')
+  })
+
+  it('python: the last expression is the result, print goes to stdout, state persists', async () => {
+    assertText(await sbx.runCode('x = 40\nx + 2'), '42')
+    assertText(await sbx.runCode('x += 1\nx'), '41')
+    const ex = await sbx.runCode('print("hello"); print("two")')
+    assert.deepEqual(ex.logs.stdout.join(''), 'hello\ntwo\n')
+    assert.deepEqual(ex.results, [])
+    assert.equal(typeof ex.executionCount, 'number')
+  })
+
+  it('javascript, typescript and bash run in their own stateful contexts', async () => {
+    assertText(await sbx.runCode('const a = 20; a * 2 + 2', { language: 'javascript' }), '42', 'js')
+    assertText(await sbx.runCode('a + 1', { language: 'js' }), '21', 'js state')
+    const js = await sbx.runCode('console.log("from js"); console.error("js err")', { language: 'javascript' })
+    assert.equal(js.logs.stdout.join(''), 'from js\n')
+    assert.equal(js.logs.stderr.join(''), 'js err\n')
+    assertText(await sbx.runCode('const n: number = 41;\nn + 1', { language: 'typescript' }), '42', 'ts')
+    const bash = await sbx.runCode('B=7; echo hi; pwd', { language: 'bash' })
+    assert.equal(bash.logs.stdout.join(''), 'hi\n/home/user\n')
+    const bash2 = await sbx.runCode('echo $B; cd /tmp', { language: 'bash' })
+    assert.equal(bash2.logs.stdout.join(''), '7\n')
+    const bash3 = await sbx.runCode('pwd; whoami', { language: 'bash' })
+    assert.equal(bash3.logs.stdout.join(''), '/tmp\nuser\n', 'bash keeps its cwd and runs as user')
+  })
+
+  it('callbacks get stdout, stderr, results and errors as they come', async () => {
+    const got = { out: [], err: [], results: [], errors: [] }
+    const opts = {
+      onStdout: (m) => got.out.push(m),
+      onStderr: (m) => got.err.push(m),
+      onResult: (r) => got.results.push(r),
+      onError: (e) => got.errors.push(e),
+    }
+    const ex = await sbx.runCode('import sys\nprint("out")\nprint("err", file=sys.stderr)\n6 * 7', opts)
+    assert.deepEqual(got.out.map((m) => m.line), ['out\n'])
+    assert.deepEqual(got.err.map((m) => m.line), ['err\n'])
+    assert.equal(got.out[0].error, false)
+    assert.equal(got.err[0].error, true)
+    assert.ok(got.out[0].timestamp > 0, 'stdout has a timestamp')
+    assert.deepEqual(got.results.map((r) => r.text), ['42'])
+    assert.equal(got.results[0].isMainResult, true)
+    assert.equal(ex.text, '42')
+    await sbx.runCode('1 / 0', opts)
+    assert.deepEqual(got.errors.map((e) => e.name), ['ZeroDivisionError'])
+  })
+
+  it('errors carry name, value and traceback', async () => {
+    const ex = await sbx.runCode('def f():\n    raise ValueError("bad input")\nf()')
+    assert.equal(ex.error?.name, 'ValueError')
+    assert.equal(ex.error?.value, 'bad input')
+    // IPython colours tracebacks, as in E2B's sandboxes.
+    const tb = (ex.error?.traceback ?? '').replace(/\x1b\[[0-9;]*m/g, '')
+    assert.match(tb, /----> 3 f\(\)/)
+    assert.match(tb, /ValueError: bad input/)
+    assert.deepEqual(ex.results, [])
+    const js = await sbx.runCode('throw new TypeError("nope")', { language: 'javascript' })
+    assert.equal(js.error?.name, 'TypeError')
+    assert.equal(js.error?.value, 'nope')
+    const bash = await sbx.runCode('echo before; false', { language: 'bash' })
+    assert.equal(bash.logs.stdout.join(''), 'before\n')
+    assert.ok(bash.error, 'a failing bash command is an error')
+  })
+
+  it('matplotlib figures come back as png (and a line chart)', async () => {
+    const ex = await sbx.runCode(
+      'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title("squares")\nplt.show()',
+    )
+    assert.equal(ex.error, undefined, ex.error?.traceback)
+    const png = ex.results.find((r) => r.png)
+    assert.ok(png, `no png in ${JSON.stringify(ex.results.map((r) => r.formats()))}`)
+    assert.deepEqual([...Buffer.from(png.png, 'base64').subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+    assert.equal(png.isMainResult, false)
+    assert.equal(png.chart?.type, 'line')
+    assert.equal(png.chart?.title, 'squares')
+  })
+
+  it('pandas DataFrames come back as html and data', async () => {
+    const ex = await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2], "b": ["x", "y"]})')
+    assert.equal(ex.error, undefined, ex.error?.traceback)
+    const r = ex.results[0]
+    assert.match(r.html ?? '', /<table/)
+    assert.deepEqual(r.data, { a: [1, 2], b: ['x', 'y'] })
+    assert.ok(r.text.includes('a') && r.text.includes('x'), r.text)
+  })
+
+  it('env vars: sandbox-wide from create, per execution set then reverted', async () => {
+    assertText(await sbx.runCode('import os\nos.environ.get("WARREN_SBX_VAR")'), 'sandbox-wide')
+    assertText(await sbx.runCode('os.environ["RUN_VAR"] + os.environ["WARREN_SBX_VAR"]', {
+      envs: { RUN_VAR: 'one-', WARREN_SBX_VAR: 'overridden' },
+    }), 'one-overridden')
+    assertText(await sbx.runCode('str(os.environ.get("RUN_VAR")) + " " + os.environ["WARREN_SBX_VAR"]'), 'None sandbox-wide')
+    assertText(await sbx.runCode('process.env.RUN_VAR', { language: 'javascript', envs: { RUN_VAR: 'js-run' } }), 'js-run')
+    assertText(await sbx.runCode('String(process.env.RUN_VAR) + " " + process.env.WARREN_SBX_VAR', { language: 'javascript' }), 'undefined sandbox-wide')
+    const bash = await sbx.runCode('echo "$RUN_VAR $WARREN_SBX_VAR"', { language: 'bash', envs: { RUN_VAR: 'b' } })
+    assert.equal(bash.logs.stdout.join(''), 'b sandbox-wide\n')
+    const after = await sbx.runCode('echo "[$RUN_VAR]"', { language: 'bash' })
+    assert.equal(after.logs.stdout.join(''), '[]\n')
+  })
+
+  it('contexts: create, list, isolated state, restart, remove', async () => {
+    const py = await sbx.createCodeContext({ cwd: '/tmp' })
+    const sh = await sbx.createCodeContext({ language: 'bash' })
+    assert.equal(py.language, 'python')
+    assert.equal(py.cwd, '/tmp')
+    assert.equal(sh.language, 'bash')
+    assert.equal(sh.cwd, '/home/user')
+    assertText(await sbx.runCode('import os\nctx_var = 5\nos.getcwd()', { context: py }), '/tmp')
+    const other = await sbx.runCode('ctx_var')
+    assert.equal(other.error?.name, 'NameError', 'the default context does not see another context\'s variables')
+
+    const list = await sbx.listCodeContexts()
+    const ids = list.map((c) => c.id)
+    assert.ok(ids.includes(py.id) && ids.includes(sh.id), `list ${JSON.stringify(list)}`)
+    assert.deepEqual(list.find((c) => c.id === py.id), { id: py.id, language: 'python', cwd: '/tmp' })
+
+    await sbx.restartCodeContext(py)
+    const gone = await sbx.runCode('ctx_var', { context: py })
+    assert.equal(gone.error?.name, 'NameError', 'restart forgets state')
+    assertText(await sbx.runCode('import os\nos.getcwd()', { context: py }), '/tmp', 'restart keeps the cwd')
+
+    await sbx.removeCodeContext(py.id)
+    await sbx.removeCodeContext(sh)
+    const left = (await sbx.listCodeContexts()).map((c) => c.id)
+    assert.ok(!left.includes(py.id) && !left.includes(sh.id), `still listed: ${left}`)
+    await assert.rejects(sbx.runCode('1', { context: py }), NotFoundError)
+    await assert.rejects(sbx.restartCodeContext(py.id), NotFoundError)
+  })
+
+  it('a client timeout interrupts the execution; the context keeps its state and works', async () => {
+    await sbx.runCode('kept = "still here"')
+    const start = Date.now()
+    await rejectsTimeout(sbx.runCode('import time\ntime.sleep(60)', { timeoutMs: 1500 }))
+    assert.ok(Date.now() - start < 10_000, 'the timeout fired late')
+    const t = Date.now()
+    assertText(await sbx.runCode('kept'), 'still here')
+    assert.ok(Date.now() - t < 10_000, `the next execution took ${Date.now() - t} ms`)
+  })
+
+  it('code that never ends: timeout, then the next execution works; other contexts are unaffected', async () => {
+    await rejectsTimeout(sbx.runCode('while True:\n    pass', { timeoutMs: 2000 }))
+    assertText(await sbx.runCode('1 + 1'), '2')
+    await rejectsTimeout(sbx.runCode('while (true) {}', { language: 'javascript', timeoutMs: 2000 }))
+    assertText(await sbx.runCode('1 + 1', { language: 'javascript' }), '2', 'js after an endless loop')
+    await rejectsTimeout(sbx.runCode('while true; do :; done', { language: 'bash', timeoutMs: 2000 }))
+    const bash = await sbx.runCode('echo ok', { language: 'bash' })
+    assert.equal(bash.logs.stdout.join(''), 'ok\n')
+  })
+
+  it('megabytes of output arrive whole, and the stream ends well-formed', async () => {
+    const lines = 4000
+    const width = 1000
+    let seen = 0
+    const ex = await sbx.runCode(`for i in range(${lines}):\n    print("x" * ${width - 1})\n"done"`, {
+      onStdout: (m) => (seen += m.line.length),
+      timeoutMs: 120_000,
+    })
+    assert.equal(ex.error, undefined)
+    assert.equal(ex.logs.stdout.join('').length, lines * width)
+    assert.equal(seen, lines * width)
+    assert.equal(ex.text, 'done')
+    assertText(await sbx.runCode('2 + 2'), '4')
+  })
+
+  it('code that forks: children do not break the stream', async () => {
+    const ex = await sbx.runCode(
+      'import os, subprocess\npid = os.fork()\nif pid == 0:\n    os._exit(7)\n' +
+        'subprocess.Popen(["sleep", "300"])\nos.waitpid(pid, 0)[1] >> 8',
+    )
+    assertText(ex, '7')
+    const bash = await sbx.runCode('for i in 1 2 3; do sleep 300 & done; echo started', { language: 'bash', timeoutMs: 20_000 })
+    assert.equal(bash.error, undefined)
+    assert.equal(bash.logs.stdout.join(''), 'started\n')
+    assertText(await sbx.runCode('3 + 3'), '6')
+  })
+
+  it('a kernel that kills itself: an error, a fresh kernel for the next execution, other contexts unaffected', async () => {
+    assertText(await sbx.runCode('survivor = 1; survivor', { language: 'javascript' }), '1')
+    const other = await sbx.createCodeContext()
+    await sbx.runCode('mine = 9', { context: other })
+    const ex = await sbx.runCode('import os\nos.kill(os.getpid(), 9)', { timeoutMs: 60_000 })
+    assert.ok(ex.error, 'a dead kernel is reported as an error')
+    assertText(await sbx.runCode('1 + 1'), '2', 'after the kernel died')
+    assertText(await sbx.runCode('mine', { context: other }), '9', 'another python context')
+    assertText(await sbx.runCode('survivor', { language: 'javascript' }), '1', 'the javascript context')
+    await sbx.removeCodeContext(other)
+  })
+})
+
+describe('code interpreter: secure sandbox without public traffic', { skip: imageMissing, timeout: 300_000 }, () => {
+  it('runCode works; the code interpreter refuses requests without the traffic token', async () => {
+    const sbx = await create({ secure: true, network: { allowPublicTraffic: false } })
+    assert.ok(sbx.trafficAccessToken, 'the sandbox has a traffic token')
+    assertText(await sbx.runCode('21 * 2'), '42')
+    const ctx = await sbx.createCodeContext({ language: 'bash' })
+    assert.ok((await sbx.listCodeContexts()).some((c) => c.id === ctx.id))
+    const bare = await proxyFetch(sbx.sandboxId, 49999, '/contexts')
+    assert.equal(bare.status, 403, 'no traffic token')
+    const ok = await proxyFetch(sbx.sandboxId, 49999, '/contexts', { headers: { 'E2B-Traffic-Access-Token': sbx.trafficAccessToken } })
+    assert.equal(ok.status, 200, 'with the traffic token')
+  })
+})
+
+describe('code interpreter: sandbox killed during an execution', { skip: imageMissing, timeout: 300_000 }, () => {
+  it('surfaces as the SDK\'s TimeoutError', async () => {
+    const sbx = await create()
+    assertText(await sbx.runCode('1'), '1')
+    let started
+    const running = new Promise((ok) => (started = ok))
+    const outcome = sbx
+      .runCode('import time\nprint("started", flush=True)\ntime.sleep(120)', { timeoutMs: 100_000, onStdout: () => started() })
+      .then(() => assert.fail('the execution finished in a killed sandbox'), (e) => e)
+    await Promise.race([running, sleep(30_000)])
+    await Sandbox.kill(sbx.sandboxId)
+    const err = await outcome
+    assert.ok(err instanceof TimeoutError, `want TimeoutError, got ${err?.constructor?.name}: ${err?.message}`)
+  })
+})
