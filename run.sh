@@ -5,18 +5,27 @@
 #   2. builds bin/warren and bin/warren-agent;
 #   3. builds the base image warren/base and the code interpreter's warren/code-interpreter
 #      (minutes the first time; reused afterwards);
-#   4. runs bin/warren serve with this script's arguments.
+#   4. creates an API key when there is none (and WARREN_API_KEY is unset) and prints it;
+#   5. runs bin/warren serve with this script's arguments.
+# Settings: flags after run.sh, or WARREN_* environment variables (bin/warren serve --help);
+# use WARREN_STATE_DIR rather than --state-dir so that step 4 looks in the same place.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 step() { printf '\n=== run.sh: %s\n' "$*"; }
 
-step "1/4 Docker engine and debootstrap (scripts/ensure-docker.sh)"
+step "1/5 Docker engine and debootstrap (scripts/ensure-docker.sh)"
 scripts/ensure-docker.sh
-step "2/4 building bin/warren and bin/warren-agent (scripts/build.sh)"
+step "2/5 building bin/warren and bin/warren-agent (scripts/build.sh)"
 scripts/build.sh
-step "3/4 images warren/base and warren/code-interpreter (bin/warren image build; reused when up to date)"
+step "3/5 images warren/base and warren/code-interpreter (bin/warren image build; reused when up to date)"
 bin/warren image build
 bin/warren image build code-interpreter
-step "4/4 starting the server: bin/warren serve $*"
+if [ -z "${WARREN_API_KEY:-}" ] && [ "$(bin/warren keys list | wc -l)" -le 1 ]; then
+	step "4/5 no API key yet: creating one (bin/warren keys create); set it as E2B_API_KEY"
+	bin/warren keys create --name run.sh
+else
+	step "4/5 API keys: using the existing ones (bin/warren keys list)"
+fi
+step "5/5 starting the server: bin/warren serve $*"
 exec bin/warren serve "$@"
