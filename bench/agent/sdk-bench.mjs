@@ -37,6 +37,9 @@ function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
 }
 
+// Fresh agent, before any load.
+if (opt.container) results.rssFresh = agentRss()
+
 // ------------------------------------------------------------------ run('true')
 {
   for (let i = 0; i < 30; i++) await sbx.commands.run('true')
@@ -109,9 +112,10 @@ results.files100MB = await fileBench(100)
 function agentRss() {
   if (!opt.container) return undefined
   // The agent runs as PID 1 (a small init that reaps zombies) plus its child, the agent proper;
-  // both are the executable /.warren/warren-agent.
+  // both run /.warren/warren-agent. (Matched by command line: once the agent has switched
+  // credentials for a user, the kernel hides its /proc/<pid>/exe link.)
   const script =
-    'for d in /proc/[0-9]*; do case "$(readlink $d/exe 2>/dev/null)" in /.warren/warren-agent*) ' +
+    'for d in /proc/[0-9]*; do case "$(tr "\\0" " " < $d/cmdline 2>/dev/null)" in "/.warren/warren-agent "*) ' +
     'echo "${d#/proc/} $(awk \'/^VmRSS/{print $2}\' $d/status)";; esac; done'
   const out = execFileSync('docker', ['exec', opt.container, 'sh', '-c', script], { encoding: 'utf8' })
   const rows = out.trim().split('\n').map((l) => l.split(' ').map(Number))
@@ -158,7 +162,8 @@ if (opt.json) {
     console.log(`files ${label} (best of ${x.rounds}): SDK write ${f(x.sdkWriteMBps)} MB/s, SDK read ${f(x.sdkReadMBps)} MB/s, write+read ${f(x.sdkRoundTripMBps)} MB/s; plain fetch write ${f(x.fetchWriteMBps)} MB/s, read ${f(x.fetchReadMBps)} MB/s`)
   }
   if (results.rssIdle) {
-    console.log(`agent RSS idle: ${f(results.rssIdle.agentKB / 1024)} MiB (+ init ${f(results.rssIdle.initKB / 1024)} MiB)`)
+    console.log(`agent RSS fresh (before any request): ${f(results.rssFresh.agentKB / 1024)} MiB (+ init ${f(results.rssFresh.initKB / 1024)} MiB)`)
+    console.log(`agent RSS idle after the runs above: ${f(results.rssIdle.agentKB / 1024)} MiB (+ init ${f(results.rssIdle.initKB / 1024)} MiB)`)
     console.log(`agent RSS with 10 running commands: ${f(results.rss10.agentKB / 1024)} MiB (+ init ${f(results.rss10.initKB / 1024)} MiB)`)
   }
 }

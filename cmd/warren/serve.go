@@ -36,6 +36,9 @@ type serveConfig struct {
 	LogFormat string // "text" or "json"
 	Network   string // Docker network of sandboxes, created if missing
 	Firewall  string // "iptables" (isolation and egress rules) or "off"
+	// Instance tells this server's containers and firewall chains from
+	// those of other servers on the same Docker engine. Default "true".
+	Instance string
 	// TemplateBuilds is how many template builds run at once; 0 = the
 	// builder's default (2).
 	TemplateBuilds int
@@ -64,7 +67,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log := m.logger(cfg.LogFormat)
-	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, Logger: log, ManagedValue: m.Getenv("WARREN_INSTANCE")}) // WARREN_INSTANCE: label value of this server's containers (default "true"); servers sharing an engine need different ones
+	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, ManagedValue: cfg.Instance, Logger: log})
 	if err != nil {
 		return fmt.Errorf("%w (run \"warren doctor\")", err)
 	}
@@ -97,7 +100,7 @@ func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime
 	if err != nil {
 		return nil, fmt.Errorf("sandbox network: %w (run \"warren doctor\")", err)
 	}
-	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, Instance: m.Getenv("WARREN_INSTANCE"), Logger: log})
+	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, Instance: cfg.Instance, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
 	}
@@ -308,6 +311,8 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.LogFormat, "log-format", "", "text or json (default: text on a terminal, else json)")
 	e.String(&cfg.Network, "network", docker.DefaultNetwork, "Docker network of sandboxes (a bridge, created if missing)")
 	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
+	e.String(&cfg.Instance, "instance", "true", "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
+		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
 	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
 	e.String(&l.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)
 	e.String(&l.CodeInterpreterImage, "code-interpreter-image", d.CodeInterpreterImage, `image of the "code-interpreter-v1" template (warren image build code-interpreter)`)
@@ -333,6 +338,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return serveConfig{}, usageError{fmt.Sprintf("serve takes no arguments, got %q", fs.Args())}
+	}
+	if cfg.Instance == "" {
+		return serveConfig{}, usageError{"--instance must not be empty"}
 	}
 	if cfg.LogFormat != "" && cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		return serveConfig{}, usageError{fmt.Sprintf("--log-format must be text or json, not %q", cfg.LogFormat)}

@@ -191,6 +191,35 @@ func TestParseServeEnv(t *testing.T) {
 	}
 }
 
+func TestParseServeInstance(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{name: "default", want: "true"},
+		{name: "env", env: map[string]string{"WARREN_INSTANCE": "e2e-1"}, want: "e2e-1"},
+		{name: "flag wins", env: map[string]string{"WARREN_INSTANCE": "e2e-1"}, args: []string{"--instance", "blue"}, want: "blue"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return tt.env[k] }}
+			cfg, err := m.parseServe(tt.args)
+			if err != nil || cfg.Instance != tt.want {
+				t.Errorf("parseServe(%q) with env %v: instance %q, %v; want %q", tt.args, tt.env, cfg.Instance, err, tt.want)
+			}
+		})
+	}
+	if _, _, err := run(t, nil, "serve", "--instance="); !errors.As(err, new(usageError)) {
+		t.Errorf("empty --instance: %v, want usage error", err)
+	}
+	_, stderr, _ := run(t, nil, "serve", "-h")
+	if !strings.Contains(stderr, "-instance") || !strings.Contains(stderr, "WARREN_INSTANCE") {
+		t.Errorf("serve -h does not document --instance:\n%s", stderr)
+	}
+}
+
 func TestDoctorReportsEveryCheck(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent.sock") // the moby client reads the real environment
 	env := map[string]string{"WARREN_STATE_DIR": t.TempDir(), "WARREN_AGENT": "/nonexistent/warren-agent"}

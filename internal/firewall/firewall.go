@@ -81,22 +81,38 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 	if cfg.Instance == "" {
 		cfg.Instance = "true"
 	}
-	v4, err := findFamily("iptables")
+	v4, err := usableIPv4(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("firewall: %w: install it (Debian/Ubuntu: apt-get install iptables), or run without a firewall, which leaves sandboxes able to reach the host and each other", err)
+		return nil, err
 	}
 	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.Instance), log: cfg.Logger, v4: v4, rules: map[string]sandbox.Egress{}}
-	if _, err := f.run(ctx, v4, "-S", "INPUT"); err != nil {
-		return nil, fmt.Errorf("firewall: iptables does not work here (it needs root, or CAP_NET_ADMIN): %w", err)
-	}
 	if v6, err := findFamily("ip6tables"); err == nil {
-		if _, err := f.run(ctx, v6, "-S", "INPUT"); err == nil {
+		if _, err := v6.run(ctx, "-S", "INPUT"); err == nil {
 			f.v6 = &v6
 		} else {
 			cfg.Logger.Warn("ip6tables does not work; IPv6 rules not installed (sandboxes have no IPv6 anyway)", "err", err)
 		}
 	}
 	return f, nil
+}
+
+// Check reports whether iptables is installed and usable here, as New
+// needs; it changes nothing. Its error says what to do.
+func Check(ctx context.Context) error {
+	_, err := usableIPv4(ctx)
+	return err
+}
+
+// usableIPv4 finds iptables and lists a chain with it, which needs root.
+func usableIPv4(ctx context.Context) (family, error) {
+	v4, err := findFamily("iptables")
+	if err != nil {
+		return family{}, fmt.Errorf("firewall: %w: install it (Debian/Ubuntu: apt-get install iptables), or run without a firewall, which leaves sandboxes able to reach the host and each other", err)
+	}
+	if _, err := v4.run(ctx, "-S", "INPUT"); err != nil {
+		return family{}, fmt.Errorf("firewall: iptables does not work here (it needs root, or CAP_NET_ADMIN): %w", err)
+	}
+	return v4, nil
 }
 
 func findFamily(name string) (family, error) {
@@ -183,7 +199,7 @@ func (f *Firewall) install(ctx context.Context) error {
 			return err
 		}
 		hook := "FORWARD"
-		if _, err := f.run(ctx, fam, "-S", "DOCKER-USER"); err == nil {
+		if _, err := fam.run(ctx, "-S", "DOCKER-USER"); err == nil {
 			hook = "DOCKER-USER"
 		}
 		if err := f.ensureJump(ctx, fam, hook, f.c.forward, "egress rules of sandboxes"); err != nil {
@@ -211,10 +227,10 @@ func (f *Firewall) writeChains(ctx context.Context) error {
 // unless one is already there.
 func (f *Firewall) ensureJump(ctx context.Context, fam family, from, to, what string) error {
 	rule := f.c.jump(to, what)
-	if _, err := f.run(ctx, fam, append([]string{"-C", from}, rule...)...); err == nil {
+	if _, err := fam.run(ctx, append([]string{"-C", from}, rule...)...); err == nil {
 		return nil
 	}
-	if _, err := f.run(ctx, fam, append([]string{"-I", from, "1"}, rule...)...); err != nil {
+	if _, err := fam.run(ctx, append([]string{"-I", from, "1"}, rule...)...); err != nil {
 		return fmt.Errorf("firewall: cannot hook %s into %s: %w", to, from, err)
 	}
 	f.log.Info("firewall chain hooked", "family", fam.name, "chain", from, "target", to)
@@ -238,20 +254,20 @@ func (f *Firewall) Uninstall(ctx context.Context) error {
 			} {
 				rule := f.c.jump(j.to, j.what)
 				for {
-					if _, err := f.run(ctx, fam, append([]string{"-D", from}, rule...)...); err != nil {
+					if _, err := fam.run(ctx, append([]string{"-D", from}, rule...)...); err != nil {
 						break
 					}
 				}
 			}
 		}
 		for _, chain := range []string{f.c.input, f.c.forward} {
-			if _, err := f.run(ctx, fam, "-S", chain); err != nil {
+			if _, err := fam.run(ctx, "-S", chain); err != nil {
 				continue // not there
 			}
-			if _, err := f.run(ctx, fam, "-F", chain); err != nil {
+			if _, err := fam.run(ctx, "-F", chain); err != nil {
 				errs = append(errs, err)
 			}
-			if _, err := f.run(ctx, fam, "-X", chain); err != nil {
+			if _, err := fam.run(ctx, "-X", chain); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -267,8 +283,8 @@ func (f *Firewall) families() []family {
 	return []family{f.v4, *f.v6}
 }
 
-// run runs one iptables command, waiting for the xtables lock.
-func (f *Firewall) run(ctx context.Context, fam family, args ...string) (string, error) {
+// run runs the family's iptables with args, waiting for the xtables lock.
+func (fam family) run(ctx context.Context, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, fam.iptables, append([]string{"-w"}, args...)...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w: %s", fam.name, strings.Join(args, " "), err, bytes.TrimSpace(out))

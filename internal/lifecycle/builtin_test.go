@@ -45,3 +45,55 @@ func TestCodeInterpreterTemplate(t *testing.T) {
 		}
 	})
 }
+
+// TestCodeInterpreterCopiesKeepAgentArgs: sandboxes made from a snapshot
+// or a fork of a code-interpreter sandbox run the agent with its
+// arguments (or port 49999 has no server), and a stopped one resumes
+// with them; the snapshot keeps them across a restart of the server.
+func TestCodeInterpreterCopiesKeepAgentArgs(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.rt.Rebuild("warren/code-interpreter")
+	src := e.create(t, CreateRequest{Template: CodeInterpreterTemplate})
+	sn, err := e.m.Snapshot(ctx, team, src.ID, "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.stop()
+	e.start(t, nil)
+
+	want := []string{"-code-interpreter"}
+	args := func(what string, sb sandbox.Sandbox) {
+		t.Helper()
+		got, ok := e.rt.AgentArgsOf(sb.ContainerID)
+		if !ok {
+			t.Fatalf("%s: no container %s", what, sb.ContainerID)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: agent args (-want +got):\n%s", what, diff)
+		}
+	}
+	fromID := e.create(t, CreateRequest{Template: sn.ID})
+	args("from snapshot ID", fromID)
+	args("from snapshot name", e.create(t, CreateRequest{Template: "ci"}))
+	forks, err := e.m.Fork(ctx, team, src.ID, time.Minute, 1)
+	if err != nil || forks[0].Err != nil {
+		t.Fatalf("fork: %v, %+v", err, forks)
+	}
+	args("fork", forks[0].Sandbox)
+	// A snapshot of a sandbox made from a snapshot keeps them too.
+	sn2, err := e.m.Snapshot(ctx, team, fromID.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args("from a snapshot's snapshot", e.create(t, CreateRequest{Template: sn2.ID}))
+
+	if err := e.m.Pause(ctx, team, fromID.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := e.m.Resume(ctx, team, fromID.ID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args("resumed from stopped", resumed)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,7 +106,7 @@ func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (temp
 	}
 	snapID := strings.TrimSuffix(ref, ":default")
 	if sn, err := m.cfg.Store.GetSnapshot(ctx, snapID); err == nil && sn.TeamID == teamID {
-		return template{id: sn.ID, image: sn.Image}, nil
+		return template{id: sn.ID, image: sn.Image, agentArgs: sn.AgentArgs}, nil
 	}
 	snaps, err := m.cfg.Store.ListSnapshots(ctx, teamID, "")
 	if err != nil {
@@ -113,7 +114,7 @@ func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (temp
 	}
 	for _, sn := range snaps {
 		if sn.Name != "" && sn.Name == ref {
-			return template{id: sn.ID, alias: sn.Name, image: sn.Image}, nil
+			return template{id: sn.ID, alias: sn.Name, image: sn.Image, agentArgs: sn.AgentArgs}, nil
 		}
 	}
 	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
@@ -178,6 +179,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 		ReadyCmd:    tpl.readyCmd,
 		User:        tpl.user,
 		Workdir:     tpl.workdir,
+		AgentArgs:   slices.Clone(tpl.agentArgs),
 	}
 	if tpl.cpuCount > 0 {
 		sb.CPUCount = tpl.cpuCount
@@ -197,7 +199,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 		sb.TrafficAccessToken = sandbox.NewToken()
 	}
 	// Pooled containers run the agent with no arguments.
-	if len(tpl.agentArgs) == 0 {
+	if len(sb.AgentArgs) == 0 {
 		if out, ok, err := m.createFromPool(ctx, sb); ok {
 			return out, err
 		}
@@ -208,9 +210,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 	if err := m.save(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	spec := m.containerSpec(sb)
-	spec.AgentArgs = tpl.agentArgs
-	c, err := m.cfg.Runtime.Create(ctx, spec)
+	c, err := m.cfg.Runtime.Create(ctx, m.containerSpec(sb))
 	if err != nil {
 		log.Error("create container failed", "err", err)
 		m.abandon(ctx, sb)
@@ -278,6 +278,7 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 		MemoryMB:    sb.MemoryMB,
 		PidsLimit:   pids,
 		AgentSecret: sb.AgentSecret,
+		AgentArgs:   slices.Clone(sb.AgentArgs),
 	}
 }
 

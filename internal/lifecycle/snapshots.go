@@ -30,6 +30,7 @@ func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbo
 		SandboxID: id,
 		Name:      name,
 		CreatedAt: time.Now().UTC(),
+		AgentArgs: slices.Clone(sb.AgentArgs),
 	}
 	sn.Image, err = m.cfg.Runtime.Commit(ctx, sb.ContainerID, snapshotRepo+":"+sn.ID)
 	if err != nil {
@@ -116,7 +117,7 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		Lifecycle: src.Lifecycle,
 		Network:   src.Network,
 	}
-	tpl := template{id: src.TemplateID, alias: src.Alias, image: image}
+	tpl := template{id: src.TemplateID, alias: src.Alias, image: image, agentArgs: src.AgentArgs}
 	out := make([]ForkResult, count)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, forkParallelism)

@@ -83,6 +83,10 @@ type Sandbox struct {
 	ReadyCmd string // polled until it succeeds before create returns
 	Workdir  string // default workdir from the template ("" = home)
 	User     string // default user from the template ("" = "user")
+	// AgentArgs are the agent's arguments (the container's command), from
+	// the template, e.g. "-code-interpreter"; snapshots and forks of the
+	// sandbox run their agent with them too. nil = none.
+	AgentArgs []string
 }
 
 // Lifecycle is what happens when a sandbox times out and on traffic.

@@ -35,6 +35,9 @@ type Snapshot struct {
 	Name      string // "" when the client gave none
 	Image     string
 	CreatedAt time.Time
+	// AgentArgs are the agent arguments of the sandbox it was taken from,
+	// which sandboxes created from it run their agent with. nil = none.
+	AgentArgs []string
 }
 
 // LogEntry is one line of a sandbox's log: a lifecycle event or a line the

@@ -187,6 +187,13 @@ stop_one() { # name
   fi
 }
 
+# drop_network removes the isolated network once no debug sandbox uses it.
+drop_network() {
+  if [ -z "$(docker ps -aq --filter "label=$label")" ]; then
+    docker network rm "$network" >/dev/null 2>&1 || true
+  fi
+}
+
 stop() {
   docker_ok
   if $all; then
@@ -199,7 +206,6 @@ stop() {
       say "no debug sandbox is running"
     fi
     rm -rf "$state_dir"
-    docker network rm "$network" >/dev/null 2>&1 || true
     return
   fi
   if [ -n "$name" ]; then
@@ -231,7 +237,7 @@ status() {
 
 case "$cmd" in
   start) start ;;
-  stop) stop ;;
+  stop) stop; drop_network ;;
   status) status ;;
   *) usage ;;
 esac

@@ -9,14 +9,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/internal/baseimage"
 )
 
-// containerImage is built from testdata/Dockerfile (FROM warren/base).
-const containerImage = "warren/codeinterp-test"
+// containerImage is the image of the code-interpreter-v1 template, which
+// `warren image build code-interpreter` makes.
+const containerImage = baseimage.CodeInterpreterTag
 
 // TestInContainer runs the server as the agent would, as root in a
-// container of the test image with kernels running as "user", and drives
-// it over a published port.
+// container of the code interpreter's image with kernels running as
+// "user", and drives it over a published port.
 func TestInContainer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping container test in -short mode")
@@ -25,7 +28,7 @@ func TestInContainer(t *testing.T) {
 		t.Skipf("skipping: no usable Docker engine: %v", err)
 	}
 	if err := exec.Command("docker", "image", "inspect", containerImage).Run(); err != nil {
-		t.Skipf("skipping: image %s is missing; build it with `docker build -t %s internal/agent/codeinterp/testdata` (needs warren/base)", containerImage, containerImage)
+		t.Skipf("skipping: image %s is missing; build it with `warren image build code-interpreter` (on warren/base, from `warren image build` as root)", containerImage)
 	}
 	bin := filepath.Join(t.TempDir(), "serve")
 	build := exec.Command("go", "build", "-o", bin, "./testdata/serve")

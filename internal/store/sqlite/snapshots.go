@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -9,25 +10,36 @@ import (
 
 // PutSnapshot inserts or replaces a snapshot.
 func (s *DB) PutSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
-	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO snapshots (id, team_id, sandbox_id, name, image, created_at) VALUES (?, ?, ?, ?, ?, ?)
-		 ON CONFLICT(id) DO UPDATE SET name=excluded.name, image=excluded.image`,
-		sn.ID, sn.TeamID, sn.SandboxID, sn.Name, sn.Image, unixNano(sn.CreatedAt))
+	args, err := json.Marshal(sn.AgentArgs)
+	if err != nil {
+		return fmt.Errorf("encode snapshot %s: %w", sn.ID, err)
+	}
+	_, err = s.db.ExecContext(ctx,
+		`INSERT INTO snapshots (id, team_id, sandbox_id, name, image, created_at, agent_args) VALUES (?, ?, ?, ?, ?, ?, ?)
+		 ON CONFLICT(id) DO UPDATE SET name=excluded.name, image=excluded.image, agent_args=excluded.agent_args`,
+		sn.ID, sn.TeamID, sn.SandboxID, sn.Name, sn.Image, unixNano(sn.CreatedAt), string(args))
 	if err != nil {
 		return fmt.Errorf("put snapshot %s: %w", sn.ID, err)
 	}
 	return nil
 }
 
-const snapshotColumns = `id, team_id, sandbox_id, name, image, created_at`
+const snapshotColumns = `id, team_id, sandbox_id, name, image, created_at, agent_args`
 
 func scanSnapshot(row scanner) (sandbox.Snapshot, error) {
 	var sn sandbox.Snapshot
 	var created int64
-	if err := row.Scan(&sn.ID, &sn.TeamID, &sn.SandboxID, &sn.Name, &sn.Image, &created); err != nil {
+	var args string
+	if err := row.Scan(&sn.ID, &sn.TeamID, &sn.SandboxID, &sn.Name, &sn.Image, &created, &args); err != nil {
 		return sandbox.Snapshot{}, err
 	}
 	sn.CreatedAt = fromUnixNano(created)
+	if err := json.Unmarshal([]byte(args), &sn.AgentArgs); err != nil {
+		return sandbox.Snapshot{}, fmt.Errorf("decode snapshot %s: %w", sn.ID, err)
+	}
+	if len(sn.AgentArgs) == 0 {
+		sn.AgentArgs = nil
+	}
 	return sn, nil
 }
 

@@ -110,6 +110,8 @@ var migrations = []string{
 		step TEXT NOT NULL
 	);
 	CREATE INDEX template_build_logs_build ON template_build_logs(build_id, seq);`,
+	// The agent arguments of a snapshot's sandbox, as a JSON array (snapshots.go).
+	`ALTER TABLE snapshots ADD COLUMN agent_args TEXT NOT NULL DEFAULT 'null';`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and

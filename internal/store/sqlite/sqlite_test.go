@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,6 +33,7 @@ func TestSandboxRoundTrip(t *testing.T) {
 		State: sandbox.StatePaused, PauseMode: sandbox.PauseFrozen,
 		Metadata: map[string]string{"k": "v"}, EnvVars: map[string]string{"A": "1"},
 		StartedAt: t0, EndAt: t0.Add(time.Hour), PausedAt: t0.Add(time.Minute), Remaining: 59 * time.Minute,
+		AgentArgs: []string{"-code-interpreter"},
 		Lifecycle: sandbox.Lifecycle{OnTimeout: sandbox.TimeoutPause, AutoResume: true},
 		Network: sandbox.Network{AllowOut: []string{"1.1.1.1"}, EgressProxy: &sandbox.EgressProxy{Address: "p:1"},
 			Rules: map[string][]sandbox.NetworkRule{"x.com": {{Headers: map[string]string{"A": "b"}}}}},
@@ -121,7 +124,8 @@ func TestAPIKeys(t *testing.T) {
 func TestSnapshots(t *testing.T) {
 	ctx := context.Background()
 	s := open(t)
-	a := sandbox.Snapshot{ID: "s1", TeamID: "default", SandboxID: "i1", Name: "n", Image: "warren/snapshot:s1", CreatedAt: t0}
+	a := sandbox.Snapshot{ID: "s1", TeamID: "default", SandboxID: "i1", Name: "n", Image: "warren/snapshot:s1", CreatedAt: t0,
+		AgentArgs: []string{"-code-interpreter"}}
 	b := sandbox.Snapshot{ID: "s2", TeamID: "default", SandboxID: "i2", Image: "img", CreatedAt: t0.Add(time.Second)}
 	c := sandbox.Snapshot{ID: "s3", TeamID: "other", SandboxID: "i1", Image: "img", CreatedAt: t0}
 	for _, sn := range []sandbox.Snapshot{a, b, c} {
@@ -136,6 +140,9 @@ func TestSnapshots(t *testing.T) {
 	one, _ := s.ListSnapshots(ctx, "default", "i1")
 	if diff := cmp.Diff([]sandbox.Snapshot{a}, one); diff != "" {
 		t.Errorf("by sandbox (-want +got):\n%s", diff)
+	}
+	if got, _ := s.GetSnapshot(ctx, "s1"); !cmp.Equal(a, got) {
+		t.Errorf("get (-want +got):\n%s", cmp.Diff(a, got))
 	}
 	if err := s.DeleteSnapshot(ctx, "s1"); err != nil {
 		t.Fatal(err)
@@ -223,5 +230,32 @@ func TestMigrations(t *testing.T) {
 	s.Close()
 	if _, err := Open(ctx, path); err == nil {
 		t.Error("opening a newer schema succeeded")
+	}
+}
+
+// TestMigrateSnapshots: snapshots stored before agent arguments were read
+// back with none.
+func TestMigrateSnapshots(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "warren.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range append(slices.Clone(migrations[:2]), "PRAGMA user_version = 2",
+		`INSERT INTO snapshots (id, team_id, sandbox_id, name, image, created_at) VALUES ('s1', 'default', 'i1', '', 'img', 1)`) {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := sandbox.Snapshot{ID: "s1", TeamID: "default", SandboxID: "i1", Image: "img", CreatedAt: time.Unix(0, 1).UTC()}
+	if got, err := s.GetSnapshot(ctx, "s1"); err != nil || !cmp.Equal(want, got) {
+		t.Errorf("old snapshot = %+v, %v; want %+v", got, err, want)
 	}
 }
