@@ -9,37 +9,62 @@ import (
 	"path/filepath"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/warrenhq/warren/internal/baseimage"
+	"github.com/warrenhq/warren/internal/firewall"
 )
 
-// check is one doctor check: a name and what it found.
+// check is one doctor check: a name and what it found. An optional
+// check's failure is a warning: serve runs without it, but some feature
+// does not.
 type check struct {
-	name string
-	run  func(ctx context.Context) (string, error)
+	name     string
+	optional bool
+	run      func(ctx context.Context) (string, error)
 }
 
 func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("doctor", "warren doctor [flags]",
 		"Check what warren serve needs: the Docker engine, the base image, the agent binary,\n"+
-			"a free port and a writable state directory. Every check runs; any failure exits non-zero.")
+			"a free port, a writable state directory and, unless --firewall=off, a usable iptables;\n"+
+			"and the code interpreter's image, which only the code-interpreter-v1 template needs (a\n"+
+			"warning). Every check runs; any failure exits non-zero. Flags take serve's values.")
 	e := &envFlags{fs: fs, getenv: m.Getenv}
-	var addr, stateDir, agent, image string
+	var addr, stateDir, agent, image, ciImage, fw string
 	e.String(&addr, "addr", "127.0.0.1:3000", "address serve will listen on")
 	e.String(&stateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&agent, "agent", defaultAgentPath(), "path of the warren-agent binary")
-	e.String(&image, "base-image", "warren/base", `image of the "base" template`)
+	e.String(&image, "base-image", baseimage.DefaultTag, `image of the "base" template`)
+	e.String(&ciImage, "code-interpreter-image", baseimage.CodeInterpreterTag, `image of the "code-interpreter-v1" template`)
+	e.String(&fw, "firewall", "iptables", "the firewall serve will run with: iptables or off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if e.err != nil {
 		return e.err
 	}
+	if fw != "iptables" && fw != "off" {
+		return usageError{fmt.Sprintf("--firewall=%q: want iptables or off", fw)}
+	}
+	buildBase := "warren image build"
+	if image != baseimage.DefaultTag {
+		buildBase += " --tag " + image
+	}
+	buildCI := "warren image build code-interpreter"
+	if ciImage != baseimage.CodeInterpreterTag {
+		buildCI += " --tag " + ciImage
+	}
+	if image != baseimage.DefaultTag {
+		buildCI += " --from " + image
+	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 
 	var cli *client.Client
 	checks := []check{
-		{"docker engine", func(ctx context.Context) (string, error) {
+		{"docker engine", false, func(ctx context.Context) (string, error) {
 			c, err := client.New(client.FromEnv)
 			if err != nil {
 				return "", err
@@ -52,16 +77,22 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 			cli = c
 			return "reachable, API version " + res.APIVersion, nil
 		}},
-		{"base image", func(ctx context.Context) (string, error) {
-			if cli == nil {
-				return "", errors.New("cannot check without the docker engine")
-			}
-			if _, err := cli.ImageInspect(ctx, image); err != nil {
-				return "", fmt.Errorf("%s: %w (build it with: warren image build)", image, err)
-			}
-			return image + " present", nil
+		{"base image", false, func(ctx context.Context) (string, error) {
+			return imagePresent(ctx, cli, image, "build it with: "+buildBase+" (as root)")
 		}},
-		{"agent binary", func(context.Context) (string, error) {
+		{"code interpreter", true, func(ctx context.Context) (string, error) {
+			return imagePresent(ctx, cli, ciImage, "only the code-interpreter-v1 template needs it; build it with: "+buildCI)
+		}},
+		{"firewall", false, func(ctx context.Context) (string, error) {
+			if fw == "off" {
+				return "off: sandboxes can reach the host and each other, and egress rules are refused", nil
+			}
+			if err := firewall.Check(ctx); err != nil {
+				return "", fmt.Errorf("%w (warren serve --firewall=off runs without it)", err)
+			}
+			return "iptables works: sandboxes are isolated and egress rules enforced", nil
+		}},
+		{"agent binary", false, func(context.Context) (string, error) {
 			fi, err := os.Stat(agent)
 			if err != nil {
 				return "", err
@@ -71,7 +102,7 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 			}
 			return agent, nil
 		}},
-		{"listen address", func(context.Context) (string, error) {
+		{"listen address", false, func(context.Context) (string, error) {
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return "", err
@@ -79,7 +110,7 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 			ln.Close()
 			return addr + " is free", nil
 		}},
-		{"state directory", func(context.Context) (string, error) {
+		{"state directory", false, func(context.Context) (string, error) {
 			if err := os.MkdirAll(stateDir, 0o700); err != nil {
 				return "", err
 			}
@@ -95,12 +126,15 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	failed := 0
 	for _, c := range checks {
 		msg, err := c.run(ctx)
-		if err != nil {
+		switch {
+		case err == nil:
+			fmt.Fprintf(m.Stdout, "ok    %-16s %s\n", c.name, msg)
+		case c.optional:
+			fmt.Fprintf(m.Stdout, "WARN  %-16s %v\n", c.name, err)
+		default:
 			failed++
 			fmt.Fprintf(m.Stdout, "FAIL  %-16s %v\n", c.name, err)
-			continue
 		}
-		fmt.Fprintf(m.Stdout, "ok    %-16s %s\n", c.name, msg)
 	}
 	if cli != nil {
 		cli.Close()
@@ -109,4 +143,19 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d of %d checks failed", failed, len(checks))
 	}
 	return nil
+}
+
+// imagePresent checks that the engine has image; fix says what to do
+// when it does not.
+func imagePresent(ctx context.Context, cli *client.Client, image, fix string) (string, error) {
+	if cli == nil {
+		return "", errors.New("cannot check without the docker engine")
+	}
+	if _, err := cli.ImageInspect(ctx, image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", fmt.Errorf("%s is missing: %s", image, fix)
+		}
+		return "", fmt.Errorf("%s: %w", image, err)
+	}
+	return image + " present", nil
 }

@@ -51,7 +51,7 @@ func (m *Main) commands() []command {
 	return []command{
 		{"image", "build the images sandboxes start from (warren/base, warren/code-interpreter)", m.runImage},
 		{"serve", "serve the E2B-compatible API and sandbox proxy", m.runServe},
-		{"doctor", "check Docker, the base image, the agent binary, the port and the state dir", m.runDoctor},
+		{"doctor", "check Docker, the images, iptables, the agent binary, the port and the state dir", m.runDoctor},
 		{"sandbox", "list, kill, pause or resume sandboxes of a running server", m.runSandbox},
 		{"keys", "create, list or revoke API keys", m.runKeys},
 		{"template", "build a template from a Dockerfile on a running server", m.runTemplate},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -222,14 +223,40 @@ func TestParseServeInstance(t *testing.T) {
 
 func TestDoctorReportsEveryCheck(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent.sock") // the moby client reads the real environment
+	t.Setenv("PATH", t.TempDir())                       // no iptables
 	env := map[string]string{"WARREN_STATE_DIR": t.TempDir(), "WARREN_AGENT": "/nonexistent/warren-agent"}
 	stdout, _, err := run(t, env, "doctor", "--addr", "127.0.0.1:0")
-	if err == nil {
-		t.Error("doctor passed without Docker or an agent")
+	if err == nil || !strings.Contains(err.Error(), "4 of 7 checks failed") {
+		t.Errorf("doctor without Docker, iptables or an agent: %v, want 4 of 7 checks failed", err)
 	}
-	for _, want := range []string{"FAIL  docker engine", "FAIL  base image", "FAIL  agent binary", "ok    listen address", "ok    state directory"} {
+	for _, want := range []string{"FAIL  docker engine", "FAIL  base image", "WARN  code interpreter",
+		"FAIL  firewall         firewall: iptables not found", "--firewall=off",
+		"FAIL  agent binary", "ok    listen address", "ok    state directory"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, stdout)
 		}
+	}
+
+	stdout, _, _ = run(t, env, "doctor", "--addr", "127.0.0.1:0", "--firewall=off")
+	if !strings.Contains(stdout, "ok    firewall         off: ") {
+		t.Errorf("doctor --firewall=off:\n%s", stdout)
+	}
+	if _, _, err := run(t, env, "doctor", "--firewall=nft"); !errors.As(err, new(usageError)) {
+		t.Errorf("doctor --firewall=nft: %v, want usage error", err)
+	}
+}
+
+// TestDoctorCodeInterpreterImage: a missing code interpreter image is a
+// warning that says what to run, not a failure.
+func TestDoctorCodeInterpreterImage(t *testing.T) {
+	if err := exec.Command("docker", "version").Run(); err != nil {
+		t.Skipf("skipping: no usable Docker engine: %v", err)
+	}
+	env := map[string]string{"WARREN_STATE_DIR": t.TempDir(), "WARREN_AGENT": "/nonexistent/warren-agent"}
+	stdout, _, _ := run(t, env, "doctor", "--addr", "127.0.0.1:0", "--firewall=off", "--code-interpreter-image", "warren/doctor-test-missing")
+	want := "WARN  code interpreter warren/doctor-test-missing is missing: only the code-interpreter-v1 template needs it; " +
+		"build it with: warren image build code-interpreter --tag warren/doctor-test-missing\n"
+	if !strings.Contains(stdout, want) {
+		t.Errorf("doctor output lacks %q:\n%s", want, stdout)
 	}
 }

@@ -43,7 +43,7 @@ type Recipe struct {
 }
 
 // DefaultRecipe is the recipe for warren/base: Debian bookworm with what agents expect to find
-// (Python with pip and venv, Node with npm, git, curl, sudo) and E2B's user conventions.
+// (Python with pip and venv, also as `python`, Node with npm, git, curl, sudo) and E2B's user conventions.
 // Locales are not installed: C.UTF-8 ships with libc6 since bookworm.
 func DefaultRecipe() Recipe {
 	return Recipe{
@@ -53,6 +53,7 @@ func DefaultRecipe() Recipe {
 		Packages: []string{
 			"bash", "ca-certificates", "coreutils", "curl", "git", "iproute2", "less",
 			"ncurses-bin", "nodejs", "npm", "procps", "python3", "python3-pip", "python3-venv",
+			"python-is-python3", // `python`, as in E2B's base template
 			"sudo", "unzip", "xz-utils",
 		},
 		Configure: configureScript,

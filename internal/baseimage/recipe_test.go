@@ -49,7 +49,7 @@ func TestDebsKey(t *testing.T) {
 
 func TestDefaultRecipe(t *testing.T) {
 	r := DefaultRecipe()
-	for _, want := range []string{"python3", "python3-pip", "python3-venv", "nodejs", "npm", "git", "curl", "sudo", "ncurses-bin", "ca-certificates"} {
+	for _, want := range []string{"python3", "python-is-python3", "python3-pip", "python3-venv", "nodejs", "npm", "git", "curl", "sudo", "ncurses-bin", "ca-certificates"} {
 		if !slices.Contains(r.Packages, want) {
 			t.Errorf("packages lack %s", want)
 		}

@@ -41,8 +41,8 @@ type Config struct {
 	// Bridge is the host interface of the sandbox network, e.g. "warren0".
 	// Required.
 	Bridge string
-	// Instance names this server among those sharing the bridge (its
-	// WARREN_INSTANCE); each has its own chains. Default "true", the
+	// Instance names this server among those sharing the bridge (serve's
+	// --instance); each has its own chains. Default "true", the
 	// runtime's default label value.
 	Instance string
 	// Logger receives debug logs. Default: discard.

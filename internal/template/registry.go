@@ -117,6 +117,11 @@ const (
 	logBuild    = "build"
 )
 
+// builtinNames are the templates the server has without a build (the
+// lifecycle package serves them by these names, ahead of the registry):
+// their names exist for everyone and cannot be built.
+var builtinNames = []string{"base", "code-interpreter-v1"}
+
 // BuildRequest asks for a new build of a template, created when its name
 // is new.
 type BuildRequest struct {
@@ -136,8 +141,8 @@ func (r *Registry) RequestBuild(ctx context.Context, team string, req BuildReque
 	if err != nil {
 		return Template{}, Build{}, err
 	}
-	if name == "base" {
-		return Template{}, Build{}, sandbox.Errorf(sandbox.KindInvalid, "the template name 'base' is reserved")
+	if slices.Contains(builtinNames, name) {
+		return Template{}, Build{}, sandbox.Errorf(sandbox.KindInvalid, "the template name '%s' is reserved", name)
 	}
 	if err := checkTags(req.Tags); err != nil {
 		return Template{}, Build{}, err
@@ -260,6 +265,9 @@ func (r *Registry) Templates(ctx context.Context, team string) ([]Template, erro
 // Alias returns the template holding name. A template of another team is
 // KindForbidden unless public: it exists, but is not the caller's.
 func (r *Registry) Alias(ctx context.Context, team, name string) (Template, error) {
+	if slices.Contains(builtinNames, name) {
+		return Template{ID: name, Names: []string{name}, Public: true}, nil
+	}
 	t, err := r.store.TemplateByName(ctx, name)
 	if sandbox.KindOf(err) == sandbox.KindNotFound {
 		return Template{}, notFound(name)

@@ -74,6 +74,7 @@ func TestBadRequests(t *testing.T) {
 		{"-dash", "invalid template name"},
 		{"ok:Bad Tag", "invalid tag"},
 		{"base", "reserved"},
+		{"code-interpreter-v1:v2", "reserved"},
 		{"", "name is required"},
 	} {
 		_, _, err := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: tc.name})
@@ -170,6 +171,21 @@ func TestBuildQueueAndTags(t *testing.T) {
 	}
 	if _, err := reg.Alias(ctx, "team2", "one"); sandbox.KindOf(err) != sandbox.KindForbidden {
 		t.Errorf("Alias from another team = %v, want forbidden", err)
+	}
+}
+
+// The built-in templates exist for every team, as public templates: the
+// SDK's Template.exists('base') asks GET /templates/aliases/base.
+func TestBuiltinAliases(t *testing.T) {
+	reg, _, _ := newRegistry(t, &fakeEngine{}, 2)
+	for _, name := range []string{"base", "code-interpreter-v1"} {
+		tpl, err := reg.Alias(context.Background(), "team1", name)
+		if err != nil || tpl.ID != name || !tpl.Public {
+			t.Errorf("Alias(%s) = %+v, %v; want a public template with that ID", name, tpl, err)
+		}
+	}
+	if _, err := reg.Alias(context.Background(), "team1", "nope"); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("Alias(nope) = %v, want not found", err)
 	}
 }
 

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# setup-gvisor.sh — gVisor for Warren's tests and benchmarks, without
+# touching the main Docker engine.
+#
+#   scripts/setup-gvisor.sh build          build runsc from the Go module proxy
+#   scripts/setup-gvisor.sh start          start a second engine with runsc registered
+#   scripts/setup-gvisor.sh stop           stop it and remove its bridge and directories
+#   scripts/setup-gvisor.sh env            print the variables the tests read
+#
+# The second engine has its own data root, exec root, socket and bridge; it
+# runs with --iptables=false --ip-masq=false so it cannot clash with the main
+# engine's rules (published ports go through docker-proxy), in experimental
+# mode so that `docker checkpoint` works. Sandboxes on it cannot reach the
+# internet: there is no NAT for its bridge.
+#
+# After `start`, Warren's gVisor tests run with:
+#   WARREN_GVISOR_DOCKER_HOST=unix:///run/warren-gvisor/docker.sock go test ./...
+#
+# Environment (defaults in brackets):
+#   GVISOR_VERSION  module version of gvisor.dev/gvisor  [latest: the go branch]
+#   RUNSC           where runsc is installed              [/usr/local/lib/warren/runsc]
+#   GV_ROOT         data root of the second engine        [/var/lib/warren-gvisor]
+#   GV_RUN          exec root, socket and pid file        [/run/warren-gvisor]
+#   GV_BRIDGE       its bridge interface                  [wgv0]
+#   GV_BIP          the bridge's address                  [10.213.0.1/24]
+#   GV_POOL         address pool of its networks          [10.214.0.0/16]
+#   GV_IMAGES       images copied from the main engine    [warren/base]
+set -euo pipefail
+
+GVISOR_VERSION=${GVISOR_VERSION:-latest}
+RUNSC=${RUNSC:-/usr/local/lib/warren/runsc}
+GV_ROOT=${GV_ROOT:-/var/lib/warren-gvisor}
+GV_RUN=${GV_RUN:-/run/warren-gvisor}
+GV_BRIDGE=${GV_BRIDGE:-wgv0}
+GV_BIP=${GV_BIP:-10.213.0.1/24}
+GV_POOL=${GV_POOL:-10.214.0.0/16}
+GV_IMAGES=${GV_IMAGES:-warren/base}
+SOCK="unix://$GV_RUN/docker.sock"
+
+log() { echo "setup-gvisor: $*" >&2; }
+
+build() {
+	if [ -x "$RUNSC" ] && [ "${FORCE:-}" != 1 ]; then
+		log "runsc already at $RUNSC ($("$RUNSC" --version 2>/dev/null | head -1)); FORCE=1 rebuilds"
+		return
+	fi
+	local gobin start
+	gobin=$(mktemp -d)
+	start=$(date +%s)
+	log "building gvisor.dev/gvisor/runsc@$GVISOR_VERSION (a few minutes on 2 cores)"
+	# The proxy serves the repository's "go" branch (plain Go, no Bazel) as
+	# pseudo-versions; @latest resolves to the newest of them.
+	GOFLAGS=-mod=mod GOBIN="$gobin" CGO_ENABLED=0 go install "gvisor.dev/gvisor/runsc@$GVISOR_VERSION"
+	install -D -m 0755 "$gobin/runsc" "$RUNSC"
+	rm -rf "$gobin"
+	log "installed $RUNSC in $(($(date +%s) - start))s"
+}
+
+start() {
+	[ -x "$RUNSC" ] || build
+	if [ -S "$GV_RUN/docker.sock" ] && DOCKER_HOST=$SOCK docker version >/dev/null 2>&1; then
+		log "engine already running at $SOCK"
+	else
+		mkdir -p "$GV_ROOT" "$GV_RUN"
+		if ! ip link show "$GV_BRIDGE" >/dev/null 2>&1; then
+			ip link add "$GV_BRIDGE" type bridge
+			ip addr add "$GV_BIP" dev "$GV_BRIDGE"
+			ip link set "$GV_BRIDGE" up
+		fi
+		# --overlay2=none: the container's writes go to the engine's
+		# layer, as under runc, so docker commit (snapshots) and stopped
+		# sandboxes keep them.
+		cat >"$GV_RUN/daemon.json" <<EOF
+{
+  "experimental": true,
+  "runtimes": {"runsc": {"path": "$RUNSC", "runtimeArgs": ["--overlay2=none"]}}
+}
+EOF
+		dockerd --config-file "$GV_RUN/daemon.json" \
+			--data-root "$GV_ROOT" --exec-root "$GV_RUN/exec" --pidfile "$GV_RUN/docker.pid" \
+			-H "$SOCK" --bridge "$GV_BRIDGE" --iptables=false --ip-masq=false --ip-forward=false \
+			--default-address-pool "base=$GV_POOL,size=24" --cgroup-parent warren-gvisor \
+			>"$GV_RUN/dockerd.log" 2>&1 &
+		for _ in $(seq 1 60); do
+			DOCKER_HOST=$SOCK docker version >/dev/null 2>&1 && break
+			sleep 0.5
+		done
+		DOCKER_HOST=$SOCK docker version >/dev/null || { tail -20 "$GV_RUN/dockerd.log" >&2; exit 1; }
+		log "engine up at $SOCK (log $GV_RUN/dockerd.log)"
+	fi
+	for img in $GV_IMAGES; do
+		if ! docker image inspect "$img" >/dev/null 2>&1; then
+			log "image $img is not on the main engine; skipped"
+			continue
+		fi
+		if [ "$(docker image inspect -f '{{.Id}}' "$img")" != "$(DOCKER_HOST=$SOCK docker image inspect -f '{{.Id}}' "$img" 2>/dev/null)" ]; then
+			docker save "$img" | DOCKER_HOST=$SOCK docker load >/dev/null
+			log "copied $img"
+		fi
+	done
+	# A tiny check that runsc runs containers and checkpoints them.
+	DOCKER_HOST=$SOCK docker run --rm --runtime runsc --network none "${GV_IMAGES%% *}" true
+	log "runsc works"
+}
+
+stop() {
+	if [ -f "$GV_RUN/docker.pid" ]; then
+		local pid
+		pid=$(cat "$GV_RUN/docker.pid")
+		# Containers first, so that no runsc sandbox outlives the engine.
+		DOCKER_HOST=$SOCK docker ps -aq 2>/dev/null | xargs -r env DOCKER_HOST=$SOCK docker rm -f >/dev/null 2>&1 || true
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+	fi
+	if ip link show "$GV_BRIDGE" >/dev/null 2>&1; then ip link del "$GV_BRIDGE"; fi
+	# Bridges of the engine's own networks (br-*) whose addresses are in
+	# our pool are left by a killed engine; remove them.
+	ip -o -4 addr show | awk -v p="${GV_POOL%.*.*}." '$4 ~ "^"p {print $2}' | sort -u | xargs -r -n1 ip link del 2>/dev/null || true
+	umount -R "$GV_RUN/exec" 2>/dev/null || true
+	rm -rf "$GV_RUN" "$GV_ROOT"
+	log "stopped and removed"
+}
+
+case "${1:-}" in
+build) build ;;
+start) start ;;
+stop) stop ;;
+env) echo "export WARREN_GVISOR_DOCKER_HOST=$SOCK" ;;
+*)
+	sed -n '2,10p' "$0" >&2
+	exit 2
+	;;
+esac
