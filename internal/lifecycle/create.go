@@ -180,6 +180,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 		User:        tpl.user,
 		Workdir:     tpl.workdir,
 		AgentArgs:   slices.Clone(tpl.agentArgs),
+		Runtime:     m.cfg.SandboxRuntime,
 	}
 	if tpl.cpuCount > 0 {
 		sb.CPUCount = tpl.cpuCount
@@ -217,7 +218,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 		return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to create sandbox")
 	}
 	sb.ContainerID, sb.AgentAddr = c.ID, c.AgentAddr
-	if _, err := m.bringUp(ctx, &sb, c.IP); err != nil {
+	if _, err := m.bringUp(ctx, &sb, c.IP, m.cfg.InitTimeout); err != nil {
 		log.Error("sandbox start failed", logContainer, c.ID, "err", err)
 		m.abandon(ctx, sb)
 		return sandbox.Sandbox{}, err
@@ -232,11 +233,11 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (
 // then the running state saved. initFailed tells the warm pool that the
 // container itself is at fault, so a fresh one may do better. On error the
 // caller abandons the sandbox.
-func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr) (initFailed bool, err error) {
+func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr, initTimeout time.Duration) (initFailed bool, err error) {
 	if err := m.applyEgress(ctx, *sb, ip); err != nil {
 		return false, err
 	}
-	if err := m.initAgent(ctx, *sb); err != nil {
+	if err := m.initAgent(ctx, *sb, initTimeout); err != nil {
 		return true, sandbox.Wrap(sandbox.KindInternal, err, "failed to start sandbox agent")
 	}
 	if err := m.startTemplate(ctx, *sb); err != nil {
@@ -266,13 +267,19 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 	if pids < 0 {
 		pids = 0
 	}
+	rt := sb.Runtime
+	if rt == "" {
+		rt = m.cfg.SandboxRuntime
+	}
 	return sandbox.ContainerSpec{
 		SandboxID: sb.ID,
 		Image:     sb.Image,
+		Runtime:   rt,
 		Labels: map[string]string{
 			sandbox.LabelManaged: "true",
 			sandbox.LabelSandbox: sb.ID,
 			sandbox.LabelTeam:    sb.TeamID,
+			sandbox.LabelRuntime: string(rt),
 		},
 		CPUCount:    sb.CPUCount,
 		MemoryMB:    sb.MemoryMB,
@@ -283,8 +290,8 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 }
 
 // initAgent waits for the agent of a started container and configures it.
-func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.InitTimeout)
+func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	user := sb.User
 	if user == "" {

@@ -1,7 +1,7 @@
 // Package lifecycle is the single writer of sandbox state. Its Manager
 // creates, connects, pauses, resumes, kills, snapshots and forks sandboxes,
-// runs their timers (TTL, frozen → stopped demotion, removal of long-stopped
-// and killed sandboxes), keeps a warm pool of started containers for fast
+// runs their timers (TTL, frozen → stopped or checkpointed demotion, removal
+// of long-stopped and killed sandboxes, old checkpoints), keeps a warm pool of started containers for fast
 // creates, samples their metrics and keeps their event log, and reconciles
 // the store with the container runtime on start.
 //
@@ -73,9 +73,23 @@ type Config struct {
 	// MaxFrozen caps frozen sandboxes; the oldest beyond it are demoted to
 	// stopped. Default 16, negative = no cap.
 	MaxFrozen int
-	// StoppedMaxAge removes sandboxes paused (stopped) for longer than
-	// this; default 168h (7 days), negative = never.
+	// StoppedMaxAge removes sandboxes paused (stopped or checkpointed)
+	// for longer than this; default 168h (7 days), negative = never.
 	StoppedMaxAge time.Duration
+	// SandboxRuntime is what new sandboxes' containers run under;
+	// default sandbox.RuntimeRunc. Under sandbox.RuntimeGVisor, with a
+	// Runtime that is a sandbox.Checkpointer, demotion checkpoints frozen
+	// sandboxes (PauseCheckpointed) instead of stopping them.
+	SandboxRuntime sandbox.OCIRuntime
+	// PauseToDisk makes a pause that keeps memory checkpoint a gVisor
+	// sandbox straight away instead of freezing it: no RAM is held, and
+	// resume takes a restore (a fraction of a second) instead of a thaw.
+	// Default false.
+	PauseToDisk bool
+	// CheckpointMaxAge deletes the checkpoints of sandboxes paused this
+	// long, freeing their disk; they become stopped (filesystem kept,
+	// memory lost). Default 24h, negative = never.
+	CheckpointMaxAge time.Duration
 	// KilledRetention keeps killed sandboxes' records (and their logs)
 	// this long before deleting them; default 1h.
 	KilledRetention time.Duration
@@ -128,6 +142,8 @@ func (c *Config) setDefaults() {
 	def(&c.FreezeMaxAge, 10*time.Minute)
 	defInt(&c.MaxFrozen, 16)
 	def(&c.StoppedMaxAge, 7*24*time.Hour)
+	def(&c.CheckpointMaxAge, 24*time.Hour)
+	defStr((*string)(&c.SandboxRuntime), string(sandbox.RuntimeRunc))
 	def(&c.KilledRetention, time.Hour)
 	def(&c.TickInterval, time.Second)
 	def(&c.ReconcileInterval, 30*time.Second)

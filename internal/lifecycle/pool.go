@@ -211,6 +211,7 @@ func (m *Manager) makePooled(ctx context.Context, imageID string) error {
 		sandbox.LabelManaged: "true",
 		sandbox.LabelSandbox: sb.ID,
 		sandbox.LabelPool:    "true",
+		sandbox.LabelRuntime: string(spec.Runtime),
 	}
 	c, err := m.cfg.Runtime.Create(ctx, spec)
 	if err != nil {
@@ -231,6 +232,12 @@ func (m *Manager) makePooled(ctx context.Context, imageID string) error {
 	m.log.Debug("warm pool container ready", logSandbox, sb.ID, logContainer, c.ID)
 	return nil
 }
+
+// pooledInitTimeout bounds the init of a claimed container. Its agent was
+// answering when it was pooled; one that is silent now died since (an
+// engine restart stops every container), and a cold create is quicker
+// than waiting out InitTimeout.
+const pooledInitTimeout = 2 * time.Second
 
 // createFromPool makes sb out of a pooled container, when one of its
 // image is ready. ok is false when none is, or when the pooled container
@@ -264,7 +271,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 		m.abandon(ctx, sb)
 		return sb, false, nil
 	}
-	if initFailed, err := m.bringUp(ctx, &sb, e.container.IP); err != nil {
+	if initFailed, err := m.bringUp(ctx, &sb, e.container.IP, pooledInitTimeout); err != nil {
 		m.abandon(ctx, sb)
 		if initFailed {
 			log.Warn("pooled container's agent init failed; creating from scratch", "err", err)
@@ -326,6 +333,9 @@ func (m *Manager) adoptPooled(ctx context.Context, c sandbox.Container) string {
 		return "not running"
 	case c.AgentSecret == "":
 		return "no agent secret"
+	case c.Labels[sandbox.LabelRuntime] != string(m.cfg.SandboxRuntime) &&
+		!(c.Labels[sandbox.LabelRuntime] == "" && m.cfg.SandboxRuntime == sandbox.RuntimeRunc):
+		return "of another runtime"
 	}
 	imageID, err := m.cfg.Runtime.ImageID(ctx, m.cfg.BaseImage)
 	if err != nil || imageID != c.ImageID {

@@ -182,6 +182,28 @@ func TestPoolClaimFailureFallsBack(t *testing.T) {
 	})
 }
 
+// A pooled container that died since it was pooled (an engine restart
+// stops them all) costs a create a short wait, not the whole InitTimeout.
+func TestPoolDeadContainerFallsBackQuickly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(1))
+		synctest.Wait()
+		pooled := e.pooledContainers(t)[0]
+		e.agent.Silence(pooled.AgentAddr)
+		start := time.Now()
+		sb := e.create(t, CreateRequest{Template: "base"})
+		if took := time.Since(start); took > pooledInitTimeout+time.Second {
+			t.Errorf("create took %v; want about %v", took, pooledInitTimeout)
+		}
+		if sb.ContainerID == pooled.ID {
+			t.Error("sandbox got the dead pooled container")
+		}
+		if got := e.state(t, sb.ID).State; got != sandbox.StateRunning {
+			t.Errorf("state = %s", got)
+		}
+	})
+}
+
 func TestPoolDisabled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil) // the zero Config has no pool

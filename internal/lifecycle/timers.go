@@ -8,9 +8,9 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// sweep runs the timers: TTL expiry, frozen → stopped demotion by age
-// and by cap, removal of long-stopped sandboxes, deletion of old killed
-// records.
+// sweep runs the timers: TTL expiry, frozen → stopped (or checkpointed)
+// demotion by age and by cap, removal of long-stopped sandboxes, deletion
+// of old checkpoints and of old killed records.
 func (m *Manager) sweep(ctx context.Context) {
 	now := time.Now()
 	var frozen []sandbox.Sandbox
@@ -27,6 +27,9 @@ func (m *Manager) sweep(ctx context.Context) {
 		case sb.State == sandbox.StatePaused:
 			if m.cfg.StoppedMaxAge > 0 && now.Sub(sb.PausedAt) >= m.cfg.StoppedMaxAge {
 				m.collect(ctx, sb.ID)
+			} else if sb.PauseMode == sandbox.PauseCheckpointed && m.cfg.CheckpointMaxAge > 0 &&
+				now.Sub(sb.PausedAt) >= m.cfg.CheckpointMaxAge {
+				m.dropCheckpoint(ctx, sb.ID)
 			}
 		case sb.State == sandbox.StateKilled && now.Sub(sb.KilledAt) >= m.cfg.KilledRetention:
 			if err := m.forget(ctx, sb.ID); err != nil {
@@ -61,28 +64,21 @@ func (m *Manager) expire(ctx context.Context, id string) {
 	}
 }
 
-// demote stops a frozen sandbox, freeing its memory; it stays paused.
+// demote frees a frozen sandbox's memory; it stays paused, checkpointed
+// under gVisor (processes and memory kept on disk), else stopped.
 func (m *Manager) demote(ctx context.Context, id, reason string) {
 	defer m.locks.lock(id)()
 	sb, ok := m.cached(id)
 	if !ok || sb.State != sandbox.StatePaused || sb.PauseMode != sandbox.PauseFrozen {
 		return
 	}
-	if err := m.cfg.Runtime.Stop(ctx, sb.ContainerID); err != nil {
+	if _, err := m.demoteLocked(ctx, sb, reason); err != nil {
 		m.log.Error("cannot demote frozen sandbox", logSandbox, id, "err", err)
-		return
 	}
-	m.removeEgress(ctx, id)
-	sb.PauseMode, sb.AgentAddr = sandbox.PauseStopped, ""
-	if err := m.save(ctx, sb); err != nil {
-		m.log.Error("cannot save demoted sandbox", logSandbox, id, "err", err)
-		return
-	}
-	m.event(ctx, id, "info", "sandbox demoted to stopped", "reason", reason)
-	m.log.Info("sandbox demoted to stopped", logSandbox, id, "reason", reason)
 }
 
-// collect removes a sandbox that has been paused (stopped) too long.
+// collect removes a sandbox that has been paused (stopped or
+// checkpointed) too long; removing its container deletes its checkpoint.
 func (m *Manager) collect(ctx context.Context, id string) {
 	defer m.locks.lock(id)()
 	sb, ok := m.cached(id)

@@ -86,7 +86,8 @@ func (m *Manager) Refresh(ctx context.Context, teamID, id string, d time.Duratio
 	return m.save(ctx, sb)
 }
 
-// Pause pauses a running sandbox: frozen when keepMemory, else stopped.
+// Pause pauses a running sandbox: frozen when keepMemory (checkpointed
+// when Config.PauseToDisk is set and it runs under gVisor), else stopped.
 // An already paused sandbox is KindConflict.
 func (m *Manager) Pause(ctx context.Context, teamID, id string, keepMemory bool) error {
 	defer m.locks.lock(id)()
@@ -102,6 +103,10 @@ func (m *Manager) Pause(ctx context.Context, teamID, id string, keepMemory bool)
 
 // pause pauses running sb. The caller holds its lock.
 func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool, reason string) error {
+	if _, ok := m.checkpointer(sb); ok && keepMemory && m.cfg.PauseToDisk {
+		_, err := m.toDisk(ctx, sb, sandbox.PauseFrozen, reason)
+		return err
+	}
 	mode := sandbox.PauseStopped
 	if keepMemory {
 		mode = sandbox.PauseFrozen
@@ -178,14 +183,21 @@ func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.D
 			return sandbox.Sandbox{}, m.resumeFailed(ctx, sb, err)
 		}
 	} else {
-		c, err := m.cfg.Runtime.Start(ctx, sb.ContainerID)
+		var c sandbox.Container
+		var err error
+		fresh := true
+		if mode == sandbox.PauseCheckpointed {
+			c, fresh, err = m.restore(ctx, sb)
+		} else {
+			c, err = m.cfg.Runtime.Start(ctx, sb.ContainerID)
+		}
 		if err != nil {
 			return sandbox.Sandbox{}, m.resumeFailed(ctx, sb, err)
 		}
 		sb.AgentAddr = c.AgentAddr
 		err = m.applyEgress(ctx, sb, c.IP) // the address may be new
-		if err == nil {
-			err = m.initAgent(ctx, sb)
+		if err == nil && fresh {
+			err = m.initAgent(ctx, sb, m.cfg.InitTimeout)
 		}
 		if err != nil {
 			m.removeEgress(ctx, sb.ID)

@@ -13,12 +13,23 @@ type Agent struct {
 	mu    sync.Mutex // guards the fields below
 	inits map[string]sandbox.AgentInit
 	err   error
+	dead  map[string]bool // addresses whose agent never answers
 }
 
 var _ sandbox.Agent = (*Agent)(nil)
 
 // NewAgent returns an agent that accepts every Init.
-func NewAgent() *Agent { return &Agent{inits: map[string]sandbox.AgentInit{}} }
+func NewAgent() *Agent {
+	return &Agent{inits: map[string]sandbox.AgentInit{}, dead: map[string]bool{}}
+}
+
+// Silence makes the agent at addr never answer: its Inits wait until their
+// context ends, as a real client does for a container that died.
+func (a *Agent) Silence(addr string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.dead[addr] = true
+}
 
 // Fail makes later Inits return err; nil clears it.
 func (a *Agent) Fail(err error) {
@@ -29,6 +40,13 @@ func (a *Agent) Fail(err error) {
 
 // Init records init for addr.
 func (a *Agent) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
+	a.mu.Lock()
+	dead := a.dead[addr]
+	a.mu.Unlock()
+	if dead {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err != nil {

@@ -20,14 +20,18 @@ import (
 type Runtime struct {
 	mu         sync.Mutex // guards the fields below
 	containers map[string]*sandbox.Container
-	limits     map[string]Limits   // container ID → its resource limits
-	agentArgs  map[string][]string // container ID → the agent's arguments
-	images     map[string]string   // reference → image ID
-	fail       map[string]error    // method name → error returned once set
-	nextID     int
-	nextImage  int
-	nextPort   int
-	calls      []string
+	limits     map[string]Limits             // container ID → its resource limits
+	agentArgs  map[string][]string           // container ID → the agent's arguments
+	runtimes   map[string]sandbox.OCIRuntime // container ID → its runtime
+	// checkpoints holds the containers that have a checkpoint, with the
+	// agent address they had when checkpointed.
+	checkpoints map[string]string
+	images      map[string]string // reference → image ID
+	fail        map[string]error  // method name → error returned once set
+	nextID      int
+	nextImage   int
+	nextPort    int
+	calls       []string
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -35,12 +39,14 @@ var _ sandbox.Runtime = (*Runtime)(nil)
 // New returns an empty runtime holding the given images.
 func New(images ...string) *Runtime {
 	r := &Runtime{
-		containers: map[string]*sandbox.Container{},
-		limits:     map[string]Limits{},
-		agentArgs:  map[string][]string{},
-		images:     map[string]string{},
-		fail:       map[string]error{},
-		nextPort:   40000,
+		containers:  map[string]*sandbox.Container{},
+		limits:      map[string]Limits{},
+		agentArgs:   map[string][]string{},
+		runtimes:    map[string]sandbox.OCIRuntime{},
+		checkpoints: map[string]string{},
+		images:      map[string]string{},
+		fail:        map[string]error{},
+		nextPort:    40000,
 	}
 	for _, im := range images {
 		r.images[im] = r.newImageID()
@@ -186,6 +192,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	r.containers[c.ID] = c
 	r.limits[c.ID] = Limits{spec.CPUCount, spec.MemoryMB, spec.PidsLimit}
 	r.agentArgs[c.ID] = slices.Clone(spec.AgentArgs)
+	r.runtimes[c.ID] = spec.Runtime
 	return clone(c), nil
 }
 
@@ -265,6 +272,8 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	delete(r.containers, id)
 	delete(r.limits, id)
 	delete(r.agentArgs, id)
+	delete(r.runtimes, id)
+	delete(r.checkpoints, id)
 	return nil
 }
 

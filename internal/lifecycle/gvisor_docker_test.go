@@ -1,0 +1,236 @@
+package lifecycle_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/agentclient"
+	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/runtime/docker"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlite"
+)
+
+// gvisorHostEnv names the Docker engine the gVisor tests run on: one with
+// runsc registered as "runsc" and experimental mode on
+// (scripts/setup-gvisor.sh start makes one beside the main engine).
+const gvisorHostEnv = "WARREN_GVISOR_DOCKER_HOST"
+
+// gvisorRuntime returns a runtime on the gVisor engine with the real agent
+// and a network of its own, removing its containers at the end; it skips
+// when WARREN_GVISOR_DOCKER_HOST is not set.
+func gvisorRuntime(t *testing.T) *docker.Runtime {
+	t.Helper()
+	host := os.Getenv(gvisorHostEnv)
+	if host == "" {
+		t.Skipf("skipping: set %s to a Docker engine with runsc and experimental mode (scripts/setup-gvisor.sh start)", gvisorHostEnv)
+	}
+	t.Setenv("DOCKER_HOST", host)
+	agent := filepath.Join(t.TempDir(), "warren-agent")
+	cmd := exec.Command(filepath.Join(goruntime.GOROOT(), "bin", "go"), "build", "-o", agent, "github.com/warrenhq/warren/cmd/warren-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	rt, err := docker.New(docker.Config{AgentPath: agent, Network: "wgvtest", ManagedValue: "test-gv-" + hex.EncodeToString(b)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.CheckRuntime(t.Context(), sandbox.RuntimeGVisor); err != nil {
+		rt.Close()
+		t.Fatalf("%s=%s: %v", gvisorHostEnv, host, err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		list, _ := rt.List(ctx)
+		for _, c := range list {
+			rt.Remove(ctx, c.ID)
+		}
+		rt.Close()
+	})
+	return rt
+}
+
+func gvisorManager(t *testing.T, rt *docker.Runtime, dir string, tweak func(*lifecycle.Config)) *lifecycle.Manager {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "warren.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := agentclient.New()
+	cfg := lifecycle.Config{Runtime: rt, Agent: ac, Store: st, Commands: ac, SandboxRuntime: sandbox.RuntimeGVisor,
+		FreezeMaxAge: -1, MaxFrozen: -1}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	m, err := lifecycle.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); st.Close() })
+	return m
+}
+
+func run(t *testing.T, sb sandbox.Sandbox, cmd string) string {
+	t.Helper()
+	code, out, err := agentclient.New().RunCommand(t.Context(), sb.AgentAddr, sb.EnvdAccessToken, "user", "", cmd, nil)
+	if err != nil || code != 0 {
+		t.Fatalf("%q: exit %d, %v; output %q", cmd, code, err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// portAnswer asks a server inside the sandbox, through the agent's
+// tunnel, for one line.
+func portAnswer(t *testing.T, sb sandbox.Sandbox, port int) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := agentclient.New().DialTunnel(ctx, sb.AgentAddr, sb.AgentSecret, port)
+	if err != nil {
+		t.Fatalf("tunnel to port %d: %v", port, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET / HTTP/1.0\r\n\r\n")
+	var last string
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		last = sc.Text()
+	}
+	return strings.TrimSpace(last)
+}
+
+// TestGVisorCheckpointDocker runs a sandbox under gVisor, checkpoints it
+// (operator stop), restarts the server, and resumes it: the processes,
+// their memory, a server listening inside, the sandbox's env and the
+// agent's token all come back without the agent being re-initialised.
+func TestGVisorCheckpointDocker(t *testing.T) {
+	rt := gvisorRuntime(t)
+	dir := t.TempDir()
+	m := gvisorManager(t, rt, dir, nil)
+	ctx := t.Context()
+	sb, err := m.Create(ctx, lifecycle.CreateRequest{TeamID: sandbox.DefaultTeamID, Timeout: 5 * time.Minute, Secure: true,
+		EnvVars: map[string]string{"GREETING": "hello"}})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if run(t, sb, "dmesg 2>/dev/null | head -1 | grep -c gVisor || true") != "1" {
+		t.Errorf("the sandbox does not run under gVisor")
+	}
+	// A process holding a random value only in memory, which it serves
+	// on port 8000, and writes to a file now and then.
+	run(t, sb, `nohup python3 -c '
+import http.server, os, threading, time
+v = os.urandom(8).hex()
+def tick():
+    while True:
+        open("/tmp/mem", "w").write(v); time.sleep(0.1)
+threading.Thread(target=tick, daemon=True).start()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write((v + " " + os.environ.get("GREETING", "")).encode())
+http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
+' >/dev/null 2>&1 &
+for i in $(seq 50); do [ -s /tmp/mem ] && break; sleep 0.1; done`)
+	before := portAnswer(t, sb, 8000)
+	if !strings.HasSuffix(before, " hello") {
+		t.Fatalf("server in the sandbox answered %q", before)
+	}
+
+	mode, err := m.Stop(ctx, sandbox.DefaultTeamID, sb.ID)
+	if err != nil || mode != sandbox.PauseCheckpointed {
+		t.Fatalf("Stop = %q, %v; want checkpointed", mode, err)
+	}
+	if c, err := rt.Inspect(ctx, sb.ContainerID); err != nil || c.Running {
+		t.Fatalf("checkpointed container: %+v, %v; want stopped", c, err)
+	}
+	// A new server on the same store adopts the checkpointed sandbox.
+	m.Close()
+	m = gvisorManager(t, rt, dir, nil)
+	got, err := m.Get(ctx, sandbox.DefaultTeamID, sb.ID)
+	if err != nil || got.State != sandbox.StatePaused || got.PauseMode != sandbox.PauseCheckpointed {
+		t.Fatalf("after a server restart: %+v, %v", got, err)
+	}
+
+	start := time.Now()
+	sb, resumed, err := m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute)
+	if err != nil || !resumed {
+		t.Fatalf("connect: resumed %v, %v", resumed, err)
+	}
+	t.Logf("restore took %v", time.Since(start))
+	if after := portAnswer(t, sb, 8000); after != before {
+		t.Errorf("after restore the server answers %q, want %q", after, before)
+	}
+	if v := run(t, sb, "sleep 0.3; cat /tmp/mem; echo; echo $GREETING"); v != strings.TrimSuffix(before, " hello")+"\nhello" {
+		t.Errorf("after restore: %q", v)
+	}
+	logs, err := m.Logs(ctx, sandbox.DefaultTeamID, sb.ID, sandbox.LogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, l := range logs {
+		msgs = append(msgs, l.Message+" "+l.Fields["mode"])
+	}
+	if s := strings.Join(msgs, "; "); !strings.Contains(s, "sandbox paused checkpointed") || !strings.Contains(s, "sandbox resumed checkpointed") {
+		t.Errorf("logs: %s", s)
+	}
+	if err := m.Kill(ctx, sandbox.DefaultTeamID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGVisorDemoteFrozenDocker pauses a gVisor sandbox keeping memory,
+// lets the freeze limit demote it, and checks that demotion checkpoints it
+// and that resume restores it.
+func TestGVisorDemoteFrozenDocker(t *testing.T) {
+	rt := gvisorRuntime(t)
+	m := gvisorManager(t, rt, t.TempDir(), func(c *lifecycle.Config) {
+		c.FreezeMaxAge, c.TickInterval = 500*time.Millisecond, 100*time.Millisecond
+	})
+	ctx := t.Context()
+	sb, err := m.Create(ctx, lifecycle.CreateRequest{TeamID: sandbox.DefaultTeamID, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	run(t, sb, `nohup sh -c 'v=$(cat /proc/sys/kernel/random/uuid); while true; do echo $v > /tmp/mem; sleep 0.1; done' >/dev/null 2>&1 &
+sleep 0.3`)
+	before := run(t, sb, "cat /tmp/mem")
+	if err := m.Pause(ctx, sandbox.DefaultTeamID, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, _ := m.Get(ctx, sandbox.DefaultTeamID, sb.ID)
+		if got.PauseMode == sandbox.PauseCheckpointed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not demoted to checkpointed: %+v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sb, err = m.Resume(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := run(t, sb, "sleep 0.3; cat /tmp/mem"); after != before {
+		t.Errorf("after restore the process writes %q, want %q", after, before)
+	}
+}
