@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/agent/users"
@@ -25,7 +26,9 @@ import (
 // Config configures the server. Zero fields take the documented defaults.
 type Config struct {
 	// User is the account kernels run as, when the agent runs as root.
-	// Default "user". An agent that is not root runs kernels as itself.
+	// Default "root", as in E2B's template, whose Jupyter server runs as
+	// root (so a context may have cwd /root). An agent that is not root
+	// runs kernels as itself.
 	User string
 	// Workdir is the cwd of contexts created without one. Default: the
 	// home of User (of the agent's user when not root).
@@ -62,7 +65,7 @@ func (c Config) withDefaults() Config {
 			*s = v
 		}
 	}
-	def(&c.User, "user")
+	def(&c.User, "root")
 	def(&c.Python, "python3")
 	def(&c.Node, "node")
 	def(&c.Bash, "bash")
@@ -109,6 +112,7 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	seq      atomic.Uint64 // numbers contexts in order of creation
 	mu       sync.Mutex
 	contexts map[string]*codeContext // guarded by mu; by id
 	defaults map[string]*codeContext // guarded by mu; by language

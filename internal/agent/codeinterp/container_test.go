@@ -18,8 +18,8 @@ import (
 const containerImage = baseimage.CodeInterpreterTag
 
 // TestInContainer runs the server as the agent would, as root in a
-// container of the code interpreter's image with kernels running as
-// "user", and drives it over a published port.
+// container of the code interpreter's image with kernels running as root
+// (as in E2B's template) in /home/user, and drives it over a published port.
 func TestInContainer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping container test in -short mode")
@@ -63,7 +63,7 @@ func TestInContainer(t *testing.T) {
 	start := time.Now()
 	e := c.execute(map[string]any{"code": "import getpass, os; print(getpass.getuser(), os.getcwd())"}, tok...)
 	t.Logf("first python execution %v", time.Since(start))
-	if e.stdout != "user /home/user\n" {
+	if e.stdout != "root /home/user\n" {
 		t.Fatalf("python user and cwd: %q %+v", e.stdout, e.err)
 	}
 	var rtts []time.Duration
@@ -91,7 +91,12 @@ func TestInContainer(t *testing.T) {
 	if e := c.execute(map[string]any{"code": "const f = (x: number): number => x * 2\nf(21)", "language": "ts"}, tok...); e.text() != "42" {
 		t.Fatalf("ts: %q %+v", e.text(), e.err)
 	}
-	if e := c.execute(map[string]any{"code": "whoami; pwd", "language": "bash"}, tok...); e.stdout != "user\n/home/user\n" {
+	// A context may work in root's home, as E2B's tests expect.
+	resp, raw := c.do("POST", "/contexts", map[string]any{"language": "python", "cwd": "/root"}, tok...)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("context in /root: %s %s", resp.Status, raw)
+	}
+	if e := c.execute(map[string]any{"code": "whoami; pwd", "language": "bash"}, tok...); e.stdout != "root\n/home/user\n" {
 		t.Fatalf("bash: %q %+v", e.stdout, e.err)
 	}
 }

@@ -16,6 +16,7 @@ type codeContext struct {
 	Cwd      string `json:"cwd"`
 
 	srv *Server
+	seq uint64 // order of creation: GET /contexts lists the newest last
 	// turn serializes executions, restarts and starts: a token in the
 	// channel is the right to use the kernel. A channel rather than a
 	// mutex so that a request can stop waiting when its client leaves.
@@ -28,7 +29,7 @@ type codeContext struct {
 }
 
 func newCodeContext(srv *Server, id, lang, cwd string) *codeContext {
-	return &codeContext{ID: id, Language: lang, Cwd: cwd, srv: srv, turn: make(chan struct{}, 1)}
+	return &codeContext{ID: id, Language: lang, Cwd: cwd, srv: srv, seq: srv.seq.Add(1), turn: make(chan struct{}, 1)}
 }
 
 func (c *codeContext) acquire(ctx context.Context) error {

@@ -1,6 +1,7 @@
 package codeinterp
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/warrenhq/warren/internal/agent/codeinterp/jupyter"
 )
@@ -114,7 +114,9 @@ func (s *Server) handleListContexts(w http.ResponseWriter, r *http.Request) {
 		list = append(list, c)
 	}
 	s.mu.Unlock()
-	slices.SortFunc(list, func(a, b *codeContext) int { return strings.Compare(a.ID, b.ID) })
+	// In order of creation, as E2B's server lists them: clients take the
+	// last one as the newest.
+	slices.SortFunc(list, func(a, b *codeContext) int { return cmp.Compare(a.seq, b.seq) })
 	writeJSON(w, list)
 }
 

@@ -190,3 +190,31 @@ func TestTrafficToken(t *testing.T) {
 		t.Errorf("health body %q", raw)
 	}
 }
+
+// GET /contexts lists contexts in the order they were made: E2B's clients
+// (and its tests) take the last one as the one just created.
+func TestListContextsInCreationOrder(t *testing.T) {
+	c, _ := fakeServer(t, Config{})
+	c.execute(map[string]any{"code": "a"}) // registers the default python context first
+	var made []string
+	for range 8 {
+		_, raw := c.do("POST", "/contexts", map[string]any{"language": "python"})
+		var ctx struct{ ID string }
+		if err := json.Unmarshal(raw, &ctx); err != nil || ctx.ID == "" {
+			t.Fatalf("create: %s", raw)
+		}
+		made = append(made, ctx.ID)
+	}
+	_, raw := c.do("GET", "/contexts", nil)
+	var list []struct{ ID string }
+	if err := json.Unmarshal(raw, &list); err != nil || len(list) != len(made)+1 {
+		t.Fatalf("list = %s", raw)
+	}
+	var got []string
+	for _, ctx := range list[1:] {
+		got = append(got, ctx.ID)
+	}
+	if diff := cmp.Diff(made, got); diff != "" {
+		t.Errorf("contexts after the default one, in list order (-made +listed):\n%s", diff)
+	}
+}

@@ -59,16 +59,9 @@ func (s *Service) Close() {
 // user resolves the account an RPC acts for: the Basic auth username, or
 // the sandbox's default user.
 func (s *Service) user(h http.Header) (*users.User, error) {
-	name, err := users.BasicAuthName(h)
+	u, err := users.ForRequest(h, s.st.DefaultUser())
 	if err != nil {
 		return nil, connect.NewError(connect.CodeUnauthenticated, err)
-	}
-	if name == "" {
-		name = s.st.DefaultUser()
-	}
-	u, err := users.Lookup(name)
-	if err != nil {
-		return nil, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("invalid username: '%s'", name))
 	}
 	return u, nil
 }

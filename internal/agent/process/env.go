@@ -14,17 +14,9 @@ import (
 
 // user resolves the Basic-auth user of a request, or the default user.
 func (s *Service) user(h http.Header) (*users.User, error) {
-	name, err := users.BasicAuthName(h)
+	u, err := users.ForRequest(h, s.st.DefaultUser())
 	if err != nil {
 		return nil, connect.NewError(connect.CodeUnauthenticated, err)
-	}
-	if name == "" {
-		name = s.st.DefaultUser()
-	}
-	u, err := users.Lookup(name)
-	if err != nil {
-		s.log.Debug("user lookup failed", "user", name, "err", err)
-		return nil, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("invalid username: '%s'", name))
 	}
 	return u, nil
 }

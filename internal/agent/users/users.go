@@ -76,6 +76,24 @@ func BasicAuthName(h http.Header) (string, error) {
 	return name, nil
 }
 
+// ForRequest resolves the account a request acts for: the Basic auth
+// username of h, or defaultUser when h names none. Its errors are fit for
+// the client.
+func ForRequest(h http.Header, defaultUser string) (*User, error) {
+	name, err := BasicAuthName(h)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = defaultUser
+	}
+	u, err := Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("invalid username: '%s'", name)
+	}
+	return u, nil
+}
+
 // ResolvePath turns a path as the SDK sends it into an absolute, clean path:
 // "~" and "~/x" expand to the user's home, a relative path is taken from the
 // home, and an empty path means workdir (or the home when workdir is "").

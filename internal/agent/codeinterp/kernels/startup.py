@@ -2,6 +2,7 @@
 # It registers the display formatters behind E2B's result fields:
 #   e2b/data   pandas DataFrames as {column: [values]}
 #   e2b/chart  matplotlib figures described as charts (warren_charts.py)
+# and shows PIL images when they are saved to a file.
 # Everything lives inside a function so the user's namespace stays clean,
 # and pandas/matplotlib are only bound when the user imports them.
 
@@ -61,6 +62,25 @@ def _warren_setup():
     formatter("e2b/data").for_type_by_name(
         "pandas.core.frame", "DataFrame", dataframe_data
     )
+
+    # A PIL image saved to a file is also shown, as a result with a png,
+    # like in E2B's template.
+    try:
+        from PIL import Image as pil_image
+    except ImportError:
+        pil_image = None
+    if pil_image is not None:
+        import os
+        from IPython.display import display
+
+        pil_save = pil_image.Image.save
+
+        def save(image, fp, format=None, **params):
+            if isinstance(fp, (str, os.PathLike)):
+                display(image)
+            return pil_save(image, fp, format, **params)
+
+        pil_image.Image.save = save
 
     # IPython puts this file's directory on sys.path while it runs it, so
     # the charts module next to it is importable now (and only now).

@@ -1,8 +1,8 @@
 """Describes matplotlib figures as E2B chart objects (MIME e2b/chart).
 
 Loaded by Warren's kernel startup file. Handles the common cases: line,
-scatter, bar and pie axes; a figure with several axes is a superchart;
-anything else is an "unknown" chart with no elements. Imports matplotlib
+scatter, bar, pie and box-and-whisker axes; a figure with several axes is a
+superchart; anything else is an "unknown" chart with no elements. Imports matplotlib
 only when a figure is described, so it costs nothing until then.
 """
 
@@ -13,6 +13,26 @@ def _num(v):
     except (TypeError, ValueError):
         return str(v)
     return v if v == v and v not in (float("inf"), float("-inf")) else None
+
+
+def _round(v):
+    """Rounds away float noise (323.99999141 -> 324.0): keeps eight digits
+    before the point and fewer after it as the number grows."""
+    v = _num(v)
+    if not isinstance(v, float) or v == 0:
+        return v
+    import math
+
+    digits = max(1, 8 - math.floor(math.log10(abs(v))))
+    return float(f"{v:.{digits}g}")
+
+
+def _unit(label):
+    """The unit an axis label names: "Time (s)" -> "s", "Mass [kg]" -> "kg"."""
+    import re
+
+    m = re.search(r"\s\((.*?)\)|\[(.*?)\]", label or "")
+    return (m.group(1) or m.group(2)) if m else None
 
 
 def _axis_kind(axis):
@@ -45,8 +65,8 @@ def _base(ax, kind):
         chart.update(
             x_label=ax.get_xlabel() or None,
             y_label=ax.get_ylabel() or None,
-            x_unit=None,
-            y_unit=None,
+            x_unit=_unit(ax.get_xlabel()),
+            y_unit=_unit(ax.get_ylabel()),
         )
     return chart
 
@@ -68,7 +88,7 @@ def _label(artist, fallback):
 def _axes_chart(ax):
     from matplotlib.collections import PathCollection
     from matplotlib.container import BarContainer
-    from matplotlib.patches import Wedge
+    from matplotlib.patches import PathPatch, Wedge
 
     wedges = [p for p in ax.patches if isinstance(p, Wedge)]
     if wedges:
@@ -76,8 +96,12 @@ def _axes_chart(ax):
         texts = [t.get_text() for t in ax.texts]
         for i, w in enumerate(wedges):
             label = _label(w, texts[i] if i < len(texts) else str(i))
-            chart["elements"].append({"label": label, "angle": _num(w.theta2 - w.theta1), "radius": _num(w.r)})
+            chart["elements"].append({"label": label, "angle": _round(abs(w.theta2 - w.theta1)), "radius": _num(w.r)})
         return chart
+
+    boxes = [p for p in ax.patches if isinstance(p, PathPatch)]
+    if boxes and not ax.collections:
+        return _box_chart(ax, boxes)
 
     bars = [c for c in ax.containers if isinstance(c, BarContainer)]
     if bars:
@@ -116,6 +140,53 @@ def _axes_chart(ax):
         return chart
 
     return {"type": "unknown", "title": ax.get_title() or None, "elements": []}
+
+
+def _box_chart(ax, boxes):
+    """Describes a boxplot drawn with patch_artist=True: each box is a
+    PathPatch from the first to the third quartile; the lines are its
+    median, whiskers, caps and fliers."""
+    chart = _base(ax, "box_and_whisker")
+    extents = []
+    for b in boxes:
+        v = b.get_path().vertices
+        extents.append((min(v[:, 0]), max(v[:, 0]), min(v[:, 1]), max(v[:, 1])))
+    # Boxes of a vertical plot share their width, those of a horizontal
+    # one their height; value is the axis the quartiles are measured on.
+    widths = {_round(e[1] - e[0]) for e in extents}
+    heights = {_round(e[3] - e[2]) for e in extents}
+    vertical = len(widths) == 1 or len(heights) != 1
+    pos_axis = ax.xaxis if vertical else ax.yaxis
+    ticks = list(pos_axis.get_majorticklocs())
+    names = [t.get_text() for t in pos_axis.get_majorticklabels()]
+    eps = 1e-9
+    for i, (x0, x1, y0, y1) in enumerate(extents):
+        p0, p1, q1, q3 = (x0, x1, y0, y1) if vertical else (y0, y1, x0, x1)
+        center = (p0 + p1) / 2
+        label = str(i + 1)
+        if ticks:
+            nearest = min(range(len(ticks)), key=lambda k: abs(ticks[k] - center))
+            if nearest < len(names) and names[nearest]:
+                label = names[nearest]
+        el = {"label": label, "min": _round(q1), "first_quartile": _round(q1), "median": None,
+              "third_quartile": _round(q3), "max": _round(q3), "outliers": []}
+        for line in ax.get_lines():
+            xs, ys = line.get_xdata(orig=False), line.get_ydata(orig=False)
+            ps, vs = (xs, ys) if vertical else (ys, xs)
+            if len(ps) == 0 or not all(p0 - eps <= p <= p1 + eps for p in ps):
+                continue
+            if line.get_linestyle() in ("None", "", " "):  # fliers
+                el["outliers"].extend(_round(v) for v in vs)
+            elif len(vs) == 2 and vs[0] == vs[1] and q1 - eps <= vs[0] <= q3 + eps:
+                el["median"] = _round(vs[0])
+            elif len(vs) == 2 and ps[0] == ps[1]:  # a whisker: from the box outwards
+                lo, hi = min(vs), max(vs)
+                if abs(hi - q1) <= eps:
+                    el["min"] = _round(lo)
+                elif abs(lo - q3) <= eps:
+                    el["max"] = _round(hi)
+        chart["elements"].append(el)
+    return chart
 
 
 def figure_to_chart(fig):

@@ -16,6 +16,7 @@ func main() {
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := codeinterp.New(codeinterp.Config{
+		Workdir:      "/home/user", // as the agent sets it
 		Prestart:     []string{"python", "javascript"},
 		TrafficToken: os.Getenv("TRAFFIC_TOKEN"),
 		Logger:       log,
