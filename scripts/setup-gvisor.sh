@@ -69,11 +69,11 @@ start() {
 		fi
 		# --overlay2=none: the container's writes go to the engine's
 		# layer, as under runc, so docker commit (snapshots) and stopped
-		# sandboxes keep them.
+		# sandboxes keep them. --allow-suid: sudo works inside.
 		cat >"$GV_RUN/daemon.json" <<EOF
 {
   "experimental": true,
-  "runtimes": {"runsc": {"path": "$RUNSC", "runtimeArgs": ["--overlay2=none"]}}
+  "runtimes": {"runsc": {"path": "$RUNSC", "runtimeArgs": ["--overlay2=none", "--allow-suid"]}}
 }
 EOF
 		dockerd --config-file "$GV_RUN/daemon.json" \

@@ -94,7 +94,7 @@ type Main struct {
 	stderr io.Writer
 
 	// codeInterpreterUser is who kernels run as when the agent is root;
-	// "" means "user". Tests on a host without that user change it.
+	// "" means codeinterp's default, root.
 	codeInterpreterUser string
 
 	ln     net.Listener

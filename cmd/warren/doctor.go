@@ -14,6 +14,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/baseimage"
 	"github.com/warrenhq/warren/internal/firewall"
+	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // check is one doctor check: a name and what it found. An optional
@@ -29,16 +30,19 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("doctor", "warren doctor [flags]",
 		"Check what warren serve needs: the Docker engine, the base image, the agent binary,\n"+
 			"a free port, a writable state directory and, unless --firewall=off, a usable iptables;\n"+
+			"the runtime (--runtime=gvisor: runsc registered, experimental mode, a container runs);\n"+
 			"and the code interpreter's image, which only the code-interpreter-v1 template needs (a\n"+
 			"warning). Every check runs; any failure exits non-zero. Flags take serve's values.")
 	e := &envFlags{fs: fs, getenv: m.Getenv}
-	var addr, stateDir, agent, image, ciImage, fw string
+	var addr, stateDir, agent, image, ciImage, fw, rtName, gvName string
 	e.String(&addr, "addr", "127.0.0.1:3000", "address serve will listen on")
 	e.String(&stateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&agent, "agent", defaultAgentPath(), "path of the warren-agent binary")
 	e.String(&image, "base-image", baseimage.DefaultTag, `image of the "base" template`)
 	e.String(&ciImage, "code-interpreter-image", baseimage.CodeInterpreterTag, `image of the "code-interpreter-v1" template`)
 	e.String(&fw, "firewall", "iptables", "the firewall serve will run with: iptables or off")
+	e.String(&rtName, "runtime", string(sandbox.RuntimeRunc), "what sandboxes will run under: runc or gvisor")
+	e.String(&gvName, "gvisor-runtime-name", "runsc", "the Docker engine's name of the gVisor runtime")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -47,6 +51,10 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	}
 	if fw != "iptables" && fw != "off" {
 		return usageError{fmt.Sprintf("--firewall=%q: want iptables or off", fw)}
+	}
+	rt, err := sandbox.ParseOCIRuntime(rtName)
+	if err != nil {
+		return usageError{"--runtime: " + sandbox.Message(err)}
 	}
 	buildBase := "warren image build"
 	if image != baseimage.DefaultTag {
@@ -123,6 +131,7 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 			return filepath.Clean(stateDir) + " is writable", nil
 		}},
 	}
+	checks = append(checks, runtimeChecks(rt, gvName, image, &cli)...)
 	failed := 0
 	for _, c := range checks {
 		msg, err := c.run(ctx)

@@ -13,12 +13,14 @@ import (
 	"time"
 )
 
-const sandboxUsage = `Usage: warren sandbox <list|kill|pause|resume> [flags] [ID...]
+const sandboxUsage = `Usage: warren sandbox <list|kill|pause|stop|resume> [flags] [ID...]
 
 Subcommands:
   list                  list running and paused sandboxes
   kill ID...            kill sandboxes
   pause ID...           pause sandboxes (--memory=false stops them instead of freezing)
+  stop ID...            move running or frozen sandboxes to disk, freeing their memory:
+                        checkpointed under gVisor (processes and memory kept), else stopped
   resume ID...          resume paused sandboxes (--timeout sets how long they then run)
 
 They talk to a running warren serve (--api-url, env E2B_API_URL; default
@@ -35,7 +37,7 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 		fmt.Fprintln(m.Stdout, sandboxUsage)
 		if len(args) == 0 {
-			return usageError{"sandbox needs a subcommand: list, kill, pause or resume"}
+			return usageError{"sandbox needs a subcommand: list, kill, pause, stop or resume"}
 		}
 		return nil
 	}
@@ -56,7 +58,7 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 	switch sub {
 	case "list":
 		return m.listSandboxes(ctx, c)
-	case "kill", "pause", "resume":
+	case "kill", "pause", "stop", "resume":
 		if len(ids) == 0 {
 			return usageError{fmt.Sprintf("sandbox %s needs at least one ID", sub)}
 		}
@@ -68,11 +70,18 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 	for _, id := range ids {
 		var err error
 		p := "/sandboxes/" + url.PathEscape(id)
+		done := map[string]string{"kill": "killed", "pause": "paused", "resume": "running"}[sub]
 		switch sub {
 		case "kill":
 			_, err = c.do(ctx, "DELETE", p, nil, nil)
 		case "pause":
 			_, err = c.do(ctx, "POST", p+"/pause", map[string]bool{"memory": *memory}, nil)
+		case "stop":
+			var res struct {
+				PauseMode string `json:"pauseMode"`
+			}
+			_, err = c.do(ctx, "POST", p+"/stop", nil, &res)
+			done = "paused (" + res.PauseMode + ")"
 		case "resume":
 			_, err = c.do(ctx, "POST", p+"/connect", map[string]int64{"timeout": int64(timeout.Seconds())}, nil)
 		}
@@ -81,7 +90,7 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 			failed++
 			continue
 		}
-		fmt.Fprintf(m.Stdout, "%s: %s\n", id, map[string]string{"kill": "killed", "pause": "paused", "resume": "running"}[sub])
+		fmt.Fprintf(m.Stdout, "%s: %s\n", id, done)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d sandboxes failed", failed, len(ids))
@@ -94,6 +103,7 @@ func (m *Main) listSandboxes(ctx context.Context, c *apiClient) error {
 		SandboxID  string            `json:"sandboxID"`
 		TemplateID string            `json:"templateID"`
 		State      string            `json:"state"`
+		PauseMode  string            `json:"pauseMode"`
 		StartedAt  time.Time         `json:"startedAt"`
 		EndAt      time.Time         `json:"endAt"`
 		Metadata   map[string]string `json:"metadata"`
@@ -116,7 +126,11 @@ func (m *Main) listSandboxes(ctx context.Context, c *apiClient) error {
 			for k, v := range s.Metadata {
 				md = append(md, k+"="+v)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.SandboxID, s.TemplateID, s.State,
+			state := s.State
+			if s.PauseMode != "" {
+				state += " (" + s.PauseMode + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.SandboxID, s.TemplateID, state,
 				s.StartedAt.Local().Format(time.DateTime), s.EndAt.Local().Format(time.DateTime), strings.Join(md, ","))
 		}
 		if token = h.Get("X-Next-Token"); token == "" {

@@ -29,6 +29,8 @@ import (
 // environment variables.
 type serveConfig struct {
 	Addr      string // listen address
+	TLSAddr   string // HTTPS address of the same handler (serve_tls.go); "" = none
+	DNSAddr   string // UDP address answering DNS for *.<Domain>; "" = none
 	Domain    string // sandbox domain: <port>-<id>.<Domain>
 	StateDir  string // holds warren.db
 	AgentPath string // the warren-agent binary mounted into sandboxes
@@ -42,7 +44,11 @@ type serveConfig struct {
 	// TemplateBuilds is how many template builds run at once; 0 = the
 	// builder's default (2).
 	TemplateBuilds int
-	Lifecycle      lifecycle.Config
+	// Runtime is what sandboxes run under: "runc" (default) or "gvisor".
+	Runtime string
+	// GVisorName is the engine's name for runsc (daemon.json "runtimes").
+	GVisorName string
+	Lifecycle  lifecycle.Config
 }
 
 // serveDeps are the engine-facing parts, swapped for fakes in tests.
@@ -67,11 +73,15 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log := m.logger(cfg.LogFormat)
-	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, ManagedValue: cfg.Instance, Logger: log})
+	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, ManagedValue: cfg.Instance,
+		GVisorRuntime: cfg.GVisorName, Logger: log})
 	if err != nil {
 		return fmt.Errorf("%w (run \"warren doctor\")", err)
 	}
 	defer rt.Close()
+	if err := rt.CheckRuntime(ctx, cfg.Lifecycle.SandboxRuntime); err != nil {
+		return fmt.Errorf("--runtime=%s: %w", cfg.Lifecycle.SandboxRuntime, err)
+	}
 	fw, err := m.firewall(ctx, cfg, rt, log)
 	if err != nil {
 		return err
@@ -175,7 +185,14 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	addr := ln.Addr().String()
+	sdk, err := listenSDK(ctx, cfg, handler, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer sdk.Close()
 	m.printHello(ctx, st, cfg, addr)
+	sdk.printHello(m.Stdout, cfg.Domain)
 	if deps.Ready != nil {
 		deps.Ready(addr)
 	}
@@ -273,6 +290,17 @@ func (e *envFlags) String(p *string, name, def, usage string) {
 	e.fs.StringVar(p, name, def, e.usage(usage, name))
 }
 
+func (e *envFlags) Bool(p *bool, name string, def bool, usage string) {
+	if v := e.getenv(envName(name)); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil && e.err == nil {
+			e.err = usageError{fmt.Sprintf("%s=%q is not a boolean", envName(name), v)}
+		}
+		def = b
+	}
+	e.fs.BoolVar(p, name, def, e.usage(usage, name))
+}
+
 func (e *envFlags) Int(p *int, name string, def int, usage string) {
 	if v := e.getenv(envName(name)); v != "" {
 		n, err := strconv.Atoi(v)
@@ -305,6 +333,8 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	d := lifecycle.Defaults()
 	l := &cfg.Lifecycle
 	e.String(&cfg.Addr, "addr", "127.0.0.1:3000", "address to listen on")
+	e.String(&cfg.TLSAddr, "tls-addr", "", "also serve over HTTPS here (e.g. 127.0.0.1:3443), with a wildcard certificate for *.<domain> from a CA kept in <state-dir>/tls; needs a domain of two labels or more")
+	e.String(&cfg.DNSAddr, "dns-addr", "", "answer DNS (UDP) for *.<domain> with 127.0.0.1 here (e.g. 127.0.0.1:5353)")
 	e.String(&cfg.Domain, "domain", "localhost", "sandbox domain: sandbox hosts are <port>-<id>.<domain>")
 	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
@@ -314,6 +344,11 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.Instance, "instance", "true", "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
 		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
 	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
+	e.String(&cfg.Runtime, "runtime", string(sandbox.RuntimeRunc), "what sandboxes run under: runc, or gvisor (stronger isolation; "+
+		"frozen sandboxes are demoted to checkpointed, keeping their memory on disk; set up with: warren runtime setup gvisor)")
+	e.String(&cfg.GVisorName, "gvisor-runtime-name", "runsc", "the Docker engine's name of the gVisor runtime (its daemon.json \"runtimes\" key)")
+	e.Bool(&l.PauseToDisk, "pause-to-disk", false, "under gvisor, a pause that keeps memory checkpoints the sandbox to disk at once instead of freezing it (no RAM held; resume takes a restore)")
+	e.Duration(&l.CheckpointMaxAge, "checkpoint-max-age", d.CheckpointMaxAge, "delete checkpoints of sandboxes paused this long; they become stopped (negative: never)")
 	e.String(&l.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)
 	e.String(&l.CodeInterpreterImage, "code-interpreter-image", d.CodeInterpreterImage, `image of the "code-interpreter-v1" template (warren image build code-interpreter)`)
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
@@ -339,6 +374,11 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	if fs.NArg() > 0 {
 		return serveConfig{}, usageError{fmt.Sprintf("serve takes no arguments, got %q", fs.Args())}
 	}
+	rt, err := sandbox.ParseOCIRuntime(cfg.Runtime)
+	if err != nil {
+		return serveConfig{}, usageError{"--runtime: " + sandbox.Message(err)}
+	}
+	l.SandboxRuntime = rt
 	if cfg.Instance == "" {
 		return serveConfig{}, usageError{"--instance must not be empty"}
 	}

@@ -226,12 +226,13 @@ func TestDoctorReportsEveryCheck(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())                       // no iptables
 	env := map[string]string{"WARREN_STATE_DIR": t.TempDir(), "WARREN_AGENT": "/nonexistent/warren-agent"}
 	stdout, _, err := run(t, env, "doctor", "--addr", "127.0.0.1:0")
-	if err == nil || !strings.Contains(err.Error(), "4 of 7 checks failed") {
-		t.Errorf("doctor without Docker, iptables or an agent: %v, want 4 of 7 checks failed", err)
+	if err == nil || !strings.Contains(err.Error(), "4 of 9 checks failed") {
+		t.Errorf("doctor without Docker, iptables or an agent: %v, want 4 of 9 checks failed", err)
 	}
 	for _, want := range []string{"FAIL  docker engine", "FAIL  base image", "WARN  code interpreter",
 		"FAIL  firewall         firewall: iptables not found", "--firewall=off",
-		"FAIL  agent binary", "ok    listen address", "ok    state directory"} {
+		"FAIL  agent binary", "ok    listen address", "ok    state directory",
+		"ok    runtime          runc", "WARN  checkpoints"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, stdout)
 		}
@@ -243,6 +244,13 @@ func TestDoctorReportsEveryCheck(t *testing.T) {
 	}
 	if _, _, err := run(t, env, "doctor", "--firewall=nft"); !errors.As(err, new(usageError)) {
 		t.Errorf("doctor --firewall=nft: %v, want usage error", err)
+	}
+	if _, _, err := run(t, env, "doctor", "--runtime=kata"); !errors.As(err, new(usageError)) {
+		t.Errorf("doctor --runtime=kata: %v, want usage error", err)
+	}
+	stdout, _, _ = run(t, env, "doctor", "--addr", "127.0.0.1:0", "--runtime=gvisor")
+	if !strings.Contains(stdout, "FAIL  runtime          cannot check without the docker engine") {
+		t.Errorf("doctor --runtime=gvisor without Docker:\n%s", stdout)
 	}
 }
 

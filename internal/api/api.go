@@ -72,6 +72,7 @@ func New(cfg Config) http.Handler {
 		{"POST /sandboxes/{id}/timeout", s.setTimeout},
 		{"POST /sandboxes/{id}/refreshes", s.refresh},
 		{"POST /sandboxes/{id}/pause", s.pause},
+		{"POST /sandboxes/{id}/stop", s.stop}, // Warren's own
 		{"POST /sandboxes/{id}/resume", s.resume},
 		{"POST /sandboxes/{id}/connect", s.connectV1},
 		{"POST /v2/sandboxes/{id}/connect", s.connectV2},

@@ -73,6 +73,22 @@ func (s *server) pause(w http.ResponseWriter, r *http.Request, team string) erro
 	return nil
 }
 
+// stop is Warren's own: it moves a running or frozen sandbox to disk,
+// freeing its memory (checkpointed under gVisor, else stopped), and
+// answers with the mode it is paused in.
+func (s *server) stop(w http.ResponseWriter, r *http.Request, team string) error {
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	mode, err := s.m.Stop(r.Context(), team, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"sandboxID": id, "pauseMode": string(mode)})
+	return nil
+}
+
 // resume is E2B's deprecated resume (SDK 2.0–2.5): 409 when running.
 func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) error {
 	id, err := sandboxID(r)

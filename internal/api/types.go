@@ -65,19 +65,22 @@ type sandboxJSON struct {
 
 // listedSandboxJSON is E2B's ListedSandbox.
 type listedSandboxJSON struct {
-	TemplateID   string            `json:"templateID"`
-	Alias        string            `json:"alias,omitempty"`
-	SandboxID    string            `json:"sandboxID"`
-	ClientID     string            `json:"clientID"`
-	StartedAt    time.Time         `json:"startedAt"`
-	EndAt        time.Time         `json:"endAt"`
-	CPUCount     int               `json:"cpuCount"`
-	MemoryMB     int               `json:"memoryMB"`
-	DiskSizeMB   int               `json:"diskSizeMB"`
-	Metadata     map[string]string `json:"metadata"`
-	State        string            `json:"state"`
-	EnvdVersion  string            `json:"envdVersion"`
-	VolumeMounts []struct{}        `json:"volumeMounts"`
+	TemplateID string            `json:"templateID"`
+	Alias      string            `json:"alias,omitempty"`
+	SandboxID  string            `json:"sandboxID"`
+	ClientID   string            `json:"clientID"`
+	StartedAt  time.Time         `json:"startedAt"`
+	EndAt      time.Time         `json:"endAt"`
+	CPUCount   int               `json:"cpuCount"`
+	MemoryMB   int               `json:"memoryMB"`
+	DiskSizeMB int               `json:"diskSizeMB"`
+	Metadata   map[string]string `json:"metadata"`
+	State      string            `json:"state"`
+	// PauseMode is Warren's own: frozen, stopped or checkpointed while
+	// paused, else absent.
+	PauseMode    string     `json:"pauseMode,omitempty"`
+	EnvdVersion  string     `json:"envdVersion"`
+	VolumeMounts []struct{} `json:"volumeMounts"`
 }
 
 // sandboxDetailJSON is E2B's SandboxDetail (GET /sandboxes/{id}).
@@ -151,6 +154,7 @@ func (s *server) listedJSON(sb sandbox.Sandbox) listedSandboxJSON {
 		DiskSizeMB:   sb.DiskSizeMB,
 		Metadata:     md,
 		State:        string(sb.State),
+		PauseMode:    string(sb.PauseMode),
 		EnvdVersion:  s.envdVer,
 		VolumeMounts: []struct{}{},
 	}

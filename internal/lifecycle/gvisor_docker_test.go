@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/docker"
@@ -233,4 +235,67 @@ sleep 0.3`)
 	if after := run(t, sb, "sleep 0.3; cat /tmp/mem"); after != before {
 		t.Errorf("after restore the process writes %q, want %q", after, before)
 	}
+}
+
+// TestGVisorCheckpointFailsDocker makes the engine fail to write a
+// checkpoint (a file where its checkpoints directory goes) and checks that
+// the sandbox ends up stopped, with the engine's reason in its log, and
+// that it still resumes.
+func TestGVisorCheckpointFailsDocker(t *testing.T) {
+	rt := gvisorRuntime(t)
+	root := gvisorDataRoot(t)
+	m := gvisorManager(t, rt, t.TempDir(), nil)
+	ctx := t.Context()
+	sb, err := m.Create(ctx, lifecycle.CreateRequest{TeamID: sandbox.DefaultTeamID, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	dir := filepath.Join(root, "containers", sb.ContainerID, "checkpoints")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Skipf("skipping: cannot reach the engine's data root %s (run as root on its host): %v", root, err)
+	}
+	if err := os.WriteFile(dir, []byte("in the way"), 0o600); err != nil {
+		t.Skipf("skipping: cannot write in the engine's data root: %v", err)
+	}
+	mode, err := m.Stop(ctx, sandbox.DefaultTeamID, sb.ID)
+	if err != nil || mode != sandbox.PauseStopped {
+		t.Fatalf("Stop with a broken checkpoint dir = %q, %v; want stopped", mode, err)
+	}
+	logs, err := m.Logs(ctx, sandbox.DefaultTeamID, sb.ID, sandbox.LogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, l := range logs {
+		if strings.Contains(l.Message, "checkpoint failed; sandbox paused stopped instead") && l.Fields["error"] != "" {
+			found = true
+			t.Logf("logged reason: %s", l.Fields["error"])
+		}
+	}
+	if !found {
+		t.Errorf("no log entry says why the checkpoint failed: %+v", logs)
+	}
+	os.Remove(dir)
+	sb, _, err = m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute)
+	if err != nil {
+		t.Fatalf("connect after a failed checkpoint: %v", err)
+	}
+	if got := run(t, sb, "echo ok"); got != "ok" {
+		t.Errorf("after resume: %q", got)
+	}
+}
+
+// gvisorDataRoot returns the gVisor engine's data root.
+func gvisorDataRoot(t *testing.T) string {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	info, err := cli.Info(t.Context(), client.InfoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Info.DockerRootDir
 }

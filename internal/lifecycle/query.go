@@ -124,16 +124,6 @@ func parseCursor(s string) (cursor, error) {
 	return cursor{n, id}, nil
 }
 
-// Logs returns a sandbox's log entries. Killed sandboxes keep their log
-// until their record is deleted (Config.KilledRetention).
-func (m *Manager) Logs(ctx context.Context, teamID, id string, q sandbox.LogQuery) ([]sandbox.LogEntry, error) {
-	sb, ok := m.cached(id)
-	if !ok || sb.TeamID != teamID || sb.State == sandbox.StateCreating {
-		return nil, sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' not found", id)
-	}
-	return m.cfg.Store.Logs(ctx, id, q)
-}
-
 // Metrics returns a sandbox's samples with from <= time <= to (zero =
 // open), oldest first.
 func (m *Manager) Metrics(ctx context.Context, teamID, id string, from, to time.Time) ([]sandbox.Stats, error) {

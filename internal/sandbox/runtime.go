@@ -16,6 +16,8 @@ const (
 	// that does not exist yet. Labels cannot change, so a claimed one keeps
 	// it: the store, not the label, says whose a container is.
 	LabelPool = "dev.warren.pool" // "true"
+	// LabelRuntime is the OCIRuntime the container runs under.
+	LabelRuntime = "dev.warren.runtime"
 )
 
 // AgentPort is the agent's port inside every sandbox.
@@ -33,6 +35,8 @@ type ContainerSpec struct {
 	// AgentArgs are the agent's command-line arguments (the container's
 	// command), e.g. "-code-interpreter". nil = none.
 	AgentArgs []string
+	// Runtime is what the container runs under; "" = runc.
+	Runtime OCIRuntime
 }
 
 // Container is a sandbox's container as the runtime sees it.
@@ -85,6 +89,9 @@ type Runtime interface {
 	// List returns every container labelled LabelManaged.
 	List(ctx context.Context) ([]Container, error)
 	Stats(ctx context.Context, id string) (Stats, error)
+	// Logs returns what the container wrote to stdout and stderr at or
+	// after since (zero = from the start), oldest first.
+	Logs(ctx context.Context, id string, since time.Time) ([]LogLine, error)
 	// Commit saves the container's filesystem as an image and returns its
 	// reference; used for snapshots.
 	Commit(ctx context.Context, id, ref string) (string, error)
@@ -108,4 +115,22 @@ type AgentInit struct {
 type Agent interface {
 	// Init waits for the agent at addr to answer, then configures it.
 	Init(ctx context.Context, addr string, init AgentInit) error
+}
+
+// Checkpointer is a Runtime that can save a container's processes and
+// memory to disk and bring them back (gVisor's checkpoint and restore).
+// runtime/docker implements it; whether a given container can be
+// checkpointed depends on the runtime it runs under.
+type Checkpointer interface {
+	// Checkpoint saves a running or frozen container's processes and
+	// memory to disk and stops it. On error the container may be left
+	// running, frozen or stopped; the caller inspects it.
+	Checkpoint(ctx context.Context, id string) error
+	// Restore starts a checkpointed container from its checkpoint, with
+	// its processes, memory and open ports as they were, and returns it
+	// running; AgentAddr and IP may differ from before. The checkpoint is
+	// deleted once restored.
+	Restore(ctx context.Context, id string) (Container, error)
+	// DeleteCheckpoint removes a container's checkpoint, if any.
+	DeleteCheckpoint(ctx context.Context, id string) error
 }

@@ -35,6 +35,28 @@ const (
 	PauseCheckpointed PauseMode = "checkpointed"
 )
 
+// OCIRuntime is the runtime a sandbox's container runs under.
+type OCIRuntime string
+
+const (
+	// RuntimeRunc shares the host's kernel (the engine's default).
+	RuntimeRunc OCIRuntime = "runc"
+	// RuntimeGVisor runs the container on gVisor's user-space kernel
+	// (runsc): stronger isolation, and pause to disk with memory kept.
+	RuntimeGVisor OCIRuntime = "gvisor"
+)
+
+// ParseOCIRuntime returns the runtime name s names; "" is runc.
+func ParseOCIRuntime(s string) (OCIRuntime, error) {
+	switch OCIRuntime(s) {
+	case "", RuntimeRunc:
+		return RuntimeRunc, nil
+	case RuntimeGVisor:
+		return RuntimeGVisor, nil
+	}
+	return "", Errorf(KindInvalid, "unknown runtime %q: want runc or gvisor", s)
+}
+
 // Sandbox is one sandbox as the store keeps it. The lifecycle manager is
 // its only writer.
 type Sandbox struct {
@@ -53,6 +75,9 @@ type Sandbox struct {
 
 	State     State
 	PauseMode PauseMode // empty unless State is StatePaused
+	// Runtime is what the container runs under; "" (records made before
+	// runtimes existed) is runc.
+	Runtime OCIRuntime
 
 	CPUCount   int
 	MemoryMB   int

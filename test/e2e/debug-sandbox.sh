@@ -143,6 +143,8 @@ start() {
     -p "127.0.0.1:$port:49983")
   local p
   for p in "${publish[@]}"; do args+=(-p "127.0.0.1:$p:$p"); done
+  # WARREN_E2E_DOCKER_RUNTIME: the engine runtime to run the sandbox under (e.g. runsc for gVisor).
+  [ -n "${WARREN_E2E_DOCKER_RUNTIME:-}" ] && args+=(--runtime "$WARREN_E2E_DOCKER_RUNTIME")
   args+=("$image")
   # shellcheck disable=SC2206 # WARREN_AGENT_ARGS is a list of flags on purpose
   [ -n "${WARREN_AGENT_ARGS:-}" ] && args+=(${WARREN_AGENT_ARGS})

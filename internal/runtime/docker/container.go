@@ -124,6 +124,9 @@ func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config
 			{Name: "nofile", Soft: int64(r.cfg.OpenFiles), Hard: int64(r.cfg.OpenFiles)},
 		}},
 	}
+	if spec.Runtime == sandbox.RuntimeGVisor {
+		host.Runtime = r.cfg.GVisorRuntime
+	}
 	if spec.CPUCount > 0 {
 		host.NanoCPUs = int64(spec.CPUCount) * 1e9
 	}

@@ -66,6 +66,10 @@ type Config struct {
 	// Caps is the capability set of every container (all others are
 	// dropped). Nil means DefaultCapabilities().
 	Caps []string
+	// GVisorRuntime is the name under which the engine knows runsc (its
+	// daemon.json "runtimes" key), used for sandboxes whose spec asks for
+	// sandbox.RuntimeGVisor. Default "runsc".
+	GVisorRuntime string
 	// Logger receives debug logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -108,6 +112,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if cfg.Caps == nil {
 		cfg.Caps = DefaultCapabilities()
+	}
+	if cfg.GVisorRuntime == "" {
+		cfg.GVisorRuntime = "runsc"
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

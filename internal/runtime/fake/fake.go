@@ -26,8 +26,9 @@ type Runtime struct {
 	// checkpoints holds the containers that have a checkpoint, with the
 	// agent address they had when checkpointed.
 	checkpoints map[string]string
-	images      map[string]string // reference → image ID
-	fail        map[string]error  // method name → error returned once set
+	images      map[string]string            // reference → image ID
+	fail        map[string]error             // method name → error returned once set
+	logs        map[string][]sandbox.LogLine // container ID → its log (WriteLog)
 	nextID      int
 	nextImage   int
 	nextPort    int

@@ -1,0 +1,68 @@
+package docker
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+func TestLogs(t *testing.T) {
+	rt := newTestRuntime(t)
+	ctx := t.Context()
+	c, err := rt.Create(ctx, testSpec(t, importImage(t, rt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Remove(context.Background(), c.ID) })
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := waitAgent(waitCtx, c.AgentAddr); err != nil {
+		t.Fatal(err)
+	}
+	write := func(stream, text string) {
+		t.Helper()
+		res, err := http.Post("http://"+c.AgentAddr+"/log/"+stream, "text/plain", strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	write("stderr", `{"level":"INFO","msg":"first"}`+"\n")
+	time.Sleep(10 * time.Millisecond)
+	mid := time.Now()
+	time.Sleep(10 * time.Millisecond)
+	write("stdout", "second\n")
+	write("stderr", "third\r\n")
+
+	text := func(since time.Time) []string {
+		t.Helper()
+		lines, err := rt.Logs(ctx, c.ID, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range lines {
+			if l.Time.IsZero() {
+				t.Errorf("line %q has no time", l.Text)
+			}
+			out = append(out, l.Stream+" "+l.Text)
+		}
+		return out
+	}
+	want := []string{`stderr {"level":"INFO","msg":"first"}`, "stdout second", "stderr third"}
+	if diff := cmp.Diff(want, text(time.Time{})); diff != "" {
+		t.Errorf("Logs from the start (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want[1:], text(mid)); diff != "" {
+		t.Errorf("Logs since %v (-want +got):\n%s", mid, diff)
+	}
+	if _, err := rt.Logs(ctx, "nosuchcontainer", time.Time{}); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("Logs of a missing container: %v, want KindNotFound", err)
+	}
+}
