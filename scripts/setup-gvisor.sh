@@ -10,8 +10,10 @@
 # The second engine has its own data root, exec root, socket and bridge; it
 # runs with --iptables=false --ip-masq=false so it cannot clash with the main
 # engine's rules (published ports go through docker-proxy), in experimental
-# mode so that `docker checkpoint` works. Sandboxes on it cannot reach the
-# internet: there is no NAT for its bridge.
+# mode so that `docker checkpoint` works, and with --live-restore (see
+# start). Sandboxes on it cannot reach the internet: there is no NAT for its
+# bridges. Warren servers run against it should use networks named wgv*
+# (e.g. WARREN_NETWORK=wgvsb): `stop` removes their firewall chains.
 #
 # After `start`, Warren's gVisor tests run with:
 #   WARREN_GVISOR_DOCKER_HOST=unix:///run/warren-gvisor/docker.sock go test ./...
@@ -25,6 +27,7 @@
 #   GV_BIP          the bridge's address                  [10.213.0.1/24]
 #   GV_POOL         address pool of its networks          [10.214.0.0/16]
 #   GV_IMAGES       images copied from the main engine    [warren/base]
+#   GV_CGROUP       cgroup parent of its containers       [warren-gvisor]
 set -euo pipefail
 
 GVISOR_VERSION=${GVISOR_VERSION:-latest}
@@ -35,6 +38,7 @@ GV_BRIDGE=${GV_BRIDGE:-wgv0}
 GV_BIP=${GV_BIP:-10.213.0.1/24}
 GV_POOL=${GV_POOL:-10.214.0.0/16}
 GV_IMAGES=${GV_IMAGES:-warren/base}
+GV_CGROUP=${GV_CGROUP:-warren-gvisor}
 SOCK="unix://$GV_RUN/docker.sock"
 
 log() { echo "setup-gvisor: $*" >&2; }
@@ -76,16 +80,27 @@ start() {
   "runtimes": {"runsc": {"path": "$RUNSC", "runtimeArgs": ["--overlay2=none", "--allow-suid"]}}
 }
 EOF
-		dockerd --config-file "$GV_RUN/daemon.json" \
+		# --live-restore is not optional: a dockerd that restarts on an
+		# existing data root with --default-address-pool and without it
+		# deletes the interface named docker0 -- the MAIN engine's bridge
+		# (moby's removeDefaultBridgeInterface), whatever --bridge says.
+		local had_docker0=0
+		ip link show docker0 >/dev/null 2>&1 && had_docker0=1
+		dockerd --config-file "$GV_RUN/daemon.json" --live-restore \
 			--data-root "$GV_ROOT" --exec-root "$GV_RUN/exec" --pidfile "$GV_RUN/docker.pid" \
 			-H "$SOCK" --bridge "$GV_BRIDGE" --iptables=false --ip-masq=false --ip-forward=false \
-			--default-address-pool "base=$GV_POOL,size=24" --cgroup-parent warren-gvisor \
+			--default-address-pool "base=$GV_POOL,size=24" --cgroup-parent "$GV_CGROUP" \
 			>"$GV_RUN/dockerd.log" 2>&1 &
 		for _ in $(seq 1 60); do
 			DOCKER_HOST=$SOCK docker version >/dev/null 2>&1 && break
 			sleep 0.5
 		done
 		DOCKER_HOST=$SOCK docker version >/dev/null || { tail -20 "$GV_RUN/dockerd.log" >&2; exit 1; }
+		if [ $had_docker0 = 1 ] && ! ip link show docker0 >/dev/null 2>&1; then
+			log "ERROR: the main engine's bridge docker0 vanished while this engine started; recreate it with:"
+			log "  ip link add docker0 type bridge && ip addr add 172.17.0.1/16 dev docker0 && ip link set docker0 up"
+			exit 1
+		fi
 		log "engine up at $SOCK (log $GV_RUN/dockerd.log)"
 	fi
 	for img in $GV_IMAGES; do
@@ -103,6 +118,22 @@ EOF
 	log "runsc works"
 }
 
+# cleanup_firewall removes the iptables chains (and the jumps to them) that
+# Warren servers left for networks of this engine; by convention the tests
+# and benchmarks name those networks wgv* (WRN-<bridge>-<id>-{I,F}).
+cleanup_firewall() {
+	local ipt line chain
+	for ipt in iptables ip6tables; do
+		command -v "$ipt" >/dev/null || continue
+		{ "$ipt" -S 2>/dev/null | grep -E -- '^-A .* -j WRN-wgv' || true; } | while read -r line; do
+			eval "$ipt ${line/#-A/-D}" || true
+		done
+		for chain in $("$ipt" -S 2>/dev/null | awk '/^-N WRN-wgv/ {print $2}'); do
+			"$ipt" -F "$chain" && "$ipt" -X "$chain" || true
+		done
+	done
+}
+
 stop() {
 	if [ -f "$GV_RUN/docker.pid" ]; then
 		local pid
@@ -112,12 +143,20 @@ stop() {
 		kill "$pid" 2>/dev/null || true
 		for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
 	fi
+	cleanup_firewall
 	if ip link show "$GV_BRIDGE" >/dev/null 2>&1; then ip link del "$GV_BRIDGE"; fi
 	# Bridges of the engine's own networks (br-*) whose addresses are in
 	# our pool are left by a killed engine; remove them.
 	ip -o -4 addr show | awk -v p="${GV_POOL%.*.*}." '$4 ~ "^"p {print $2}' | sort -u | xargs -r -n1 ip link del 2>/dev/null || true
-	umount -R "$GV_RUN/exec" 2>/dev/null || true
+	# containerd shims outlive a killed engine; these talk to this engine's
+	# containerd socket only.
+	local shim
+	for shim in $(pgrep -f -- "-address $GV_RUN/exec/containerd/containerd.sock" || true); do
+		kill "$shim" 2>/dev/null || true
+	done
+	awk -v r="$GV_RUN/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount 2>/dev/null || true
 	rm -rf "$GV_RUN" "$GV_ROOT"
+	find /sys/fs/cgroup -depth -type d -path "*/$GV_CGROUP*" -exec rmdir {} + 2>/dev/null || true
 	log "stopped and removed"
 }
 
