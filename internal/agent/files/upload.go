@@ -1,7 +1,6 @@
 package files
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/warrenhq/warren/internal/agent/filesystem"
 	"github.com/warrenhq/warren/internal/agent/users"
