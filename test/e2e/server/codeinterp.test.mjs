@@ -80,7 +80,8 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
     const bash2 = await sbx.runCode('echo $B; cd /tmp', { language: 'bash' })
     assert.equal(bash2.logs.stdout.join(''), '7\n')
     const bash3 = await sbx.runCode('pwd; whoami', { language: 'bash' })
-    assert.equal(bash3.logs.stdout.join(''), '/tmp\nuser\n', 'bash keeps its cwd and runs as user')
+    // Kernels run as root, as in E2B's template (its Jupyter server runs as root), in /home/user.
+    assert.equal(bash3.logs.stdout.join(''), '/tmp\nroot\n', 'bash keeps its cwd and runs as root')
   })
 
   it('callbacks get stdout, stderr, results and errors as they come', async () => {
