@@ -89,8 +89,18 @@ fi
 
 printf '\n=== test.sh summary (%ds)\n' "$SECONDS"
 printf '%s\n' "${results[@]}"
+passed=0 failures=0
+for r in "${results[@]}"; do
+	case $r in
+	ok*) passed=$((passed + 1)) ;;
+	FAILED*) failures=$((failures + 1)) ;;
+	esac
+done
 if [ $failed = 1 ]; then
 	echo "test.sh: FAILED"
-	exit 1
+else
+	echo "test.sh: all passed"
 fi
-echo "test.sh: all passed"
+# The plain closing line CI reads: steps, as listed above.
+printf 'steps: %d passed, %d failed\n' "$passed" "$failures"
+exit $failed
