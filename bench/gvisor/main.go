@@ -235,7 +235,7 @@ func (b *bench) checkpoints(ctx context.Context, name string, holdMB, cycles int
 			return errors.Join(err, errors.New("a checkpointed container still runs"))
 		}
 		start = time.Now()
-		sb, _, err = m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, 10*time.Minute)
+		sb, _, err = m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, 10*time.Minute, true)
 		if err != nil {
 			return err
 		}

@@ -22,6 +22,7 @@ import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
 import os from 'node:os'
 import { WarrenServer } from '../../test/e2e/server/harness.mjs'
+import { reporter } from '../stats.mjs'
 
 const { values: opt } = parseArgs({
   options: {
@@ -41,18 +42,8 @@ const require = createRequire(new URL('../../test/e2e/package.json', import.meta
 const { Sandbox } = await import(require.resolve('e2b'))
 
 const now = () => performance.now()
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]
-}
-const stat = (xs) => ({ n: xs.length, p50: pct(xs, 50), p95: pct(xs, 95), min: Math.min(...xs), max: Math.max(...xs) })
-const fmt = (s) => `p50 ${s.p50.toFixed(1)} ms  p95 ${s.p95.toFixed(1)} ms  (min ${s.min.toFixed(1)}, max ${s.max.toFixed(1)}, n=${s.n})`
 const results = {}
-const report = (key, label, xs) => {
-  const s = stat(xs)
-  results[key] = s
-  if (!opt.json) console.log(`${label.padEnd(52)} ${fmt(s)}`)
-}
+const report = reporter(results, 52, opt.json)
 const note = (m) => !opt.json && console.log(m)
 
 const server = new WarrenServer({ name: `warren-bench-${process.pid}`, args: opt['serve-arg'] })

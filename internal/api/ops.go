@@ -7,15 +7,22 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-func (s *server) setTimeout(w http.ResponseWriter, r *http.Request, team string) error {
+// sandboxRequest returns the request's {id} and decodes its optional
+// JSON body into req, checking the id first.
+func sandboxRequest(r *http.Request, req any) (string, error) {
 	id, err := sandboxID(r)
 	if err != nil {
-		return err
+		return "", err
 	}
+	return id, decode(r, req)
+}
+
+func (s *server) setTimeout(w http.ResponseWriter, r *http.Request, team string) error {
 	var req struct {
 		Timeout *int64 `json:"timeout"`
 	}
-	if err := decode(r, &req); err != nil {
+	id, err := sandboxRequest(r, &req)
+	if err != nil {
 		return err
 	}
 	if req.Timeout == nil {
@@ -32,14 +39,11 @@ func (s *server) setTimeout(w http.ResponseWriter, r *http.Request, team string)
 const maxRefresh = 3600
 
 func (s *server) refresh(w http.ResponseWriter, r *http.Request, team string) error {
-	id, err := sandboxID(r)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		Duration *int64 `json:"duration"`
 	}
-	if err := decode(r, &req); err != nil {
+	id, err := sandboxRequest(r, &req)
+	if err != nil {
 		return err
 	}
 	d := timeoutOr(req.Duration, 15*time.Second)
@@ -55,14 +59,11 @@ func (s *server) refresh(w http.ResponseWriter, r *http.Request, team string) er
 
 // pause keeps memory (frozen) unless the body says memory: false.
 func (s *server) pause(w http.ResponseWriter, r *http.Request, team string) error {
-	id, err := sandboxID(r)
-	if err != nil {
-		return err
-	}
-	req := struct {
+	var req struct {
 		Memory *bool `json:"memory"`
-	}{}
-	if err := decode(r, &req); err != nil {
+	}
+	id, err := sandboxRequest(r, &req)
+	if err != nil {
 		return err
 	}
 	keep := req.Memory == nil || *req.Memory
@@ -91,14 +92,11 @@ func (s *server) stop(w http.ResponseWriter, r *http.Request, team string) error
 
 // resume is E2B's deprecated resume (SDK 2.0–2.5): 409 when running.
 func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) error {
-	id, err := sandboxID(r)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		Timeout *int64 `json:"timeout"`
 	}
-	if err := decode(r, &req); err != nil {
+	id, err := sandboxRequest(r, &req)
+	if err != nil {
 		return err
 	}
 	sb, err := s.m.Resume(r.Context(), team, id, timeoutOr(req.Timeout, 15*time.Second))
@@ -118,24 +116,23 @@ func (s *server) connectV2(w http.ResponseWriter, r *http.Request, team string) 
 }
 
 // connect answers 200 when the sandbox was running and 201 when it had to
-// be resumed. v1 requires a timeout; v2 defaults it to 300 s. The memory
-// flag (reboot instead of resume) is accepted and ignored: a stopped
-// sandbox always restarts, a frozen one always thaws.
+// be resumed. v1 requires a timeout; v2 defaults it to 300 s. memory:
+// false reboots a paused sandbox on its filesystem instead of bringing
+// back its memory and processes.
 func (s *server) connect(w http.ResponseWriter, r *http.Request, team string, v2 bool) error {
-	id, err := sandboxID(r)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		Timeout *int64 `json:"timeout"`
+		Memory  *bool  `json:"memory"`
 	}
-	if err := decode(r, &req); err != nil {
+	id, err := sandboxRequest(r, &req)
+	if err != nil {
 		return err
 	}
 	if !v2 && req.Timeout == nil {
 		return sandbox.Errorf(sandbox.KindInvalid, "timeout is required")
 	}
-	sb, resumed, err := s.m.Connect(r.Context(), team, id, timeoutOr(req.Timeout, 300*time.Second))
+	keep := req.Memory == nil || *req.Memory
+	sb, resumed, err := s.m.Connect(r.Context(), team, id, timeoutOr(req.Timeout, 300*time.Second), keep)
 	if err != nil {
 		return err
 	}
@@ -150,12 +147,9 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request, team string, v2
 // updateNetwork replaces a sandbox's egress settings; omitted fields are
 // cleared. The manager enforces them on the running sandbox at once.
 func (s *server) updateNetwork(w http.ResponseWriter, r *http.Request, team string) error {
-	id, err := sandboxID(r)
-	if err != nil {
-		return err
-	}
 	var req networkJSON
-	if err := decode(r, &req); err != nil {
+	id, err := sandboxRequest(r, &req)
+	if err != nil {
 		return err
 	}
 	if err := s.m.UpdateNetwork(r.Context(), team, id, networkIn(&req, nil)); err != nil {

@@ -3,13 +3,9 @@ package lifecycle_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -38,15 +34,8 @@ func gvisorRuntime(t *testing.T) *docker.Runtime {
 		t.Skipf("skipping: set %s to a Docker engine with runsc and experimental mode (scripts/setup-gvisor.sh start)", gvisorHostEnv)
 	}
 	t.Setenv("DOCKER_HOST", host)
-	agent := filepath.Join(t.TempDir(), "warren-agent")
-	cmd := exec.Command(filepath.Join(goruntime.GOROOT(), "bin", "go"), "build", "-o", agent, "github.com/warrenhq/warren/cmd/warren-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	rt, err := docker.New(docker.Config{AgentPath: agent, Network: "wgvtest", ManagedValue: "test-gv-" + hex.EncodeToString(b)})
+	agent := buildAgent(t)
+	rt, err := docker.New(docker.Config{AgentPath: agent, Network: "wgvtest", ManagedValue: testLabel("test-gv-")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,14 +43,7 @@ func gvisorRuntime(t *testing.T) *docker.Runtime {
 		rt.Close()
 		t.Fatalf("%s=%s: %v", gvisorHostEnv, host, err)
 	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		list, _ := rt.List(ctx)
-		for _, c := range list {
-			rt.Remove(ctx, c.ID)
-		}
-		rt.Close()
-	})
+	removeAtEnd(t, rt)
 	return rt
 }
 
@@ -171,7 +153,7 @@ for i in $(seq 50); do [ -s /tmp/mem ] && break; sleep 0.1; done`)
 	}
 
 	start := time.Now()
-	sb, resumed, err := m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute)
+	sb, resumed, err := m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, true)
 	if err != nil || !resumed {
 		t.Fatalf("connect: resumed %v, %v", resumed, err)
 	}
@@ -276,7 +258,7 @@ func TestGVisorCheckpointFailsDocker(t *testing.T) {
 		t.Errorf("no log entry says why the checkpoint failed: %+v", logs)
 	}
 	os.Remove(dir)
-	sb, _, err = m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute)
+	sb, _, err = m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, true)
 	if err != nil {
 		t.Fatalf("connect after a failed checkpoint: %v", err)
 	}

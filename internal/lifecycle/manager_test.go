@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,7 +115,7 @@ func TestTransitions(t *testing.T) {
 	}
 
 	// Connect resumes (201) and keeps what was left when it is longer.
-	res, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Minute)
+	res, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Minute, true)
 	if err != nil || !resumed {
 		t.Fatalf("connect paused: resumed=%v err=%v", resumed, err)
 	}
@@ -121,7 +123,7 @@ func TestTransitions(t *testing.T) {
 		t.Errorf("resume shortened the sandbox to %v", left)
 	}
 	// Connect on running (200) never shortens.
-	res2, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Second)
+	res2, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Second, true)
 	if err != nil || resumed || res2.EndAt.Before(res.EndAt) {
 		t.Errorf("connect running: resumed=%v err=%v endAt %v -> %v", resumed, err, res.EndAt, res2.EndAt)
 	}
@@ -174,7 +176,7 @@ func TestTransitions(t *testing.T) {
 		t.Error("container survives kill")
 	}
 	wantKind(t, "kill killed", e.m.Kill(ctx, team, sb.ID), sandbox.KindNotFound)
-	_, _, err = e.m.Connect(ctx, team, sb.ID, time.Minute)
+	_, _, err = e.m.Connect(ctx, team, sb.ID, time.Minute, true)
 	wantKind(t, "connect killed", err, sandbox.KindNotFound)
 	if e.state(t, sb.ID).State != sandbox.StateKilled {
 		t.Error("killed sandbox not recorded as killed")
@@ -229,5 +231,36 @@ func TestUpdateNetwork(t *testing.T) {
 	want := sandbox.Network{AllowPublicTraffic: true, DenyOut: []string{"0.0.0.0/0"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("network (-want +got):\n%s", diff)
+	}
+}
+
+// Connect with keepMemory false reboots a paused sandbox on its
+// filesystem: the frozen container is stopped and started afresh, and its
+// agent is initialised again.
+func TestConnectWithoutMemoryReboots(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	sb := e.create(t, CreateRequest{Template: "base", Timeout: time.Hour})
+	if err := e.m.Pause(ctx, team, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	calls := len(e.rt.Calls())
+	res, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Minute, false)
+	if err != nil || !resumed {
+		t.Fatalf("connect: resumed=%v err=%v", resumed, err)
+	}
+	var ops []string
+	for _, c := range e.rt.Calls()[calls:] {
+		op, _, _ := strings.Cut(c, " ")
+		ops = append(ops, op)
+	}
+	if want := []string{"Stop", "Start"}; !slices.Equal(ops, want) {
+		t.Errorf("runtime calls = %v, want %v (no thaw: memory is discarded)", ops, want)
+	}
+	if _, ok := e.agent.Inited(res.AgentAddr); !ok {
+		t.Error("agent not initialised after the reboot")
+	}
+	if got := e.state(t, sb.ID); got.State != sandbox.StateRunning || got.PauseMode != "" {
+		t.Errorf("state %s mode %q after reboot", got.State, got.PauseMode)
 	}
 }

@@ -94,15 +94,8 @@ func waitPool(t *testing.T, m *lifecycle.Manager, n int) {
 // own, removing what it made at the end, or skips without an engine.
 func dockerRuntime(t *testing.T) *docker.Runtime {
 	t.Helper()
-	agent := filepath.Join(t.TempDir(), "warren-agent")
-	cmd := exec.Command(filepath.Join(goruntime.GOROOT(), "bin", "go"), "build", "-o", agent, "github.com/warrenhq/warren/cmd/warren-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
-	b := make([]byte, 6)
-	rand.Read(b)
-	rt, err := docker.New(docker.Config{AgentPath: agent, ManagedValue: "test-pool-" + hex.EncodeToString(b)})
+	agent := buildAgent(t)
+	rt, err := docker.New(docker.Config{AgentPath: agent, ManagedValue: testLabel("test-pool-")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +105,35 @@ func dockerRuntime(t *testing.T) *docker.Runtime {
 		rt.Close()
 		t.Skipf("skipping: no Docker engine reachable (set DOCKER_HOST or start dockerd): %v", err)
 	}
+	removeAtEnd(t, rt)
+	return rt
+}
+
+// buildAgent builds cmd/warren-agent, static, into a temporary directory
+// and returns its path.
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	agent := filepath.Join(t.TempDir(), "warren-agent")
+	cmd := exec.Command(filepath.Join(goruntime.GOROOT(), "bin", "go"), "build", "-o", agent, "github.com/warrenhq/warren/cmd/warren-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	return agent
+}
+
+// testLabel returns prefix and a random suffix: a managed label that no
+// other test run shares.
+func testLabel(prefix string) string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// removeAtEnd removes every container rt manages, then closes it, when
+// the test ends. (Close alone keeps pooled containers for a restart.)
+func removeAtEnd(t *testing.T, rt *docker.Runtime) {
 	t.Cleanup(func() {
-		// Close keeps pooled containers for a restart; this one has none.
 		ctx := context.Background()
 		list, _ := rt.List(ctx)
 		for _, c := range list {
@@ -121,5 +141,4 @@ func dockerRuntime(t *testing.T) *docker.Runtime {
 		}
 		rt.Close()
 	})
-	return rt
 }

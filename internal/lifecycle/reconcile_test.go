@@ -57,7 +57,7 @@ func TestReconcileOnRestart(t *testing.T) {
 		}
 	}
 	// The stopped one resumes like any paused sandbox.
-	if _, resumed, err := e.m.Connect(ctx, team, stopped.ID, time.Minute); err != nil || !resumed {
+	if _, resumed, err := e.m.Connect(ctx, team, stopped.ID, time.Minute, true); err != nil || !resumed {
 		t.Errorf("connect after restart: resumed=%v err=%v", resumed, err)
 	}
 }
@@ -94,7 +94,7 @@ func TestReconcileWhileRunning(t *testing.T) {
 	if s := e.stopped(); len(s) != 1 {
 		t.Errorf("OnStop calls = %v", s)
 	}
-	if _, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Minute); err != nil || !resumed {
+	if _, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Minute, true); err != nil || !resumed {
 		t.Errorf("connect: resumed=%v err=%v", resumed, err)
 	}
 }

@@ -59,7 +59,7 @@ func TestTimeoutPausesAndPausedTimeIsNotCounted(t *testing.T) {
 		if got := e.state(t, manual.ID).State; got != sandbox.StatePaused {
 			t.Fatalf("paused sandbox is %s after an hour", got)
 		}
-		res, _, err := e.m.Connect(ctx, team, manual.ID, time.Second)
+		res, _, err := e.m.Connect(ctx, team, manual.ID, time.Second, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestFrozenDemotion(t *testing.T) {
 			}
 		}
 		// A demoted sandbox still resumes.
-		if _, resumed, err := e.m.Connect(ctx, team, ids[1], time.Minute); err != nil || !resumed {
+		if _, resumed, err := e.m.Connect(ctx, team, ids[1], time.Minute, true); err != nil || !resumed {
 			t.Errorf("connect demoted: resumed=%v err=%v", resumed, err)
 		}
 	})

@@ -52,23 +52,17 @@ func (m *Manager) kill(ctx context.Context, sb sandbox.Sandbox, reason string) e
 // SetTimeout sets a running sandbox's end to now + d; it may shorten it.
 // A paused sandbox is KindNotFound, as E2B answers.
 func (m *Manager) SetTimeout(ctx context.Context, teamID, id string, d time.Duration) error {
-	if err := m.checkTimeout(d); err != nil {
-		return err
-	}
-	defer m.locks.lock(id)()
-	sb, err := m.live(teamID, id)
-	if err != nil {
-		return err
-	}
-	if sb.State != sandbox.StateRunning {
-		return sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' is not running", id)
-	}
-	sb.EndAt = time.Now().UTC().Add(d)
-	return m.save(ctx, sb)
+	return m.setEnd(ctx, teamID, id, d, false)
 }
 
 // Refresh extends a running sandbox's life to at least now + d.
 func (m *Manager) Refresh(ctx context.Context, teamID, id string, d time.Duration) error {
+	return m.setEnd(ctx, teamID, id, d, true)
+}
+
+// setEnd sets a running sandbox's end to now + d, or, when onlyLater,
+// leaves it if it is already later.
+func (m *Manager) setEnd(ctx context.Context, teamID, id string, d time.Duration, onlyLater bool) error {
 	if err := m.checkTimeout(d); err != nil {
 		return err
 	}
@@ -80,7 +74,7 @@ func (m *Manager) Refresh(ctx context.Context, teamID, id string, d time.Duratio
 	if sb.State != sandbox.StateRunning {
 		return sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' is not running", id)
 	}
-	if end := time.Now().UTC().Add(d); end.After(sb.EndAt) {
+	if end := time.Now().UTC().Add(d); !onlyLater || end.After(sb.EndAt) {
 		sb.EndAt = end
 	}
 	return m.save(ctx, sb)
@@ -151,8 +145,10 @@ func (m *Manager) Resume(ctx context.Context, teamID, id string, timeout time.Du
 
 // Connect makes sure a sandbox runs for at least timeout from now and
 // reports whether it had to resume it. It never shortens a running
-// sandbox's life.
-func (m *Manager) Connect(ctx context.Context, teamID, id string, timeout time.Duration) (sb sandbox.Sandbox, resumed bool, err error) {
+// sandbox's life. A paused sandbox resumes with its memory and processes
+// when it kept them, unless keepMemory is false: then it reboots, with its
+// filesystem only (E2B's onResume "reboot").
+func (m *Manager) Connect(ctx context.Context, teamID, id string, timeout time.Duration, keepMemory bool) (sb sandbox.Sandbox, resumed bool, err error) {
 	if err := m.checkTimeout(timeout); err != nil {
 		return sandbox.Sandbox{}, false, err
 	}
@@ -162,6 +158,11 @@ func (m *Manager) Connect(ctx context.Context, teamID, id string, timeout time.D
 		return sandbox.Sandbox{}, false, err
 	}
 	if sb.State == sandbox.StatePaused {
+		if !keepMemory {
+			if sb, err = m.forgetMemory(ctx, sb); err != nil {
+				return sandbox.Sandbox{}, false, m.resumeFailed(ctx, sb, err)
+			}
+		}
 		sb, err = m.resume(ctx, sb, timeout)
 		return sb, err == nil, err
 	}
@@ -172,6 +173,32 @@ func (m *Manager) Connect(ctx context.Context, teamID, id string, timeout time.D
 		}
 	}
 	return sb, false, nil
+}
+
+// forgetMemory turns a frozen or checkpointed sb into a stopped one, so
+// that resuming it boots afresh on its filesystem. The caller holds its
+// lock.
+func (m *Manager) forgetMemory(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	switch sb.PauseMode {
+	case sandbox.PauseFrozen:
+		if err := m.cfg.Runtime.Stop(ctx, sb.ContainerID); err != nil {
+			return sb, err
+		}
+	case sandbox.PauseCheckpointed:
+		if cp, ok := m.cfg.Runtime.(sandbox.Checkpointer); ok {
+			if err := cp.DeleteCheckpoint(ctx, sb.ContainerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+				return sb, err
+			}
+		}
+	default:
+		return sb, nil
+	}
+	sb.PauseMode = sandbox.PauseStopped
+	if err := m.save(ctx, sb); err != nil {
+		return sb, err
+	}
+	m.event(ctx, sb.ID, "info", "memory discarded: the sandbox reboots on its filesystem")
+	return sb, nil
 }
 
 // resume brings paused sb back and gives it at least timeout, or what it

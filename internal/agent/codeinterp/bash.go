@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -27,11 +26,9 @@ type bashKernel struct {
 	cell   string // path of the cell file
 	marker string
 	log    *slog.Logger
-	count  int // executions so far; only Execute touches it
+	out    execSink // the running execution, if any
 
-	mu      sync.Mutex
-	sink    func(Output) // guarded by mu; the running execution's emit
-	markers chan string  // what followed each marker: " <status>" on stdout, "" on stderr
+	markers chan string // what followed each marker: " <status>" on stdout, "" on stderr
 }
 
 // bashInit makes an interrupt end the running cell instead of the shell
@@ -89,11 +86,7 @@ func (k *bashKernel) read(r *os.File, line func(text, ts string) Output) {
 		for p := buf[:n]; ; p = nil {
 			text, rest, found := m.feed(p)
 			if len(text) > 0 {
-				k.mu.Lock()
-				if k.sink != nil {
-					k.sink(line(string(text), time.Now().UTC().Format(time.RFC3339Nano)))
-				}
-				k.mu.Unlock()
+				k.out.send(line(string(text), time.Now().UTC().Format(time.RFC3339Nano)))
 			}
 			if !found {
 				break
@@ -114,21 +107,7 @@ func (k *bashKernel) Execute(ctx context.Context, code string, silent bool, emit
 	if err := os.WriteFile(k.cell, []byte(code+"\n"), 0o644); err != nil {
 		return fmt.Errorf("bash: write cell: %w", err)
 	}
-	if !silent {
-		k.count++
-		emit(countLine(k.count))
-	}
-	k.mu.Lock()
-	k.sink = emit
-	if silent {
-		k.sink = nil
-	}
-	k.mu.Unlock()
-	defer func() {
-		k.mu.Lock()
-		k.sink = nil
-		k.mu.Unlock()
-	}()
+	defer k.out.begin(emit, silent)()
 	cmd := fmt.Sprintf(". %s </dev/null; printf '%%s %%d\\n' %s \"$?\"; printf '%%s\\n' %s >&2\n",
 		shellQuote(k.cell), shellQuote(k.marker), shellQuote(k.marker))
 	if _, err := io.WriteString(k.stdin, cmd); err != nil {

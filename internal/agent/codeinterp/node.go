@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -21,11 +20,9 @@ type nodeKernel struct {
 	proc  *process
 	stdin io.WriteCloser
 	log   *slog.Logger
-	count int // executions so far; only Execute touches it
-	next  int // request ids; only Execute touches it
+	next  int      // request ids; only Execute touches it
+	out   execSink // the running execution, if any
 
-	mu   sync.Mutex
-	sink func(Output)   // guarded by mu; the running execution's emit
 	done chan nodeReply // replies to requests, by the reader
 }
 
@@ -95,26 +92,18 @@ func (k *nodeKernel) handle(line []byte) {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	switch m.Type {
 	case "stdout":
-		k.emit(stdoutLine(m.Text, now))
+		k.out.send(stdoutLine(m.Text, now))
 	case "stderr":
-		k.emit(stderrLine(m.Text, now))
+		k.out.send(stderrLine(m.Text, now))
 	case "result":
-		k.emit(Output{Type: typeResult, Text: m.Text, Result: &Result{IsMainResult: true}})
+		k.out.send(Output{Type: typeResult, Text: m.Text, Result: &Result{IsMainResult: true}})
 	case "error":
-		k.emit(errorLine(m.Name, m.Value, m.Traceback))
+		k.out.send(errorLine(m.Name, m.Value, m.Traceback))
 	case "done":
 		select {
 		case k.done <- nodeReply{id: m.ID}:
 		case <-k.proc.done:
 		}
-	}
-}
-
-func (k *nodeKernel) emit(o Output) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.sink != nil {
-		k.sink(o)
 	}
 }
 
@@ -125,21 +114,7 @@ func (k *nodeKernel) Execute(ctx context.Context, code string, silent bool, emit
 		ID   int    `json:"id"`
 		Code string `json:"code"`
 	}{id, code})
-	if !silent {
-		k.count++
-		emit(countLine(k.count))
-	}
-	k.mu.Lock()
-	k.sink = emit
-	if silent {
-		k.sink = nil
-	}
-	k.mu.Unlock()
-	defer func() {
-		k.mu.Lock()
-		k.sink = nil
-		k.mu.Unlock()
-	}()
+	defer k.out.begin(emit, silent)()
 	if _, err := k.stdin.Write(append(req, '\n')); err != nil {
 		return errKernelDied
 	}
@@ -175,6 +150,6 @@ type sinkWriter struct {
 }
 
 func (w sinkWriter) Write(p []byte) (int, error) {
-	w.k.emit(w.line(string(p), time.Now().UTC().Format(time.RFC3339Nano)))
+	w.k.out.send(w.line(string(p), time.Now().UTC().Format(time.RFC3339Nano)))
 	return len(p), nil
 }

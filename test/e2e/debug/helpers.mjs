@@ -6,24 +6,18 @@
 // against each SDK version listed in SDKS.
 import { describe, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
+import { loadSdks, sleep, uid } from '../common.mjs'
+
+export { rejectsWith, sleep, uid } from '../common.mjs'
 
 process.env.E2B_DEBUG ??= 'true'
 
-export const SDKS = [
-  ['e2b 2.51', await import('e2b')],
-  ['e2b 2.19', await import('e2b-2-19')],
-]
+export const SDKS = await loadSdks()
 
 /** Port of the second ("secure") agent started with an access token. */
 export const SECURE_PORT = Number(process.env.WARREN_E2E_SECURE_PORT || 49984)
 /** Access token the secure agent was initialised with. */
 export const SECURE_TOKEN = process.env.WARREN_E2E_SECURE_TOKEN || ''
-
-/** A short random suffix for names of things a test creates. */
-export function uid() {
-  return randomBytes(5).toString('hex')
-}
 
 /** Parses "2.51.0" from the describe label for version gates. */
 export function sdkMinor(version) {
@@ -70,23 +64,6 @@ export function describeEachSdk(title, body) {
   }
 }
 
-/** Awaits `promise` and asserts it rejects with an instance of `cls` (and, optionally, a message match). */
-export async function rejectsWith(promise, cls, messageRe) {
-  let err
-  try {
-    await promise
-  } catch (e) {
-    err = e
-  }
-  assert.ok(err, `expected a rejection with ${cls.name}, but it resolved`)
-  assert.ok(
-    err instanceof cls,
-    `expected ${cls.name}, got ${err?.constructor?.name}: ${err?.message}`,
-  )
-  if (messageRe) assert.match(err.message, messageRe)
-  return err
-}
-
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes; returns the value. */
 export async function waitFor(fn, { timeoutMs = 10_000, intervalMs = 50, what = 'condition' } = {}) {
   const deadline = Date.now() + timeoutMs
@@ -104,8 +81,6 @@ export async function waitFor(fn, { timeoutMs = 10_000, intervalMs = 50, what = 
     await sleep(intervalMs)
   }
 }
-
-export const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 /** Removes properties whose value is undefined, so deepStrictEqual sees what a user sees. */
 export function defined(obj) {

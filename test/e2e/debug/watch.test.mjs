@@ -103,7 +103,9 @@ describeEachSdk('watchDir', (ctx) => {
       await waitFor(() => events.find((e) => e.name === 'entry.txt' && e.type === E.WRITE && e.entry?.size === 3), {
         what: `write event with entry of size 3 in ${JSON.stringify(events)}`,
       })
-      const e = events.find((x) => x.name === 'entry.txt' && x.entry)
+      // The write event's entry: the create event may be stat'ed before the agent hands the new
+      // file to its user (create, then chown), as with envd.
+      const e = events.find((x) => x.name === 'entry.txt' && x.type === E.WRITE && x.entry?.size === 3)
       assert.equal(e.entry.name, 'entry.txt')
       assert.equal(e.entry.path, `${dir}/entry.txt`)
       assert.equal(e.entry.type, ctx.sdk.FileType.FILE)

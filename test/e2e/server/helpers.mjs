@@ -4,20 +4,12 @@
 // Host header).
 import { describe, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
 import http from 'node:http'
+import { loadSdks, sleep, uid } from '../common.mjs'
 
-export const SDKS = [
-  ['e2b 2.51', await import('e2b')],
-  ['e2b 2.19', await import('e2b-2-19')],
-]
+export { rejectsWith, sleep, uid } from '../common.mjs'
 
-export const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-/** A short random suffix for names and metadata values. */
-export function uid() {
-  return randomBytes(5).toString('hex')
-}
+export const SDKS = await loadSdks()
 
 /**
  * describeEachSdk declares `title` once per SDK version; body(ctx) gets ctx = { sdk, version,
@@ -51,20 +43,6 @@ export function describeEachSdk(title, body, opts = {}) {
       body(ctx)
     })
   }
-}
-
-/** Awaits `promise` and asserts it rejects with an instance of `cls` (and a message match). */
-export async function rejectsWith(promise, cls, messageRe) {
-  let err
-  try {
-    await promise
-  } catch (e) {
-    err = e
-  }
-  assert.ok(err, `expected a rejection with ${cls.name}, but it resolved`)
-  assert.ok(err instanceof cls, `expected ${cls.name}, got ${err?.constructor?.name}: ${err?.message}`)
-  if (messageRe) assert.match(err.message, messageRe)
-  return err
 }
 
 /** Polls fn until it returns a truthy value or timeoutMs passes; returns the value. */
