@@ -218,14 +218,41 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the loops and waits for them. Sandboxes keep running, and
-// so do warm pool containers: the next Start adopts them.
+// Close stops the manager's loops. A manager that keeps no live sandbox
+// leaves nothing behind on the engine: it removes its warm pool's
+// containers and its firewall rules. With live sandboxes both stay, so the
+// sandboxes stay isolated and the next start adopts the pool.
 func (m *Manager) Close() error {
 	if m.cancel != nil {
 		m.cancel()
 	}
 	m.wg.Wait()
+	if m.anyLive() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, e := range m.pool.drop(func(pooled) bool { return false }) {
+		m.discardPooled(ctx, e.container.ID, e.sandboxID, "server stopped with no sandbox")
+	}
+	if fw, ok := m.cfg.Firewall.(interface{ Uninstall(context.Context) error }); ok {
+		if err := fw.Uninstall(ctx); err != nil {
+			m.log.Warn("cannot remove firewall rules", "err", err)
+		}
+	}
 	return nil
+}
+
+// anyLive reports whether a sandbox is being created, running or paused.
+func (m *Manager) anyLive() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, sb := range m.sandboxes {
+		if sb.State != sandbox.StateKilled {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Manager) every(ctx context.Context, d time.Duration, f func(context.Context)) {

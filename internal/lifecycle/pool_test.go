@@ -433,3 +433,18 @@ func TestPoolClaimAppliesEgress(t *testing.T) {
 		}
 	})
 }
+
+// A server stopped with no sandbox leaves no warm pool container behind.
+func TestPoolRemovedOnCloseWithoutSandboxes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(2))
+		synctest.Wait()
+		if got := len(e.pooledContainers(t)); got != 2 {
+			t.Fatalf("pooled containers = %d, want 2", got)
+		}
+		e.stop()
+		if got := e.pooledContainers(t); len(got) != 0 {
+			t.Errorf("pooled containers left after Close: %v", got)
+		}
+	})
+}
