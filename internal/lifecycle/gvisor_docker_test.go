@@ -118,13 +118,14 @@ func TestGVisorCheckpointDocker(t *testing.T) {
 		t.Errorf("the sandbox does not run under gVisor")
 	}
 	// A process holding a random value only in memory, which it serves
-	// on port 8000, and writes to a file now and then.
+	// on port 8000, and writes to a file now and then (through a rename,
+	// so a read never sees the file half-written).
 	run(t, sb, `nohup python3 -c '
 import http.server, os, threading, time
 v = os.urandom(8).hex()
 def tick():
     while True:
-        open("/tmp/mem", "w").write(v); time.sleep(0.1)
+        open("/tmp/mem.new", "w").write(v); os.replace("/tmp/mem.new", "/tmp/mem"); time.sleep(0.1)
 threading.Thread(target=tick, daemon=True).start()
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -193,7 +194,9 @@ func TestGVisorDemoteFrozenDocker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	run(t, sb, `nohup sh -c 'v=$(cat /proc/sys/kernel/random/uuid); while true; do echo $v > /tmp/mem; sleep 0.1; done' >/dev/null 2>&1 &
+	// The value lives only in the process's memory; it rewrites the file
+	// through a rename, so a read never sees it half-written.
+	run(t, sb, `nohup sh -c 'v=$(cat /proc/sys/kernel/random/uuid); while true; do echo $v > /tmp/mem.new; mv /tmp/mem.new /tmp/mem; sleep 0.1; done' >/dev/null 2>&1 &
 sleep 0.3`)
 	before := run(t, sb, "cat /tmp/mem")
 	if err := m.Pause(ctx, sandbox.DefaultTeamID, sb.ID, true); err != nil {
