@@ -38,6 +38,9 @@ func TestLogs(t *testing.T) {
 	mid := time.Now()
 	time.Sleep(10 * time.Millisecond)
 	write("stdout", "second\n")
+	// stdout and stderr reach the engine through separate pipes: lines
+	// written at once on both may be logged in either order.
+	time.Sleep(10 * time.Millisecond)
 	write("stderr", "third\r\n")
 
 	text := func(since time.Time) []string {
