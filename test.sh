@@ -2,26 +2,50 @@
 # Runs Warren's whole test suite: makes sure Docker and debootstrap are there, builds the
 # binaries and the images (base and code interpreter), then go vet, the Go tests, and the
 # end-to-end tests that drive a real server with the official E2B SDKs (test/e2e), under runc and
-# again under gVisor (WARREN_TEST_GVISOR=0 leaves gVisor out). Exits non-zero if any step fails;
-# a summary of every step and its time is printed at the end.
+# again under gVisor (WARREN_TEST_GVISOR=0 leaves gVisor out). Every step has a time cap and the
+# whole run a budget (see step), so a hang fails its step instead of the run. Exits non-zero if
+# any step fails; a summary of every step and its time is printed at the end.
 set -uo pipefail
 cd "$(dirname "$0")"
 
 results=()
 failed=0
 
-# step NAME COMMAND...: runs the command, records the result. Steps after a failed prerequisite
-# are recorded as not run.
+# Time budget: CI stops a run at 90 minutes, so every step runs under a cap, and no step
+# starts or runs past the whole run's budget (WARREN_TEST_BUDGET seconds, 85 minutes by
+# default). A step that hangs is killed with its process group and reported, and the steps
+# after it still run and the summary is still printed.
+budget=${WARREN_TEST_BUDGET:-5100}
+
+# step NAME CAP COMMAND...: runs the command for at most CAP seconds (less when the budget
+# has less left), records the result. Shell functions run through `bash -c`.
 step() {
-	local name=$1
-	shift
+	local name=$1 cap=$2
+	shift 2
 	printf '\n=== test.sh: %s\n' "$name"
-	local start=$SECONDS
-	if "$@"; then
+	local start=$SECONDS left=$((budget - SECONDS - 60)) rc=0
+	if [ "$left" -lt 60 ]; then
+		echo "test.sh: not started: the run's ${budget}s budget is spent" >&2
+		results+=("FAILED     -   $name (not started: time budget spent)")
+		failed=1
+		return 1
+	fi
+	[ "$cap" -le "$left" ] || cap=$left
+	if declare -F "$1" >/dev/null; then
+		timeout -k 60 "$cap" bash -c "$(declare -f "$1"); $(printf '%q ' "$@")" || rc=$?
+	else
+		timeout -k 60 "$cap" "$@" || rc=$?
+	fi
+	if [ $rc = 0 ]; then
 		results+=("ok      $(printf '%4ds' $((SECONDS - start)))  $name")
 		return 0
 	fi
-	results+=("FAILED  $(printf '%4ds' $((SECONDS - start)))  $name")
+	if [ $rc = 124 ] || [ $rc = 137 ]; then
+		echo "test.sh: '$name' was stopped after its limit of ${cap}s" >&2
+		results+=("FAILED  $(printf '%4ds' $((SECONDS - start)))  $name (stopped at its ${cap}s limit)")
+	else
+		results+=("FAILED  $(printf '%4ds' $((SECONDS - start)))  $name")
+	fi
 	failed=1
 	return 1
 }
@@ -48,39 +72,57 @@ gvisor_suite() {
 	DOCKER_HOST=$host WARREN_E2E_DOCKER_RUNTIME=runsc test/e2e/run.sh || rc=1
 	# The dockerd restart test is written for the main engine; it ran above.
 	DOCKER_HOST=$host WARREN_RUNTIME=gvisor WARREN_NETWORK=wgvsb WARREN_E2E_RESTART_DOCKERD=0 \
-		test/e2e/server-run.sh || rc=1
+		WARREN_E2E_LOAD_SANDBOXES=50 test/e2e/server-run.sh || rc=1
 	scripts/setup-gvisor.sh stop || rc=1
 	return $rc
 }
 
+# gvisor_report prints what tells a hung or failed gVisor run apart: the second engine's log,
+# the runsc processes left and their states, the load and the memory. Then it stops the engine
+# (which a killed step could not do).
+gvisor_report() {
+	echo "--- gVisor engine: log tail (/run/warren-gvisor/dockerd.log)"
+	tail -n 40 /run/warren-gvisor/dockerd.log 2>/dev/null
+	echo "--- runsc processes: $(pgrep -c runsc || true); by state:"
+	ps -eo stat=,comm= | awk '$2 ~ /runsc/ {n[substr($1,1,1)]++} END {for (s in n) print "  " s, n[s]}'
+	echo "--- load: $(cat /proc/loadavg)"
+	free -m
+	scripts/setup-gvisor.sh stop || true
+}
+
 ready=1
-step "Docker engine and debootstrap (scripts/ensure-docker.sh)" scripts/ensure-docker.sh || ready=0
+step "Docker engine and debootstrap (scripts/ensure-docker.sh)" 900 scripts/ensure-docker.sh || ready=0
 if [ $ready = 1 ]; then
-	step "build binaries (scripts/build.sh)" scripts/build.sh || ready=0
+	step "build binaries (scripts/build.sh)" 900 scripts/build.sh || ready=0
 else
 	skip "build binaries"
 fi
 if [ $ready = 1 ]; then
-	step "base image (bin/warren image build)" bin/warren image build || ready=0
+	step "base image (bin/warren image build)" 1200 bin/warren image build || ready=0
 else
 	skip "base image"
 fi
 if [ $ready = 1 ]; then
-	step "code interpreter image (bin/warren image build code-interpreter)" bin/warren image build code-interpreter || ready=0
+	step "code interpreter image (bin/warren image build code-interpreter)" 1200 bin/warren image build code-interpreter || ready=0
 else
 	skip "code interpreter image"
 fi
-step "go vet ./..." go vet ./...
-step "go test ./..." go test -count=1 -timeout 20m ./...
-if [ $ready = 1 ] && step "end-to-end: npm ci (test/e2e)" e2e_install; then
-	step "end-to-end: agent with the SDK (test/e2e/run.sh)" test/e2e/run.sh
+step "go vet ./..." 600 go vet ./...
+step "go test ./..." 1500 go test -count=1 -timeout 20m ./...
+if [ $ready = 1 ] && step "end-to-end: npm ci (test/e2e)" 600 e2e_install; then
+	step "end-to-end: agent with the SDK (test/e2e/run.sh)" 900 test/e2e/run.sh
 	if [ -x test/e2e/server-run.sh ]; then
-		step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" test/e2e/server-run.sh
+		step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 test/e2e/server-run.sh
 	fi
 	if [ "${WARREN_TEST_GVISOR:-1}" = 0 ]; then
 		results+=("skipped        gVisor runtime (WARREN_TEST_GVISOR=0)")
 	else
-		step "gVisor runtime: runsc, checkpoint tests, both end-to-end suites (scripts/setup-gvisor.sh)" gvisor_suite
+		if step "gVisor runtime: build runsc (scripts/setup-gvisor.sh build)" 1200 scripts/setup-gvisor.sh build; then
+			step "gVisor runtime: checkpoint tests, both end-to-end suites under runsc" 2700 gvisor_suite ||
+				gvisor_report
+		else
+			skip "gVisor runtime: tests"
+		fi
 	fi
 else
 	[ $ready = 1 ] || skip "end-to-end tests"

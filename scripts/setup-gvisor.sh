@@ -19,7 +19,7 @@
 #   WARREN_GVISOR_DOCKER_HOST=unix:///run/warren-gvisor/docker.sock go test ./...
 #
 # Environment (defaults in brackets):
-#   GVISOR_VERSION  module version of gvisor.dev/gvisor  [latest: the go branch]
+#   GVISOR_VERSION  module version of gvisor.dev/gvisor  [the one the tests were last run with]
 #   RUNSC           where runsc is installed              [/usr/local/lib/warren/runsc]
 #   GV_ROOT         data root of the second engine        [/var/lib/warren-gvisor]
 #   GV_RUN          exec root, socket and pid file        [/run/warren-gvisor]
@@ -30,7 +30,9 @@
 #   GV_CGROUP       cgroup parent of its containers       [warren-gvisor]
 set -euo pipefail
 
-GVISOR_VERSION=${GVISOR_VERSION:-latest}
+# The proxy serves the repository's "go" branch (plain Go, no Bazel) as pseudo-versions; this is
+# the one Warren's tests last passed with. GVISOR_VERSION=latest takes the newest.
+GVISOR_VERSION=${GVISOR_VERSION:-v0.0.0-20260905035102-160fafc42237}
 RUNSC=${RUNSC:-/usr/local/lib/warren/runsc}
 GV_ROOT=${GV_ROOT:-/var/lib/warren-gvisor}
 GV_RUN=${GV_RUN:-/run/warren-gvisor}
@@ -52,8 +54,6 @@ build() {
 	gobin=$(mktemp -d)
 	start=$(date +%s)
 	log "building gvisor.dev/gvisor/runsc@$GVISOR_VERSION (a few minutes on 2 cores)"
-	# The proxy serves the repository's "go" branch (plain Go, no Bazel) as
-	# pseudo-versions; @latest resolves to the newest of them.
 	GOFLAGS=-mod=mod GOBIN="$gobin" CGO_ENABLED=0 go install "gvisor.dev/gvisor/runsc@$GVISOR_VERSION"
 	install -D -m 0755 "$gobin/runsc" "$RUNSC"
 	rm -rf "$gobin"

@@ -31,6 +31,8 @@ func (m *Manager) checkpointer(sb sandbox.Sandbox) (sandbox.Checkpointer, bool) 
 // the sandbox is paused in; one already on disk is left as it is. It is an
 // operator's command (warren sandbox stop): E2B's API has no equivalent.
 func (m *Manager) Stop(ctx context.Context, teamID, id string) (sandbox.PauseMode, error) {
+	ctx, cancel := engineWork(ctx, changeLimit)
+	defer cancel()
 	defer m.locks.lock(id)()
 	sb, err := m.live(teamID, id)
 	if err != nil {

@@ -156,7 +156,44 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sandbox.Sandbo
 	return m.create(ctx, req, tpl)
 }
 
-func (m *Manager) create(ctx context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
+// engineWork is the context for work on the engine that a client's
+// request starts: it is not cancelled when the client goes away, since a
+// container cut short half-way through its start can leave the engine (and
+// runsc above all) stuck on it, but it ends after limit.
+func engineWork(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), limit)
+}
+
+// changeLimit bounds a change of state on the engine: a pause, a
+// checkpoint, a kill, a commit.
+const changeLimit = 5 * time.Minute
+
+// createLimit bounds a whole create: the engine's create and start, the
+// agent's init and the template's ready command.
+func (m *Manager) createLimit() time.Duration {
+	return 2*time.Minute + m.cfg.InitTimeout + m.cfg.ReadyTimeout
+}
+
+// create makes the sandbox to the end even when the client has gone away
+// meanwhile (see engineWork); then, as no one has its ID or tokens, it
+// kills it.
+func (m *Manager) create(client context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
+	ctx, cancel := engineWork(client, m.createLimit())
+	defer cancel()
+	sb, err := m.createSandbox(ctx, req, tpl)
+	if err != nil || client.Err() == nil {
+		return sb, err
+	}
+	m.log.Warn("the client went away before its sandbox was up; killing it", logSandbox, sb.ID)
+	unlock := m.locks.lock(sb.ID)
+	defer unlock()
+	if err := m.kill(ctx, sb, "client went away"); err != nil {
+		m.log.Error("cannot kill the sandbox", logSandbox, sb.ID, "err", err)
+	}
+	return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindUnavailable, client.Err(), "the client went away before the sandbox was up")
+}
+
+func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
 	now := time.Now().UTC()
 	sb := sandbox.Sandbox{
 		ID:          sandbox.NewID(),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -88,6 +89,42 @@ func TestCreateFailureLeaksNothing(t *testing.T) {
 				t.Errorf("records left: %v", all)
 			}
 		})
+	}
+}
+
+// leavingClient is an agent whose Init happens as the client gives up on
+// its create: it cancels the client's context and records whether the
+// context it was given ended with it.
+type leavingClient struct {
+	*fake.Agent
+	leave   context.CancelFunc
+	initErr error
+}
+
+func (a *leavingClient) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
+	a.leave()
+	a.initErr = ctx.Err()
+	return a.Agent.Init(ctx, addr, init)
+}
+
+func TestCreateOutlivesItsClient(t *testing.T) {
+	client, leave := context.WithCancel(context.Background())
+	defer leave()
+	agent := &leavingClient{Agent: fake.NewAgent(), leave: leave}
+	e := newEnv(t, func(c *Config) { c.Agent = agent })
+	_, err := e.m.Create(client, CreateRequest{TeamID: team, Template: "base", Timeout: time.Minute})
+	wantKind(t, "create", err, sandbox.KindUnavailable)
+	if agent.initErr != nil {
+		t.Errorf("the engine's work was cut short with the client: %v", agent.initErr)
+	}
+	if cs := e.rt.Containers(); len(cs) != 0 {
+		t.Errorf("containers left: %v", cs)
+	}
+	all, _ := e.store.ListSandboxes(context.Background(), sandbox.SandboxFilter{})
+	for _, sb := range all {
+		if sb.State != sandbox.StateKilled {
+			t.Errorf("sandbox %s left %s", sb.ID, sb.State)
+		}
 	}
 }
 

@@ -19,6 +19,8 @@ const (
 // Snapshot saves a running or paused sandbox's filesystem as an image the
 // team can create sandboxes from. The sandbox keeps running.
 func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbox.Snapshot, error) {
+	ctx, cancel := engineWork(ctx, changeLimit)
+	defer cancel()
 	defer m.locks.lock(id)()
 	sb, err := m.live(teamID, id)
 	if err != nil {
@@ -103,7 +105,9 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		unlock()
 		return nil, err
 	}
-	image, err := m.cfg.Runtime.Commit(ctx, src.ContainerID, forkRepo+":"+sandbox.NewID())
+	commitCtx, cancel := engineWork(ctx, changeLimit)
+	image, err := m.cfg.Runtime.Commit(commitCtx, src.ContainerID, forkRepo+":"+sandbox.NewID())
+	cancel()
 	unlock()
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "failed to fork sandbox")

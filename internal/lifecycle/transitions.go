@@ -19,6 +19,8 @@ func (m *Manager) live(teamID, id string) (sandbox.Sandbox, error) {
 
 // Kill removes a running or paused sandbox.
 func (m *Manager) Kill(ctx context.Context, teamID, id string) error {
+	ctx, cancel := engineWork(ctx, changeLimit)
+	defer cancel()
 	defer m.locks.lock(id)()
 	sb, err := m.live(teamID, id)
 	if err != nil {
@@ -84,6 +86,8 @@ func (m *Manager) setEnd(ctx context.Context, teamID, id string, d time.Duration
 // when Config.PauseToDisk is set and it runs under gVisor), else stopped.
 // An already paused sandbox is KindConflict.
 func (m *Manager) Pause(ctx context.Context, teamID, id string, keepMemory bool) error {
+	ctx, cancel := engineWork(ctx, changeLimit)
+	defer cancel()
 	defer m.locks.lock(id)()
 	sb, err := m.live(teamID, id)
 	if err != nil {
@@ -132,6 +136,8 @@ func (m *Manager) Resume(ctx context.Context, teamID, id string, timeout time.Du
 	if err := m.checkTimeout(timeout); err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	ctx, cancel := engineWork(ctx, m.createLimit())
+	defer cancel()
 	defer m.locks.lock(id)()
 	sb, err := m.live(teamID, id)
 	if err != nil {
@@ -152,6 +158,8 @@ func (m *Manager) Connect(ctx context.Context, teamID, id string, timeout time.D
 	if err := m.checkTimeout(timeout); err != nil {
 		return sandbox.Sandbox{}, false, err
 	}
+	ctx, cancel := engineWork(ctx, m.createLimit())
+	defer cancel()
 	defer m.locks.lock(id)()
 	sb, err = m.live(teamID, id)
 	if err != nil {

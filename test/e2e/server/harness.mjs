@@ -269,6 +269,18 @@ export async function removeLabelled(value) {
 }
 
 /**
+ * Fails at once when the Docker engine does not answer within 30 s, so that a wedged engine
+ * fails each test file quickly instead of making every test wait out its own timeouts.
+ */
+export async function engineAnswers() {
+  try {
+    await run('docker', ['version', '--format', '{{.Server.Version}}'], { timeout: 30_000 })
+  } catch (e) {
+    throw new Error(`the Docker engine (${process.env.DOCKER_HOST || 'default socket'}) does not answer: ${e.message}`)
+  }
+}
+
+/**
  * Gives the calling test file a server and points the SDK at it (process.env). Returns a
  * handle whose `server` is the WarrenServer when it is private to this file (so the file may
  * kill and restart it), undefined for the shared one. With `private: true` the file always
@@ -277,6 +289,7 @@ export async function removeLabelled(value) {
 export async function useServer({ private: own = false, args, env } = {}) {
   const { before, after } = await import('node:test')
   const handle = { server: undefined, apiKey: process.env.E2B_API_KEY, url: process.env.E2B_API_URL }
+  before(engineAnswers)
   if (process.env.WARREN_E2E_SHARED === '1' && !own) return handle
   const server = new WarrenServer({ args, env })
   handle.server = server
