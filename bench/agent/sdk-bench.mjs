@@ -4,12 +4,13 @@
 //
 // bench/run.sh starts the sandbox and passes these. It prints:
 //   - commands.run('true') round trip, p50/p95/p99 over --runs runs (after a warm-up);
-//   - files.write then files.read of 1 MB and 100 MB, in MB/s (MB = 10^6 bytes), through the SDK
-//     and, for comparison, with plain fetch (octet-stream upload, identity download);
-//     the SDK's read lets fetch negotiate gzip, which the agent then serves;
+//   - files.write (of bytes, and of a stream) then files.read of 1 MB and 100 MB, in MB/s
+//     (MB = 10^6 bytes), through the SDK and, for comparison, with plain fetch (octet-stream
+//     upload, identity download), with how busy the client's and the agent's CPUs were;
 //   - the agent's resident memory (VmRSS of the agent process, and of its PID-1 init), idle and
 //     with 10 running commands, read from /proc inside the container with docker exec.
 import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
 import os from 'node:os'
@@ -37,6 +38,12 @@ function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
 }
 
+// The host PIDs of the container's PID 1 (the agent's init) and of its child, the agent proper,
+// to read their CPU time and memory from the host's /proc.
+const initPid = opt.container &&
+  execFileSync('docker', ['inspect', '-f', '{{.State.Pid}}', opt.container], { encoding: 'utf8' }).trim()
+const agentPid = initPid && execFileSync('pgrep', ['-P', initPid], { encoding: 'utf8' }).trim().split('\n')[0]
+
 // Fresh agent, before any load.
 if (opt.container) results.rssFresh = agentRss()
 
@@ -59,6 +66,30 @@ if (opt.container) results.rssFresh = agentRss()
 }
 
 // ------------------------------------------------------------------ files
+/** CPU milliseconds used so far by this process and by the agent. */
+function cpuMs() {
+  const u = process.cpuUsage()
+  let agent = NaN
+  if (agentPid) {
+    const f = readFileSync(`/proc/${agentPid}/stat`, 'utf8').split(') ')[1].split(' ')
+    agent = ((Number(f[11]) + Number(f[12])) * 1000) / 100 // utime + stime, in clock ticks of 10 ms
+  }
+  return { client: (u.user + u.system) / 1000, agent }
+}
+
+/**
+ * Runs f, returning its wall time and the CPU the client (this process) and the agent spent on
+ * it, as fractions of that wall time: which side a transfer waits on.
+ */
+async function timed(f) {
+  const c0 = cpuMs()
+  const t = performance.now()
+  await f()
+  const wall = performance.now() - t
+  const c1 = cpuMs()
+  return { wall, client: (c1.client - c0.client) / wall, agent: (c1.agent - c0.agent) / wall }
+}
+
 async function fileBench(sizeMB) {
   const size = sizeMB * 1_000_000
   // Random bytes: incompressible, like most large binaries. (See bench/README.md for what
@@ -67,19 +98,22 @@ async function fileBench(sizeMB) {
   const ab = data.buffer.slice(data.byteOffset, data.byteOffset + data.length)
   const path = `/tmp/bench-${sizeMB}mb.bin`
   const rounds = sizeMB >= 100 ? 3 : 10
-  const best = { sdkWrite: Infinity, sdkRead: Infinity, fetchWrite: Infinity, fetchRead: Infinity }
+  const best = { sdkWrite: Infinity, sdkStreamWrite: Infinity, sdkRead: Infinity, fetchWrite: Infinity, fetchRead: Infinity }
+  const cpu = {}
+  const keep = (name, m) => {
+    step(`  ${name} ${m.wall.toFixed(0)} ms (CPU: client ${(m.client * 100).toFixed(0)}%, agent ${(m.agent * 100).toFixed(0)}%)`)
+    if (m.wall < best[name]) [best[name], cpu[name]] = [m.wall, { client: m.client, agent: m.agent }]
+  }
   for (let r = 0; r < rounds; r++) {
     step(`${sizeMB} MB round ${r + 1}/${rounds}`)
-    let t = performance.now()
-    await sbx.files.write(path, ab)
-    best.sdkWrite = Math.min(best.sdkWrite, performance.now() - t)
-    step(`  SDK write ${(performance.now() - t).toFixed(0)} ms`)
-    t = performance.now()
-    const back = await sbx.files.read(path, { format: 'bytes' })
-    step(`  SDK read ${(performance.now() - t).toFixed(0)} ms`)
-    best.sdkRead = Math.min(best.sdkRead, performance.now() - t)
+    keep('sdkWrite', await timed(() => sbx.files.write(path, ab)))
+    // A stream goes as one octet-stream body instead of a multipart form.
+    keep('sdkStreamWrite', await timed(() => sbx.files.write(path, new Blob([data]).stream())))
+    let back
+    keep('sdkRead', await timed(async () => (back = await sbx.files.read(path, { format: 'bytes' }))))
     if (back.length !== size) throw new Error(`read ${back.length} bytes, want ${size}`)
 
+    let t
     const url = `${opt.url}/files?path=${encodeURIComponent(path)}`
     t = performance.now()
     const up = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/octet-stream' }, body: data })
@@ -99,7 +133,9 @@ async function fileBench(sizeMB) {
   return {
     rounds,
     sdkWriteMBps: mbps(best.sdkWrite),
+    sdkStreamWriteMBps: mbps(best.sdkStreamWrite),
     sdkReadMBps: mbps(best.sdkRead),
+    cpu,
     sdkRoundTripMBps: (2 * size) / 1e6 / ((best.sdkWrite + best.sdkRead) / 1000),
     fetchWriteMBps: mbps(best.fetchWrite),
     fetchReadMBps: mbps(best.fetchRead),
@@ -111,21 +147,15 @@ results.files100MB = await fileBench(100)
 // ------------------------------------------------------------------ RSS
 function agentRss() {
   if (!opt.container) return undefined
-  // The agent runs as PID 1 (a small init that reaps zombies) plus its child, the agent proper;
-  // both run /.warren/warren-agent. (Matched by command line: once the agent has switched
-  // credentials for a user, the kernel hides its /proc/<pid>/exe link.)
-  const script =
-    'for d in /proc/[0-9]*; do case "$(tr "\\0" " " < $d/cmdline 2>/dev/null)" in "/.warren/warren-agent "*) ' +
-    'echo "${d#/proc/} $(awk \'/^VmRSS/{print $2}\' $d/status)";; esac; done'
-  const out = execFileSync('docker', ['exec', opt.container, 'sh', '-c', script], { encoding: 'utf8' })
-  const rows = out.trim().split('\n').map((l) => l.split(' ').map(Number))
-  if (rows.length < 2) process.stderr.write(`bench: expected init and agent processes, got ${JSON.stringify(out)}\n`)
-  const init = rows.find(([pid]) => pid === 1)
-  const agent = rows.filter(([pid]) => pid !== 1)
-  return {
-    agentKB: agent.reduce((s, [, kb]) => s + kb, 0),
-    initKB: init ? init[1] : 0,
-  }
+  // RSS counts the pages of the binary that the init and the agent both map in each of them;
+  // PSS shares them out, so the two PSS add up to what the pair really holds.
+  const mem = (pid) => ({
+    rss: Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]),
+    pss: Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))[1]),
+  })
+  const init = mem(initPid)
+  const agent = mem(agentPid)
+  return { agentKB: agent.rss, initKB: init.rss, agentPssKB: agent.pss, initPssKB: init.pss }
 }
 if (opt.container) {
   await new Promise((r) => setTimeout(r, 2000))
@@ -159,11 +189,17 @@ if (opt.json) {
   console.log(`date:    ${results.machine.date}`)
   console.log(`commands.run('true') over ${r.runs} runs: p50 ${f(r.p50, 2)} ms, p95 ${f(r.p95, 2)} ms, p99 ${f(r.p99, 2)} ms (min ${f(r.min, 2)} ms; bash -l -c true alone inside: ${f(r.bashLoginMs, 2)} ms)`)
   for (const [label, x] of [['1 MB', results.files1MB], ['100 MB', results.files100MB]]) {
-    console.log(`files ${label} (best of ${x.rounds}): SDK write ${f(x.sdkWriteMBps)} MB/s, SDK read ${f(x.sdkReadMBps)} MB/s, write+read ${f(x.sdkRoundTripMBps)} MB/s; plain fetch write ${f(x.fetchWriteMBps)} MB/s, read ${f(x.fetchReadMBps)} MB/s`)
+    console.log(`files ${label} (best of ${x.rounds}): SDK write ${f(x.sdkWriteMBps)} MB/s (of a stream ${f(x.sdkStreamWriteMBps)} MB/s), SDK read ${f(x.sdkReadMBps)} MB/s, write+read ${f(x.sdkRoundTripMBps)} MB/s; plain fetch write ${f(x.fetchWriteMBps)} MB/s, read ${f(x.fetchReadMBps)} MB/s`)
+    const share = (c) => `client ${f(c.client * 100, 0)}%, agent ${f(c.agent * 100, 0)}%`
+    if (x === results.files100MB && agentPid) {
+      console.log(`  CPU busy during the best SDK write: ${share(x.cpu.sdkWrite)}; stream write: ${share(x.cpu.sdkStreamWrite)}; read: ${share(x.cpu.sdkRead)}`)
+    }
   }
   if (results.rssIdle) {
-    console.log(`agent RSS fresh (before any request): ${f(results.rssFresh.agentKB / 1024)} MiB (+ init ${f(results.rssFresh.initKB / 1024)} MiB)`)
-    console.log(`agent RSS idle after the runs above: ${f(results.rssIdle.agentKB / 1024)} MiB (+ init ${f(results.rssIdle.initKB / 1024)} MiB)`)
-    console.log(`agent RSS with 10 running commands: ${f(results.rss10.agentKB / 1024)} MiB (+ init ${f(results.rss10.initKB / 1024)} MiB)`)
+    const mem = (r) => `RSS ${f(r.agentKB / 1024)} MiB (+ init ${f(r.initKB / 1024)} MiB); ` +
+      `PSS agent + init ${f(r.agentPssKB / 1024)} + ${f(r.initPssKB / 1024)} = ${f((r.agentPssKB + r.initPssKB) / 1024)} MiB`
+    console.log(`agent fresh (before any request): ${mem(results.rssFresh)}`)
+    console.log(`agent idle after the runs above: ${mem(results.rssIdle)}`)
+    console.log(`agent with 10 running commands: ${mem(results.rss10)}`)
   }
 }

@@ -43,7 +43,7 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Add("Vary", "Accept-Encoding")
 	hdr.Set("Content-Disposition", contentDisposition(filepath.Base(abs)))
-	enc, ok := chooseEncoding(r.Header.Values("Accept-Encoding"), wantsIdentity(r))
+	enc, ok := chooseEncoding(r.Header.Values("Accept-Encoding"), wantsIdentity(r), fi.Size())
 	if !ok {
 		writeError(w, http.StatusNotAcceptable, "no acceptable content encoding (supported: gzip, identity)")
 		return
@@ -103,10 +103,22 @@ func wantsIdentity(r *http.Request) bool {
 	return false
 }
 
-// chooseEncoding picks gzip or identity from Accept-Encoding values, with
-// q-values and "*". Gzip wins ties and beats an unranked identity: a
-// client that names it wants it.
-func chooseEncoding(values []string, identityOnly bool) (string, bool) {
+// unaskedGzipMax is the size under which a file goes gzip to any client
+// that accepts it, as envd sends it: compressing it costs next to nothing,
+// and old SDKs read an empty identity body (Content-Length: 0) as a string
+// whatever the format asked.
+const unaskedGzipMax = 64 << 10
+
+// chooseEncoding picks gzip or identity for a file of size bytes from
+// Accept-Encoding values, with q-values and "*". Files from unaskedGzipMax
+// up go gzip only when the client asks for it: it names gzip above every
+// other coding it names (the SDK's gzip option sends "gzip" alone). A list
+// of what a client can decode, all at one rank ("gzip, deflate": Node's
+// fetch and browsers send it unasked), leaves the choice to the server, and
+// identity wins it: compressing on the fly costs the sandbox more CPU than
+// the bytes cost the link, and undici decodes large gzip bodies slowly.
+// Gzip is also sent when identity is refused.
+func chooseEncoding(values []string, identityOnly bool, size int64) (string, bool) {
 	q := map[string]float64{}
 	for _, v := range values {
 		for item := range strings.SplitSeq(v, ",") {
@@ -128,22 +140,33 @@ func chooseEncoding(values []string, identityOnly bool) (string, bool) {
 			identity = 0
 		}
 	}
-	gz, ok := q["gzip"]
-	if !ok {
-		gz, ok = q["x-gzip"]
+	gz, named := q["gzip"]
+	if !named {
+		gz, named = q["x-gzip"]
 	}
-	if !ok {
+	if !named {
 		gz = star // absent and no "*" leaves 0
 	}
+	rival := 0.0
+	for name, v := range q {
+		switch name {
+		case "gzip", "x-gzip", "identity", "*":
+		default:
+			rival = max(rival, v)
+		}
+	}
+	asked := named && gz > rival
 	switch {
 	case identityOnly && identity > 0:
 		return "identity", true
 	case identityOnly:
 		return "", false
-	case gz > 0 && (gz >= identity || !explicit):
+	case gz > 0 && (gz >= identity || !explicit) && (asked || size < unaskedGzipMax):
 		return "gzip", true
 	case identity > 0:
 		return "identity", true
+	case gz > 0:
+		return "gzip", true
 	default:
 		return "", false
 	}

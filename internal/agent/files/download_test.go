@@ -3,6 +3,7 @@ package files
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -97,35 +98,45 @@ func TestDownload(t *testing.T) {
 }
 
 func TestChooseEncoding(t *testing.T) {
+	const small, large = 100, 1 << 20
 	tests := []struct {
 		accept       string
 		identityOnly bool
+		size         int64
 		want         string // "" means 406
 	}{
-		{"", false, "identity"},
-		{"gzip", false, "gzip"},
-		{"gzip, deflate, br", false, "gzip"},
-		{"GZIP;q=0.5", false, "gzip"},
-		{"gzip;q=0.5, identity;q=0.8", false, "identity"},
-		{"gzip;q=0", false, "identity"},
-		{"*", false, "gzip"},
-		{"*;q=0", false, ""},
-		{"br, *;q=0", false, ""},
-		{"identity;q=0", false, ""},
-		{"identity;q=0, *;q=0.1", false, "gzip"},
-		{"gzip, identity;q=0", false, "gzip"},
-		{"gzip", true, "identity"},
-		{"gzip, identity;q=0", true, ""},
-		{"gzip;q=bogus", false, "gzip"},
+		{"", false, small, "identity"},
+		{"gzip", false, large, "gzip"},
+		{"gzip, deflate, br", false, large, "identity"},
+		{"gzip, deflate, br", false, small, "gzip"},
+		{"gzip, deflate", false, large, "identity"},
+		{"gzip, deflate", false, 0, "gzip"},
+		{"gzip, deflate;q=0.5", false, large, "gzip"},
+		{"deflate, gzip;q=0.5", false, large, "identity"},
+		{"gzip, deflate, identity;q=0", false, large, "gzip"},
+		{"x-gzip", false, large, "gzip"},
+		{"GZIP;q=0.5", false, large, "gzip"},
+		{"gzip;q=0.5, identity;q=0.8", false, small, "identity"},
+		{"gzip;q=0", false, small, "identity"},
+		{"*", false, large, "identity"},
+		{"*", false, small, "gzip"},
+		{"*;q=0", false, small, ""},
+		{"br, *;q=0", false, small, ""},
+		{"identity;q=0", false, small, ""},
+		{"identity;q=0, *;q=0.1", false, large, "gzip"},
+		{"gzip, identity;q=0", false, small, "gzip"},
+		{"gzip", true, small, "identity"},
+		{"gzip, identity;q=0", true, small, ""},
+		{"gzip;q=bogus", false, large, "gzip"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.accept, func(t *testing.T) {
-			got, ok := chooseEncoding([]string{tc.accept}, tc.identityOnly)
+		t.Run(fmt.Sprintf("%s/%d", tc.accept, tc.size), func(t *testing.T) {
+			got, ok := chooseEncoding([]string{tc.accept}, tc.identityOnly, tc.size)
 			if !ok {
 				got = ""
 			}
 			if got != tc.want {
-				t.Errorf("chooseEncoding(%q, %v) = %q, want %q", tc.accept, tc.identityOnly, got, tc.want)
+				t.Errorf("chooseEncoding(%q, %v, %d) = %q, want %q", tc.accept, tc.identityOnly, tc.size, got, tc.want)
 			}
 		})
 	}

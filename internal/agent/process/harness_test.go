@@ -45,7 +45,7 @@ type harness struct {
 }
 
 // newHarness serves a fresh Service; JSON over HTTP/1.1 unless v says more.
-func newHarness(t *testing.T, v ...variant) *harness {
+func newHarness(t testing.TB, v ...variant) *harness {
 	t.Helper()
 	vr := variants[0]
 	if len(v) > 0 {
@@ -86,7 +86,7 @@ func newHarness(t *testing.T, v ...variant) *harness {
 	return h
 }
 
-func currentUser(t *testing.T) string {
+func currentUser(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		return "root"

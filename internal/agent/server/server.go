@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/warrenhq/warren/internal/agent/rpctimeout"
 	"github.com/warrenhq/warren/internal/agent/state"
 	"github.com/warrenhq/warren/proto/filesystem/filesystemconnect"
@@ -78,9 +80,12 @@ func New(cfg Config) *Server {
 	mux.Handle("GET /files", cfg.Files)
 	mux.Handle("POST /files", cfg.Files)
 	mux.HandleFunc("GET "+tunnelPath, s.tunnel)
-	procPath, procHandler := processconnect.NewProcessHandler(cfg.Process)
+	// Messages under 1 KiB (most events and replies) go uncompressed even
+	// to clients that accept gzip: compressing them costs more than it saves.
+	small := connect.WithCompressMinBytes(1 << 10)
+	procPath, procHandler := processconnect.NewProcessHandler(cfg.Process, small)
 	mux.Handle(procPath, rpctimeout.Unbounded(procHandler))
-	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(cfg.Filesystem)
+	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(cfg.Filesystem, small)
 	mux.Handle(fsPath, rpctimeout.Unbounded(fsHandler))
 
 	// CORS runs first so preflights never meet the token check, as in envd.
