@@ -54,7 +54,8 @@ func (s *Service) MakeDir(_ context.Context, req *connect.Request[pb.MakeDirRequ
 }
 
 // Move renames source to destination, creating the destination's parents.
-func (s *Service) Move(_ context.Context, req *connect.Request[pb.MoveRequest]) (*connect.Response[pb.MoveResponse], error) {
+// Across filesystems it copies and then removes the source, like mv.
+func (s *Service) Move(ctx context.Context, req *connect.Request[pb.MoveRequest]) (*connect.Response[pb.MoveResponse], error) {
 	u, src, err := s.resolve(req.Header(), req.Msg.GetSource())
 	if err != nil {
 		return nil, err
@@ -72,7 +73,10 @@ func (s *Service) Move(_ context.Context, req *connect.Request[pb.MoveRequest]) 
 		}
 		return nil, s.fsError("move", dst, err)
 	}
-	if err := os.Rename(src, dst); err != nil {
+	if err := move(ctx, src, dst); err != nil {
+		if ctx.Err() != nil {
+			return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+		}
 		return nil, s.fsError("move", src, err)
 	}
 	e, err := entryInfo(dst, newNames())

@@ -84,7 +84,10 @@ func (s *Service) resolve(h http.Header, p string) (*users.User, string, error) 
 // message names the path the way the user sent it resolved, never more.
 func (s *Service) fsError(op, path string, err error) error {
 	var code connect.Code
+	var unmovable *unmovableError
 	switch {
+	case errors.As(err, &unmovable):
+		return connect.NewError(connect.CodeInvalidArgument, unmovable)
 	case errors.Is(err, fs.ErrNotExist):
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("path '%s' does not exist", path))
 	case errors.Is(err, fs.ErrPermission):

@@ -20,7 +20,7 @@ var ErrMetadataUnsupported = errors.New("filesystem does not support extended at
 // ReadMetadata returns the metadata stored on path (following symlinks),
 // keyed without the prefix. A filesystem without xattrs has no metadata.
 func ReadMetadata(path string) (map[string]string, error) {
-	names, err := metadataNames(path)
+	names, err := xattrNames(path, MetadataPrefix)
 	if err != nil {
 		if errors.Is(err, ErrMetadataUnsupported) {
 			return nil, nil
@@ -47,7 +47,7 @@ func ReadMetadata(path string) (map[string]string, error) {
 // WriteMetadata makes md the whole metadata of path: keys not in md are
 // removed, so an upload replaces what an earlier one stored.
 func WriteMetadata(path string, md map[string]string) error {
-	old, err := metadataNames(path)
+	old, err := xattrNames(path, MetadataPrefix)
 	if err != nil {
 		if errors.Is(err, ErrMetadataUnsupported) && len(md) == 0 {
 			return nil
@@ -70,8 +70,8 @@ func WriteMetadata(path string, md map[string]string) error {
 	return nil
 }
 
-// metadataNames lists the xattr names of path that carry metadata.
-func metadataNames(path string) ([]string, error) {
+// xattrNames lists the xattr names of path that start with prefix.
+func xattrNames(path, prefix string) ([]string, error) {
 	buf := make([]byte, 1024)
 	for {
 		n, err := unix.Listxattr(path, buf)
@@ -88,7 +88,7 @@ func metadataNames(path string) ([]string, error) {
 		}
 		var names []string
 		for name := range strings.SplitSeq(string(buf[:n]), "\x00") {
-			if strings.HasPrefix(name, MetadataPrefix) {
+			if strings.HasPrefix(name, prefix) {
 				names = append(names, name)
 			}
 		}
