@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,6 +40,10 @@ type serveConfig struct {
 	LogFormat string // "text" or "json"
 	Network   string // Docker network of sandboxes, created if missing
 	Firewall  string // "iptables" (isolation and egress rules) or "off"
+	// EgressDNS lists the resolvers (host:port, comma-separated) the
+	// firewall's egress server forwards sandboxes' queries to; "" = those
+	// of /etc/resolv.conf.
+	EgressDNS string
 	// Instance tells this server's containers and firewall chains from
 	// those of other servers on the same Docker engine. Default "true".
 	Instance string
@@ -86,6 +92,9 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if c, ok := fw.(io.Closer); ok {
+		defer c.Close() // stops the egress server; the rules stay
+	}
 	builder, err := template.NewDocker()
 	if err != nil {
 		return fmt.Errorf("template builder: %w (run \"warren doctor\")", err)
@@ -110,7 +119,17 @@ func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime
 	if err != nil {
 		return nil, fmt.Errorf("sandbox network: %w (run \"warren doctor\")", err)
 	}
-	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, Instance: cfg.Instance, Logger: log})
+	var upstream []string
+	for r := range strings.SplitSeq(cfg.EgressDNS, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		if _, err := netip.ParseAddrPort(r); err != nil {
+			return nil, usageError{fmt.Sprintf("--egress-dns=%q: want IP:port resolvers, comma-separated (e.g. 10.0.0.2:53)", cfg.EgressDNS)}
+		}
+		upstream = append(upstream, r)
+	}
+	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, Instance: cfg.Instance, DNSUpstream: upstream, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
 	}
@@ -341,6 +360,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.LogFormat, "log-format", "", "text or json (default: text on a terminal, else json)")
 	e.String(&cfg.Network, "network", docker.DefaultNetwork, "Docker network of sandboxes (a bridge, created if missing)")
 	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
+	e.String(&cfg.EgressDNS, "egress-dns", "", "resolvers (host:port, comma-separated) that answer the DNS of sandboxes with domains in allowOut (default: the nameservers of /etc/resolv.conf)")
 	e.String(&cfg.Instance, "instance", "true", "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
 		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
 	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")

@@ -14,6 +14,11 @@
 // applies each of the server's sandboxes' allowOut/denyOut/internet rules
 // by source address. Rules only ever refuse or return, never accept, so
 // the engine's own isolation between networks still applies after them.
+// A third chain, in the nat table and jumped to from PREROUTING, sends
+// what a sandbox with domains in allowOut would otherwise have refused or
+// unchecked to the egress server (internal/egress) it runs on the
+// bridge's host address: its DNS queries, and its TCP connections to
+// denied addresses; the input chain lets those redirected packets in.
 // Every rule has a comment starting "warren:<bridge>:", so
 // `iptables-save | grep warren:` lists them; Uninstall removes them.
 //
@@ -28,11 +33,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -45,19 +53,26 @@ type Config struct {
 	// --instance); each has its own chains. Default "true", the
 	// runtime's default label value.
 	Instance string
+	// DNSUpstream lists the resolvers the egress server forwards sandboxes'
+	// queries to, as host:port. Default: those of /etc/resolv.conf.
+	DNSUpstream []string
 	// Logger receives debug logs. Default: discard.
 	Logger *slog.Logger
 }
 
 // Firewall is sandbox.Firewall on iptables. It is safe for concurrent use.
 type Firewall struct {
-	c   chains
-	log *slog.Logger
-	v4  family
-	v6  *family // nil when ip6tables is not installed
+	c      chains
+	log    *slog.Logger
+	v4     family
+	v6     *family // nil when ip6tables is not installed
+	egress *egress.Server
 
-	mu    sync.Mutex // guards rules and serialises every change to the kernel
+	mu    sync.Mutex // guards the fields below and serialises every change to the kernel
 	rules map[string]sandbox.Egress
+	ports egress.Ports // zero until the egress server listens
+
+	byIP atomic.Pointer[map[netip.Addr]sandbox.Network] // rules by address, for the egress server
 }
 
 var _ sandbox.Firewall = (*Firewall)(nil)
@@ -86,6 +101,11 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 		return nil, err
 	}
 	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.Instance), log: cfg.Logger, v4: v4, rules: map[string]sandbox.Egress{}}
+	f.reindex()
+	f.egress, err = egress.New(egress.Config{Policy: f.policy, Upstream: cfg.DNSUpstream, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
 	if v6, err := findFamily("ip6tables"); err == nil {
 		if _, err := v6.run(ctx, "-S", "INPUT"); err == nil {
 			f.v6 = &v6
@@ -147,6 +167,10 @@ func (f *Firewall) Apply(ctx context.Context, sandboxID string, ip netip.Addr, n
 		}
 		return err
 	}
+	if had && prev.IP != ip {
+		f.egress.Forget(prev.IP)
+	}
+	f.reindex()
 	f.log.Debug("egress rules applied", "sandbox", sandboxID, "ip", ip)
 	return nil
 }
@@ -164,6 +188,8 @@ func (f *Firewall) Remove(ctx context.Context, sandboxID string) error {
 		f.rules[sandboxID] = prev
 		return err
 	}
+	f.reindex()
+	f.egress.Forget(prev.IP)
 	f.log.Debug("egress rules removed", "sandbox", sandboxID)
 	return nil
 }
@@ -176,7 +202,30 @@ func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) er
 	for id, e := range rules {
 		f.rules[id] = e
 	}
+	f.reindex()
 	return f.install(ctx)
+}
+
+// reindex republishes the rules by address for the egress server. The
+// caller holds f.mu (or has not shared f yet).
+func (f *Firewall) reindex() {
+	m := make(map[netip.Addr]sandbox.Network, len(f.rules))
+	for _, e := range f.rules {
+		m[e.IP] = e.Network
+	}
+	f.byIP.Store(&m)
+}
+
+// policy tells the egress server the rules of the sandbox at src.
+func (f *Firewall) policy(src netip.Addr) (sandbox.Network, bool) {
+	n, ok := (*f.byIP.Load())[src]
+	return n, ok
+}
+
+// Close stops the egress server. The rules stay: sandboxes keep their
+// isolation while the server is down, and domain rules fail closed.
+func (f *Firewall) Close() error {
+	return f.egress.Close()
 }
 
 // Restore reinstalls the chains, with every known sandbox's rules, and
@@ -191,29 +240,68 @@ func (f *Firewall) Restore(ctx context.Context) error {
 // install writes the chains, then makes sure the built-in chains jump to
 // them. The caller holds f.mu.
 func (f *Firewall) install(ctx context.Context) error {
+	f.listenEgress()
 	if err := f.writeChains(ctx); err != nil {
 		return err
 	}
 	for _, fam := range f.families() {
-		if err := f.ensureJump(ctx, fam, "INPUT", f.c.input, "isolate sandboxes from the host"); err != nil {
+		if err := f.ensureJump(ctx, fam, "filter", "INPUT", f.c.input, "isolate sandboxes from the host"); err != nil {
 			return err
 		}
 		hook := "FORWARD"
 		if _, err := fam.run(ctx, "-S", "DOCKER-USER"); err == nil {
 			hook = "DOCKER-USER"
 		}
-		if err := f.ensureJump(ctx, fam, hook, f.c.forward, "egress rules of sandboxes"); err != nil {
+		if err := f.ensureJump(ctx, fam, "filter", hook, f.c.forward, "egress rules of sandboxes"); err != nil {
 			return err
 		}
 	}
-	return nil
+	return f.ensureJump(ctx, f.v4, "nat", "PREROUTING", f.c.redirect, "domain rules of sandboxes")
+}
+
+// listenEgress starts the egress server on the bridge's IPv4 address, once.
+// Without it domain rules fail closed: nothing is redirected, so what the
+// rules deny stays denied. The caller holds f.mu.
+func (f *Firewall) listenEgress() {
+	if f.ports != (egress.Ports{}) {
+		return
+	}
+	addr, err := bridgeAddr(f.c.bridge)
+	if err == nil {
+		f.ports, err = f.egress.Listen(addr)
+	}
+	if err != nil {
+		f.log.Warn("egress server not started: domains in allowOut open nothing", "bridge", f.c.bridge, "err", err)
+		return
+	}
+	f.log.Info("egress server listening", "addr", addr, "dns", f.ports.DNS, "gateway", f.ports.Gateway)
+}
+
+// bridgeAddr is the first IPv4 address of the bridge interface.
+func bridgeAddr(bridge string) (netip.Addr, error) {
+	ifc, err := net.InterfaceByName(bridge)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap().Is4() {
+				return ip.Unmap(), nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("bridge %s has no IPv4 address", bridge)
 }
 
 // writeChains rewrites our chains from f.rules, one atomic commit per
 // family. The caller holds f.mu.
 func (f *Firewall) writeChains(ctx context.Context) error {
 	for _, fam := range f.families() {
-		in := f.c.restoreInput(fam.name == "ip6tables", f.rules)
+		in := f.c.restoreInput(fam.name == "ip6tables", f.rules, f.ports)
 		cmd := exec.CommandContext(ctx, fam.iptablesRestore, "-w", "--noflush")
 		cmd.Stdin = strings.NewReader(in)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -223,14 +311,14 @@ func (f *Firewall) writeChains(ctx context.Context) error {
 	return nil
 }
 
-// ensureJump inserts a jump from a built-in chain to ours at its top,
-// unless one is already there.
-func (f *Firewall) ensureJump(ctx context.Context, fam family, from, to, what string) error {
+// ensureJump inserts a jump from a built-in chain of table to ours at its
+// top, unless one is already there.
+func (f *Firewall) ensureJump(ctx context.Context, fam family, table, from, to, what string) error {
 	rule := f.c.jump(to, what)
-	if _, err := fam.run(ctx, append([]string{"-C", from}, rule...)...); err == nil {
+	if _, err := fam.run(ctx, append([]string{"-t", table, "-C", from}, rule...)...); err == nil {
 		return nil
 	}
-	if _, err := fam.run(ctx, append([]string{"-I", from, "1"}, rule...)...); err != nil {
+	if _, err := fam.run(ctx, append([]string{"-t", table, "-I", from, "1"}, rule...)...); err != nil {
 		return fmt.Errorf("firewall: cannot hook %s into %s: %w", to, from, err)
 	}
 	f.log.Info("firewall chain hooked", "family", fam.name, "chain", from, "target", to)
@@ -246,6 +334,19 @@ func (f *Firewall) Uninstall(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error
+	rule := f.c.jump(f.c.redirect, "domain rules of sandboxes")
+	for {
+		if _, err := f.v4.run(ctx, append([]string{"-t", "nat", "-D", "PREROUTING"}, rule...)...); err != nil {
+			break
+		}
+	}
+	if _, err := f.v4.run(ctx, "-t", "nat", "-S", f.c.redirect); err == nil {
+		for _, op := range []string{"-F", "-X"} {
+			if _, err := f.v4.run(ctx, "-t", "nat", op, f.c.redirect); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for _, fam := range f.families() {
 		for _, from := range []string{"INPUT", "FORWARD", "DOCKER-USER"} {
 			for _, j := range []struct{ to, what string }{
@@ -273,6 +374,7 @@ func (f *Firewall) Uninstall(ctx context.Context) error {
 		}
 	}
 	f.rules = map[string]sandbox.Egress{}
+	f.reindex()
 	return errors.Join(errs...)
 }
 

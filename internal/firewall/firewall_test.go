@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -20,7 +21,7 @@ func TestRestoreInput(t *testing.T) {
 			AllowInternetAccess: false, AllowOut: []string{"172.30.0.2", "192.168.1.7/24"},
 		}},
 	}
-	got := c.restoreInput(false, rules)
+	got := c.restoreInput(false, rules, egress.Ports{})
 	r := strings.NewReplacer("IN", c.input, "FWD", c.forward, "TAG", "warren:warren0:"+c.tag)
 	want := []string{
 		r.Replace(`-A IN -m comment --comment "TAG sandboxes cannot reach the host" -j REJECT`),
@@ -46,9 +47,56 @@ COMMIT
 	if strings.Contains(got, "::1") {
 		t.Errorf("IPv6 target in IPv4 rules:\n%s", got)
 	}
-	v6 := c.restoreInput(true, rules)
-	if strings.Contains(v6, "sandbox=") || !strings.Contains(v6, `sandboxes have no IPv6" -j REJECT`) {
+	v6 := c.restoreInput(true, rules, egress.Ports{DNS: 5353, Gateway: 6000})
+	if strings.Contains(v6, "sandbox=") || strings.Contains(v6, "REDIRECT") || !strings.Contains(v6, `sandboxes have no IPv6" -j REJECT`) {
 		t.Errorf("IPv6 rules should refuse everything:\n%s", v6)
+	}
+	if strings.Contains(got, "REDIRECT") || strings.Contains(got, "DNAT") {
+		t.Errorf("redirects without an egress server:\n%s", got)
+	}
+}
+
+func TestRestoreInputRedirects(t *testing.T) {
+	c := chainsFor("warren0", "true")
+	rules := map[string]sandbox.Egress{
+		// Domains and a denial: redirected.
+		"inamed": {IP: netip.MustParseAddr("172.30.0.4"), Network: sandbox.Network{
+			AllowInternetAccess: false, AllowOut: []string{"10.1.0.0/16", "*.pypi.org"}, DenyOut: []string{"10.0.0.0/8"},
+		}},
+		// Domains but nothing denied, or a denial but no domains: not.
+		"iopen":   {IP: netip.MustParseAddr("172.30.0.5"), Network: sandbox.Network{AllowInternetAccess: true, AllowOut: []string{"pypi.org"}}},
+		"ieither": {IP: netip.MustParseAddr("172.30.0.6"), Network: sandbox.Network{DenyOut: []string{"0.0.0.0/0"}}},
+	}
+	got := c.restoreInput(false, rules, egress.Ports{DNS: 5353, Gateway: 6000})
+	r := strings.NewReplacer("{IN}", c.input, "{NAT}", c.redirect, "{TAG}", "warren:warren0:"+c.tag)
+	for _, w := range []string{
+		r.Replace(`-A {IN} -p udp --dport 5353 -m conntrack --ctstate DNAT -m comment --comment "{TAG} redirected to the egress server" -j RETURN
+-A {IN} -p tcp --dport 5353 -m conntrack --ctstate DNAT -m comment --comment "{TAG} redirected to the egress server" -j RETURN
+-A {IN} -p tcp --dport 6000 -m conntrack --ctstate DNAT -m comment --comment "{TAG} redirected to the egress server" -j RETURN
+-A {IN} -m comment --comment "{TAG} sandboxes cannot reach the host" -j REJECT`),
+		r.Replace(`*nat
+:{NAT} - [0:0]
+-A {NAT} -s 172.30.0.4/32 -p udp --dport 53 -m comment --comment "{TAG} sandbox=inamed dns" -j REDIRECT --to-ports 5353
+-A {NAT} -s 172.30.0.4/32 -p tcp --dport 53 -m comment --comment "{TAG} sandbox=inamed dns" -j REDIRECT --to-ports 5353
+-A {NAT} -s 172.30.0.4/32 -m addrtype --dst-type LOCAL -m comment --comment "{TAG} sandbox=inamed host" -j RETURN
+-A {NAT} -s 172.30.0.4/32 -d 169.254.0.0/16 -m comment --comment "{TAG} sandbox=inamed link-local" -j RETURN
+-A {NAT} -s 172.30.0.4/32 -d 10.1.0.0/16 -m comment --comment "{TAG} sandbox=inamed allowOut" -j RETURN
+-A {NAT} -s 172.30.0.4/32 -d 10.0.0.0/8 -p tcp -m comment --comment "{TAG} sandbox=inamed denyOut by name" -j REDIRECT --to-ports 6000
+-A {NAT} -s 172.30.0.4/32 -p tcp -m comment --comment "{TAG} sandbox=inamed no internet access but by name" -j REDIRECT --to-ports 6000
+COMMIT
+`),
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("restore input lacks\n%s\ngot:\n%s", w, got)
+		}
+	}
+	for _, id := range []string{"iopen", "ieither"} {
+		if strings.Contains(got, "sandbox="+id+" dns") {
+			t.Errorf("%s is redirected:\n%s", id, got)
+		}
+	}
+	if len(c.redirect) > 28 {
+		t.Errorf("chain name %q too long", c.redirect)
 	}
 }
 
@@ -78,11 +126,19 @@ func TestInstallUninstall(t *testing.T) {
 	rand.Read(b)
 	bridge := "wft" + hex.EncodeToString(b)
 	ctx := t.Context()
-	f, err := New(ctx, Config{Bridge: bridge})
+	// A bridge of our own, so that the egress server has an address to
+	// listen on and the redirects are installed.
+	for _, args := range [][]string{{"link", "add", bridge, "type", "bridge"}, {"addr", "add", "172.31.254.1/24", "dev", bridge}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Skipf("skipping: cannot make a test bridge: %v: %s", err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "del", bridge).Run() })
+	f, err := New(ctx, Config{Bridge: bridge, DNSUpstream: []string{"127.0.0.1:53"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Uninstall(t.Context()) })
+	t.Cleanup(func() { f.Uninstall(t.Context()); f.Close() })
 	ip := netip.MustParseAddr("172.31.255.9")
 	for range 2 { // idempotent
 		if err := f.Sync(ctx, map[string]sandbox.Egress{"ia": {IP: ip, Network: sandbox.Network{DenyOut: []string{"0.0.0.0/0"}}}}); err != nil {
@@ -112,11 +168,11 @@ func TestInstallUninstall(t *testing.T) {
 		}
 	}
 	// A second server on the same bridge has chains of its own.
-	other, err := New(ctx, Config{Bridge: bridge, Instance: "other"})
+	other, err := New(ctx, Config{Bridge: bridge, Instance: "other", DNSUpstream: []string{"127.0.0.1:53"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { other.Uninstall(t.Context()) })
+	t.Cleanup(func() { other.Uninstall(t.Context()); other.Close() })
 	if err := other.Sync(ctx, map[string]sandbox.Egress{"ix": {IP: ip.Next().Next(), Network: sandbox.Network{}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -135,13 +191,37 @@ func TestInstallUninstall(t *testing.T) {
 	if s := save(); strings.Contains(s, "sandbox=ia") || !strings.Contains(s, "sandbox=ib allowed") {
 		t.Errorf("after Apply ib and Remove ia:\n%s", grepWarren(s, bridge))
 	}
-	if err := f.Apply(ctx, "ic", ip, sandbox.Network{AllowOut: []string{"example.com"}}); sandbox.KindOf(err) != sandbox.KindInvalid {
-		t.Errorf("Apply with a domain: %v, want invalid", err)
+	if err := f.Apply(ctx, "ic", ip, sandbox.Network{DenyOut: []string{"example.com"}}); sandbox.KindOf(err) != sandbox.KindInvalid {
+		t.Errorf("Apply denying a domain: %v, want invalid", err)
+	}
+	if err := f.Apply(ctx, "id", ip, sandbox.Network{AllowOut: []string{"example.com"}, DenyOut: []string{"0.0.0.0/0"}}); err != nil {
+		t.Fatal(err)
+	}
+	saveNAT := func() string {
+		out, err := exec.Command("iptables-save", "-t", "nat").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	n := saveNAT()
+	for _, w := range []string{
+		"-A PREROUTING -i " + bridge + ` -m comment --comment "` + tag + ` domain rules of sandboxes" -j ` + f.c.redirect,
+		"-p udp -m udp --dport 53 -m comment --comment \"" + tag + " sandbox=id dns\" -j REDIRECT",
+		"-p tcp -m tcp --dport 53 -m comment --comment \"" + tag + " sandbox=id dns\" -j REDIRECT",
+		"sandbox=id denyOut by name",
+	} {
+		if strings.Count(n, w) != 1 {
+			t.Errorf("iptables-save -t nat has %d copies of %q, want 1:\n%s", strings.Count(n, w), w, grepWarren(n, bridge))
+		}
+	}
+	if !strings.Contains(save(), "redirected to the egress server") {
+		t.Errorf("no input rule for the egress server:\n%s", grepWarren(save(), bridge))
 	}
 	if err := f.Uninstall(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s := save(); strings.Contains(s, bridge) {
+	if s := save() + saveNAT(); strings.Contains(s, bridge) {
 		t.Errorf("rules left after Uninstall:\n%s", grepWarren(s, bridge))
 	}
 }

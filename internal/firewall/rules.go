@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -18,20 +19,22 @@ import (
 // bridge each own their chains: a packet goes through all of them, and
 // each decides only for its own sandboxes' addresses.
 type chains struct {
-	bridge  string
-	tag     string // 6 hex digits naming the instance
-	input   string // jumped to from INPUT for packets from the bridge
-	forward string // jumped to from DOCKER-USER (or FORWARD) likewise
+	bridge   string
+	tag      string // 6 hex digits naming the instance
+	input    string // jumped to from INPUT for packets from the bridge
+	forward  string // jumped to from DOCKER-USER (or FORWARD) likewise
+	redirect string // in the nat table, jumped to from PREROUTING likewise
 }
 
 func chainsFor(bridge, instance string) chains {
 	sum := sha256.Sum256([]byte(instance))
 	tag := hex.EncodeToString(sum[:3])
 	return chains{
-		bridge:  bridge,
-		tag:     tag,
-		input:   "WRN-" + bridge + "-" + tag + "-I",
-		forward: "WRN-" + bridge + "-" + tag + "-F",
+		bridge:   bridge,
+		tag:      tag,
+		input:    "WRN-" + bridge + "-" + tag + "-I",
+		forward:  "WRN-" + bridge + "-" + tag + "-F",
+		redirect: "WRN-" + bridge + "-" + tag + "-N",
 	}
 }
 
@@ -50,12 +53,14 @@ func (c chains) jump(target, what string) []string {
 	return []string{"-i", c.bridge, "-m", "comment", "--comment", c.comment(what), "-j", target}
 }
 
-// restoreInput is the iptables-restore --noflush input that rewrites both
+// restoreInput is the iptables-restore --noflush input that rewrites the
 // chains of a bridge atomically: declaring an existing chain flushes it.
-// For IPv4 the forward chain holds every sandbox's egress rules; sandboxes
-// have no IPv6 (the network is created without it), so for IPv6 both
-// chains refuse everything but replies.
-func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress) string {
+// For IPv4 the forward chain holds every sandbox's egress rules, and the
+// redirect chain sends the DNS and the denied TCP connections of sandboxes
+// with domain rules to the egress server at ports (none while its ports
+// are zero); sandboxes have no IPv6 (the network is created without it),
+// so for IPv6 the chains refuse everything but replies.
+func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress, ports egress.Ports) string {
 	var b strings.Builder
 	add := func(chain string, args ...string) {
 		b.WriteString("-A " + chain + " " + strings.Join(args, " ") + "\n")
@@ -63,6 +68,13 @@ func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress) string {
 	b.WriteString("*filter\n:" + c.input + " - [0:0]\n:" + c.forward + " - [0:0]\n")
 
 	add(c.input, "-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies to the host"), "-j RETURN")
+	redirecting := !v6 && ports != (egress.Ports{})
+	if redirecting {
+		dns, gw := strconv.Itoa(int(ports.DNS)), strconv.Itoa(int(ports.Gateway))
+		for _, p := range []string{"udp --dport " + dns, "tcp --dport " + dns, "tcp --dport " + gw} {
+			add(c.input, "-p", p, "-m conntrack --ctstate DNAT -m comment --comment", c.quoted("redirected to the egress server"), "-j RETURN")
+		}
+	}
 	add(c.input, "-m comment --comment", c.quoted("sandboxes cannot reach the host"), "-j REJECT")
 
 	add(c.forward, "-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies"), "-j RETURN")
@@ -95,8 +107,47 @@ func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress) string {
 		}
 		add(c.forward, src, "-m comment --comment", c.quoted("sandbox="+id+" allowed"), "-j RETURN")
 	}
+	b.WriteString("COMMIT\n*nat\n:" + c.redirect + " - [0:0]\n")
+	if redirecting {
+		c.redirectRules(add, rules, ports)
+	}
 	b.WriteString("COMMIT\n")
 	return b.String()
+}
+
+// redirectRules sends to the egress server, from each sandbox with domains
+// in allowOut and rules that deny something: its DNS, and its TCP
+// connections to addresses its rules deny (what allowOut allows by address,
+// the host's own addresses and link-local ones are left to the filter
+// chains).
+func (c chains) redirectRules(add func(chain string, args ...string), rules map[string]sandbox.Egress, ports egress.Ports) {
+	dns, gw := strconv.Itoa(int(ports.DNS)), strconv.Itoa(int(ports.Gateway))
+	for _, id := range slices.Sorted(maps.Keys(rules)) {
+		e := rules[id]
+		if !e.IP.Is4() || len(e.Network.Domains()) == 0 || !e.Network.Restricted() {
+			continue
+		}
+		src := "-s " + e.IP.String() + "/32"
+		note := func(what string) string { return c.quoted("sandbox=" + id + " " + what) }
+		for _, proto := range []string{"udp", "tcp"} {
+			add(c.redirect, src, "-p", proto, "--dport 53 -m comment --comment", note("dns"), "-j REDIRECT --to-ports", dns)
+		}
+		add(c.redirect, src, "-m addrtype --dst-type LOCAL -m comment --comment", note("host"), "-j RETURN")
+		add(c.redirect, src, "-d 169.254.0.0/16 -m comment --comment", note("link-local"), "-j RETURN")
+		for _, s := range e.Network.AllowOut {
+			if p, err := sandbox.ParseEgressTarget(s); err == nil && p.Addr().Is4() {
+				add(c.redirect, src, "-d", p.String(), "-m comment --comment", note("allowOut"), "-j RETURN")
+			}
+		}
+		for _, s := range e.Network.DenyOut {
+			if p, err := sandbox.ParseEgressTarget(s); err == nil && p.Addr().Is4() {
+				add(c.redirect, src, "-d", p.String(), "-p tcp -m comment --comment", note("denyOut by name"), "-j REDIRECT --to-ports", gw)
+			}
+		}
+		if !e.Network.AllowInternetAccess {
+			add(c.redirect, src, "-p tcp -m comment --comment", note("no internet access but by name"), "-j REDIRECT --to-ports", gw)
+		}
+	}
 }
 
 // validateBridge checks that a bridge name is safe in iptables arguments

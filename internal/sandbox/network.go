@@ -44,39 +44,114 @@ func ParseEgressTarget(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
 }
 
-// ValidateEgress checks a sandbox's allowOut and denyOut entries: each must
-// be an IP address or a CIDR prefix. Domain names are refused rather than
-// accepted and ignored, because resolving them once would not enforce them.
+// ValidateEgress checks a sandbox's allowOut and denyOut entries: an IP
+// address or a CIDR prefix in either, and in allowOut also a domain name
+// or a wildcard like *.example.com (see AllowedDomain). Domains cannot be
+// denied: an address can serve any name, so only addresses can be shut.
 func (n Network) ValidateEgress() error {
-	check := func(field string, entries []string) error {
-		for _, e := range entries {
-			if _, err := ParseEgressTarget(e); err == nil {
-				continue
-			}
-			if looksLikeDomain(e) {
-				return Errorf(KindInvalid, "network.%s entry '%s': domain rules are not supported yet; use an IP address or a CIDR", field, e)
-			}
-			return Errorf(KindInvalid, "network.%s entry '%s' is not an IP address or a CIDR", field, e)
+	for _, e := range n.AllowOut {
+		if _, err := ParseEgressTarget(e); err == nil {
+			continue
 		}
-		return nil
+		if _, ok := domainPattern(e); !ok {
+			return Errorf(KindInvalid, "network.allowOut entry '%s' is not an IP address, a CIDR or a domain name", e)
+		}
 	}
-	if err := check("allowOut", n.AllowOut); err != nil {
-		return err
+	for _, e := range n.DenyOut {
+		if _, err := ParseEgressTarget(e); err == nil {
+			continue
+		}
+		if _, ok := domainPattern(e); ok {
+			return Errorf(KindInvalid, "network.denyOut entry '%s': only IP addresses and CIDRs can be denied; deny all (0.0.0.0/0) and allow the domains you want in allowOut", e)
+		}
+		return Errorf(KindInvalid, "network.denyOut entry '%s' is not an IP address or a CIDR", e)
 	}
-	return check("denyOut", n.DenyOut)
+	return nil
 }
 
-// looksLikeDomain reports whether s has the shape of a host name or a
-// wildcard like *.example.com.
-func looksLikeDomain(s string) bool {
-	s = strings.TrimPrefix(s, "*.")
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
-			return false
+// Domains returns the domain entries of allowOut, lowercase and without a
+// trailing dot; nil when there are none.
+func (n Network) Domains() []string {
+	var out []string
+	for _, e := range n.AllowOut {
+		if _, err := ParseEgressTarget(e); err == nil {
+			continue
+		}
+		if d, ok := domainPattern(e); ok {
+			out = append(out, d)
 		}
 	}
-	return true
+	return out
 }
+
+// AllowedDomain reports whether name is allowed by a domain entry of
+// allowOut: "example.com" allows that name only, "*.example.com" every
+// name under it (but not example.com itself). Case and a trailing dot do
+// not matter.
+func (n Network) AllowedDomain(name string) bool {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if name == "" {
+		return false
+	}
+	for _, d := range n.Domains() {
+		if suffix, ok := strings.CutPrefix(d, "*"); ok {
+			if strings.HasSuffix(name, suffix) && len(name) > len(suffix) {
+				return true
+			}
+		} else if name == d {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsAddr reports whether the IP rules let the sandbox reach addr:
+// allowOut beats denyOut, which beats allowInternetAccess.
+func (n Network) AllowsAddr(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	in := func(entries []string) bool {
+		for _, e := range entries {
+			if p, err := ParseEgressTarget(e); err == nil && p.Contains(addr) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case in(n.AllowOut):
+		return true
+	case in(n.DenyOut):
+		return false
+	default:
+		return n.AllowInternetAccess
+	}
+}
+
+// Restricted reports whether the rules deny anything.
+func (n Network) Restricted() bool {
+	return len(n.DenyOut) > 0 || !n.AllowInternetAccess
+}
+
+// domainPattern normalises a domain entry: a host name of letters, digits
+// and hyphens in dot-separated labels of 1 to 63 characters, at most 253
+// in all, with at least two labels, optionally after "*.". It returns it
+// lowercase without a trailing dot.
+func domainPattern(s string) (string, bool) {
+	d := strings.ToLower(strings.TrimSuffix(s, "."))
+	host := strings.TrimPrefix(d, "*.")
+	if host == "" || len(host) > 253 || !strings.Contains(host, ".") {
+		return "", false
+	}
+	for label := range strings.SplitSeq(host, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return "", false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+				return "", false
+			}
+		}
+	}
+	return d, true
+}
+

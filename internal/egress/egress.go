@@ -1,0 +1,223 @@
+// Package egress enforces the domain names in sandboxes' allowOut. The
+// firewall (internal/firewall) sends it, from a sandbox whose allowOut has
+// domains and whose rules deny something, what those rules would
+// otherwise refuse or leave unchecked: the sandbox's DNS queries, and its
+// TCP connections to denied addresses.
+//
+// The DNS forwarder answers such a sandbox for the names it may reach (or
+// for every name, when its rules let it reach the resolver anyway) and
+// remembers which addresses it gave for which allowed name. The gateway
+// peeks at the first bytes of a redirected connection: when its TLS server
+// name (SNI) or its HTTP Host is an allowed name and the sandbox was given
+// the connection's destination for that name, it connects to that
+// destination and relays; otherwise it closes the connection. So a name
+// opens only the addresses the resolver gave for it, and a sandbox cannot
+// reach any other address by claiming an allowed name. Protocols that are
+// neither TLS nor HTTP cannot be allowed by name: allow their addresses.
+//
+// It owns its listeners (on the sandbox bridge's host address, at ports
+// the firewall redirects to) and the table of answers. It does not decide
+// which traffic comes to it, nor install rules: the firewall does.
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Policy returns the egress rules of the sandbox with address src, and
+// whether src is a sandbox at all.
+type Policy func(src netip.Addr) (sandbox.Network, bool)
+
+// Config configures a Server.
+type Config struct {
+	// Policy tells the sandboxes' rules. Required.
+	Policy Policy
+	// Upstream lists the resolvers queries are forwarded to, as host:port.
+	// Default: the nameservers of /etc/resolv.conf.
+	Upstream []string
+	// Logger receives the refusals (debug) and failures. Default: discard.
+	Logger *slog.Logger
+	// originalDst reads where a redirected connection was going, and
+	// remote tells the addresses it may go to; tests replace them.
+	// Default: SO_ORIGINAL_DST, and isRemote.
+	originalDst func(net.Conn) (netip.AddrPort, error)
+	remote      func(netip.Addr) bool
+}
+
+// Server is the DNS forwarder and the TCP gateway. Its methods are safe
+// for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	answers *answers
+
+	mu     sync.Mutex // guards the fields below
+	closed bool
+	dnsUDP net.PacketConn
+	dnsTCP net.Listener
+	gw     net.Listener
+	conns  sync.WaitGroup
+}
+
+// Timeouts of one forwarded query, of the first bytes of a redirected
+// connection, and of the connection to its destination.
+const (
+	queryTimeout = 3 * time.Second
+	peekTimeout  = 10 * time.Second
+	dialTimeout  = 10 * time.Second
+)
+
+// New returns a Server; Listen starts it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Policy == nil {
+		return nil, errors.New("egress: Config.Policy is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Upstream) == 0 {
+		up, err := systemResolvers("/etc/resolv.conf")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Upstream = up
+	}
+	if cfg.originalDst == nil {
+		cfg.originalDst = originalDst
+	}
+	if cfg.remote == nil {
+		cfg.remote = isRemote
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, answers: newAnswers()}, nil
+}
+
+// Ports are where a Server listens: the firewall redirects DNS (UDP and
+// TCP) to DNS and TCP connections to Gateway.
+type Ports struct {
+	DNS, Gateway uint16
+}
+
+// Listen starts serving on addr, the bridge's host address, at ports the
+// system picks, and returns them.
+func (s *Server) Listen(addr netip.Addr) (Ports, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Ports{}, net.ErrClosed
+	}
+	if s.gw != nil {
+		return Ports{}, errors.New("egress: already listening")
+	}
+	gw, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+	if err != nil {
+		return Ports{}, fmt.Errorf("egress: gateway: %w", err)
+	}
+	// DNS takes one port for UDP and TCP; retry when the TCP side is taken.
+	var udp net.PacketConn
+	var tcp net.Listener
+	for range 10 {
+		udp, err = net.ListenPacket("udp", netip.AddrPortFrom(addr, 0).String())
+		if err != nil {
+			gw.Close()
+			return Ports{}, fmt.Errorf("egress: dns: %w", err)
+		}
+		tcp, err = net.Listen("tcp", udp.LocalAddr().String())
+		if err == nil {
+			break
+		}
+		udp.Close()
+	}
+	if err != nil {
+		gw.Close()
+		return Ports{}, fmt.Errorf("egress: dns over tcp: %w", err)
+	}
+	s.gw, s.dnsUDP, s.dnsTCP = gw, udp, tcp
+	go s.serveDNS(udp)
+	go s.acceptLoop(tcp, s.serveDNSConn)
+	go s.acceptLoop(gw, s.serveGateway)
+	return Ports{
+		DNS:     uint16(udp.LocalAddr().(*net.UDPAddr).Port),
+		Gateway: uint16(gw.Addr().(*net.TCPAddr).Port),
+	}, nil
+}
+
+// Forget drops what the forwarder told the sandbox with address src,
+// when it goes away: another sandbox may get the address.
+func (s *Server) Forget(src netip.Addr) {
+	s.answers.forget(src)
+}
+
+// Close stops serving and waits for the connections being relayed to end.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	var errs []error
+	if s.gw != nil {
+		errs = append(errs, s.gw.Close(), s.dnsTCP.Close(), s.dnsUDP.Close())
+	}
+	s.mu.Unlock()
+	s.conns.Wait()
+	return errors.Join(errs...)
+}
+
+// acceptLoop hands every connection of l to serve until l is closed.
+func (s *Server) acceptLoop(l net.Listener, serve func(net.Conn)) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Error("egress: accept failed", "listener", l.Addr(), "err", err)
+			}
+			return
+		}
+		s.conns.Add(1)
+		go func() {
+			defer s.conns.Done()
+			serve(c)
+		}()
+	}
+}
+
+// source is the sandbox address a connection or packet comes from.
+func source(a net.Addr) netip.Addr {
+	switch v := a.(type) {
+	case *net.TCPAddr:
+		ap := v.AddrPort()
+		return ap.Addr().Unmap()
+	case *net.UDPAddr:
+		ap := v.AddrPort()
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// systemResolvers reads the nameservers of a resolv.conf as host:53.
+func systemResolvers(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("egress: no resolver to forward DNS to: %w; set the upstream resolvers (warren serve --egress-dns)", err)
+	}
+	var out []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "nameserver" {
+			if a, err := netip.ParseAddr(f[1]); err == nil {
+				out = append(out, netip.AddrPortFrom(a, 53).String())
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("egress: %s lists no nameserver; set the upstream resolvers (warren serve --egress-dns)", path)
+	}
+	return out, nil
+}
