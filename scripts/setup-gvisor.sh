@@ -42,6 +42,7 @@ GV_POOL=${GV_POOL:-10.214.0.0/16}
 GV_IMAGES=${GV_IMAGES:-warren/base}
 GV_CGROUP=${GV_CGROUP:-warren-gvisor}
 SOCK="unix://$GV_RUN/docker.sock"
+GV_FORWARD="-i wgv+ -o wgv+ -m comment --comment warren-gvisor:intra-bridge -j ACCEPT"
 
 log() { echo "setup-gvisor: $*" >&2; }
 
@@ -113,6 +114,11 @@ EOF
 			log "copied $img"
 		fi
 	done
+	# With --iptables=false the engine adds no FORWARD accept for its
+	# bridges, and the main engine's FORWARD policy is DROP: let sandboxes on
+	# one of our bridges reach each other, as an engine with iptables would.
+	# (Warren's own egress rules come first, in DOCKER-USER.)
+	iptables -C FORWARD $GV_FORWARD 2>/dev/null || iptables -A FORWARD $GV_FORWARD
 	# A tiny check that runsc runs containers and checkpoints them.
 	DOCKER_HOST=$SOCK docker run --rm --runtime runsc --network none "${GV_IMAGES%% *}" true
 	log "runsc works"
@@ -144,6 +150,7 @@ stop() {
 		for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
 	fi
 	cleanup_firewall
+	while iptables -D FORWARD $GV_FORWARD 2>/dev/null; do :; done
 	if ip link show "$GV_BRIDGE" >/dev/null 2>&1; then ip link del "$GV_BRIDGE"; fi
 	# Bridges of the engine's own networks (br-*) whose addresses are in
 	# our pool are left by a killed engine; remove them.

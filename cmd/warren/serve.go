@@ -12,12 +12,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/api"
+	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/proxy"
@@ -79,8 +81,12 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log := m.logger(cfg.LogFormat)
+	resolv, err := gvisorResolvConf(cfg.StateDir, cfg.EgressDNS, log)
+	if err != nil {
+		return err
+	}
 	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, ManagedValue: cfg.Instance,
-		GVisorRuntime: cfg.GVisorName, Logger: log})
+		GVisorRuntime: cfg.GVisorName, GVisorResolvConf: resolv, Logger: log})
 	if err != nil {
 		return fmt.Errorf("%w (run \"warren doctor\")", err)
 	}
@@ -104,6 +110,61 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: builder, Commands: ac}, log)
 }
 
+// egressUpstream parses --egress-dns: IP:port resolvers, comma-separated.
+func egressUpstream(list string) ([]string, error) {
+	var out []string
+	for r := range strings.SplitSeq(list, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		if _, err := netip.ParseAddrPort(r); err != nil {
+			return nil, usageError{fmt.Sprintf("--egress-dns=%q: want IP:port resolvers, comma-separated (e.g. 10.0.0.2:53)", list)}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// gvisorResolvConf writes the resolv.conf of gVisor sandboxes into the
+// state dir (see docker.Config.GVisorResolvConf): the host's nameservers
+// that a sandbox can reach, that is not loopback ones, else those of
+// --egress-dns on port 53. It returns "" and warns when there is none.
+func gvisorResolvConf(stateDir, egressDNS string, log *slog.Logger) (string, error) {
+	var servers []netip.Addr
+	host, _ := egress.Nameservers("/etc/resolv.conf")
+	upstream, err := egressUpstream(egressDNS)
+	if err != nil {
+		return "", err
+	}
+	for _, u := range upstream {
+		if ap := netip.MustParseAddrPort(u); ap.Port() == 53 {
+			host = append(host, ap.Addr())
+		}
+	}
+	for _, a := range host {
+		if !a.IsLoopback() && !slices.Contains(servers, a) {
+			servers = append(servers, a)
+		}
+	}
+	if len(servers) == 0 {
+		log.Warn("gVisor sandboxes will resolve no names: the host's resolvers are loopback addresses they cannot reach; name reachable ones with --egress-dns IP:53")
+		return "", nil
+	}
+	var b strings.Builder
+	b.WriteString("# Written by warren serve for gVisor sandboxes.\n")
+	for _, a := range servers {
+		b.WriteString("nameserver " + a.String() + "\n")
+	}
+	path := filepath.Join(stateDir, "gvisor-resolv.conf")
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
 // firewall makes the sandbox network and the firewall guarding it; the
 // manager installs the rules when it starts.
 func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, log *slog.Logger) (sandbox.Firewall, error) {
@@ -119,15 +180,9 @@ func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime
 	if err != nil {
 		return nil, fmt.Errorf("sandbox network: %w (run \"warren doctor\")", err)
 	}
-	var upstream []string
-	for r := range strings.SplitSeq(cfg.EgressDNS, ",") {
-		if r = strings.TrimSpace(r); r == "" {
-			continue
-		}
-		if _, err := netip.ParseAddrPort(r); err != nil {
-			return nil, usageError{fmt.Sprintf("--egress-dns=%q: want IP:port resolvers, comma-separated (e.g. 10.0.0.2:53)", cfg.EgressDNS)}
-		}
-		upstream = append(upstream, r)
+	upstream, err := egressUpstream(cfg.EgressDNS)
+	if err != nil {
+		return nil, err
 	}
 	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, Instance: cfg.Instance, DNSUpstream: upstream, Logger: log})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -266,5 +267,24 @@ func TestDoctorCodeInterpreterImage(t *testing.T) {
 		"build it with: warren image build code-interpreter --tag warren/doctor-test-missing\n"
 	if !strings.Contains(stdout, want) {
 		t.Errorf("doctor output lacks %q:\n%s", want, stdout)
+	}
+}
+
+func TestGVisorResolvConf(t *testing.T) {
+	dir := t.TempDir()
+	path, err := gvisorResolvConf(dir, "10.9.9.9:53, 127.0.0.1:53, 10.8.8.8:5353", slog.New(slog.DiscardHandler))
+	if err != nil || path == "" {
+		t.Fatalf("gvisorResolvConf = %q, %v", path, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	if !strings.Contains(got, "nameserver 10.9.9.9\n") || strings.Contains(got, "127.0.0.1") || strings.Contains(got, "10.8.8.8") {
+		t.Errorf("resolv.conf: loopback and non-53 resolvers must be left out, reachable ones kept:\n%s", got)
+	}
+	if _, err := gvisorResolvConf(dir, "not-an-address", slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("a bad --egress-dns was accepted")
 	}
 }

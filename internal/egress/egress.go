@@ -203,21 +203,35 @@ func source(a net.Addr) netip.Addr {
 
 // systemResolvers reads the nameservers of a resolv.conf as host:53.
 func systemResolvers(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	addrs, err := Nameservers(path)
 	if err != nil {
 		return nil, fmt.Errorf("egress: no resolver to forward DNS to: %w; set the upstream resolvers (warren serve --egress-dns)", err)
 	}
-	var out []string
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = netip.AddrPortFrom(a, 53).String()
+	}
+	return out, nil
+}
+
+// Nameservers returns the nameserver addresses a resolv.conf lists; none
+// is an error.
+func Nameservers(path string) ([]netip.Addr, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
 	for line := range strings.SplitSeq(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) >= 2 && f[0] == "nameserver" {
 			if a, err := netip.ParseAddr(f[1]); err == nil {
-				out = append(out, netip.AddrPortFrom(a, 53).String())
+				out = append(out, a)
 			}
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("egress: %s lists no nameserver; set the upstream resolvers (warren serve --egress-dns)", path)
+		return nil, fmt.Errorf("%s lists no nameserver", path)
 	}
 	return out, nil
 }

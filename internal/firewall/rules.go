@@ -68,14 +68,15 @@ func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress, ports egr
 	b.WriteString("*filter\n:" + c.input + " - [0:0]\n:" + c.forward + " - [0:0]\n")
 
 	add(c.input, "-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies to the host"), "-j RETURN")
-	redirecting := !v6 && ports != (egress.Ports{})
-	if redirecting {
-		dns, gw := strconv.Itoa(int(ports.DNS)), strconv.Itoa(int(ports.Gateway))
-		for _, p := range []string{"udp --dport " + dns, "tcp --dport " + dns, "tcp --dport " + gw} {
-			add(c.input, "-p", p, "-m conntrack --ctstate DNAT -m comment --comment", c.quoted("redirected to the egress server"), "-j RETURN")
-		}
+	// Only a nat rule sends a sandbox's packet to the host with its
+	// destination rewritten: the redirects to this server's egress server,
+	// or to another Warren server's on the same bridge, whose packets go
+	// through this chain too.
+	if !v6 {
+		add(c.input, "-m conntrack --ctstate DNAT -m comment --comment", c.quoted("redirected to an egress server"), "-j RETURN")
 	}
 	add(c.input, "-m comment --comment", c.quoted("sandboxes cannot reach the host"), "-j REJECT")
+	redirecting := !v6 && ports != (egress.Ports{})
 
 	add(c.forward, "-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies"), "-j RETURN")
 	if v6 {

@@ -126,6 +126,11 @@ func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config
 	}
 	if spec.Runtime == sandbox.RuntimeGVisor {
 		host.Runtime = r.cfg.GVisorRuntime
+		if r.cfg.GVisorResolvConf != "" {
+			host.Mounts = append(host.Mounts, mount.Mount{
+				Type: mount.TypeBind, Source: r.cfg.GVisorResolvConf, Target: "/etc/resolv.conf", ReadOnly: true,
+			})
+		}
 	}
 	if spec.CPUCount > 0 {
 		host.NanoCPUs = int64(spec.CPUCount) * 1e9

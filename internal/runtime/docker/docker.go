@@ -70,6 +70,12 @@ type Config struct {
 	// daemon.json "runtimes" key), used for sandboxes whose spec asks for
 	// sandbox.RuntimeGVisor. Default "runsc".
 	GVisorRuntime string
+	// GVisorResolvConf is the host path of a resolv.conf mounted read-only
+	// at /etc/resolv.conf in gVisor sandboxes: their network stack cannot
+	// reach the engine's embedded DNS (127.0.0.11), which the engine puts
+	// in the resolv.conf of containers on its networks. Empty: the
+	// engine's, and gVisor sandboxes resolve nothing.
+	GVisorResolvConf string
 	// Logger receives debug logs. Default slog.Default().
 	Logger *slog.Logger
 }

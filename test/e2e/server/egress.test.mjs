@@ -1,0 +1,104 @@
+// Egress by domain name against a real `warren serve`: a sandbox with denyOut 0.0.0.0/0 and
+// domains in allowOut reaches an HTTP server in a second sandbox by an allowed name (exact and
+// wildcard), and nothing else: names not allowed do not resolve, a connection that claims an
+// allowed name is refused unless that name resolved to where it goes, a bare address is refused,
+// and PUT network changes what is allowed on the running sandbox. The sandboxes' DNS is answered
+// by a resolver this test runs on 127.0.0.1 (warren serve --egress-dns), which gives the target
+// sandboxes' addresses: nothing leaves the machine.
+import { it, after } from 'node:test'
+import dgram from 'node:dgram'
+import { Sandbox } from 'e2b'
+import { useServer } from './harness.mjs'
+import { assert, startHttpServer, uid } from './helpers.mjs'
+
+/** A UDP resolver on 127.0.0.1 answering A queries from `names` (NXDOMAIN for the rest). */
+async function fakeResolver() {
+  const names = new Map()
+  const asked = []
+  const sock = dgram.createSocket('udp4')
+  sock.on('message', (msg, from) => {
+    if (msg.length < 12) return
+    // The question: labels from byte 12, then type and class.
+    const labels = []
+    let i = 12
+    while (i < msg.length && msg[i] !== 0) {
+      labels.push(msg.subarray(i + 1, i + 1 + msg[i]).toString())
+      i += 1 + msg[i]
+    }
+    const qtype = msg.readUInt16BE(i + 1)
+    const question = msg.subarray(12, i + 5)
+    const name = labels.join('.').toLowerCase()
+    asked.push(name)
+    const ip = names.get(name)
+    const answer = ip && qtype === 1
+      ? Buffer.concat([Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]), Buffer.from(ip.split('.').map(Number))])
+      : Buffer.alloc(0)
+    const header = Buffer.alloc(12)
+    msg.copy(header, 0, 0, 2)
+    header.writeUInt16BE(0x8180 | (ip ? 0 : 3), 2) // response, RD, RA; NXDOMAIN when unknown
+    header.writeUInt16BE(1, 4)
+    header.writeUInt16BE(answer.length ? 1 : 0, 6)
+    sock.send(Buffer.concat([header, question, answer]), from.port, from.address)
+  })
+  await new Promise((ok) => sock.bind(0, '127.0.0.1', ok))
+  return { names, asked, addr: `127.0.0.1:${sock.address().port}`, close: () => sock.close() }
+}
+
+const resolver = await fakeResolver()
+after(() => resolver.close())
+await useServer({ private: true, args: ['--egress-dns', resolver.addr] })
+
+/** The sandbox's address on the sandbox network. */
+async function addressOf(sbx) {
+  return (await sbx.commands.run('hostname -I')).stdout.trim().split(/\s+/)[0]
+}
+
+/** What `curl` in sbx makes of url: the HTTP status, or `exit N` when it got none. */
+async function curl(sbx, url, ...args) {
+  const r = await sbx.commands.run(`curl -sS -m 5 -o /dev/null -w '%{http_code}' ${args.join(' ')} '${url}'`).catch((e) => e)
+  return r.exitCode === 0 ? r.stdout : `exit ${r.exitCode}`
+}
+
+it('allowOut domains: reachable by an allowed name, and only so', { timeout: 180_000 }, async () => {
+  const tag = { e2e: `egress-${uid()}` }
+  const [target, other] = await Promise.all([Sandbox.create({ metadata: tag }), Sandbox.create({ metadata: tag })])
+  const closed = await Sandbox.create({
+    metadata: tag,
+    network: { denyOut: ['0.0.0.0/0'], allowOut: ['allowed.test', '*.wild.test'] },
+  })
+  try {
+    await Promise.all([startHttpServer(target, 8080, '/tmp/www', { 'index.html': 'target' }),
+      startHttpServer(other, 8080, '/tmp/www', { 'index.html': 'other' })])
+    const [targetIP, otherIP] = await Promise.all([addressOf(target), addressOf(other)])
+    for (const name of ['allowed.test', 'api.wild.test', 'denied.test']) resolver.names.set(name, targetIP)
+    resolver.names.set('moved.test', otherIP)
+
+    // The target answers the open sandbox by address (the rules of one do not touch the other).
+    assert.equal(await curl(other, `http://${targetIP}:8080/`), '200')
+
+    assert.equal(await curl(closed, 'http://allowed.test:8080/'), '200', 'an allowed name')
+    assert.equal(await curl(closed, 'http://API.wild.test:8080/'), '200', 'a name under an allowed wildcard')
+    assert.match(await curl(closed, 'http://denied.test:8080/'), /^exit /, 'a name not allowed')
+    assert.ok(!resolver.asked.includes('denied.test'), 'a name not allowed is not even asked upstream')
+    assert.match(await curl(closed, `http://${targetIP}:8080/`), /^exit /, 'the bare address')
+    assert.match(await curl(closed, 'http://denied.test:8080/', '--resolve', `denied.test:8080:${targetIP}`), /^exit /,
+      'a name not allowed, at an address an allowed name has')
+    assert.match(await curl(closed, `http://${otherIP}:8080/`, '-H', "'Host: allowed.test'"), /^exit /,
+      'an allowed name at an address it did not resolve to')
+
+    // PUT network replaces the rules on the running sandbox.
+    await Sandbox.updateNetwork(closed.sandboxId, { denyOut: ['0.0.0.0/0'], allowOut: ['moved.test'] })
+    assert.equal(await curl(closed, 'http://moved.test:8080/'), '200', 'a name allowed by the update')
+    assert.match(await curl(closed, 'http://allowed.test:8080/'), /^exit /, 'a name the update took away')
+    await Sandbox.updateNetwork(closed.sandboxId, { denyOut: ['0.0.0.0/0'] })
+    assert.match(await curl(closed, 'http://moved.test:8080/', '--resolve', `moved.test:8080:${otherIP}`), /^exit /,
+      'no domains: every address stays denied')
+  } finally {
+    await Promise.all([target, other, closed].map((s) => s.kill()))
+  }
+})
+
+it('denyOut refuses domains with a 400 that says what to do', async () => {
+  await assert.rejects(Sandbox.create({ network: { denyOut: ['example.test'] } }),
+    (e) => /only IP addresses and CIDRs can be denied/.test(e.message))
+})
