@@ -38,6 +38,9 @@ type template struct {
 	startCmd, readyCmd, user, workdir string
 	env                               map[string]string
 	agentArgs                         []string // the agent's arguments; nil = none
+	// runtime is what the image needs its sandboxes to run under (its
+	// sandbox.LabelRuntime label); "" = the server's default.
+	runtime sandbox.OCIRuntime
 }
 
 // TemplateResolver finds built templates by ID or name (with an optional
@@ -153,7 +156,43 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sandbox.Sandbo
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	if tpl.runtime, err = m.requiredRuntime(ctx, tpl); err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	return m.create(ctx, req, tpl)
+}
+
+// requiredRuntime reads whether a template's image asks for gVisor with
+// its sandbox.LabelRuntime label, and checks that the engine has it. An
+// image cannot ask for less isolation than the server gives: "runc" (the
+// label of snapshots of runc sandboxes) leaves the server's default. The
+// base template (the warm pool's) asks for nothing.
+func (m *Manager) requiredRuntime(ctx context.Context, tpl template) (sandbox.OCIRuntime, error) {
+	if tpl.image == m.cfg.BaseImage {
+		return "", nil
+	}
+	labels, err := m.cfg.Runtime.ImageLabels(ctx, tpl.image)
+	if err != nil {
+		return "", sandbox.Wrap(sandbox.KindUnavailable, err, "cannot read the template's image")
+	}
+	want, ok := labels[sandbox.LabelRuntime]
+	if !ok {
+		return "", nil
+	}
+	rt, err := sandbox.ParseOCIRuntime(want)
+	if err != nil {
+		return "", sandbox.Errorf(sandbox.KindInvalid, "template '%s': its image's label %s=%q names no runtime (want runc or gvisor)", tpl.id, sandbox.LabelRuntime, want)
+	}
+	if rt != sandbox.RuntimeGVisor {
+		return "", nil
+	}
+	if c, ok := m.cfg.Runtime.(sandbox.RuntimeChecker); ok && rt != m.cfg.SandboxRuntime {
+		if err := c.CheckRuntime(ctx, rt); err != nil {
+			return "", sandbox.Errorf(sandbox.KindInvalid, "template '%s' needs the %s runtime (its image's label %s), which this server cannot give: %s",
+				tpl.id, rt, sandbox.LabelRuntime, err.Error())
+		}
+	}
+	return rt, nil
 }
 
 // engineWork is the context for work on the engine that a client's
@@ -218,6 +257,9 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		Workdir:     tpl.workdir,
 		AgentArgs:   slices.Clone(tpl.agentArgs),
 		Runtime:     m.cfg.SandboxRuntime,
+	}
+	if tpl.runtime != "" {
+		sb.Runtime = tpl.runtime
 	}
 	if tpl.cpuCount > 0 {
 		sb.CPUCount = tpl.cpuCount

@@ -301,3 +301,39 @@ func TestConnectWithoutMemoryReboots(t *testing.T) {
 		t.Errorf("state %s mode %q after reboot", got.State, got.PauseMode)
 	}
 }
+
+func TestTemplateRequiresGVisor(t *testing.T) {
+	e := newEnv(t, nil)
+	e.rt.Rebuild("secure:1")
+	e.rt.SetImageLabels("secure:1", map[string]string{sandbox.LabelRuntime: "gvisor"})
+	sb := e.create(t, CreateRequest{TeamID: team, Template: "secure:1", Timeout: time.Minute})
+	if sb.Runtime != sandbox.RuntimeGVisor {
+		t.Errorf("sandbox runtime %q, want gvisor", sb.Runtime)
+	}
+	if rt, _ := e.rt.RuntimeOf(sb.ContainerID); rt != sandbox.RuntimeGVisor {
+		t.Errorf("container runtime %q, want gvisor", rt)
+	}
+
+	// A label cannot lower the server's isolation, nor name nonsense.
+	e.rt.Rebuild("plain:1")
+	e.rt.SetImageLabels("plain:1", map[string]string{sandbox.LabelRuntime: "runc"})
+	if sb := e.create(t, CreateRequest{TeamID: team, Template: "plain:1", Timeout: time.Minute}); sb.Runtime != sandbox.RuntimeRunc {
+		t.Errorf("runc-labelled sandbox runtime %q", sb.Runtime)
+	}
+	e.rt.Rebuild("odd:1")
+	e.rt.SetImageLabels("odd:1", map[string]string{sandbox.LabelRuntime: "kata"})
+	_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "odd:1", Timeout: time.Minute})
+	wantKind(t, "create with an unknown runtime label", err, sandbox.KindInvalid)
+
+	// An engine without gVisor: a clear refusal, and nothing made.
+	e.rt.Lack(sandbox.RuntimeGVisor)
+	before := len(e.rt.Containers())
+	_, err = e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "secure:1", Timeout: time.Minute})
+	wantKind(t, "create needing a missing runtime", err, sandbox.KindInvalid)
+	if !strings.Contains(sandbox.Message(err), "needs the gvisor runtime") {
+		t.Errorf("message: %s", sandbox.Message(err))
+	}
+	if len(e.rt.Containers()) != before {
+		t.Error("a container was made for a template the engine cannot run")
+	}
+}

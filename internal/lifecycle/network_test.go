@@ -136,8 +136,8 @@ func TestEgressValidation(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	_, err := e.m.Create(ctx, CreateRequest{TeamID: team, Template: "base", Timeout: time.Minute,
-		Network: sandbox.Network{AllowOut: []string{"*.example.com"}}})
-	wantKind(t, "create with a domain", err, sandbox.KindInvalid)
+		Network: sandbox.Network{DenyOut: []string{"*.example.com"}}})
+	wantKind(t, "create denying a domain", err, sandbox.KindInvalid)
 	sb := e.create(t, CreateRequest{Template: "base"})
 	err = e.m.UpdateNetwork(ctx, team, sb.ID, sandbox.Network{DenyOut: []string{"not an address"}})
 	wantKind(t, "update with garbage", err, sandbox.KindInvalid)

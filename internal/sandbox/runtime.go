@@ -16,7 +16,9 @@ const (
 	// that does not exist yet. Labels cannot change, so a claimed one keeps
 	// it: the store, not the label, says whose a container is.
 	LabelPool = "dev.warren.pool" // "true"
-	// LabelRuntime is the OCIRuntime the container runs under.
+	// LabelRuntime is the OCIRuntime the container runs under. On an
+	// image it is the runtime its sandboxes need, whatever the server's
+	// default (LABEL dev.warren.runtime=gvisor in a Dockerfile).
 	LabelRuntime = "dev.warren.runtime"
 )
 
@@ -101,6 +103,15 @@ type Runtime interface {
 	// ImageID returns the ID of the image ref names now; it changes when
 	// the image is rebuilt under the same name. KindNotFound when absent.
 	ImageID(ctx context.Context, ref string) (string, error)
+	// ImageLabels returns the labels of the image ref names. KindNotFound
+	// when absent.
+	ImageLabels(ctx context.Context, ref string) (map[string]string, error)
+}
+
+// RuntimeChecker is a Runtime that can tell whether the engine runs
+// containers under an OCIRuntime; its error says how to set it up.
+type RuntimeChecker interface {
+	CheckRuntime(ctx context.Context, rt OCIRuntime) error
 }
 
 // AgentInit is what the server tells a freshly started agent.

@@ -87,6 +87,18 @@ func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
 	}
 }
 
+// ImageLabels returns the labels of the image ref names.
+func (r *Runtime) ImageLabels(ctx context.Context, ref string) (map[string]string, error) {
+	res, err := r.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return nil, classify(err, "cannot inspect the image")
+	}
+	if res.Config == nil {
+		return nil, nil
+	}
+	return res.Config.Labels, nil
+}
+
 // ImageID returns the ID of the image ref names now.
 func (r *Runtime) ImageID(ctx context.Context, ref string) (string, error) {
 	res, err := r.cli.ImageInspect(ctx, ref)

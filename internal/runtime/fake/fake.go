@@ -27,6 +27,8 @@ type Runtime struct {
 	// agent address they had when checkpointed.
 	checkpoints map[string]string
 	images      map[string]string            // reference → image ID
+	imageLabels map[string]map[string]string // reference → its labels (SetImageLabels)
+	missing     map[sandbox.OCIRuntime]bool  // runtimes CheckRuntime refuses (Lack)
 	fail        map[string]error             // method name → error returned once set
 	logs        map[string][]sandbox.LogLine // container ID → its log (WriteLog)
 	nextID      int
@@ -46,6 +48,8 @@ func New(images ...string) *Runtime {
 		runtimes:    map[string]sandbox.OCIRuntime{},
 		checkpoints: map[string]string{},
 		images:      map[string]string{},
+		imageLabels: map[string]map[string]string{},
+		missing:     map[sandbox.OCIRuntime]bool{},
 		fail:        map[string]error{},
 		nextPort:    40000,
 	}
@@ -367,6 +371,43 @@ func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
 	}
 	_, ok := r.images[ref]
 	return ok, nil
+}
+
+// SetImageLabels gives the image ref labels.
+func (r *Runtime) SetImageLabels(ref string, labels map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.imageLabels[ref] = maps.Clone(labels)
+}
+
+// ImageLabels returns the labels SetImageLabels gave ref.
+func (r *Runtime) ImageLabels(ctx context.Context, ref string) (map[string]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("ImageLabels", ref); err != nil {
+		return nil, err
+	}
+	if _, ok := r.images[ref]; !ok {
+		return nil, sandbox.Errorf(sandbox.KindNotFound, "image %s not found", ref)
+	}
+	return maps.Clone(r.imageLabels[ref]), nil
+}
+
+// Lack makes CheckRuntime refuse rt, as an engine without it would.
+func (r *Runtime) Lack(rt sandbox.OCIRuntime) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.missing[rt] = true
+}
+
+// CheckRuntime refuses the runtimes given to Lack.
+func (r *Runtime) CheckRuntime(ctx context.Context, rt sandbox.OCIRuntime) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.missing[rt] {
+		return fmt.Errorf("the engine has no runtime %s", rt)
+	}
+	return nil
 }
 
 // ImageID returns ref's current image ID.
