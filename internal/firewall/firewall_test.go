@@ -146,13 +146,14 @@ func TestInstallUninstall(t *testing.T) {
 	if err := f.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
-	save := func() string {
-		out, err := exec.Command("iptables-save", "-t", "filter").Output()
+	saveTable := func(table string) string {
+		out, err := exec.Command("iptables-save", "-t", table).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(out)
 	}
+	save := func() string { return saveTable("filter") }
 	s := save()
 	in, fwd := f.Chains()
 	tag := "warren:" + bridge + ":" + f.c.tag
@@ -195,14 +196,7 @@ func TestInstallUninstall(t *testing.T) {
 	if err := f.Apply(ctx, "id", ip, sandbox.Network{AllowOut: []string{"example.com"}, DenyOut: []string{"0.0.0.0/0"}}); err != nil {
 		t.Fatal(err)
 	}
-	saveNAT := func() string {
-		out, err := exec.Command("iptables-save", "-t", "nat").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
-	n := saveNAT()
+	n := saveTable("nat")
 	for _, w := range []string{
 		"-A PREROUTING -i " + bridge + ` -m comment --comment "` + tag + ` domain rules of sandboxes" -j ` + f.c.redirect,
 		"-p udp -m udp --dport 53 -m comment --comment \"" + tag + " sandbox=id dns\" -j REDIRECT",
@@ -219,7 +213,7 @@ func TestInstallUninstall(t *testing.T) {
 	if err := f.Uninstall(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s := save() + saveNAT(); strings.Contains(s, bridge) {
+	if s := save() + saveTable("nat"); strings.Contains(s, bridge) {
 		t.Errorf("rules left after Uninstall:\n%s", grepWarren(s, bridge))
 	}
 }
