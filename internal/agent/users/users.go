@@ -11,8 +11,11 @@ import (
 	"net/http"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // User is a resolved account of the sandbox.
@@ -24,11 +27,67 @@ type User struct {
 	Home   string
 }
 
+// accountFiles are the files Lookup reads; a change to either (a new user,
+// a new group membership) invalidates what it remembers.
+var accountFiles = [2]string{"/etc/passwd", "/etc/group"}
+
+// fileID tells one version of a file from another.
+type fileID struct {
+	ino, size uint64
+	mtime     int64
+}
+
+// cache remembers resolved users while the account files stay the same:
+// every command and file request resolves its user, and reading both
+// files each time cost a tenth of a millisecond.
+var cache struct {
+	sync.Mutex
+	ids   [2]fileID
+	users map[string]User
+}
+
 // Lookup resolves a user by name from the sandbox's account database.
 func Lookup(name string) (*User, error) {
 	if name == "" {
 		return nil, errors.New("empty username")
 	}
+	ids, stable := currentIDs()
+	cache.Lock()
+	defer cache.Unlock()
+	if !stable || ids != cache.ids {
+		cache.ids, cache.users = ids, map[string]User{}
+	}
+	if u, ok := cache.users[name]; ok {
+		u.Groups = slices.Clone(u.Groups)
+		return &u, nil
+	}
+	u, err := lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if stable {
+		kept := *u
+		kept.Groups = slices.Clone(u.Groups)
+		cache.users[name] = kept
+	}
+	return u, nil
+}
+
+// currentIDs identifies the account files as they are now; stable is false
+// when one cannot be read (nothing is then remembered).
+func currentIDs() (ids [2]fileID, stable bool) {
+	for i, f := range accountFiles {
+		var st syscall.Stat_t
+		if err := syscall.Stat(f, &st); err != nil {
+			return ids, false
+		}
+		ids[i] = fileID{ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano()}
+	}
+	return ids, true
+}
+
+// lookup reads a user from the account files.
+func lookup(name string) (*User, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
 		return nil, err
