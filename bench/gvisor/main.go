@@ -9,7 +9,12 @@
 //   - for an idle sandbox and one whose process holds -hold-mb of random
 //     bytes: checkpoint time (Manager.Stop), checkpoint size on disk,
 //     restore time (Manager.Connect) and restore → first command, checking
-//     that the holding process survived with its memory.
+//     that the holding process survived with its memory;
+//   - the RAM held by -paused sandboxes paused in each mode (runc frozen
+//     and stopped, gVisor frozen and checkpointed), each running a process
+//     that holds -paused-mb: see paused.go.
+//
+// A part whose count (-n, -cp, -paused) is 0 is skipped.
 //
 // The engine must know runsc (under -gvisor-name) and be in experimental
 // mode: scripts/setup-gvisor.sh start makes such an engine beside the main
@@ -17,8 +22,9 @@
 //
 //	DOCKER_HOST=unix:///run/warren-gvisor/docker.sock go run ./bench/gvisor
 //
-// It reads checkpoint sizes from the engine's data root, so it runs as root
-// on the engine's host. Every container it made is removed at the end.
+// It reads checkpoint sizes from the engine's data root and memory use from
+// the containers' cgroups, so it runs as root on the engine's host. Every
+// container it made is removed at the end.
 package main
 
 import (
@@ -56,6 +62,7 @@ func main() {
 
 type bench struct {
 	ac       *agentclient.Client
+	cli      *client.Client // the engine, for what the runtime does not expose
 	dataRoot string
 	// One manager per runtime, each with a runtime of its own label so
 	// that neither reconciles the other's containers away.
@@ -69,11 +76,20 @@ func run(ctx context.Context, args []string) error {
 	rtN := fs.Int("rt", 50, "exec round trips per runtime")
 	cpN := fs.Int("cp", 5, "checkpoint/restore cycles per case")
 	holdMB := fs.Int("hold-mb", 500, "memory the second checkpoint case holds, in MiB")
+	pausedN := fs.Int("paused", 50, "sandboxes paused per mode in the paused-RAM measurement")
+	pausedMB := fs.Int("paused-mb", 20, "memory each paused sandbox's process holds, in MiB")
+	pausedCheck := fs.Int("paused-check", 5, "paused sandboxes per mode resumed to check their process")
+	pausedModes := fs.String("paused-modes", "all", "pause modes of the paused-RAM measurement: all, or some of runc-frozen,runc-stopped,gvisor-frozen,gvisor-checkpointed")
+	par := fs.Int("par", 4, "sandboxes created, paused or removed at once in the paused-RAM measurement")
 	agent := fs.String("agent", "bin/warren-agent", "the warren-agent binary")
 	image := fs.String("image", "warren/base", "sandbox image")
 	network := fs.String("network", "wgvbench", "Docker network of the sandboxes")
 	gvName := fs.String("gvisor-name", "runsc", "the engine's name of runsc")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	modes, err := selectModes(*pausedModes)
+	if err != nil {
 		return err
 	}
 	agentPath, err := filepath.Abs(*agent)
@@ -88,12 +104,12 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer cli.Close()
 	info, err := cli.Info(ctx, client.InfoOptions{})
-	cli.Close()
 	if err != nil {
 		return err
 	}
-	bn := &bench{ac: agentclient.New(), dataRoot: info.Info.DockerRootDir,
+	bn := &bench{ac: agentclient.New(), cli: cli,
 		ms: map[sandbox.OCIRuntime]*lifecycle.Manager{}, rts: map[sandbox.OCIRuntime]*docker.Runtime{}}
 	dir, err := os.MkdirTemp("", "bench-gvisor-")
 	if err != nil {
@@ -110,6 +126,11 @@ func run(ctx context.Context, args []string) error {
 		if err := rt.CheckRuntime(ctx, r); err != nil {
 			return err
 		}
+		// As warren serve does: concurrent first creates would race to
+		// make the network.
+		if _, err := rt.EnsureNetwork(ctx); err != nil {
+			return err
+		}
 		defer func() {
 			ctx := context.WithoutCancel(ctx)
 			list, _ := rt.List(ctx)
@@ -124,7 +145,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		defer st.Close()
 		m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: bn.ac, Store: st, Logger: log, BaseImage: *image,
-			SandboxRuntime: r, FreezeMaxAge: -1, MaxFrozen: -1, MemoryMB: *holdMB + 512})
+			SandboxRuntime: r, FreezeMaxAge: -1, MaxFrozen: -1, MemoryMB: max(*holdMB, *pausedMB) + 512})
 		if err != nil {
 			return err
 		}
@@ -134,20 +155,33 @@ func run(ctx context.Context, args []string) error {
 		defer m.Close()
 		bn.ms[r] = m
 	}
-	fmt.Printf("engine %s, image %s, %d creates and %d round trips per runtime, %d checkpoint cycles per case\n\n",
-		info.Info.ServerVersion, *image, *n, *rtN, *cpN)
-
-	fmt.Printf("%-8s %-28s %-28s %s\n", "runtime", "create → first cmd p50/p95", "first cmd alone p50", "exec round trip p50/p95")
-	for _, r := range []sandbox.OCIRuntime{sandbox.RuntimeRunc, sandbox.RuntimeGVisor} {
-		if err := bn.createAndExec(ctx, r, *n, *rtN); err != nil {
-			return fmt.Errorf("%s: %w", r, err)
-		}
-	}
-	fmt.Printf("\n%-22s %-16s %-16s %-16s %s\n", "gvisor checkpoint of", "checkpoint p50", "size", "restore p50", "restore → first cmd p50")
-	if err := bn.checkpoints(ctx, "an idle sandbox", 0, *cpN); err != nil {
+	if bn.dataRoot, err = bn.rts[sandbox.RuntimeGVisor].DataRoot(ctx); err != nil {
 		return err
 	}
-	return bn.checkpoints(ctx, fmt.Sprintf("%d MiB held", *holdMB), *holdMB, *cpN)
+	fmt.Printf("engine %s, image %s, %d creates and %d round trips per runtime, %d checkpoint cycles per case, %d paused sandboxes per mode\n",
+		info.Info.ServerVersion, *image, *n, *rtN, *cpN, *pausedN)
+
+	if *n > 0 {
+		fmt.Printf("\n%-8s %-28s %-28s %s\n", "runtime", "create → first cmd p50/p95", "first cmd alone p50", "exec round trip p50/p95")
+		for _, r := range []sandbox.OCIRuntime{sandbox.RuntimeRunc, sandbox.RuntimeGVisor} {
+			if err := bn.createAndExec(ctx, r, *n, *rtN); err != nil {
+				return fmt.Errorf("%s: %w", r, err)
+			}
+		}
+	}
+	if *cpN > 0 {
+		fmt.Printf("\n%-22s %-16s %-16s %-16s %s\n", "gvisor checkpoint of", "checkpoint p50", "size", "restore p50", "restore → first cmd p50")
+		if err := bn.checkpoints(ctx, "an idle sandbox", 0, *cpN); err != nil {
+			return err
+		}
+		if err := bn.checkpoints(ctx, fmt.Sprintf("%d MiB held", *holdMB), *holdMB, *cpN); err != nil {
+			return err
+		}
+	}
+	if *pausedN > 0 {
+		return bn.paused(ctx, pausedRun{modes: modes, n: *pausedN, holdMB: *pausedMB, check: min(*pausedCheck, *pausedN), par: max(1, *par)})
+	}
+	return nil
 }
 
 func (b *bench) cmd(ctx context.Context, sb sandbox.Sandbox, c string) (string, error) {
@@ -204,6 +238,9 @@ while True: time.sleep(3600)
 ' >/dev/null 2>&1 &
 for i in $(seq 600); do [ -s /tmp/digest ] && break; sleep 0.1; done; cat /tmp/digest`
 
+// askDigest has the holder write its digest again, and prints it.
+const askDigest = "rm -f /tmp/digest; pkill -USR1 -f '[h]ashlib'; for i in $(seq 500); do [ -s /tmp/digest ] && break; sleep 0.01; done; cat /tmp/digest"
+
 func (b *bench) checkpoints(ctx context.Context, name string, holdMB, cycles int) error {
 	m := b.ms[sandbox.RuntimeGVisor]
 	sb, err := m.Create(ctx, lifecycle.CreateRequest{TeamID: sandbox.DefaultTeamID, Timeout: 10 * time.Minute})
@@ -227,7 +264,7 @@ func (b *bench) checkpoints(ctx context.Context, name string, holdMB, cycles int
 			return fmt.Errorf("stop paused the sandbox %s, not checkpointed", mode)
 		}
 		cp = append(cp, time.Since(start))
-		size, err = dirSize(filepath.Join(b.dataRoot, "containers", sb.ContainerID, "checkpoints"))
+		size, err = docker.CheckpointSize(b.dataRoot, sb.ContainerID)
 		if err != nil {
 			return err
 		}
@@ -241,7 +278,7 @@ func (b *bench) checkpoints(ctx context.Context, name string, holdMB, cycles int
 		}
 		restored := time.Now()
 		restore = append(restore, restored.Sub(start))
-		got, err := b.cmd(ctx, sb, "rm -f /tmp/digest; pkill -USR1 -f '[h]ashlib'; for i in $(seq 500); do [ -s /tmp/digest ] && break; sleep 0.01; done; cat /tmp/digest")
+		got, err := b.cmd(ctx, sb, askDigest)
 		if err != nil {
 			return err
 		}
@@ -252,24 +289,6 @@ func (b *bench) checkpoints(ctx context.Context, name string, holdMB, cycles int
 	}
 	fmt.Printf("%-22s %-16s %-16s %-16s %s\n", name, pct(cp, 50), fmt.Sprintf("%.1f MiB", float64(size)/(1<<20)), pct(restore, 50), pct(first, 50))
 	return nil
-}
-
-func dirSize(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, e os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.Type().IsRegular() {
-			fi, err := e.Info()
-			if err != nil {
-				return err
-			}
-			n += fi.Size()
-		}
-		return nil
-	})
-	return n, err
 }
 
 // pct returns the p-th percentile of ds, rounded for printing.

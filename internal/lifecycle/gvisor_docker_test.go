@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/docker"
@@ -228,7 +226,10 @@ sleep 0.3`)
 // that it still resumes.
 func TestGVisorCheckpointFailsDocker(t *testing.T) {
 	rt := gvisorRuntime(t)
-	root := gvisorDataRoot(t)
+	root, err := rt.DataRoot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := gvisorManager(t, rt, t.TempDir(), nil)
 	ctx := t.Context()
 	sb, err := m.Create(ctx, lifecycle.CreateRequest{TeamID: sandbox.DefaultTeamID, Timeout: 5 * time.Minute})
@@ -268,19 +269,4 @@ func TestGVisorCheckpointFailsDocker(t *testing.T) {
 	if got := run(t, sb, "echo ok"); got != "ok" {
 		t.Errorf("after resume: %q", got)
 	}
-}
-
-// gvisorDataRoot returns the gVisor engine's data root.
-func gvisorDataRoot(t *testing.T) string {
-	t.Helper()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	info, err := cli.Info(t.Context(), client.InfoOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.Info.DockerRootDir
 }

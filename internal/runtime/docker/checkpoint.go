@@ -138,6 +138,24 @@ func runtimeNames[V any](m map[string]V) []string {
 	return out
 }
 
+// DataRoot returns the engine's data root (its DockerRootDir), under which
+// it keeps every container's checkpoints.
+func (r *Runtime) DataRoot(ctx context.Context) (string, error) {
+	info, err := r.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return "", classify(err, "docker engine unreachable")
+	}
+	return info.Info.DockerRootDir, nil
+}
+
+// CheckpointSize returns the size on disk of a container's checkpoints
+// (dataRoot/containers/id/checkpoints); id is the container's full ID. It
+// reads the host's filesystem, so it only works on the engine's host, as
+// root.
+func CheckpointSize(dataRoot, id string) (int64, error) {
+	return dirSize(filepath.Join(dataRoot, "containers", id, "checkpoints"))
+}
+
 // CheckpointDiskUsage adds up the size of every checkpoint under the
 // engine's data root (dataRoot/containers/*/checkpoints). It reads the
 // host's filesystem, so it only works on the engine's host, as root.
@@ -148,22 +166,32 @@ func CheckpointDiskUsage(dataRoot string) (bytes int64, count int, err error) {
 	}
 	for _, d := range dirs {
 		count++
-		err := filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if e.Type().IsRegular() {
-				fi, err := e.Info()
-				if err != nil {
-					return err
-				}
-				bytes += fi.Size()
-			}
-			return nil
-		})
+		n, err := dirSize(d)
+		bytes += n
+		// A checkpoint deleted while we walk it is no error.
 		if err != nil && !os.IsNotExist(err) {
 			return bytes, count, err
 		}
 	}
 	return bytes, count, nil
+}
+
+// dirSize adds up the sizes of the regular files under dir. On an error it
+// returns what it had counted so far.
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type().IsRegular() {
+			fi, err := e.Info()
+			if err != nil {
+				return err
+			}
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n, err
 }

@@ -47,4 +47,10 @@ func TestCheckpointDiskUsage(t *testing.T) {
 	if size, n, err := CheckpointDiskUsage(filepath.Join(root, "none")); err != nil || size != 0 || n != 0 {
 		t.Errorf("without containers: %d, %d, %v", size, n, err)
 	}
+	if size, err := CheckpointSize(root, "a"); err != nil || size != 1024 {
+		t.Errorf("CheckpointSize(a) = %d, %v; want 1024", size, err)
+	}
+	if size, err := CheckpointSize(root, "c"); err == nil {
+		t.Errorf("CheckpointSize of a container without checkpoints = %d, nil; want an error", size)
+	}
 }
