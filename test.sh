@@ -59,9 +59,9 @@ e2e_install() {
 	(cd test/e2e && npm ci --no-audit --no-fund)
 }
 
-# gvisor_suite runs the gVisor tests and the end-to-end suites again with sandboxes under
-# gVisor (runsc), on a second Docker engine that scripts/setup-gvisor.sh builds runsc for and
-# starts, so the main engine's configuration is never touched.
+# gvisor_suite runs the gVisor tests, the isolation tests and the end-to-end suites again with
+# sandboxes under gVisor (runsc), on a second Docker engine that scripts/setup-gvisor.sh builds
+# runsc for and starts, so the main engine's configuration is never touched.
 gvisor_suite() {
 	local host=unix:///run/warren-gvisor/docker.sock rc=0
 	GV_IMAGES="warren/base warren/code-interpreter" scripts/setup-gvisor.sh start || {
@@ -69,6 +69,7 @@ gvisor_suite() {
 		return 1
 	}
 	WARREN_GVISOR_DOCKER_HOST=$host go test -count=1 -run 'GVisor' ./internal/lifecycle/ || rc=1
+	WARREN_GVISOR_DOCKER_HOST=$host WARREN_ISOLATION_RUNTIME=gvisor go test -count=1 ./test/isolation/ || rc=1
 	DOCKER_HOST=$host WARREN_E2E_DOCKER_RUNTIME=runsc test/e2e/run.sh || rc=1
 	# The dockerd restart test is written for the main engine; it ran above.
 	DOCKER_HOST=$host WARREN_RUNTIME=gvisor WARREN_NETWORK=wgvsb WARREN_E2E_RESTART_DOCKERD=0 \

@@ -17,10 +17,12 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/warrenhq/warren/internal/firewall"
@@ -40,8 +42,10 @@ const (
 
 // env is a lifecycle manager on the real engine with the iptables
 // firewall, on a bridge network of its own that it removes at the end, so
-// tests never touch a running server's network or rules.
+// tests never touch a running server's network or rules. Its sandboxes
+// run under the target's runtime.
 type env struct {
+	target
 	cli     *client.Client
 	rt      *docker.Runtime
 	fw      *firewall.Firewall
@@ -54,16 +58,24 @@ type env struct {
 	sandboxes []string
 }
 
-// newEnv sets up an env or skips the test, saying why.
+// newEnv sets up an env on the target the environment names (see
+// targetFromEnv) or skips the test, saying why.
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	tg := targetFromEnv(t)
+	if tg.host != "" {
+		t.Setenv("DOCKER_HOST", tg.host) // for the runtime, which reads it too
+	}
 	cli, err := client.New(client.FromEnv)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 		cancel()
 	}
-	if err != nil {
+	switch {
+	case err != nil && tg.explicit:
+		t.Fatalf("%s=%s, but no Docker engine answers at DOCKER_HOST=%q: %v", runtimeEnv, tg.runtime, os.Getenv("DOCKER_HOST"), err)
+	case err != nil:
 		t.Skipf("skipping: no Docker engine reachable (set DOCKER_HOST or start dockerd): %v", err)
 	}
 	t.Cleanup(func() { cli.Close() })
@@ -73,24 +85,27 @@ func newEnv(t *testing.T) *env {
 	if _, err := exec.LookPath("iptables"); err != nil {
 		t.Skip("skipping: iptables is not installed (apt-get install iptables)")
 	}
-	e := &env{cli: cli}
+	e := &env{cli: cli, target: tg}
 	dir := t.TempDir()
 	agent := buildStatic(t, dir, "fakeagent", "../../internal/runtime/docker/testdata/fakeagent")
 	e.probe = buildStatic(t, dir, "probe", "./testdata/probe")
 
-	id := randomHex(4)
-	name := "wt" + id
-	e.rt, err = docker.New(docker.Config{AgentPath: agent, Network: name, ManagedValue: "test-" + id, StopTimeout: time.Second})
+	name := tg.networkName()
+	e.rt, err = docker.New(docker.Config{AgentPath: agent, Network: name, ManagedValue: "test-" + name, StopTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.rt.Close() })
 	ctx := t.Context()
+	if err := e.rt.CheckRuntime(ctx, tg.runtime); err != nil {
+		t.Fatalf("%s=%s on %q: %v", runtimeEnv, tg.runtime, os.Getenv("DOCKER_HOST"), err)
+	}
 	e.bridge, err = e.rt.EnsureNetwork(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.NetworkRemove(context.Background(), name, client.NetworkRemoveOptions{}) })
+	allowWithinBridge(t, e.bridge)
 	net, err := cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
 	if err != nil || len(net.Network.IPAM.Config) == 0 {
 		t.Fatalf("inspect the test network: %v", err)
@@ -105,6 +120,7 @@ func newEnv(t *testing.T) *env {
 		if err := e.fw.Uninstall(context.Background()); err != nil {
 			t.Errorf("removing the test's iptables rules: %v", err)
 		}
+		e.fw.Close()
 	})
 
 	image := "warren/base"
@@ -117,7 +133,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	e.m, err = lifecycle.New(lifecycle.Config{
-		Runtime: e.rt, Agent: healthAgent{}, Store: st, Firewall: e.fw,
+		Runtime: e.rt, Agent: healthAgent{}, Store: st, Firewall: e.fw, SandboxRuntime: tg.runtime,
 		BaseImage: image, CPUCount: 1, MemoryMB: testMemoryMB, PidsLimit: testPids,
 		ReconcileInterval: time.Hour, // the tests reconcile when they mean to
 	})
@@ -190,7 +206,7 @@ func (e *env) copyProbe(t *testing.T, containerID string) {
 }
 
 // run runs the probe in a sandbox as root and returns its output and
-// exit code.
+// exit code; -1 when the sandbox's container stopped under it.
 func (e *env) run(t *testing.T, b box, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -206,8 +222,25 @@ func (e *env) run(t *testing.T, b box, args ...string) (string, int) {
 		t.Fatalf("exec %v: %v", args, err)
 	}
 	defer att.Close()
+	// The engine may never end the output of an exec whose container
+	// died (it does not when gVisor's Sentry is OOM-killed): end it when
+	// the container stops, or at the deadline.
+	var stopped atomic.Bool
+	wait := e.cli.ContainerWait(ctx, b.ContainerID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	go func() {
+		select {
+		case <-wait.Result:
+			stopped.Store(true)
+		case <-wait.Error:
+		}
+		att.Close()
+	}()
 	var out bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil && !errors.Is(err, io.EOF) {
+	_, err = stdcopy.StdCopy(&out, &out, att.Reader)
+	switch {
+	case stopped.Load():
+		return strings.TrimSpace(out.String()), -1
+	case err != nil && !errors.Is(err, io.EOF):
 		t.Fatalf("exec %v: reading output: %v", args, err)
 	}
 	res, err := e.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
@@ -223,6 +256,22 @@ func (e *env) dial(t *testing.T, b box, addr string) string {
 	t.Helper()
 	out, _ := e.run(t, b, "dial", addr)
 	return out
+}
+
+// allowedName is the domain the tests allow sandboxes by name. Nothing
+// resolves it: a sandbox naming it in a request to an address it did not
+// resolve it to is what the egress server must refuse.
+const allowedName = "example.com"
+
+// reaches reports whether b gets the greeting of a server that serve
+// started at addr, naming allowedName in its request: a completed TCP
+// handshake is not enough, since a sandbox with domain rules has its
+// refused connections taken by the egress server, which then resets
+// them.
+func (e *env) reaches(t *testing.T, b box, addr string) (bool, string) {
+	t.Helper()
+	out, _ := e.run(t, b, "greet", addr, allowedName)
+	return out == "hello", out
 }
 
 // serve starts a TCP server on port in b and waits until the host can

@@ -19,27 +19,42 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: probe dial|serve|write|forkbomb|memhog|sleep|self ...")
+		fmt.Fprintln(os.Stderr, "usage: probe dial|greet|serve|write|forkbomb|memhog|sleep|self ...")
 		os.Exit(2)
 	}
 	args := os.Args[2:]
 	switch os.Args[1] {
 	case "dial": // dial ADDR: "ok", "refused", "timeout" or another error
 		c, err := net.DialTimeout("tcp", args[0], 2*time.Second)
-		switch {
-		case err == nil:
+		if err == nil {
 			c.Close()
 			fmt.Println("ok")
 			return
-		case errors.Is(err, syscall.ECONNREFUSED):
-			fmt.Println("refused")
-		case os.IsTimeout(err):
-			fmt.Println("timeout")
+		}
+		fmt.Println(netError(err))
+		os.Exit(1)
+	case "greet": // greet ADDR NAME: "hello" when a server run by serve answers a request naming NAME
+		c, err := net.DialTimeout("tcp", args[0], 2*time.Second)
+		if err == nil {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(3 * time.Second))
+			_, err = fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", args[1])
+		}
+		var line string
+		if err == nil {
+			line, err = bufio.NewReader(c).ReadString('\n')
+		}
+		switch {
+		case err == nil && line == "hello\n":
+			fmt.Println("hello")
+			return
+		case err == nil:
+			fmt.Printf("answered %q\n", line)
 		default:
-			fmt.Println("error:", err)
+			fmt.Println(netError(err))
 		}
 		os.Exit(1)
-	case "serve": // serve PORT: accept and say hello until killed
+	case "serve": // serve PORT: answer each request with "hello" until killed
 		ln, err := net.Listen("tcp", ":"+args[0])
 		if err != nil {
 			fmt.Println("error:", err)
@@ -50,8 +65,7 @@ func main() {
 			if err != nil {
 				continue
 			}
-			c.Write([]byte("hello\n"))
-			c.Close()
+			go greet(c)
 		}
 	case "write": // write PATH: try to change a file every way root may
 		f, err := os.OpenFile(args[0], os.O_WRONLY, 0)
@@ -100,6 +114,15 @@ func main() {
 				}
 			}
 		}
+		// The kernel's log: the host's under runc (which a sandbox must not
+		// read), gVisor's own under runsc.
+		klog := make([]byte, 4096)
+		if n, err := syscall.Klogctl(3, klog); err != nil { // SYSLOG_ACTION_READ_ALL
+			fmt.Println("klog error:", err)
+		} else {
+			first, _, _ := strings.Cut(string(klog[:n]), "\n")
+			fmt.Println("klog:", first)
+		}
 		var rl syscall.Rlimit
 		syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl)
 		fmt.Printf("nofile: %d %d\n", rl.Cur, rl.Max)
@@ -120,6 +143,36 @@ func main() {
 		fmt.Fprintln(os.Stderr, "unknown command", os.Args[1])
 		os.Exit(2)
 	}
+}
+
+// greet answers one request, read to its end so that closing sends no
+// reset, with "hello".
+func greet(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	r := bufio.NewReader(c)
+	for {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if strings.TrimSpace(l) == "" {
+			break
+		}
+	}
+	c.Write([]byte("hello\n"))
+}
+
+// netError is "refused", "timeout" or "error: ..." for a failed dial,
+// read or write.
+func netError(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case os.IsTimeout(err):
+		return "timeout"
+	}
+	return "error: " + err.Error()
 }
 
 func errString(err error) string {
