@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -268,5 +269,43 @@ func TestGVisorCheckpointFailsDocker(t *testing.T) {
 	}
 	if got := run(t, sb, "echo ok"); got != "ok" {
 		t.Errorf("after resume: %q", got)
+	}
+}
+
+// TestGVisorKillFrozenDocker kills a frozen gVisor sandbox: its container
+// goes, and so do runsc's sandbox and the containerd shim, which runsc
+// leaves running when asked to signal a paused container.
+func TestGVisorKillFrozenDocker(t *testing.T) {
+	rt := gvisorRuntime(t)
+	m := gvisorManager(t, rt, t.TempDir(), nil)
+	ctx := t.Context()
+	sb, err := m.Create(ctx, lifecycle.CreateRequest{TeamID: sandbox.DefaultTeamID, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if err := m.Pause(ctx, sandbox.DefaultTeamID, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.Get(ctx, sandbox.DefaultTeamID, sb.ID); got.PauseMode != sandbox.PauseFrozen {
+		t.Fatalf("paused as %q, want frozen", got.PauseMode)
+	}
+	if err := m.Kill(ctx, sandbox.DefaultTeamID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Inspect(ctx, sb.ContainerID); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("container after kill: %v, want not found", err)
+	}
+	// Processes naming the container ID: runsc's sandbox, gofer and shim.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := exec.Command("pgrep", "-f", sb.ContainerID).Output()
+		if len(strings.TrimSpace(string(out))) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			ps, _ := exec.Command("pgrep", "-af", sb.ContainerID).Output()
+			t.Fatalf("processes of the killed sandbox are left:\n%s", ps)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -230,6 +230,15 @@ func retryConflict(ctx context.Context, op func() error) error {
 
 // Remove kills and removes a container and its anonymous volumes.
 func (r *Runtime) Remove(ctx context.Context, id string) error {
+	// runsc refuses to signal a paused container: the engine then removes
+	// the container but leaves runsc's sandbox and its containerd shim
+	// running. Thawing first works under both runtimes.
+	if res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil &&
+		res.Container.State != nil && res.Container.State.Paused {
+		if err := r.Thaw(ctx, id); err != nil {
+			r.log.WarnContext(ctx, "thawing a paused container before removing it", "container", id, "err", err)
+		}
+	}
 	_, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	r.forgetSample(id)
 	return classify(err, "cannot remove the sandbox's container")
