@@ -154,4 +154,3 @@ func domainPattern(s string) (string, bool) {
 	}
 	return d, true
 }
-
