@@ -162,6 +162,8 @@ stop() {
 		kill "$shim" 2>/dev/null || true
 	done
 	awk -v r="$GV_RUN/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount 2>/dev/null || true
+	# dockerd bind-mounts its data root onto itself.
+	while grep -q " $GV_ROOT " /proc/mounts; do umount "$GV_ROOT" || break; done
 	rm -rf "$GV_RUN" "$GV_ROOT"
 	find /sys/fs/cgroup -depth -type d -path "*/$GV_CGROUP*" -exec rmdir {} + 2>/dev/null || true
 	log "stopped and removed"
