@@ -58,6 +58,7 @@ func New(cfg Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /metrics", s.serverMetrics)
 	routes := []struct {
 		pattern string
 		h       handler

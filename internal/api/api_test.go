@@ -361,3 +361,36 @@ func TestList(t *testing.T) {
 		t.Errorf("v1 list = %s, want the 2 running", r.body)
 	}
 }
+
+func TestServerMetrics(t *testing.T) {
+	a := newAPI(t)
+	a.create(t, map[string]any{"templateID": "base"})
+	paused := a.create(t, map[string]any{"templateID": "base"})
+	if r := a.do(t, "POST", "/sandboxes/"+paused["sandboxID"].(string)+"/pause", nil); r.status != http.StatusNoContent {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	r := a.do(t, "GET", "/metrics", nil)
+	if r.status != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Fatalf("GET /metrics: %d %s %s", r.status, r.header.Get("Content-Type"), r.body)
+	}
+	for _, want := range []string{
+		"# TYPE warren_sandboxes gauge\n",
+		`warren_sandboxes{state="running",mode=""} 1` + "\n",
+		`warren_sandboxes{state="paused",mode="frozen"} 1` + "\n",
+		`warren_sandboxes{state="paused",mode="checkpointed"} 0` + "\n",
+		"warren_checkpoints 0\n",
+		"warren_checkpoint_bytes 0\n",
+	} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("metrics lack %q:\n%s", want, r.body)
+		}
+	}
+	// Prometheus sends the key as a bearer token.
+	req, _ := http.NewRequest("GET", a.srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("bearer: %v %v", res.StatusCode, err)
+	}
+	wantError(t, "metrics without a key", a.doKey(t, "", "GET", "/metrics", nil), http.StatusUnauthorized)
+	wantError(t, "metrics with another team's key", a.doKey(t, a.otherKey, "GET", "/metrics", nil), http.StatusForbidden)
+}

@@ -156,6 +156,29 @@ func CheckpointSize(dataRoot, id string) (int64, error) {
 	return dirSize(filepath.Join(dataRoot, "containers", id, "checkpoints"))
 }
 
+// CheckpointsSize adds up the size on disk of the checkpoints of the given
+// containers. It reads the host's filesystem, so it only works on the
+// engine's host, as root.
+func (r *Runtime) CheckpointsSize(ctx context.Context, containerIDs []string) (int64, error) {
+	if len(containerIDs) == 0 {
+		return 0, nil
+	}
+	root, err := r.DataRoot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, id := range containerIDs {
+		n, err := CheckpointSize(root, id)
+		total += n
+		// A checkpoint deleted since the caller looked is no error.
+		if err != nil && !os.IsNotExist(err) {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // CheckpointDiskUsage adds up the size of every checkpoint under the
 // engine's data root (dataRoot/containers/*/checkpoints). It reads the
 // host's filesystem, so it only works on the engine's host, as root.

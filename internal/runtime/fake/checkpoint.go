@@ -16,6 +16,26 @@ func (r *Runtime) RuntimeOf(id string) (sandbox.OCIRuntime, bool) {
 	return rt, ok
 }
 
+// CheckpointSize is the size CheckpointsSize gives every checkpoint.
+const CheckpointSize = 1 << 20
+
+// CheckpointsSize adds up CheckpointSize for each of the containers that
+// has a checkpoint.
+func (r *Runtime) CheckpointsSize(ctx context.Context, containerIDs []string) (int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("CheckpointsSize", ""); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range containerIDs {
+		if _, ok := r.checkpoints[id]; ok {
+			n += CheckpointSize
+		}
+	}
+	return n, nil
+}
+
 // HasCheckpoint reports whether a container has a checkpoint.
 func (r *Runtime) HasCheckpoint(id string) bool {
 	r.mu.Lock()

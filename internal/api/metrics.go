@@ -1,0 +1,59 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// serverMetrics serves GET /metrics in Prometheus' text format: the
+// server's sandboxes by state and pause mode, the warm pool, and the
+// checkpoints on disk. It is for the operator: only keys of the default
+// team (WARREN_API_KEY's) may read it, given as X-API-Key or as a bearer
+// token (what Prometheus' authorization setting sends).
+func (s *server) serverMetrics(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-API-Key") == "" {
+		if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			r.Header.Set("X-API-Key", strings.TrimSpace(token))
+		}
+	}
+	team, err := s.authenticate(r)
+	if err == nil && team != sandbox.DefaultTeamID {
+		err = sandbox.Errorf(sandbox.KindForbidden, "server metrics are for the operator's keys (the default team)")
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	st := s.m.ServerStats(r.Context())
+	var b strings.Builder
+	metric := func(name, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+	}
+	metric("warren_sandboxes", "Live sandboxes by state, and by pause mode when paused.")
+	fmt.Fprintf(&b, "warren_sandboxes{state=\"running\",mode=\"\"} %d\n", st.Running)
+	modes := []sandbox.PauseMode{sandbox.PauseFrozen, sandbox.PauseStopped, sandbox.PauseCheckpointed}
+	for m := range st.Paused {
+		if !slices.Contains(modes, m) {
+			modes = append(modes, m)
+		}
+	}
+	for _, m := range modes {
+		fmt.Fprintf(&b, "warren_sandboxes{state=\"paused\",mode=%q} %d\n", string(m), st.Paused[m])
+	}
+	metric("warren_warm_pool_ready", "Started containers waiting in the warm pool.")
+	fmt.Fprintf(&b, "warren_warm_pool_ready %d\n", st.PoolReady)
+	metric("warren_checkpoints", "Checkpoints of checkpointed sandboxes.")
+	fmt.Fprintf(&b, "warren_checkpoints %d\n", st.Checkpoints)
+	if st.CheckpointErr != nil {
+		fmt.Fprintf(&b, "# warren_checkpoint_bytes not measured: %s\n", strings.ReplaceAll(st.CheckpointErr.Error(), "\n", " "))
+	} else {
+		metric("warren_checkpoint_bytes", "Disk used by the checkpoints of checkpointed sandboxes.")
+		fmt.Fprintf(&b, "warren_checkpoint_bytes %d\n", st.CheckpointBytes)
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = w.Write([]byte(b.String()))
+}
