@@ -428,7 +428,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&l.CodeInterpreterImage, "code-interpreter-image", d.CodeInterpreterImage, `image of the "code-interpreter-v1" template (warren image build code-interpreter)`)
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
 	e.Int(&l.MemoryMB, "memory-mb", d.MemoryMB, "memory per sandbox in MiB")
-	e.Int(&l.DiskSizeMB, "disk-size-mb", d.DiskSizeMB, "disk size reported to clients in MiB")
+	e.Int(&l.DiskSizeMB, "disk-size-mb", d.DiskSizeMB, "disk size per sandbox in MiB: reported to clients, and enforced where the engine's storage has quotas (overlay2 on xfs with pquota)")
 	e.Int(&l.PidsLimit, "pids-limit", d.PidsLimit, "processes per sandbox (negative: no limit)")
 	e.Int(&l.WarmPool, "warm-pool", d.WarmPool, `started containers of the "base" template kept ready to claim (0: no pool)`)
 	e.Duration(&l.MaxTimeout, "max-timeout", d.MaxTimeout, "longest sandbox timeout a client may ask for")

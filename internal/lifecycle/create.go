@@ -363,6 +363,7 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 		CPUCount:    sb.CPUCount,
 		MemoryMB:    sb.MemoryMB,
 		PidsLimit:   pids,
+		DiskMB:      sb.DiskSizeMB,
 		AgentSecret: sb.AgentSecret,
 		AgentArgs:   slices.Clone(sb.AgentArgs),
 	}

@@ -51,9 +51,12 @@ type Config struct {
 	// "warren/code-interpreter".
 	CodeInterpreterImage string
 
-	CPUCount   int // CPUs per sandbox; default 2
-	MemoryMB   int // memory per sandbox; default 512
-	DiskSizeMB int // disk size reported to clients (not enforced); default 10240
+	CPUCount int // CPUs per sandbox; default 2
+	MemoryMB int // memory per sandbox; default 512
+	// DiskSizeMB is each sandbox's disk size: reported to clients, and the
+	// limit of its writable layer where the engine's storage has quotas
+	// (overlay2 on xfs mounted with pquota). Default 10240.
+	DiskSizeMB int
 	PidsLimit  int // max processes per sandbox; default 4096, negative = none
 
 	// WarmPool is how many started, not yet initialised containers of the

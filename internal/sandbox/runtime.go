@@ -27,12 +27,15 @@ const AgentPort = 49983
 
 // ContainerSpec is what the runtime needs to create a sandbox's container.
 type ContainerSpec struct {
-	SandboxID   string
-	Image       string
-	Labels      map[string]string
-	CPUCount    int // 0 = no limit
-	MemoryMB    int // 0 = no limit
-	PidsLimit   int // 0 = no limit
+	SandboxID string
+	Image     string
+	Labels    map[string]string
+	CPUCount  int // 0 = no limit
+	MemoryMB  int // 0 = no limit
+	PidsLimit int // 0 = no limit
+	// DiskMB limits the container's writable layer, where the engine's
+	// storage can (overlay2 on xfs with project quotas); 0 = no limit.
+	DiskMB      int
 	AgentSecret string
 	// AgentArgs are the agent's command-line arguments (the container's
 	// command), e.g. "-code-interpreter". nil = none.

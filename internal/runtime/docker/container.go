@@ -24,6 +24,13 @@ func agentPort() network.Port {
 	return p
 }
 
+// States of Runtime.diskQuotas: whether the engine can limit a container's
+// writable layer, as learnt from the first create that asked it to.
+const (
+	quotasUnknown int32 = iota
+	quotasAbsent
+)
+
 // agentSecretEnv carries the agent secret into the container.
 const agentSecretEnv = "WARREN_AGENT_SECRET"
 
@@ -45,11 +52,26 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 		return sandbox.Container{}, err
 	}
 	cfg, host := r.containerConfig(spec)
-	res, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:       ContainerName(spec.SandboxID),
-		Config:     cfg,
-		HostConfig: host,
-	})
+	if spec.DiskMB > 0 && r.diskQuotas.Load() != quotasAbsent {
+		host.StorageOpt = map[string]string{"size": strconv.Itoa(spec.DiskMB) + "M"}
+	}
+	create := func() (client.ContainerCreateResult, error) {
+		return r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name:       ContainerName(spec.SandboxID),
+			Config:     cfg,
+			HostConfig: host,
+		})
+	}
+	res, err := create()
+	if err != nil && host.StorageOpt != nil && strings.Contains(err.Error(), "storage-opt") {
+		// The engine's storage has no quotas: say so once, then go without.
+		if r.diskQuotas.Swap(quotasAbsent) != quotasAbsent {
+			r.log.WarnContext(ctx, "sandbox disk sizes are not enforced: the engine's storage cannot limit a container's writable layer "+
+				"(it needs overlay2 on xfs mounted with pquota)", "err", err)
+		}
+		host.StorageOpt = nil
+		res, err = create()
+	}
 	if err != nil {
 		return sandbox.Container{}, classify(err, "cannot create the sandbox's container")
 	}

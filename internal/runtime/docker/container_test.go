@@ -1,9 +1,11 @@
 package docker
 
 import (
+	"context"
 	"testing"
 
 	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -28,5 +30,32 @@ func TestGVisorResolvConf(t *testing.T) {
 	r.cfg.GVisorResolvConf = ""
 	if m := resolv(sandbox.RuntimeGVisor); m != nil {
 		t.Errorf("no GVisorResolvConf, yet a mount %+v", m)
+	}
+}
+
+// TestDiskSize creates a container with a disk size: on an engine whose
+// storage has quotas it gets the size as its storage option; on any other
+// (overlay2 on ext4, as here) the create still succeeds, without it, and
+// the runtime stops asking.
+func TestDiskSize(t *testing.T) {
+	rt := newTestRuntime(t)
+	ctx := t.Context()
+	image := importImage(t, rt)
+	for range 2 {
+		spec := testSpec(t, image)
+		spec.DiskMB = 64
+		c, err := rt.Create(ctx, spec)
+		if err != nil {
+			t.Fatalf("Create with a disk size: %v", err)
+		}
+		t.Cleanup(func() { rt.Remove(context.Background(), c.ID) })
+		res, err := rt.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Container.HostConfig.StorageOpt["size"]
+		if absent := rt.diskQuotas.Load() == quotasAbsent; absent && got != "" || !absent && got != "64M" {
+			t.Errorf("storage size %q with quotas absent=%v", got, absent)
+		}
 	}
 }

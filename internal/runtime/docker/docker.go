@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -86,6 +87,8 @@ type Runtime struct {
 	cfg Config
 	cli *client.Client
 	log *slog.Logger
+
+	diskQuotas atomic.Int32 // quotasUnknown or quotasAbsent
 
 	mu        sync.Mutex             // guards samples, ncpu and networkOK
 	samples   map[string]statsSample // last stats sample per container ID
