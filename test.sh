@@ -71,8 +71,7 @@ gvisor_suite() {
 	WARREN_GVISOR_DOCKER_HOST=$host go test -count=1 -run 'GVisor' ./internal/lifecycle/ || rc=1
 	WARREN_GVISOR_DOCKER_HOST=$host WARREN_ISOLATION_RUNTIME=gvisor go test -count=1 ./test/isolation/ || rc=1
 	DOCKER_HOST=$host WARREN_E2E_DOCKER_RUNTIME=runsc test/e2e/run.sh || rc=1
-	# The dockerd restart test is written for the main engine; it ran above.
-	DOCKER_HOST=$host WARREN_RUNTIME=gvisor WARREN_NETWORK=wgvsb WARREN_E2E_RESTART_DOCKERD=0 \
+	DOCKER_HOST=$host WARREN_RUNTIME=gvisor WARREN_NETWORK=wgvsb \
 		WARREN_E2E_LOAD_SANDBOXES=50 test/e2e/server-run.sh || rc=1
 	scripts/setup-gvisor.sh stop || rc=1
 	return $rc

@@ -4,6 +4,8 @@
 #
 #   scripts/setup-gvisor.sh build          build runsc from the Go module proxy
 #   scripts/setup-gvisor.sh start          start a second engine with runsc registered
+#   scripts/setup-gvisor.sh restart        stop its dockerd (SIGTERM, as a service manager
+#                                          would) and start it again, keeping its data
 #   scripts/setup-gvisor.sh stop           stop it and remove its bridge and directories
 #   scripts/setup-gvisor.sh env            print the variables the tests read
 #
@@ -169,9 +171,27 @@ stop() {
 	log "stopped and removed"
 }
 
+# restart stops the engine's dockerd and starts it again on the same data
+# root. With --live-restore its containers keep running meanwhile.
+restart() {
+	if [ -f "$GV_RUN/docker.pid" ]; then
+		local pid
+		pid=$(cat "$GV_RUN/docker.pid")
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+		if kill -0 "$pid" 2>/dev/null; then
+			log "dockerd (pid $pid) did not stop within 60 s"
+			exit 1
+		fi
+		log "dockerd (pid $pid) stopped"
+	fi
+	start
+}
+
 case "${1:-}" in
 build) build ;;
 start) start ;;
+restart) restart ;;
 stop) stop ;;
 env) echo "export WARREN_GVISOR_DOCKER_HOST=$SOCK" ;;
 *)

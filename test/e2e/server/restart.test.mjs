@@ -2,8 +2,9 @@
 // one), because it kills it:
 //   * kill -9 of the server, then a restart on the same state dir and port: running and paused
 //     sandboxes are still there, with their files, processes and servers, and usable;
-//   * a restart of dockerd (stopping every container on the engine): after the server
-//     reconciles, both sandboxes come back through connect with their files. It disturbs
+//   * a restart of dockerd (stopping every container on the main engine; the gVisor test engine
+//     runs with --live-restore, so its containers stay): after the server reconciles, both
+//     sandboxes come back through connect with their files. It disturbs
 //     everything else on the engine, so it runs only in CI (env CI set) or with
 //     WARREN_E2E_RESTART_DOCKERD=1.
 import { it } from 'node:test'
@@ -22,8 +23,15 @@ const dockerd = process.env.WARREN_E2E_RESTART_DOCKERD === '1' ||
 
 const alive = async (sbx, pid) => (await sbx.commands.run(`kill -0 ${pid}`).catch((e) => e)).exitCode === 0
 
-/** Stops dockerd (SIGTERM, as a service manager would) and starts it the way scripts/ensure-docker.sh does. */
+/**
+ * Stops dockerd (SIGTERM, as a service manager would) and starts it the way scripts/ensure-docker.sh
+ * does; on the gVisor test engine (DOCKER_HOST at /run/warren-gvisor), with scripts/setup-gvisor.sh.
+ */
 async function restartDockerd() {
+  if (process.env.DOCKER_HOST?.includes('/run/warren-gvisor/')) {
+    await run(join(REPO, 'scripts/setup-gvisor.sh'), ['restart'], { timeout: 180_000 })
+    return
+  }
   let pid = (await readFile('/var/run/docker.pid', 'utf8').catch(() => '')).trim()
   if (!pid) pid = (await run('pidof', ['dockerd'])).stdout.trim().split(/\s+/)[0]
   assert.ok(pid, 'no dockerd pid found')
@@ -78,7 +86,7 @@ describeEachSdk('server restart', (ctx) => {
     // and the restarted server does everything else as before
     const c = await ctx.create()
     assert.equal((await c.commands.run('echo new')).stdout, 'new\n')
-    assert.equal(await ctx.sdk.Sandbox.kill(c.sandboxId), true)
+    for (const s of [a, b, c]) assert.equal(await ctx.sdk.Sandbox.kill(s.sandboxId), true)
   })
 
   it('dockerd restart: after the server reconciles, running and paused sandboxes come back with their files (WARREN_E2E_RESTART_DOCKERD=1 only)', { skip: !dockerd && 'set WARREN_E2E_RESTART_DOCKERD=1 (CI does)', timeout: 300_000 }, async () => {
@@ -89,6 +97,18 @@ describeEachSdk('server restart', (ctx) => {
     await a.files.write('/home/user/a.txt', ma)
     await b.files.write('/home/user/b.txt', mb)
     assert.equal(await b.pause(), true)
+    // Under gVisor a third sandbox is checkpointed (the operator's stop): its checkpoint must
+    // outlive the engine's restart. A process keeps a value only in its memory.
+    let checkpointed
+    if (process.env.WARREN_RUNTIME === 'gvisor') {
+      const sbx = await ctx.create({ timeoutMs: 600_000 })
+      await sbx.commands.run(`nohup sh -c 'v=$(cat /proc/sys/kernel/random/uuid); while true; do echo $v > /tmp/mem.new; mv /tmp/mem.new /tmp/mem; sleep 0.2; done' >/dev/null 2>&1 &
+sleep 0.5`)
+      const value = (await sbx.commands.run('cat /tmp/mem')).stdout.trim()
+      const res = await fetch(`${h.url}/sandboxes/${sbx.sandboxId}/stop`, { method: 'POST', headers: { 'X-API-Key': h.apiKey } })
+      assert.ok(res.ok, `stop: ${res.status} ${await res.text()}`)
+      checkpointed = { sbx, value }
+    }
 
     await restartDockerd()
 
@@ -102,6 +122,11 @@ describeEachSdk('server restart', (ctx) => {
     const b2 = await back(b.sandboxId, '/home/user/b.txt', mb)
     assert.deepEqual(await listTagged(ctx.sdk, ctx.tag, ['running']), [a.sandboxId, b.sandboxId].sort())
     for (const s of [a2, b2]) assert.equal((await s.commands.run('echo up')).stdout, 'up\n')
+    if (checkpointed) {
+      const c2 = await ctx.sdk.Sandbox.connect(checkpointed.sbx.sandboxId)
+      assert.equal((await c2.commands.run('sleep 0.5; pgrep -f mem.new >/dev/null && cat /tmp/mem')).stdout.trim(), checkpointed.value,
+        'the checkpointed sandbox came back with its process and the value in its memory')
+    }
     // the server itself kept serving
     const c = await ctx.create()
     assert.equal(await c.isRunning(), true)
