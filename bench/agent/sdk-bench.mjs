@@ -6,11 +6,13 @@
 //   - commands.run('true') round trip, p50/p95/p99 over --runs runs (after a warm-up);
 //   - files.write (of bytes, and of a stream) then files.read of 1 MB and 100 MB, in MB/s
 //     (MB = 10^6 bytes), through the SDK and, for comparison, with plain fetch (octet-stream
-//     upload, identity download), with how busy the client's and the agent's CPUs were;
+//     upload, identity download) and with curl (what the agent sustains for a client that is
+//     not Node), with how busy the client's and the agent's CPUs were;
 //   - the agent's resident memory (VmRSS of the agent process, and of its PID-1 init), idle and
 //     with 10 running commands, read from /proc inside the container with docker exec.
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync, unlinkSync } from 'node:fs'
+import { join } from 'node:path'
 import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
 import os from 'node:os'
@@ -98,7 +100,11 @@ async function fileBench(sizeMB) {
   const ab = data.buffer.slice(data.byteOffset, data.byteOffset + data.length)
   const path = `/tmp/bench-${sizeMB}mb.bin`
   const rounds = sizeMB >= 100 ? 3 : 10
-  const best = { sdkWrite: Infinity, sdkStreamWrite: Infinity, sdkRead: Infinity, fetchWrite: Infinity, fetchRead: Infinity }
+  const best = { sdkWrite: Infinity, sdkStreamWrite: Infinity, sdkRead: Infinity, fetchWrite: Infinity, fetchRead: Infinity,
+    curlWrite: Infinity, curlRead: Infinity }
+  // curl, a client that is not Node, shows what the agent itself sustains.
+  const local = join(os.tmpdir(), `warren-bench-${process.pid}-${sizeMB}mb.bin`)
+  writeFileSync(local, data)
   const cpu = {}
   const keep = (name, m) => {
     step(`  ${name} ${m.wall.toFixed(0)} ms (CPU: client ${(m.client * 100).toFixed(0)}%, agent ${(m.agent * 100).toFixed(0)}%)`)
@@ -127,7 +133,12 @@ async function fileBench(sizeMB) {
     best.fetchRead = Math.min(best.fetchRead, performance.now() - t)
     step(`  fetch read ${(performance.now() - t).toFixed(0)} ms`)
     if (got.byteLength !== size) throw new Error(`fetch read ${got.byteLength} bytes`)
+
+    const curl = (...args) => Number(execFileSync('curl', ['-sS', '-f', '-o', '/dev/null', '-w', '%{time_total}', ...args, url], { encoding: 'utf8' })) * 1000
+    best.curlWrite = Math.min(best.curlWrite, curl('-H', 'Content-Type: application/octet-stream', '--data-binary', `@${local}`))
+    best.curlRead = Math.min(best.curlRead, curl('-H', 'Accept-Encoding: identity'))
   }
+  unlinkSync(local)
   await sbx.files.remove(path)
   const mbps = (ms) => size / 1e6 / (ms / 1000)
   return {
@@ -139,6 +150,8 @@ async function fileBench(sizeMB) {
     sdkRoundTripMBps: (2 * size) / 1e6 / ((best.sdkWrite + best.sdkRead) / 1000),
     fetchWriteMBps: mbps(best.fetchWrite),
     fetchReadMBps: mbps(best.fetchRead),
+    curlWriteMBps: mbps(best.curlWrite),
+    curlReadMBps: mbps(best.curlRead),
   }
 }
 results.files1MB = await fileBench(1)
@@ -189,7 +202,7 @@ if (opt.json) {
   console.log(`date:    ${results.machine.date}`)
   console.log(`commands.run('true') over ${r.runs} runs: p50 ${f(r.p50, 2)} ms, p95 ${f(r.p95, 2)} ms, p99 ${f(r.p99, 2)} ms (min ${f(r.min, 2)} ms; bash -l -c true alone inside: ${f(r.bashLoginMs, 2)} ms)`)
   for (const [label, x] of [['1 MB', results.files1MB], ['100 MB', results.files100MB]]) {
-    console.log(`files ${label} (best of ${x.rounds}): SDK write ${f(x.sdkWriteMBps)} MB/s (of a stream ${f(x.sdkStreamWriteMBps)} MB/s), SDK read ${f(x.sdkReadMBps)} MB/s, write+read ${f(x.sdkRoundTripMBps)} MB/s; plain fetch write ${f(x.fetchWriteMBps)} MB/s, read ${f(x.fetchReadMBps)} MB/s`)
+    console.log(`files ${label} (best of ${x.rounds}): SDK write ${f(x.sdkWriteMBps)} MB/s (of a stream ${f(x.sdkStreamWriteMBps)} MB/s), SDK read ${f(x.sdkReadMBps)} MB/s, write+read ${f(x.sdkRoundTripMBps)} MB/s; plain fetch write ${f(x.fetchWriteMBps)} MB/s, read ${f(x.fetchReadMBps)} MB/s; curl write ${f(x.curlWriteMBps)} MB/s, read ${f(x.curlReadMBps)} MB/s`)
     const share = (c) => `client ${f(c.client * 100, 0)}%, agent ${f(c.agent * 100, 0)}%`
     if (x === results.files100MB && agentPid) {
       console.log(`  CPU busy during the best SDK write: ${share(x.cpu.sdkWrite)}; stream write: ${share(x.cpu.sdkStreamWrite)}; read: ${share(x.cpu.sdkRead)}`)
