@@ -59,6 +59,11 @@ func TestLogs(t *testing.T) {
 		return out
 	}
 	want := []string{`stderr {"level":"INFO","msg":"first"}`, "stdout second", "stderr third"}
+	// The engine logs what the container writes a moment later, through
+	// the shim: wait for the last line.
+	for deadline := time.Now().Add(5 * time.Second); len(text(time.Time{})) < len(want) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if diff := cmp.Diff(want, text(time.Time{})); diff != "" {
 		t.Errorf("Logs from the start (-want +got):\n%s", diff)
 	}
