@@ -66,6 +66,7 @@ type Server struct {
 	dnsUDP net.PacketConn
 	dnsTCP net.Listener
 	gw     net.Listener
+	open   map[net.Conn]struct{} // connections being served or relayed
 	conns  sync.WaitGroup
 }
 
@@ -98,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.remote == nil {
 		cfg.remote = isRemote
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, answers: newAnswers()}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, answers: newAnswers(), open: map[net.Conn]struct{}{}}, nil
 }
 
 // Ports are where a Server listens: the firewall redirects DNS (UDP and
@@ -157,7 +158,9 @@ func (s *Server) Forget(src netip.Addr) {
 	s.answers.forget(src)
 }
 
-// Close stops serving and waits for the connections being relayed to end.
+// Close stops serving, closes the connections being served or relayed
+// (a relay may otherwise last as long as the sandbox keeps it open), and
+// waits for their goroutines to end.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -165,9 +168,31 @@ func (s *Server) Close() error {
 	if s.gw != nil {
 		errs = append(errs, s.gw.Close(), s.dnsTCP.Close(), s.dnsUDP.Close())
 	}
+	for c := range s.open {
+		c.Close()
+	}
 	s.mu.Unlock()
 	s.conns.Wait()
 	return errors.Join(errs...)
+}
+
+// track registers a connection for Close; false (and c closed) once the
+// server is closed.
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return false
+	}
+	s.open[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.open, c)
 }
 
 // acceptLoop hands every connection of l to serve until l is closed.
@@ -180,9 +205,13 @@ func (s *Server) acceptLoop(l net.Listener, serve func(net.Conn)) {
 			}
 			return
 		}
+		if !s.track(c) {
+			continue
+		}
 		s.conns.Add(1)
 		go func() {
 			defer s.conns.Done()
+			defer s.untrack(c)
 			serve(c)
 		}()
 	}

@@ -116,16 +116,21 @@ type env struct {
 	dst   netip.AddrPort
 }
 
-func newEnv(t *testing.T, rules sandbox.Network, names map[string]netip.Addr) *env {
+// newEnv's upstream, when given, replaces the fake resolver as the
+// forwarder's upstream.
+func newEnv(t *testing.T, rules sandbox.Network, names map[string]netip.Addr, upstream ...string) *env {
 	t.Helper()
 	e := &env{rules: rules, res: newFakeResolver(t, names)}
+	if len(upstream) == 0 {
+		upstream = []string{e.res.addr}
+	}
 	srv, err := New(Config{
 		Policy: func(src netip.Addr) (sandbox.Network, bool) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			return e.rules, src == loopback
 		},
-		Upstream:    []string{e.res.addr},
+		Upstream:    upstream,
 		originalDst: func(net.Conn) (netip.AddrPort, error) { e.mu.Lock(); defer e.mu.Unlock(); return e.dst, nil },
 		remote:      func(a netip.Addr) bool { return a == loopback },
 	})
@@ -248,8 +253,7 @@ func TestDNSForwardsEverythingWhenTheResolverIsReachable(t *testing.T) {
 }
 
 func TestDNSUpstreamDown(t *testing.T) {
-	e := newEnv(t, closedNet("allowed.test"), nil)
-	e.srv.cfg.Upstream = []string{"127.0.0.1:1"}
+	e := newEnv(t, closedNet("allowed.test"), nil, "127.0.0.1:1")
 	if rcode, _ := e.lookup(t, "udp", "allowed.test"); rcode != dnsmessage.RCodeServerFailure {
 		t.Errorf("rcode %v, want SERVFAIL", rcode)
 	}
@@ -418,5 +422,38 @@ func clientHello(tb testing.TB, name string) []byte {
 func TestSniffClientHello(t *testing.T) {
 	if got, err := sniff(strings.NewReader(string(clientHello(t, "Sub.Example.org")))); err != nil || got != "sub.example.org" {
 		t.Errorf("sniff(client hello) = %q, %v", got, err)
+	}
+}
+
+// TestCloseEndsRelays: Close returns while a relayed connection is still
+// open at both ends.
+func TestCloseEndsRelays(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // a backend that reads and never answers
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	e := newEnv(t, closedNet("allowed.test"), map[string]netip.Addr{"allowed.test": loopback})
+	e.lookup(t, "udp", "allowed.test")
+	e.goingTo(l.Addr().String())
+	c := e.through(t)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+	time.Sleep(100 * time.Millisecond) // the relay is up
+	done := make(chan struct{})
+	go func() { e.srv.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waits for a relay that never ends")
 	}
 }

@@ -51,6 +51,10 @@ func (s *Server) serveGateway(c net.Conn) {
 		return
 	}
 	defer up.Close()
+	if !s.track(up) {
+		return
+	}
+	defer s.untrack(up)
 	if _, err := up.Write(seen.Bytes()); err != nil {
 		return
 	}
