@@ -136,6 +136,7 @@ func (r *Registry) run(ctx context.Context, t Template, b Build) {
 	r.appendLog(b.ID, "info", stepFinalize, fmt.Sprintf("Build finished in %s", time.Since(start).Round(time.Millisecond)))
 	r.finish(context.Background(), &b, nil)
 	log.Info("build ready", "image", b.Image, "took", time.Since(start))
+	r.prune(ctx, t.ID)
 }
 
 // finish records the end of a build; a ready build gets its tags.

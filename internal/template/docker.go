@@ -128,9 +128,11 @@ func (d *Docker) ImageEnv(ctx context.Context, ref string) ([]string, error) {
 	return res.Config.Env, nil
 }
 
-// RemoveImage implements Engine; an image already gone is not an error.
+// RemoveImage implements Engine: it removes the reference and, with the
+// image, the step layers no other image builds on. An image already gone
+// is not an error.
 func (d *Docker) RemoveImage(ctx context.Context, ref string) error {
-	_, err := d.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{})
+	_, err := d.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{PruneChildren: true})
 	if err == nil || cerrdefs.IsNotFound(err) {
 		return nil
 	}

@@ -101,7 +101,44 @@ func (r *Registry) Start(ctx context.Context) error {
 		r.log.Warn("build interrupted by a restart", logTemplate, b.TemplateID, logBuild, b.ID)
 	}
 	os.RemoveAll(filepath.Join(r.cfg.Dir, "template-builds"))
+	templates, err := r.store.ListTemplates(ctx, "")
+	if err != nil {
+		return fmt.Errorf("load templates: %w", err)
+	}
+	for _, t := range templates {
+		r.prune(ctx, t.ID)
+	}
 	return nil
+}
+
+// prune removes the images of a template's builds that no tag points at
+// any more: superseded by a newer build, or untagged. An image a container
+// still uses stays, for a later prune (after the next build, or at start).
+func (r *Registry) prune(ctx context.Context, templateID string) {
+	ctx = context.WithoutCancel(ctx)
+	builds, err := r.store.ListBuilds(ctx, templateID)
+	if err != nil {
+		r.log.Warn("cannot list builds to prune", logTemplate, templateID, "err", err)
+		return
+	}
+	tags, err := r.store.Tags(ctx, templateID)
+	if err != nil {
+		r.log.Warn("cannot list tags to prune", logTemplate, templateID, "err", err)
+		return
+	}
+	for _, b := range builds {
+		if b.Image == "" || slices.ContainsFunc(tags, func(t Tag) bool { return t.BuildID == b.ID }) {
+			continue
+		}
+		if err := r.cfg.Engine.RemoveImage(ctx, b.Image); err != nil {
+			r.log.Info("superseded build image kept", logBuild, b.ID, "image", b.Image, "err", err)
+			continue
+		}
+		b.Image = ""
+		if err := r.store.PutBuild(ctx, b); err != nil {
+			r.log.Warn("cannot save pruned build", logBuild, b.ID, "err", err)
+		}
+	}
 }
 
 // Close cancels running builds and waits for them.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -171,6 +172,56 @@ func TestBuildQueueAndTags(t *testing.T) {
 	}
 	if _, err := reg.Alias(ctx, "team2", "one"); sandbox.KindOf(err) != sandbox.KindForbidden {
 		t.Errorf("Alias from another team = %v, want forbidden", err)
+	}
+}
+
+// A build no tag points at any more loses its image: when a rebuild takes
+// its tags, and when its last tag is removed; a tagged one keeps it.
+func TestSupersededBuildsPruned(t *testing.T) {
+	eng := &fakeEngine{}
+	reg, _, _ := newRegistry(t, eng, 1)
+	ctx := context.Background()
+	build := func(name string) template.Build {
+		tpl, b, err := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.StartBuild(ctx, "team1", tpl.ID, b.ID, template.BuildSpec{FromImage: "warren/base",
+			Steps: []template.Step{{Type: "RUN", Args: []string{"true"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool {
+			got, _, err := reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "")
+			return err == nil && got.Status == template.StatusReady
+		})
+		got, _, _ := reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "")
+		return got
+	}
+	removed := func() []string {
+		eng.mu.Lock()
+		defer eng.mu.Unlock()
+		return slices.Clone(eng.removed)
+	}
+	b1 := build("app")
+	if _, err := reg.AssignTags(ctx, "team1", "app", []string{"stable"}); err != nil {
+		t.Fatal(err)
+	}
+	b2 := build("app")
+	if got := removed(); len(got) != 0 {
+		t.Fatalf("build 1 still tagged stable, yet images removed: %v", got)
+	}
+	b3 := build("app")
+	if got := removed(); !slices.Equal(got, []string{b2.Image}) {
+		t.Fatalf("after build 3 removed %v, want build 2's image %s only", got, b2.Image)
+	}
+	if err := reg.RemoveTags(ctx, "team1", "app", []string{"stable"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := removed(); !slices.Equal(got, []string{b2.Image, b1.Image}) {
+		t.Fatalf("after untagging build 1 removed %v, want %s then %s", got, b2.Image, b1.Image)
+	}
+	if r, err := reg.Resolve(ctx, "team1", "app"); err != nil || r.Image != b3.Image {
+		t.Errorf("Resolve(app) = %+v, %v; want build 3's image", r, err)
 	}
 }
 

@@ -8,12 +8,16 @@ import { mkdtempSync, writeFileSync, mkdirSync, chmodSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
 import { Template, Sandbox, BuildError, waitForFile } from 'e2b'
 
 for (const v of ['E2B_API_URL', 'E2B_API_KEY']) {
   if (!process.env[v]) throw new Error(`${v} must point at a running warren serve`)
 }
 const uid = () => randomBytes(4).toString('hex')
+const run = promisify(execFile)
+const imageExists = (ref) => run('docker', ['image', 'inspect', ref]).then(() => true, () => false)
 const api = (path, init = {}) =>
   fetch(process.env.E2B_API_URL + path, {
     ...init,
@@ -69,13 +73,9 @@ describe('templates', () => {
     assert.match(text, /COPY/)
   })
 
-  it('rebuilds an unchanged template from the cache in seconds', async () => {
+  it('rebuilds an unchanged template from the cache', async () => {
     const logs = []
-    const start = Date.now()
     await Template.build(everyStep(), name, { onBuildLogs: (e) => logs.push(e) })
-    const took = Date.now() - start
-    console.log(`no-change rebuild: ${took} ms`)
-    assert.ok(took < 15000, `rebuild took ${took} ms`)
     assert.ok(logs.some((e) => e.message === 'CACHED'), 'no step came from the cache')
     assert.ok(!logs.some((e) => e.message.startsWith('Step') && /Running in/.test(e.message)))
   })
@@ -179,14 +179,28 @@ describe('templates', () => {
     assert.equal((await sbx.commands.run('cat /tmp/version')).stdout.trim(), 'v1')
   })
 
-  it('measures a build request to the first command in a sandbox of the new template', async () => {
-    const fresh = `e2e-first-cmd-${uid()}`
-    created.push(fresh)
-    const start = Date.now()
-    await Template.build(Template().fromImage('warren/base').runCmd(`echo ${uid()} > /tmp/id`), fresh)
-    const sbx = await Sandbox.create(fresh)
-    sandboxes.push(sbx)
-    await sbx.commands.run('true')
-    console.log(`build request → first command: ${Date.now() - start} ms`)
+  it('removes the images of superseded builds and of deleted templates, step layers included', async () => {
+    const gone = `e2e-gone-${uid()}`
+    // A build's own layers: from its image down to the step that makes it unique. The layers
+    // below are the cache other templates from warren/base share, and may stay.
+    const own = async (info, marker) => {
+      const { stdout } = await run('docker', ['history', '--no-trunc', '--format', '{{.ID}} {{.CreatedBy}}',
+        `warren-template/${info.templateId}:${info.buildId}`])
+      const lines = stdout.split('\n')
+      const end = lines.findIndex((l) => l.includes(marker))
+      assert.ok(end >= 0, `no layer of the build runs ${marker}:\n${stdout}`)
+      return lines.slice(0, end + 1).map((l) => l.split(' ')[0])
+    }
+    const one = uid()
+    const two = uid()
+    const first = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${one} > /tmp/id`), gone)
+    const firstLayers = await own(first, one)
+    const second = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${two} > /tmp/id`), gone)
+    const secondLayers = await own(second, two)
+    for (const id of firstLayers) assert.equal(await imageExists(id), false, `superseded layer ${id} still there`)
+    const res = await api(`/templates/${gone}`, { method: 'DELETE' })
+    assert.equal(res.status, 204)
+    for (const id of secondLayers) assert.equal(await imageExists(id), false, `layer ${id} of a deleted template still there`)
+    assert.equal(await imageExists('warren/base'), true)
   })
 })
