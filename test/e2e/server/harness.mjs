@@ -194,8 +194,8 @@ export class WarrenServer {
   }
 
   /**
-   * Removes what the tests left: every sandbox (running or paused) and snapshot the server
-   * still knows, through its API, when it is running. Errors are collected, not thrown.
+   * Removes what the tests left: every sandbox (running or paused), template and snapshot the
+   * server still knows, through its API, when it is running. Errors are collected, not thrown.
    */
   async purge() {
     const problems = []
@@ -212,6 +212,13 @@ export class WarrenServer {
           if (d.status !== 204 && d.status !== 404) problems.push(`DELETE /sandboxes/${s.sandboxID}: ${d.status}`)
         }
         if (problems.length) break
+      }
+      const t = await this.api('/templates')
+      if (t.ok) {
+        for (const tpl of await t.json()) {
+          const d = await this.api(`/templates/${tpl.templateID}`, { method: 'DELETE' })
+          if (d.status !== 204 && d.status !== 404) problems.push(`DELETE /templates/${tpl.templateID}: ${d.status}`)
+        }
       }
       const r = await this.api('/snapshots?limit=100')
       if (r.ok) {
