@@ -126,6 +126,11 @@ func validateSteps(steps []Step) error {
 			if len(s.Args) != 1 || s.Args[0] == "" || strings.ContainsAny(s.Args[0], "\n\r") {
 				return bad("expected args [path]")
 			}
+			// The Dockerfile's escape character: at the end of the line it
+			// would join the next instruction to this one.
+			if strings.HasSuffix(s.Args[0], `\`) {
+				return bad("the path ends in a backslash")
+			}
 		case "USER":
 			if len(s.Args) != 1 || !userRE.MatchString(s.Args[0]) {
 				return bad("expected args [user]")

@@ -99,6 +99,7 @@ func TestBadRequests(t *testing.T) {
 		{"escaping source", template.BuildSpec{Steps: []template.Step{{Type: "COPY", Args: []string{"../x", "/a"}, FilesHash: strings.Repeat("ab", 32)}}}, "leaves the build context"},
 		{"bad env", template.BuildSpec{Steps: []template.Step{{Type: "ENV", Args: []string{"1X", "v"}}}}, "invalid variable name"},
 		{"odd env", template.BuildSpec{Steps: []template.Step{{Type: "ENV", Args: []string{"X"}}}}, "expected args"},
+		{"workdir joining the next line", template.BuildSpec{Steps: []template.Step{{Type: "WORKDIR", Args: []string{`/srv\`}}}}, "ends in a backslash"},
 		{"bad user", template.BuildSpec{Steps: []template.Step{{Type: "USER", Args: []string{"a b"}}}}, "expected args [user]"},
 		{"bad mode", template.BuildSpec{Steps: []template.Step{{Type: "COPY", Args: []string{"a", "/a", "", "999"}, FilesHash: strings.Repeat("ab", 32)}}}, "invalid mode"},
 		{"both bases", template.BuildSpec{FromImage: "x", FromTemplate: "y"}, "not both"},
