@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { Template, Sandbox, BuildError, waitForFile } from 'e2b'
+import { WARREN_BIN } from './harness.mjs'
 
 for (const v of ['E2B_API_URL', 'E2B_API_KEY']) {
   if (!process.env[v]) throw new Error(`${v} must point at a running warren serve`)
@@ -108,6 +109,49 @@ describe('templates', () => {
     assert.equal(await run('stat -c "%U %a" /opt/app/run.sh /opt/app/data.txt /home/user/hello.txt'), 'user 755\nuser 755\nuser 644')
     assert.equal(await run('cat /home/user/hello.txt'), 'hello from the context')
     assert.equal(await run('/opt/app/run.sh'), 'run')
+  })
+
+  it('builds on another template (fromTemplate): its files, env, user and workdir carry over', async () => {
+    const child = `e2e-child-${uid()}`
+    created.push(child)
+    await Template.build(Template().fromTemplate(name).runCmd('echo "child of $GREETING" > child.txt'), child)
+    const sbx = await Sandbox.create(child)
+    sandboxes.push(sbx)
+    const run = async (cmd) => (await sbx.commands.run(cmd)).stdout.trim()
+    assert.equal(await run('cat /home/user/work/child.txt'), 'child of hello world')
+    assert.equal(await run('stat -c %U /home/user/work/child.txt'), 'root')
+    assert.equal(await run('/opt/app/run.sh'), 'run')
+    assert.equal(await run('whoami; pwd'), 'root\n/home/user/work')
+  })
+
+  it('warren template build: a Dockerfile built through the API, with its progress', async () => {
+    const df = `e2e-dockerfile-${uid()}`
+    created.push(df)
+    const dir = mkdtempSync(join(tmpdir(), 'warren-df-'))
+    try {
+      writeFileSync(join(dir, 'greeting.txt'), 'from the Dockerfile\n')
+      writeFileSync(join(dir, 'Dockerfile'), [
+        'FROM warren/base',
+        'RUN echo built > /tmp/built',
+        'COPY --chmod=640 greeting.txt /srv/greeting.txt',
+        'ENV PHASE=dockerfile',
+        'WORKDIR /srv',
+        '',
+      ].join('\n'))
+      const { stdout } = await run(WARREN_BIN, ['template', 'build', '-f', join(dir, 'Dockerfile'), '--name', df, dir], {
+        env: { ...process.env, WARREN_API_KEY: process.env.E2B_API_KEY },
+      }).catch((e) => assert.fail(`warren template build: ${e.message}\n${e.stdout}\n${e.stderr}`))
+      assert.match(stdout, new RegExp(`Building ${df}`))
+      assert.match(stdout, /RUN/)
+      const sbx = await Sandbox.create(df)
+      sandboxes.push(sbx)
+      const out = async (cmd, opts) => (await sbx.commands.run(cmd, opts)).stdout.trim()
+      // As in Docker the steps ran as root; the sandbox's user is "user" (no USER line), in /srv.
+      assert.equal(await out('whoami; pwd; echo $PHASE; cat /tmp/built'), 'user\n/srv\ndockerfile\nbuilt')
+      assert.equal(await out('stat -c "%a %U" greeting.txt; cat greeting.txt', { user: 'root' }), '640 root\nfrom the Dockerfile')
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it('builds in the background, building right after the start', async () => {
