@@ -42,10 +42,10 @@ type serveConfig struct {
 	LogFormat string // "text" or "json"
 	Network   string // Docker network of sandboxes, created if missing
 	Firewall  string // "iptables" (isolation and egress rules) or "off"
-	// EgressDNS lists the resolvers (host:port, comma-separated) the
-	// firewall's egress server forwards sandboxes' queries to; "" = those
-	// of /etc/resolv.conf.
-	EgressDNS string
+	// EgressDNS lists the resolvers (IP:port) the firewall's egress
+	// server forwards sandboxes' queries to; none = those of
+	// /etc/resolv.conf.
+	EgressDNS []string
 	// Instance tells this server's containers and firewall chains from
 	// those of other servers on the same Docker engine. Default "true".
 	Instance string
@@ -110,8 +110,8 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: builder, Commands: ac}, log)
 }
 
-// egressUpstream parses --egress-dns: IP:port resolvers, comma-separated.
-func egressUpstream(list string) ([]string, error) {
+// parseEgressDNS parses --egress-dns: IP:port resolvers, comma-separated.
+func parseEgressDNS(list string) ([]string, error) {
 	var out []string
 	for r := range strings.SplitSeq(list, ",") {
 		if r = strings.TrimSpace(r); r == "" {
@@ -129,14 +129,10 @@ func egressUpstream(list string) ([]string, error) {
 // state dir (see docker.Config.GVisorResolvConf): the host's nameservers
 // that a sandbox can reach, that is not loopback ones, else those of
 // --egress-dns on port 53. It returns "" and warns when there is none.
-func gvisorResolvConf(stateDir, egressDNS string, log *slog.Logger) (string, error) {
+func gvisorResolvConf(stateDir string, egressDNS []string, log *slog.Logger) (string, error) {
 	var servers []netip.Addr
 	host, _ := egress.Nameservers("/etc/resolv.conf")
-	upstream, err := egressUpstream(egressDNS)
-	if err != nil {
-		return "", err
-	}
-	for _, u := range upstream {
+	for _, u := range egressDNS {
 		if ap := netip.MustParseAddrPort(u); ap.Port() == 53 {
 			host = append(host, ap.Addr())
 		}
@@ -180,11 +176,7 @@ func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime
 	if err != nil {
 		return nil, fmt.Errorf("sandbox network: %w (run \"warren doctor\")", err)
 	}
-	upstream, err := egressUpstream(cfg.EgressDNS)
-	if err != nil {
-		return nil, err
-	}
-	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, Instance: cfg.Instance, DNSUpstream: upstream, Logger: log})
+	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, Instance: cfg.Instance, DNSUpstream: cfg.EgressDNS, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
 	}
@@ -415,7 +407,8 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.LogFormat, "log-format", "", "text or json (default: text on a terminal, else json)")
 	e.String(&cfg.Network, "network", docker.DefaultNetwork, "Docker network of sandboxes (a bridge, created if missing)")
 	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
-	e.String(&cfg.EgressDNS, "egress-dns", "", "resolvers (host:port, comma-separated) that answer the DNS of sandboxes with domains in allowOut (default: the nameservers of /etc/resolv.conf)")
+	var egressDNS string
+	e.String(&egressDNS, "egress-dns", "", "resolvers (IP:port, comma-separated) that answer the DNS of sandboxes with domains in allowOut (default: the nameservers of /etc/resolv.conf)")
 	e.String(&cfg.Instance, "instance", "true", "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
 		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
 	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
@@ -454,6 +447,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 		return serveConfig{}, usageError{"--runtime: " + sandbox.Message(err)}
 	}
 	l.SandboxRuntime = rt
+	if cfg.EgressDNS, err = parseEgressDNS(egressDNS); err != nil {
+		return serveConfig{}, err
+	}
 	if cfg.Instance == "" {
 		return serveConfig{}, usageError{"--instance must not be empty"}
 	}

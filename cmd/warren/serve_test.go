@@ -272,7 +272,11 @@ func TestDoctorCodeInterpreterImage(t *testing.T) {
 
 func TestGVisorResolvConf(t *testing.T) {
 	dir := t.TempDir()
-	path, err := gvisorResolvConf(dir, "10.9.9.9:53, 127.0.0.1:53, 10.8.8.8:5353", slog.New(slog.DiscardHandler))
+	upstream, err := parseEgressDNS("10.9.9.9:53, 127.0.0.1:53, 10.8.8.8:5353")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := gvisorResolvConf(dir, upstream, slog.New(slog.DiscardHandler))
 	if err != nil || path == "" {
 		t.Fatalf("gvisorResolvConf = %q, %v", path, err)
 	}
@@ -284,7 +288,7 @@ func TestGVisorResolvConf(t *testing.T) {
 	if !strings.Contains(got, "nameserver 10.9.9.9\n") || strings.Contains(got, "127.0.0.1") || strings.Contains(got, "10.8.8.8") {
 		t.Errorf("resolv.conf: loopback and non-53 resolvers must be left out, reachable ones kept:\n%s", got)
 	}
-	if _, err := gvisorResolvConf(dir, "not-an-address", slog.New(slog.DiscardHandler)); err == nil {
+	if _, err := parseEgressDNS("not-an-address"); err == nil {
 		t.Error("a bad --egress-dns was accepted")
 	}
 }
