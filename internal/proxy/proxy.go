@@ -124,13 +124,13 @@ type targetKey struct{}
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dst, err := route(r, p.cfg.Domain)
 	if err != nil {
-		writeError(w, errorBody{Message: err.Error(), Code: http.StatusBadRequest})
+		writeError(w, r, errorBody{Message: err.Error(), Code: http.StatusBadRequest})
 		return
 	}
 	// Checked before routing, so that such a request never resumes a
 	// paused sandbox.
 	if dst.port == sandbox.AgentPort && isInternalPath(r.URL.Path) {
-		writeError(w, errorBody{SandboxID: dst.sandboxID, Message: "This path is not available from outside the sandbox", Code: http.StatusForbidden})
+		writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: "This path is not available from outside the sandbox", Code: http.StatusForbidden})
 		return
 	}
 	sb, err := p.cfg.Router.Route(r.Context(), dst.sandboxID)
@@ -141,7 +141,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t := target{sandboxID: sb.ID, agentAddr: sb.AgentAddr, secret: sb.AgentSecret, port: dst.port}
 	if dst.port != sandbox.AgentPort {
 		if msg := checkTrafficToken(r, sb.TrafficAccessToken); msg != "" {
-			writeError(w, errorBody{SandboxID: dst.sandboxID, Message: msg, Code: http.StatusForbidden})
+			writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: msg, Code: http.StatusForbidden})
 			return
 		}
 		t.mask = sb.Network.MaskRequestHost
@@ -159,7 +159,7 @@ func (p *Proxy) notRunning(w http.ResponseWriter, r *http.Request, dst destinati
 	default:
 		p.log.WarnContext(r.Context(), "proxy: routing failed", "sandbox", dst.sandboxID, "err", err)
 	}
-	writeError(w, errorBody{SandboxID: dst.sandboxID, Message: "The sandbox was not found", Code: http.StatusBadGateway})
+	writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: "The sandbox was not found", Code: http.StatusBadGateway})
 }
 
 // isInternalPath reports whether p is one of the agent's paths that only
@@ -237,9 +237,9 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	case r.Context().Err() != nil:
 		return // the client left; nobody to answer
 	case errors.Is(err, agentclient.ErrPortClosed):
-		writeError(w, errorBody{SandboxID: t.sandboxID, Message: "The sandbox is running but port is not open", Port: t.port, Code: http.StatusBadGateway})
+		writeError(w, r, errorBody{SandboxID: t.sandboxID, Message: "The sandbox is running but port is not open", Port: t.port, Code: http.StatusBadGateway})
 	default:
 		p.log.DebugContext(r.Context(), "proxy: upstream failed", "sandbox", t.sandboxID, "port", t.port, "err", err)
-		writeError(w, errorBody{SandboxID: t.sandboxID, Message: "The sandbox was not found", Code: http.StatusBadGateway})
+		writeError(w, r, errorBody{SandboxID: t.sandboxID, Message: "The sandbox was not found", Code: http.StatusBadGateway})
 	}
 }

@@ -138,6 +138,52 @@ func TestErrorsAreJSON(t *testing.T) {
 	}
 }
 
+// A browser opening a sandbox URL gets a page saying what is wrong, with
+// the status code; anything else gets the JSON.
+func TestErrorsForBrowsers(t *testing.T) {
+	env := newTestEnv(t, echo("agent"), nil)
+	for _, tc := range []struct {
+		name, host, accept, agent string
+		html                      bool
+		want                      []string
+	}{
+		{"browser, not found", "49983-inope.warren.test", "text/html,application/xhtml+xml,*/*;q=0.8", "Mozilla/5.0 (X11; Linux x86_64)", true,
+			[]string{"<h1>The sandbox was not found</h1>", "<code>inope</code>", "not running"}},
+		{"browser, closed port", env.host(9999), "text/html", "Mozilla/5.0", true,
+			[]string{"port is not open", "<code>9999</code>", "Start a server on this port"}},
+		{"fetch", "49983-inope.warren.test", "*/*", "node", false, nil},
+		{"html without a browser", "49983-inope.warren.test", "text/html", "curl/8.0", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := env.request(t, "GET", tc.host, "/", nil)
+			req.Header.Set("Accept", tc.accept)
+			req.Header.Set("User-Agent", tc.agent)
+			req.Header.Set("E2B-Traffic-Access-Token", "tok")
+			resp, err := http.DefaultTransport.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadGateway {
+				t.Errorf("status %d, want 502", resp.StatusCode)
+			}
+			ct := resp.Header.Get("Content-Type")
+			if got := strings.HasPrefix(ct, "text/html"); got != tc.html {
+				t.Fatalf("Content-Type %q for %s", ct, tc.name)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("page lacks %q:\n%s", w, b)
+				}
+			}
+			if !tc.html && !json.Valid(b) {
+				t.Errorf("body is not JSON: %s", b)
+			}
+		})
+	}
+}
+
 func TestMaskRequestHost(t *testing.T) {
 	env := newTestEnv(t, echo("agent"), func(sb *sandbox.Sandbox) {
 		sb.Network.MaskRequestHost = "localhost:${PORT}"
