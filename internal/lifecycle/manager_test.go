@@ -236,7 +236,7 @@ func TestRoute(t *testing.T) {
 	plain := e.create(t, CreateRequest{Template: "base"})
 	auto := e.create(t, CreateRequest{Template: "base", Lifecycle: sandbox.Lifecycle{AutoResume: true}})
 
-	if got, err := e.m.Route(ctx, plain.ID); err != nil || got.ID != plain.ID {
+	if got, err := e.m.Route(ctx, plain.ID, nil); err != nil || got.ID != plain.ID {
 		t.Errorf("route running: %v", err)
 	}
 	for _, id := range []string{plain.ID, auto.ID} {
@@ -244,16 +244,23 @@ func TestRoute(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := e.m.Route(ctx, plain.ID)
+	_, err := e.m.Route(ctx, plain.ID, nil)
 	wantKind(t, "route paused", err, sandbox.KindUnavailable)
-	got, err := e.m.Route(ctx, auto.ID)
+	refused := errors.New("no token")
+	if _, err := e.m.Route(ctx, auto.ID, func(sandbox.Sandbox) error { return refused }); err != refused {
+		t.Errorf("route refused by admit: err %v, want admit's", err)
+	}
+	if st := e.state(t, auto.ID).State; st != sandbox.StatePaused {
+		t.Errorf("a request admit refused resumed the sandbox: state %s", st)
+	}
+	got, err := e.m.Route(ctx, auto.ID, nil)
 	if err != nil || got.State != sandbox.StateRunning {
 		t.Errorf("route auto-resume: state %s err %v", got.State, err)
 	}
-	_, err = e.m.Route(ctx, "nosuch")
+	_, err = e.m.Route(ctx, "nosuch", nil)
 	wantKind(t, "route unknown", err, sandbox.KindNotFound)
 	e.m.Kill(ctx, team, plain.ID)
-	_, err = e.m.Route(ctx, plain.ID)
+	_, err = e.m.Route(ctx, plain.ID, nil)
 	wantKind(t, "route killed", err, sandbox.KindNotFound)
 }
 

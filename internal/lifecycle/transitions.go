@@ -267,11 +267,16 @@ func (m *Manager) resumeFailed(ctx context.Context, sb sandbox.Sandbox, err erro
 // Route returns a running sandbox for the proxy, resuming a paused one
 // whose Lifecycle.AutoResume is set. Unknown or killed sandboxes are
 // KindNotFound; paused ones without auto-resume are KindUnavailable.
-// It does not check teams: the proxy authorises with tokens.
-func (m *Manager) Route(ctx context.Context, id string) (sandbox.Sandbox, error) {
+// admit, when not nil, vets the request first (the proxy checks tokens;
+// Route does not check teams): its error is returned as is, and nothing
+// is resumed.
+func (m *Manager) Route(ctx context.Context, id string, admit func(sandbox.Sandbox) error) (sandbox.Sandbox, error) {
+	if admit == nil {
+		admit = func(sandbox.Sandbox) error { return nil }
+	}
 	sb, ok := m.cached(id)
 	if ok && sb.State == sandbox.StateRunning {
-		return sb, nil
+		return sb, admit(sb)
 	}
 	defer m.locks.lock(id)()
 	sb, ok = m.cached(id)
@@ -279,9 +284,12 @@ func (m *Manager) Route(ctx context.Context, id string) (sandbox.Sandbox, error)
 	case !ok || (sb.State != sandbox.StateRunning && sb.State != sandbox.StatePaused):
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' not found", id)
 	case sb.State == sandbox.StateRunning:
-		return sb, nil
+		return sb, admit(sb)
 	case !sb.Lifecycle.AutoResume:
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindUnavailable, "sandbox '%s' is paused", id)
+	}
+	if err := admit(sb); err != nil {
+		return sandbox.Sandbox{}, err
 	}
 	return m.resume(ctx, sb, sb.Timeout)
 }

@@ -26,7 +26,7 @@ type fakeRouter struct {
 	errs map[string]error
 }
 
-func (f *fakeRouter) Route(_ context.Context, id string) (sandbox.Sandbox, error) {
+func (f *fakeRouter) Route(_ context.Context, id string, admit func(sandbox.Sandbox) error) (sandbox.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.errs[id]; err != nil {
@@ -35,6 +35,11 @@ func (f *fakeRouter) Route(_ context.Context, id string) (sandbox.Sandbox, error
 	sb, ok := f.sbs[id]
 	if !ok {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindNotFound, "sandbox %q not found", id)
+	}
+	if admit != nil {
+		if err := admit(sb); err != nil {
+			return sandbox.Sandbox{}, err
+		}
 	}
 	return sb, nil
 }

@@ -35,8 +35,10 @@ import (
 type Router interface {
 	// Route returns the sandbox running, resuming it first when it is
 	// paused and allows auto-resume. An unknown or stopped sandbox is an
-	// error of kind NotFound or Unavailable.
-	Route(ctx context.Context, sandboxID string) (sandbox.Sandbox, error)
+	// error of kind NotFound or Unavailable. admit, when not nil, is
+	// called with the sandbox before anything is done for it: its error
+	// is returned as is and a paused sandbox stays paused.
+	Route(ctx context.Context, sandboxID string, admit func(sandbox.Sandbox) error) (sandbox.Sandbox, error)
 }
 
 // Tunneler opens byte streams to ports inside sandboxes through their
@@ -133,17 +135,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: "This path is not available from outside the sandbox", Code: http.StatusForbidden})
 		return
 	}
-	sb, err := p.cfg.Router.Route(r.Context(), dst.sandboxID)
+	// The traffic token is checked before the sandbox is resumed: a
+	// request without it must not wake a private sandbox.
+	var admit func(sandbox.Sandbox) error
+	if dst.port != sandbox.AgentPort {
+		admit = func(sb sandbox.Sandbox) error { return checkTrafficToken(r, sb.TrafficAccessToken) }
+	}
+	sb, err := p.cfg.Router.Route(r.Context(), dst.sandboxID, admit)
+	var refused tokenError
+	if errors.As(err, &refused) {
+		writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: string(refused), Code: http.StatusForbidden})
+		return
+	}
 	if err != nil || sb.AgentAddr == "" {
 		p.notRunning(w, r, dst, err)
 		return
 	}
 	t := target{sandboxID: sb.ID, agentAddr: sb.AgentAddr, secret: sb.AgentSecret, port: dst.port}
 	if dst.port != sandbox.AgentPort {
-		if msg := checkTrafficToken(r, sb.TrafficAccessToken); msg != "" {
-			writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: msg, Code: http.StatusForbidden})
-			return
-		}
 		t.mask = sb.Network.MaskRequestHost
 	}
 	// Let a streaming response and the request body flow at once.
@@ -174,19 +183,25 @@ func isInternalPath(p string) bool {
 
 // checkTrafficToken returns why r may not reach a sandbox protected by
 // token, or "" when it may.
-func checkTrafficToken(r *http.Request, token string) string {
+func checkTrafficToken(r *http.Request, token string) error {
 	if token == "" {
-		return ""
+		return nil
 	}
 	got := r.Header.Get("E2b-Traffic-Access-Token")
 	switch {
 	case got == "":
-		return "Missing traffic access token"
+		return tokenError("Missing traffic access token")
 	case subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1:
-		return "Invalid traffic access token"
+		return tokenError("Invalid traffic access token")
 	}
-	return ""
+	return nil
 }
+
+// tokenError is a request refused for its traffic token; the text is the
+// message the client gets.
+type tokenError string
+
+func (e tokenError) Error() string { return string(e) }
 
 // rewrite turns the client's request into the upstream one.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {

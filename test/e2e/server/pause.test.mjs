@@ -76,8 +76,11 @@ describeEachSdk('pause and resume', (ctx) => {
     assert.equal(await again.files.read('/home/user/auto.txt'), 'auto-paused')
   })
 
-  it('autoResume: a request through the proxy to an auto-paused sandbox resumes it and is answered', async () => {
-    const sbx = await ctx.create({ timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  it('autoResume: a request through the proxy to an auto-paused sandbox resumes it and is answered; one without the traffic token is refused and wakes nothing', async () => {
+    const sbx = await ctx.create({
+      timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true }, network: { allowPublicTraffic: false },
+    })
+    const token = { 'e2b-traffic-access-token': sbx.trafficAccessToken }
     const server = await startHttpServer(sbx, 8000, '/home/user/www', { 'index.txt': 'woken up' })
     // Drop the SDK's stream of the background command: when the pause cuts it, SDK 2.51 probes
     // the agent's /health, and that request (being traffic) would auto-resume the sandbox at once.
@@ -86,7 +89,13 @@ describeEachSdk('pause and resume', (ctx) => {
     await waitFor(async () => (await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state === 'paused', {
       timeoutMs: 20_000, intervalMs: 500, what: 'the sandbox to be auto-paused',
     })
-    const res = await proxyFetch(sbx.sandboxId, 8000, '/index.txt')
+    for (const headers of [{}, { 'e2b-traffic-access-token': 'wrong' }]) {
+      const refused = await proxyFetch(sbx.sandboxId, 8000, '/index.txt', { headers })
+      assert.equal(refused.status, 403)
+      await refused.arrayBuffer()
+    }
+    assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'a refused request resumed the sandbox')
+    const res = await proxyFetch(sbx.sandboxId, 8000, '/index.txt', { headers: token })
     assert.equal(res.status, 200)
     assert.equal(await res.text(), 'woken up')
     assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'running')
