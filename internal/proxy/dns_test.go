@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"context"
+	"encoding/binary"
 	"net"
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 func TestDNS(t *testing.T) {
@@ -54,4 +57,47 @@ func TestDNS(t *testing.T) {
 			t.Errorf("%s = %v, %v; want %v", tc.name, addrs, err, tc.want)
 		}
 	}
+}
+
+// FuzzDNSAnswer feeds the responder arbitrary packets, as anyone who can
+// reach its port may send: no panic, and every reply parses, answers the
+// query's ID and holds no more than one record.
+func FuzzDNSAnswer(f *testing.F) {
+	for _, name := range []string{"49983-isbx1.warren.test.", "example.com.", "warren.test."} {
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7, RecursionDesired: true})
+		b.StartQuestions()
+		b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+		msg, err := b.Finish()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(msg)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0, 1, 0x80, 0})
+	d := NewDNS("warren.test", nil)
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		reply, ok := d.answer(msg)
+		if !ok {
+			return
+		}
+		var p dnsmessage.Parser
+		h, err := p.Start(reply)
+		if err != nil {
+			t.Fatalf("reply does not parse: %v", err)
+		}
+		if !h.Response || h.ID != binary.BigEndian.Uint16(msg) {
+			t.Fatalf("reply header %+v for query ID %d", h, binary.BigEndian.Uint16(msg))
+		}
+		if err := p.SkipAllQuestions(); err != nil {
+			t.Fatalf("reply questions: %v", err)
+		}
+		answers, err := p.AllAnswers()
+		if err != nil {
+			t.Fatalf("reply answers: %v", err)
+		}
+		if len(answers) > 1 {
+			t.Fatalf("%d answers", len(answers))
+		}
+	})
 }
