@@ -16,8 +16,8 @@ Subcommands:
             base               warren/base, the "base" template: Debian from an apt mirror
                                (debootstrap) imported into the Docker engine (the default)
             code-interpreter   warren/code-interpreter, the "code-interpreter-v1" template:
-                               warren/base plus Python's ipykernel, numpy, pandas, matplotlib
-                               and TypeScript, built by the engine with apt-get
+                               warren/base plus Python's ipykernel, numpy, pandas, matplotlib,
+                               TypeScript, and R with IRkernel, built by the engine with apt-get
 
 Run "warren image build -h" or "warren image build code-interpreter -h" for the flags.`
 

@@ -31,7 +31,13 @@ type LayerRecipe struct {
 // CodeInterpreterRecipe is the recipe for warren/code-interpreter: what
 // the agent's code interpreter needs for Python (ipykernel, with numpy,
 // pandas and matplotlib, which E2B's image has too), JavaScript and
-// TypeScript (node is in the base image; typescript compiles TS).
+// TypeScript (node is in the base image; typescript compiles TS), and R
+// (R itself and IRkernel; bash needs nothing more).
+//
+// R comes without its recommends, r-recommended (Matrix, lattice, mgcv
+// and the other recommended packages: about 27 MB more) and r-base-dev (a
+// C, C++ and Fortran toolchain to build packages from source: well over
+// 100 MB, as the image has no compiler). Base R and IRkernel add 60 MB.
 //
 // python3-munkres comes first on purpose: matplotlib needs fonttools,
 // which needs "python3-scipy | python3-munkres"; with munkres already
@@ -42,6 +48,7 @@ func CodeInterpreterRecipe() LayerRecipe {
 		"python3-munkres",
 		"python3-ipykernel", "python3-matplotlib-inline", "python3-numpy", "python3-pandas", "python3-matplotlib",
 		"nodejs", "node-typescript",
+		"r-base-core", "r-cran-irkernel",
 	}}
 }
 

@@ -12,6 +12,7 @@ func TestCodeInterpreterRecipe(t *testing.T) {
 		"FROM sha256:abc\n",
 		"apt-get install -y --no-install-recommends python3-munkres python3-ipykernel ",
 		" node-typescript ",
+		" r-base-core r-cran-irkernel ",
 		"apt-get clean",
 		"rm -rf /var/lib/apt/lists/*",
 	} {
@@ -22,7 +23,7 @@ func TestCodeInterpreterRecipe(t *testing.T) {
 	if r.hash("sha256:a") == r.hash("sha256:b") {
 		t.Error("a rebuilt parent image does not change the recipe hash")
 	}
-	more := LayerRecipe{Packages: append(r.Packages, "r-base")}
+	more := LayerRecipe{Packages: append(r.Packages, "r-recommended")}
 	if r.hash("sha256:a") != CodeInterpreterRecipe().hash("sha256:a") || more.hash("sha256:a") == r.hash("sha256:a") {
 		t.Error("the hash does not follow the package list")
 	}

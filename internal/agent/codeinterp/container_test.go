@@ -99,6 +99,7 @@ func TestInContainer(t *testing.T) {
 	if e := c.execute(map[string]any{"code": "whoami; pwd", "language": "bash"}, tok...); e.stdout != "root\n/home/user\n" {
 		t.Fatalf("bash: %q %+v", e.stdout, e.err)
 	}
+	checkR(t, c, "/home/user", "/tmp", tok...)
 }
 
 func waitHealthy(t *testing.T, c *client) {

@@ -43,7 +43,9 @@ func envOverrideCode(lang string, vars map[string]string) string {
 	case langBash:
 		return fmt.Sprintf("__warren_env_saved=\"$(declare -p %s 2>/dev/null)\"\n%s", strings.Join(names, " "), bashExports(vars))
 	case langR:
-		return fmt.Sprintf(".warren_env_saved <- Sys.getenv(c(%s), unset = NA)\n%s", rStrings(names), rSetenv(vars))
+		// names = TRUE: by default Sys.getenv names its result only when
+		// asked for more than one variable.
+		return fmt.Sprintf(".warren_env_saved <- Sys.getenv(c(%s), unset = NA, names = TRUE)\n%s", rStrings(names), rSetenv(vars))
 	}
 	return ""
 }
@@ -62,8 +64,10 @@ func envRestoreCode(lang string, vars map[string]string) string {
 		names := strings.Join(slices.Sorted(maps.Keys(vars)), " ")
 		return fmt.Sprintf("unset %s\neval \"$__warren_env_saved\"\nunset __warren_env_saved", names)
 	case langR:
-		return "for (k in names(.warren_env_saved)) { v <- .warren_env_saved[[k]]; " +
-			"if (is.na(v)) Sys.unsetenv(k) else do.call(Sys.setenv, setNames(list(v), k)) }\nrm(.warren_env_saved)"
+		// local: the loop's variables must not land in the user's
+		// global environment.
+		return "local(for (k in names(.warren_env_saved)) { v <- .warren_env_saved[[k]]; " +
+			"if (is.na(v)) Sys.unsetenv(k) else do.call(Sys.setenv, setNames(list(v), k)) })\nrm(.warren_env_saved)"
 	}
 	return ""
 }
@@ -88,10 +92,13 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// rSetenv quotes each name in backticks: a valid env var name need not be
+// an R name (_X, or a reserved word such as TRUE or NA). Values are JSON
+// strings, whose escapes R reads the same.
 func rSetenv(vars map[string]string) string {
 	var args []string
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		args = append(args, k+" = "+jsonLit(vars[k]))
+		args = append(args, "`"+k+"` = "+jsonLit(vars[k]))
 	}
 	return "Sys.setenv(" + strings.Join(args, ", ") + ")"
 }

@@ -1,6 +1,6 @@
 // The code interpreter through `warren serve` with the npm @e2b/code-interpreter SDK: template
 // code-interpreter-v1 (image warren/code-interpreter, built by `warren image build
-// code-interpreter`), runCode in python, javascript, typescript and bash, the callbacks,
+// code-interpreter`), runCode in python, javascript, typescript, bash and R, the callbacks,
 // state, contexts, errors, images, DataFrames, env vars, timeouts, a sandbox killed mid-run,
 // a secure sandbox without public traffic, and code that misbehaves (megabytes of output,
 // endless loops, forks, a kernel that kills itself).
@@ -37,6 +37,18 @@ after(async () => {
 function assertText(ex, text, what = 'result') {
   assert.equal(ex.error, undefined, `${what}: unexpected error ${ex.error?.name}: ${ex.error?.value}`)
   assert.equal(ex.text, text, `${what}: results ${JSON.stringify(ex.results)}`)
+}
+
+/**
+ * Asserts an R execution ended cleanly with one result of text `text`, R's printed form
+ * ('[1] 42'). IRkernel sends values as display data, so, as with E2B's server, they are not
+ * main results and `execution.text` is undefined: clients read `results[0].text`.
+ */
+function assertR(ex, text, what = 'R result') {
+  assert.equal(ex.error, undefined, `${what}: unexpected error ${ex.error?.name}: ${ex.error?.value}`)
+  assert.deepEqual(ex.results.map((r) => r.text), [text], `${what}: results ${JSON.stringify(ex.results)}`)
+  assert.equal(ex.results[0].isMainResult, false, `${what}: a main result`)
+  assert.equal(ex.text, undefined, `${what}: execution.text`)
 }
 
 /** Rejects with TimeoutError, the SDK's error for aborted and cut executions. */
@@ -84,6 +96,24 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
     assert.equal(bash3.logs.stdout.join(''), '/tmp\nroot\n', 'bash keeps its cwd and runs as root')
   })
 
+  it('r: values come back as results, print and cat go to stdout, state persists, cwd is /home/user', async () => {
+    const r = { language: 'r' }
+    const ex = await sbx.runCode('x <- 40\nprint("from r")\nx + 2', r)
+    assertR(ex, '[1] 42')
+    assert.equal(ex.logs.stdout.join(''), '[1] "from r"\n')
+    assert.equal(typeof ex.executionCount, 'number')
+    assertR(await sbx.runCode('x + 1', r), '[1] 41', 'R state')
+    assertR(await sbx.runCode('getwd()', r), '[1] "/home/user"', 'R cwd')
+    const streams = await sbx.runCode('cat("a", "b\\n"); message("to stderr"); invisible(x)', r)
+    assert.equal(streams.logs.stdout.join(''), 'a b\n')
+    assert.match(streams.logs.stderr.join(''), /^to stderr\n/)
+    assert.deepEqual(streams.results, [], 'an invisible value is no result')
+    const df = await sbx.runCode('data.frame(a = 1:2, b = c("x", "y"))', r)
+    assert.match(df.results[0]?.html ?? '', /<table/, 'a data.frame has html')
+    const plot = await sbx.runCode('plot(1:10)', r)
+    assert.ok(plot.results.some((res) => res.png), `no png in ${JSON.stringify(plot.results.map((res) => res.formats()))}`)
+  })
+
   it('callbacks get stdout, stderr, results and errors as they come', async () => {
     const got = { out: [], err: [], results: [], errors: [] }
     const opts = {
@@ -120,6 +150,12 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
     const bash = await sbx.runCode('echo before; false', { language: 'bash' })
     assert.equal(bash.logs.stdout.join(''), 'before\n')
     assert.ok(bash.error, 'a failing bash command is an error')
+    const r = await sbx.runCode('f <- function() stop("bad input")\nprint("before")\nf()', { language: 'r' })
+    assert.equal(r.logs.stdout.join(''), '[1] "before"\n')
+    assert.equal(r.error?.name, 'ERROR', 'IRkernel names every R error ERROR')
+    assert.match(r.error?.value ?? '', /^Error in f\(\): bad input/)
+    assert.match(r.error?.traceback ?? '', /stop\("bad input"\)/)
+    assert.deepEqual(r.results, [])
   })
 
   it('matplotlib figures come back as png (and a line chart)', async () => {
@@ -156,6 +192,13 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
     assert.equal(bash.logs.stdout.join(''), 'b sandbox-wide\n')
     const after = await sbx.runCode('echo "[$RUN_VAR]"', { language: 'bash' })
     assert.equal(after.logs.stdout.join(''), '[]\n')
+    const r = { language: 'r' }
+    assertR(await sbx.runCode('Sys.getenv("WARREN_SBX_VAR")', r), '[1] "sandbox-wide"', 'R sandbox-wide')
+    assertR(await sbx.runCode('paste0(Sys.getenv("RUN_VAR"), Sys.getenv("WARREN_SBX_VAR"))', {
+      ...r, envs: { RUN_VAR: 'r-', WARREN_SBX_VAR: 'overridden' },
+    }), '[1] "r-overridden"', 'R per execution')
+    assertR(await sbx.runCode('paste(Sys.getenv("RUN_VAR", unset = "unset"), Sys.getenv("WARREN_SBX_VAR"))', r),
+      '[1] "unset sandbox-wide"', 'R after the execution')
   })
 
   it('contexts: create, list, isolated state, restart, remove', async () => {
@@ -187,6 +230,21 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
     await assert.rejects(sbx.restartCodeContext(py.id), NotFoundError)
   })
 
+  it('contexts in R: own cwd and state, restart, remove', async () => {
+    const ctx = await sbx.createCodeContext({ language: 'r', cwd: '/tmp' })
+    assert.equal(ctx.language, 'r')
+    assert.equal(ctx.cwd, '/tmp')
+    assertR(await sbx.runCode('ctx_var <- 5\ngetwd()', { context: ctx }), '[1] "/tmp"', 'R context cwd')
+    assertR(await sbx.runCode('ctx_var * 2', { context: ctx }), '[1] 10', 'R context state')
+    assertR(await sbx.runCode('exists("ctx_var")', { language: 'r' }), '[1] FALSE', 'the default R context')
+    assertR(await sbx.runCode('Sys.getenv("CTX_VAR")', { context: ctx, envs: { CTX_VAR: 'in-context' } }), '[1] "in-context"')
+    assert.deepEqual((await sbx.listCodeContexts()).find((c) => c.id === ctx.id), { id: ctx.id, language: 'r', cwd: '/tmp' })
+    await sbx.restartCodeContext(ctx)
+    assertR(await sbx.runCode('exists("ctx_var")', { context: ctx }), '[1] FALSE', 'restart forgets state')
+    await sbx.removeCodeContext(ctx)
+    await assert.rejects(sbx.runCode('1', { context: ctx }), NotFoundError)
+  })
+
   it('a client timeout interrupts the execution; the context keeps its state and works', async () => {
     await sbx.runCode('kept = "still here"')
     const start = Date.now()
@@ -205,6 +263,9 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
     await rejectsTimeout(sbx.runCode('while true; do :; done', { language: 'bash', timeoutMs: 2000 }))
     const bash = await sbx.runCode('echo ok', { language: 'bash' })
     assert.equal(bash.logs.stdout.join(''), 'ok\n')
+    await sbx.runCode('r_kept <- "still here"', { language: 'r' })
+    await rejectsTimeout(sbx.runCode('while (TRUE) {}', { language: 'r', timeoutMs: 2000 }))
+    assertR(await sbx.runCode('r_kept', { language: 'r' }), '[1] "still here"', 'R after an endless loop')
   })
 
   it('megabytes of output arrive whole, and the stream ends well-formed', async () => {
