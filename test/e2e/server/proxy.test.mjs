@@ -3,6 +3,8 @@
 // and by Host, 502s, the traffic token, signed file URLs, getMetrics, and a sandbox killed
 // while a command streams.
 import { it, before } from 'node:test'
+import http from 'node:http'
+import { createHash, randomBytes } from 'node:crypto'
 import { useServer } from './harness.mjs'
 import {
   assert, describeEachSdk, rejectsWith, waitFor, sleep, uid, proxyFetch, hostRequest, startHttpServer,
@@ -11,6 +13,115 @@ import {
 await useServer()
 
 const enc = (s) => new TextEncoder().encode(s)
+
+// A WebSocket echo server for inside a sandbox, on Python's standard library only: it greets
+// each client with "hello", then answers every text message with "echo:" + the message.
+const WS_ECHO_SERVER = `import base64, hashlib, socket, struct, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', int(sys.argv[1])))
+s.listen(8)
+def recvn(c, n):
+    b = b''
+    while len(b) < n:
+        x = c.recv(n - len(b))
+        if not x:
+            raise EOFError
+        b += x
+    return b
+def send(c, op, data):
+    n = len(data)
+    h = bytes([0x80 | op]) + (bytes([n]) if n < 126 else bytes([126]) + struct.pack('>H', n))
+    c.sendall(h + data)
+while True:
+    c, _ = s.accept()
+    req = b''
+    while b'\\r\\n\\r\\n' not in req:
+        x = c.recv(4096)
+        if not x:
+            break
+        req += x
+    if b'\\r\\n\\r\\n' not in req:
+        c.close()
+        continue
+    key = [l.split(b':', 1)[1].strip() for l in req.split(b'\\r\\n') if l.lower().startswith(b'sec-websocket-key:')][0]
+    accept = base64.b64encode(hashlib.sha1(key + b'258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest())
+    c.sendall(b'HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: ' + accept + b'\\r\\n\\r\\n')
+    send(c, 1, b'hello')
+    try:
+        while True:
+            b0, b1 = recvn(c, 2)
+            op, n = b0 & 15, b1 & 127
+            if n == 126:
+                n = struct.unpack('>H', recvn(c, 2))[0]
+            mask = recvn(c, 4) if b1 & 128 else bytes(4)
+            data = bytes(x ^ mask[i % 4] for i, x in enumerate(recvn(c, n)))
+            if op == 8:
+                send(c, 8, data)
+                break
+            send(c, 1, b'echo:' + data)
+    except EOFError:
+        pass
+    c.close()
+`
+
+// wsConnect opens a WebSocket to port of a sandbox through the proxy (routing headers), checks
+// the server's handshake answer, and returns { next(): Promise<string>, send(text), close() }.
+async function wsConnect(sandboxId, port) {
+  const key = randomBytes(16).toString('base64')
+  const { res, socket, head } = await new Promise((resolve, reject) => {
+    const req = http.request(`${process.env.E2B_SANDBOX_URL}/`, {
+      headers: {
+        Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Key': key, 'Sec-WebSocket-Version': '13',
+        'E2b-Sandbox-Id': sandboxId, 'E2b-Sandbox-Port': String(port),
+      },
+    })
+    req.setTimeout(10_000, () => req.destroy(new Error('no answer to the upgrade within 10 s')))
+    req.on('upgrade', (res, socket, head) => resolve({ res, socket, head }))
+    req.on('response', (res) => reject(new Error(`no upgrade: HTTP ${res.statusCode}`)))
+    req.on('error', reject)
+    req.end()
+  })
+  assert.equal(res.headers['sec-websocket-accept'], createHash('sha1').update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64'))
+  let buf = head
+  const messages = []
+  const waiting = []
+  const drain = () => {
+    for (;;) {
+      if (buf.length < 2) return
+      let n = buf[1] & 127
+      let off = 2
+      if (n === 126) {
+        if (buf.length < 4) return
+        n = buf.readUInt16BE(2)
+        off = 4
+      }
+      if (buf.length < off + n) return
+      messages.push(buf.subarray(off, off + n).toString())
+      buf = buf.subarray(off + n)
+      while (waiting.length && messages.length) waiting.shift()(messages.shift())
+    }
+  }
+  socket.on('data', (d) => {
+    buf = Buffer.concat([buf, d])
+    drain()
+  })
+  drain()
+  return {
+    next: () => new Promise((resolve, reject) => {
+      if (messages.length) return resolve(messages.shift())
+      const timer = setTimeout(() => reject(new Error('no WebSocket message within 10 s')), 10_000)
+      waiting.push((m) => { clearTimeout(timer); resolve(m) })
+    }),
+    send: (text) => {
+      const data = Buffer.from(text)
+      const mask = randomBytes(4)
+      const len = data.length < 126 ? Buffer.from([0x80 | data.length]) : Buffer.from([0x80 | 126, data.length >> 8, data.length & 255])
+      socket.write(Buffer.concat([Buffer.from([0x81]), len, mask, data.map((b, i) => b ^ mask[i % 4])]))
+    },
+    close: () => socket.destroy(),
+  }
+}
 
 describeEachSdk('data plane through the proxy', (ctx) => {
   let sbx
@@ -101,6 +212,31 @@ describeEachSdk('data plane through the proxy', (ctx) => {
     assert.equal(j.sandboxId, sbx.sandboxId)
     assert.equal(j.code, 502)
     assert.match(j.message, /port is not open/)
+  })
+
+  it('WebSocket: an upgrade to a server inside (bound to 127.0.0.1) streams both ways, server pushes included', async () => {
+    const port = 8765
+    const script = `/home/user/ws-${uid()}.py`
+    await sbx.files.write(script, WS_ECHO_SERVER)
+    const srv = await sbx.commands.run(`python3 ${script} ${port}`, { background: true, timeoutMs: 0 })
+    try {
+      await waitFor(async () => (await sbx.commands.run(`python3 -c "import socket; socket.create_connection(('127.0.0.1', ${port}), 1)"`).catch(() => null))?.exitCode === 0,
+        { timeoutMs: 20_000, intervalMs: 200, what: 'the WebSocket server to listen' })
+      const ws = await wsConnect(sbx.sandboxId, port)
+      try {
+        assert.equal(await ws.next(), 'hello', 'the server pushes first, unasked')
+        const small = `ping-${uid()}`
+        ws.send(small)
+        assert.equal(await ws.next(), `echo:${small}`)
+        const big = 'x'.repeat(40_000) + uid()
+        ws.send(big)
+        assert.equal(await ws.next(), `echo:${big}`)
+      } finally {
+        ws.close()
+      }
+    } finally {
+      await srv.kill()
+    }
   })
 
   it('getMetrics returns samples within the sampling period; an old start/end range returns none [range: 2.51 only, 2.19 never sends it]', async () => {
