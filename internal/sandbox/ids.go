@@ -39,14 +39,25 @@ func HashAPIKey(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ValidAPIKey reports whether key has the shape of a Warren API key.
+// maxAPIKeyHex bounds the hex digits of an API key: Warren and E2B issue
+// 40, and a header far longer than any key is not one.
+const maxAPIKeyHex = 128
+
+// ValidAPIKey reports whether key has the shape of a Warren API key:
+// "e2b_" and 1 to maxAPIKeyHex lowercase hex digits, exactly what SDK
+// 2.30-2.45 accept client-side (^e2b_[0-9a-f]+$). An odd count is fine
+// (the digits are not read as bytes); uppercase is not.
 func ValidAPIKey(key string) bool {
-	hexPart, ok := strings.CutPrefix(key, "e2b_")
-	if !ok || hexPart == "" {
+	digits, ok := strings.CutPrefix(key, "e2b_")
+	if !ok || digits == "" || len(digits) > maxAPIKeyHex {
 		return false
 	}
-	_, err := hex.DecodeString(hexPart)
-	return err == nil
+	for i := 0; i < len(digits); i++ {
+		if c := digits[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseID validates a sandbox ID from a client. It accepts E2B's
