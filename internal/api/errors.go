@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -32,6 +31,11 @@ func errorOf(err error) errorBody {
 	if !ok {
 		status = http.StatusInternalServerError
 	}
+	// A body over the size cap is invalid input, but E2B's clients (and
+	// HTTP) have a status of its own for it.
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+		status = http.StatusRequestEntityTooLarge
+	}
 	return errorBody{Code: status, Message: sandbox.Message(err)}
 }
 
@@ -44,18 +48,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
-}
-
-// maxBody bounds request bodies; the largest legitimate one (env vars and
-// metadata) is far smaller.
-const maxBody = 1 << 20
-
-// decode reads an optional JSON body into v: an empty body leaves v as
-// it is. Unknown fields are ignored, as E2B does.
-func decode(r *http.Request, v any) error {
-	err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(v)
-	if err == nil || errors.Is(err, io.EOF) {
-		return nil
-	}
-	return sandbox.Errorf(sandbox.KindInvalid, "invalid request body: %v", err)
 }

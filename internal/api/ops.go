@@ -21,8 +21,11 @@ func (s *server) setTimeout(w http.ResponseWriter, r *http.Request, team string)
 	var req struct {
 		Timeout *int64 `json:"timeout"`
 	}
-	id, err := sandboxRequest(r, &req)
+	id, err := sandboxID(r)
 	if err != nil {
+		return err
+	}
+	if err := decodeRequired(r, &req, `{"timeout": 60}`); err != nil {
 		return err
 	}
 	if req.Timeout == nil {
@@ -124,7 +127,15 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request, team string, v2
 		Timeout *int64 `json:"timeout"`
 		Memory  *bool  `json:"memory"`
 	}
-	id, err := sandboxRequest(r, &req)
+	id, err := sandboxID(r)
+	if err != nil {
+		return err
+	}
+	if v2 {
+		err = decode(r, &req)
+	} else {
+		err = decodeRequired(r, &req, `{"timeout": 300}`)
+	}
 	if err != nil {
 		return err
 	}
@@ -150,6 +161,9 @@ func (s *server) updateNetwork(w http.ResponseWriter, r *http.Request, team stri
 	var req networkJSON
 	id, err := sandboxRequest(r, &req)
 	if err != nil {
+		return err
+	}
+	if err := req.validate(); err != nil {
 		return err
 	}
 	if err := s.m.UpdateNetwork(r.Context(), team, id, networkIn(&req, nil)); err != nil {

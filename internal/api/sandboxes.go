@@ -38,11 +38,20 @@ func (s *server) createV2(w http.ResponseWriter, r *http.Request, team string) e
 // set and defaults to 15 s.
 func (s *server) create(w http.ResponseWriter, r *http.Request, team string, v2 bool) error {
 	var req newSandboxJSON
-	if err := decode(r, &req); err != nil {
+	var err error
+	if v2 {
+		err = decode(r, &req)
+	} else {
+		err = decodeRequired(r, &req, `{"templateID": "base"}`)
+	}
+	if err != nil {
 		return err
 	}
 	if !v2 && req.TemplateID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "templateID is required")
+	}
+	if err := req.validate(v2); err != nil {
+		return err
 	}
 	def := 15 * time.Second
 	if v2 {

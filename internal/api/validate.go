@@ -1,0 +1,60 @@
+package api
+
+import (
+	"net"
+	"strconv"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Limits E2B's API states for request fields that the lifecycle manager
+// does not check itself (it checks timeouts and allowOut/denyOut).
+const (
+	maxHTTPSPorts       = 128 // SandboxNetworkConfig.httpsPorts
+	maxProxyCredentials = 255 // egressProxy username and password, in bytes (RFC 1929)
+)
+
+// validate checks a create body against the limits E2B states.
+func (req newSandboxJSON) validate(v2 bool) error {
+	if req.Network != nil {
+		if err := req.Network.validate(); err != nil {
+			return err
+		}
+		secure := v2 || (req.Secure != nil && *req.Secure)
+		if n := req.Network; n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic && !secure {
+			return sandbox.Errorf(sandbox.KindInvalid, "network.allowPublicTraffic false needs a secure sandbox (secure: true)")
+		}
+	}
+	autoPause := req.AutoPause != nil && *req.AutoPause
+	keepMemory := req.AutoPauseMemory == nil || *req.AutoPauseMemory
+	if autoPause && !keepMemory && req.AutoResume != nil && req.AutoResume.Enabled {
+		return sandbox.Errorf(sandbox.KindInvalid,
+			"autoResume cannot be combined with autoPauseMemory false: a sandbox paused without its memory must be resumed explicitly (connect)")
+	}
+	return nil
+}
+
+// validate checks network settings, on create and on PUT network.
+func (n *networkJSON) validate() error {
+	if len(n.HTTPSPorts) > maxHTTPSPorts {
+		return sandbox.Errorf(sandbox.KindInvalid, "network.httpsPorts has %d ports; at most %d are allowed", len(n.HTTPSPorts), maxHTTPSPorts)
+	}
+	for _, p := range n.HTTPSPorts {
+		if p < 1 || p > 65535 {
+			return sandbox.Errorf(sandbox.KindInvalid, "network.httpsPorts: %d is not a port (1-65535)", p)
+		}
+		if p == sandbox.AgentPort {
+			return sandbox.Errorf(sandbox.KindInvalid, "network.httpsPorts cannot list the envd port %d", sandbox.AgentPort)
+		}
+	}
+	if px := n.EgressProxy; px != nil {
+		host, port, err := net.SplitHostPort(px.Address)
+		if num, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || host == "" || num == 0 {
+			return sandbox.Errorf(sandbox.KindInvalid, "network.egressProxy.address '%s' is not host:port", px.Address)
+		}
+		if len(px.Username) > maxProxyCredentials || len(px.Password) > maxProxyCredentials {
+			return sandbox.Errorf(sandbox.KindInvalid, "network.egressProxy username and password are at most %d bytes each", maxProxyCredentials)
+		}
+	}
+	return nil
+}
