@@ -8,8 +8,10 @@ package api
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -91,9 +93,35 @@ func New(cfg Config) http.Handler {
 	}
 	s.registerTemplates(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{
+				Code:    http.StatusMethodNotAllowed,
+				Message: fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")),
+			})
+			return
+		}
 		writeError(w, sandbox.Errorf(sandbox.KindNotFound, "%s %s not found", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// allowedMethods returns the methods other than r's that have a route for
+// r's path. The catch-all "/" route hides the mux's own 405 answer, so
+// this asks the mux again with each method.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		other := r.WithContext(r.Context())
+		other.Method = m
+		if _, pattern := mux.Handler(other); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // handler serves an authenticated request for team; a returned error is

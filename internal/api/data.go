@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,15 +10,26 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
+// Unix times from clients must convert to nanoseconds in an int64 (the
+// store's unit, which ends in 2262): larger values would wrap around.
+const (
+	maxUnixSeconds = math.MaxInt64 / int64(time.Second)
+	maxUnixMillis  = math.MaxInt64 / int64(time.Millisecond)
+)
+
 // unixParam parses an optional Unix time in seconds (or milliseconds when
 // ms is set); zero when absent.
 func unixParam(v, name string, ms bool) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
+	unit, limit := "seconds", maxUnixSeconds
+	if ms {
+		unit, limit = "milliseconds", maxUnixMillis
+	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return time.Time{}, sandbox.Errorf(sandbox.KindInvalid, "invalid %s '%s'", name, v)
+	if err != nil || n < 0 || n > limit {
+		return time.Time{}, sandbox.Errorf(sandbox.KindInvalid, "invalid %s '%s': must be a Unix time in %s from 0 to %d", name, v, unit, limit)
 	}
 	if ms {
 		return time.UnixMilli(n), nil
@@ -38,6 +50,9 @@ func (s *server) metrics(w http.ResponseWriter, r *http.Request, team string) er
 	to, err := unixParam(q.Get("end"), "end", false)
 	if err != nil {
 		return err
+	}
+	if !from.IsZero() && !to.IsZero() && from.After(to) {
+		return sandbox.Errorf(sandbox.KindInvalid, "start (%d) is after end (%d)", from.Unix(), to.Unix())
 	}
 	samples, err := s.m.Metrics(r.Context(), team, id, from, to)
 	if err != nil {
