@@ -33,7 +33,7 @@ type testAPI struct {
 	otherKey string // a stored key of team "other"
 }
 
-func newAPI(t *testing.T) *testAPI {
+func newAPI(t testing.TB) *testAPI {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "warren.db"))
@@ -69,7 +69,7 @@ type response struct {
 	body   []byte
 }
 
-func (r response) decode(t *testing.T, v any) {
+func (r response) decode(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %s: %v", r.body, err)
@@ -78,11 +78,11 @@ func (r response) decode(t *testing.T, v any) {
 
 // do sends a request with the default key; body is JSON-encoded unless it
 // is a string.
-func (a *testAPI) do(t *testing.T, method, path string, body any) response {
+func (a *testAPI) do(t testing.TB, method, path string, body any) response {
 	return a.doKey(t, a.key, method, path, body)
 }
 
-func (a *testAPI) doKey(t *testing.T, key, method, path string, body any) response {
+func (a *testAPI) doKey(t testing.TB, key, method, path string, body any) response {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -123,7 +123,7 @@ func wantError(t *testing.T, what string, r response, status int) {
 	}
 }
 
-func (a *testAPI) create(t *testing.T, body map[string]any) map[string]any {
+func (a *testAPI) create(t testing.TB, body map[string]any) map[string]any {
 	t.Helper()
 	r := a.do(t, "POST", "/v2/sandboxes", body)
 	if r.status != http.StatusCreated {
