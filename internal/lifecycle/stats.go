@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -47,4 +48,63 @@ func (m *Manager) ServerStats(ctx context.Context) ServerStats {
 		st.CheckpointErr = sandbox.Errorf(sandbox.KindUnavailable, "the runtime cannot measure checkpoints")
 	}
 	return st
+}
+
+// agentMetrics is an Agent that can read a sandbox's resource use from
+// inside it; agentclient.Client is one.
+type agentMetrics interface {
+	Metrics(ctx context.Context, addr, accessToken string) (sandbox.Stats, error)
+}
+
+// agentMetricsTimeout bounds one agent's answer, so that a stuck agent
+// delays the other sandboxes' samples by no more than this.
+const agentMetricsTimeout = 2 * time.Second
+
+// sampleMetrics records one resource sample of every running sandbox. A
+// paused sandbox has none: its processes use nothing, and a frozen agent
+// would not answer.
+func (m *Manager) sampleMetrics(ctx context.Context) {
+	for _, sb := range m.snapshotAll() {
+		if sb.State != sandbox.StateRunning {
+			continue
+		}
+		st, err := m.cfg.Runtime.Stats(ctx, sb.ContainerID)
+		if err != nil {
+			m.log.Debug("cannot sample sandbox", logSandbox, sb.ID, "err", err)
+			continue
+		}
+		m.sampleDisk(ctx, sb, &st)
+		if st.Time.IsZero() {
+			st.Time = time.Now()
+		}
+		st.Time = st.Time.UTC()
+		if err := m.cfg.Store.AddMetric(ctx, sb.ID, st, m.cfg.MetricsHistory); err != nil {
+			m.log.Warn("cannot store metric", logSandbox, sb.ID, "err", err)
+		}
+	}
+}
+
+// sampleDisk fills in st's disk figures from the sandbox's agent: its root
+// filesystem as the sandbox sees it (statfs of /, what df shows inside).
+// The runtime's DiskTotal, when set, is the size it enforces on the
+// sandbox's disk; it bounds the total in case the filesystem does not
+// report the limit itself. When the agent cannot tell, st keeps the
+// runtime's figures.
+func (m *Manager) sampleDisk(ctx context.Context, sb sandbox.Sandbox, st *sandbox.Stats) {
+	agent, ok := m.cfg.Agent.(agentMetrics)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, agentMetricsTimeout)
+	defer cancel()
+	in, err := agent.Metrics(ctx, sb.AgentAddr, sb.EnvdAccessToken)
+	if err != nil || in.DiskTotal <= 0 {
+		m.log.Debug("cannot read the sandbox's disk use", logSandbox, sb.ID, "err", err)
+		return
+	}
+	total := in.DiskTotal
+	if st.DiskTotal > 0 {
+		total = min(total, st.DiskTotal)
+	}
+	st.DiskTotal, st.DiskUsed = total, min(in.DiskUsed, total)
 }

@@ -89,24 +89,3 @@ func (m *Manager) collect(ctx context.Context, id string) {
 		m.log.Error("cannot remove long-paused sandbox", logSandbox, id, "err", err)
 	}
 }
-
-// sampleMetrics records one resource sample of every running sandbox.
-func (m *Manager) sampleMetrics(ctx context.Context) {
-	for _, sb := range m.snapshotAll() {
-		if sb.State != sandbox.StateRunning {
-			continue
-		}
-		st, err := m.cfg.Runtime.Stats(ctx, sb.ContainerID)
-		if err != nil {
-			m.log.Debug("cannot sample sandbox", logSandbox, sb.ID, "err", err)
-			continue
-		}
-		if st.Time.IsZero() {
-			st.Time = time.Now()
-		}
-		st.Time = st.Time.UTC()
-		if err := m.cfg.Store.AddMetric(ctx, sb.ID, st, m.cfg.MetricsHistory); err != nil {
-			m.log.Warn("cannot store metric", logSandbox, sb.ID, "err", err)
-		}
-	}
-}

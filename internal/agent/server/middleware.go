@@ -78,15 +78,17 @@ func equalSecret(got, want string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// logRequests logs one line per request when it ends. Health probes are
-// logged at debug level: the server polls them while a sandbox starts.
+// logRequests logs one line per request when it ends. Health probes and
+// metrics reads are logged at debug level: the server polls health while a
+// sandbox starts and metrics while it runs, and these lines would bury the
+// sandbox's log.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		level := slog.LevelInfo
-		if r.URL.Path == "/health" {
+		if r.URL.Path == "/health" || r.URL.Path == "/metrics" {
 			level = slog.LevelDebug
 		}
 		s.log.Log(r.Context(), level, "request",

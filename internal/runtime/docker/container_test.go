@@ -54,8 +54,18 @@ func TestDiskSize(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := res.Container.HostConfig.StorageOpt["size"]
-		if absent := rt.diskQuotas.Load() == quotasAbsent; absent && got != "" || !absent && got != "64M" {
+		absent := rt.diskQuotas.Load() == quotasAbsent
+		if absent && got != "" || !absent && got != "64M" {
 			t.Errorf("storage size %q with quotas absent=%v", got, absent)
+		}
+		// Stats reports the enforced size as the disk's total, and no
+		// total where none is enforced.
+		want := int64(64 << 20)
+		if absent {
+			want = 0
+		}
+		if st, err := rt.Stats(ctx, c.ID); err != nil || st.DiskTotal != want || st.DiskUsed != 0 {
+			t.Errorf("Stats = %+v, %v; want disk total %d", st, err, want)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -18,20 +20,26 @@ type statsSample struct {
 	at       time.Time
 	cpuNanos uint64  // cumulative CPU time of the container
 	cpus     float64 // CPUs the container may use (its limit, else the host's)
+	disk     int64   // bytes the engine lets the writable layer hold; 0 = no limit
 }
 
 // Stats takes one sample of a container's resource use. CPUUsedPct is the
 // share of the container's CPUs used since the previous Stats call for the
 // same container (0 on the first call); memory figures are bytes, with the
 // page cache excluded from MemUsed as `docker stats` does.
+//
+// DiskTotal is the size the engine enforces on the container's writable
+// layer, 0 when it enforces none, and DiskUsed is left 0: the engine
+// measures a container's disk only by walking its layer, far too slowly to
+// sample. The sandbox's agent reports the filesystem it sees instead.
 func (r *Runtime) Stats(ctx context.Context, id string) (sandbox.Stats, error) {
 	prev, known := r.sample(id)
 	if !known {
-		cpus, err := r.cpuLimit(ctx, id)
+		lim, err := r.limits(ctx, id)
 		if err != nil {
 			return sandbox.Stats{}, err
 		}
-		prev.cpus = cpus
+		prev.cpus, prev.disk = lim.cpus, lim.disk
 	}
 	res, err := r.cli.ContainerStats(ctx, id, client.ContainerStatsOptions{})
 	if err != nil {
@@ -51,9 +59,10 @@ func (r *Runtime) Stats(ctx context.Context, id string) (sandbox.Stats, error) {
 		now = time.Now()
 	}
 	out := sandbox.Stats{
-		Time:     now,
-		CPUCount: max(1, int(prev.cpus+0.5)),
-		MemTotal: int64(s.MemoryStats.Limit),
+		Time:      now,
+		CPUCount:  max(1, int(prev.cpus+0.5)),
+		MemTotal:  int64(s.MemoryStats.Limit),
+		DiskTotal: prev.disk,
 	}
 	cpuNanos := s.CPUStats.CPUUsage.TotalUsage
 	if known && now.After(prev.at) && cpuNanos >= prev.cpuNanos {
@@ -61,7 +70,7 @@ func (r *Runtime) Stats(ctx context.Context, id string) (sandbox.Stats, error) {
 		out.CPUUsedPct = min(100, float64(cpuNanos-prev.cpuNanos)/(wall*prev.cpus)*100)
 	}
 	out.MemUsed, out.MemCache = memoryUse(s.MemoryStats)
-	r.remember(id, statsSample{at: now, cpuNanos: cpuNanos, cpus: prev.cpus})
+	r.remember(id, statsSample{at: now, cpuNanos: cpuNanos, cpus: prev.cpus, disk: prev.disk})
 	return out, nil
 }
 
@@ -83,16 +92,37 @@ func memoryUse(m container.MemoryStats) (used, cache int64) {
 	return used, int64(c)
 }
 
-// cpuLimit returns a container's CPU limit, 0 when it has none.
-func (r *Runtime) cpuLimit(ctx context.Context, id string) (float64, error) {
+// limits are a container's CPU and disk limits; zero means none.
+type limits struct {
+	cpus float64
+	disk int64 // bytes
+}
+
+// limits returns a container's CPU limit and the size of its writable
+// layer, as Create set them.
+func (r *Runtime) limits(ctx context.Context, id string) (limits, error) {
 	res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return 0, classify(err, "cannot inspect the sandbox's container")
+		return limits{}, classify(err, "cannot inspect the sandbox's container")
 	}
-	if h := res.Container.HostConfig; h != nil && h.NanoCPUs > 0 {
-		return float64(h.NanoCPUs) / 1e9, nil
+	var l limits
+	if h := res.Container.HostConfig; h != nil {
+		if h.NanoCPUs > 0 {
+			l.cpus = float64(h.NanoCPUs) / 1e9
+		}
+		l.disk = storageSize(h.StorageOpt["size"])
 	}
-	return 0, nil
+	return l, nil
+}
+
+// storageSize reads the storage option size as Create writes it ("10240M"),
+// 0 when absent or written otherwise.
+func storageSize(v string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSuffix(v, "M"), 10, 64)
+	if err != nil || n <= 0 || !strings.HasSuffix(v, "M") {
+		return 0
+	}
+	return n << 20
 }
 
 func (r *Runtime) sample(id string) (statsSample, bool) {

@@ -250,7 +250,10 @@ describeEachSdk('data plane through the proxy', (ctx) => {
     assert.ok(s.cpuCount >= 1)
     assert.ok(s.cpuUsedPct >= 0)
     assert.ok(s.memTotal > 0 && s.memUsed > 0 && s.memUsed <= s.memTotal, `mem ${s.memUsed}/${s.memTotal}`)
-    assert.ok(s.diskTotal >= 0 && s.diskUsed >= 0)
+    // Disk: the root filesystem as the sandbox sees it (statfs of /, what df shows inside).
+    assert.ok(s.diskUsed > 0 && s.diskTotal >= s.diskUsed, `disk ${s.diskUsed}/${s.diskTotal}`)
+    const [blocks, bsize] = (await sbx.commands.run("stat -f -c '%b %S' /")).stdout.trim().split(' ').map(Number)
+    assert.equal(s.diskTotal, blocks * bsize, 'disk total is the size of / inside the sandbox')
     if (!ctx.is219) {
       // 2.19 puts start/end in the path parameters, so they never reach the server.
       const old = await ctx.sdk.Sandbox.getMetrics(sbx.sandboxId, {
