@@ -431,7 +431,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Duration(&l.StoppedMaxAge, "stopped-max-age", d.StoppedMaxAge, "remove sandboxes paused (stopped) this long (negative: never)")
 	e.Duration(&l.KilledRetention, "killed-retention", d.KilledRetention, "keep records and logs of killed sandboxes this long")
 	e.Duration(&l.MetricsInterval, "metrics-interval", d.MetricsInterval, "how often running sandboxes' metrics are sampled")
-	e.Int(&l.MetricsHistory, "metrics-history", d.MetricsHistory, "metric samples kept per sandbox")
+	e.Int(&l.MetricsHistory, "metrics-history", d.MetricsHistory, "newest metric samples kept per sandbox at full resolution; older ones are kept one a minute, beyond a day one per 10 minutes")
 	e.Duration(&l.ReconcileInterval, "reconcile-interval", d.ReconcileInterval, "how often the engine is checked against the store")
 	if err := parseFlags(fs, args); err != nil {
 		return serveConfig{}, err

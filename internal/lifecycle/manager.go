@@ -100,7 +100,7 @@ type Config struct {
 	TickInterval      time.Duration // how often timers are checked; default 1s
 	ReconcileInterval time.Duration // how often the engine is re-checked; default 30s
 	MetricsInterval   time.Duration // metrics sampling period; default 5s
-	MetricsHistory    int           // samples kept per sandbox; default 720
+	MetricsHistory    int           // samples per sandbox kept at full resolution, older ones thinned; default 720
 }
 
 // Defaults returns a Config holding every default, for flags to show.

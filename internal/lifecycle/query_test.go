@@ -162,7 +162,7 @@ func contains(list []string, s string) bool {
 
 func TestMetricsAndLogs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, func(c *Config) { c.MetricsInterval = 5 * time.Second; c.MetricsHistory = 3 })
+		e := newEnv(t, func(c *Config) { c.MetricsInterval = 5 * time.Second })
 		ctx := context.Background()
 		sb := e.create(t, CreateRequest{Template: "base"})
 		start := time.Now()
@@ -172,8 +172,8 @@ func TestMetricsAndLogs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(all) != 3 {
-			t.Fatalf("got %d samples, want the 3 most recent", len(all))
+		if len(all) != 4 {
+			t.Fatalf("got %d samples, want one every 5 s", len(all))
 		}
 		some, _ := e.m.Metrics(ctx, team, sb.ID, start.Add(19*time.Second), start.Add(21*time.Second))
 		if len(some) != 1 || !some[0].Time.Equal(start.Add(20*time.Second)) {

@@ -96,8 +96,9 @@ type Store interface {
 	AppendLog(ctx context.Context, e LogEntry) error
 	Logs(ctx context.Context, sandboxID string, q LogQuery) ([]LogEntry, error)
 
-	// AddMetric records a sample and keeps at most keep samples of that
-	// sandbox, dropping the oldest.
+	// AddMetric records a sample. The sandbox's newest keep samples stay
+	// as they are; older ones are thinned to one a minute, and those over
+	// a day old to one per 10 minutes. keep <= 0 keeps every sample.
 	AddMetric(ctx context.Context, sandboxID string, s Stats, keep int) error
 	// Metrics returns a sandbox's samples with from <= Time <= to, oldest
 	// first; zero bounds are open.
