@@ -2,6 +2,8 @@
 // one), because it kills it:
 //   * kill -9 of the server, then a restart on the same state dir and port: running and paused
 //     sandboxes are still there, with their files, processes and servers, and usable;
+//   * kill -9 of the server with a template built and a build running: the template, its
+//     build and logs are still there, the cut build is reported failed;
 //   * a restart of dockerd (stopping every container on the main engine; the gVisor test engine
 //     runs with --live-restore, so its containers stay): after the server reconciles, both
 //     sandboxes come back through connect with their files. It disturbs
@@ -87,6 +89,39 @@ describeEachSdk('server restart', (ctx) => {
     const c = await ctx.create()
     assert.equal((await c.commands.run('echo new')).stdout, 'new\n')
     for (const s of [a, b, c]) assert.equal(await ctx.sdk.Sandbox.kill(s.sandboxId), true)
+  })
+
+  it('kill -9 of the server: templates, their builds and logs survive; a build cut short is reported failed [Template API: 2.51 only]', { skip: ctx.is219 && 'e2b 2.19 has no Template.build' }, async () => {
+    const { Template } = ctx.sdk
+    const name = `e2e-restart-${uid()}`
+    const slow = `e2e-restart-slow-${uid()}`
+    const mark = uid()
+    try {
+      const built = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${mark} > /tmp/mark`), name)
+      const cut = await Template.buildInBackground(Template().fromImage('warren/base').runCmd(`sleep 600 # ${uid()}`), slow)
+      await waitFor(async () => (await Template.getBuildStatus(cut)).status === 'building', {
+        timeoutMs: 30_000, intervalMs: 200, what: 'the slow build to start',
+      })
+
+      await h.server.kill9()
+      await h.server.start()
+
+      assert.equal(await Template.exists(name), true)
+      const status = await Template.getBuildStatus(built, { logsOffset: 0 })
+      assert.equal(status.status, 'ready')
+      assert.ok(status.logEntries.some((e) => e.message.includes(mark)), 'the build log is gone')
+      const cutStatus = await Template.getBuildStatus(cut)
+      assert.equal(cutStatus.status, 'error')
+      assert.match(cutStatus.reason?.message ?? '', /interrupted by a server restart/)
+      const sbx = await ctx.sdk.Sandbox.create(name)
+      try {
+        assert.equal((await sbx.commands.run('cat /tmp/mark')).stdout.trim(), mark)
+      } finally {
+        await sbx.kill()
+      }
+    } finally {
+      for (const t of [name, slow]) await h.server.api(`/templates/${t}`, { method: 'DELETE' }).catch(() => {})
+    }
   })
 
   it('dockerd restart: after the server reconciles, running and paused sandboxes come back with their files (WARREN_E2E_RESTART_DOCKERD=1 only)', { skip: !dockerd && 'set WARREN_E2E_RESTART_DOCKERD=1 (CI does)', timeout: 300_000 }, async () => {
