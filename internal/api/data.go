@@ -124,7 +124,7 @@ func (s *server) logsV1(w http.ResponseWriter, r *http.Request, team string) err
 		LogEntries []logEntryJSON `json:"logEntries"`
 	}{Logs: []line{}, LogEntries: []logEntryJSON{}}
 	for _, e := range entries {
-		out.Logs = append(out.Logs, line{e.Time.UTC(), e.Message})
+		out.Logs = append(out.Logs, line{e.Time.UTC(), logLineV1(e)})
 		out.LogEntries = append(out.LogEntries, logOut(e))
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -85,7 +85,14 @@ func TestLogsMergeAgent(t *testing.T) {
 		for _, l := range v1.Logs {
 			lines = append(lines, l.Line)
 		}
-		if diff := cmp.Diff([]string{"agent listening", "plain line", "process failed"}, lines); diff != "" {
+		// Lines are JSON objects as E2B's agent writes them, which the e2b
+		// CLI parses.
+		wantLines := []string{
+			`{"addr":":49983","level":"info","logger":"agent","message":"agent listening"}`,
+			`{"level":"info","logger":"agent","message":"plain line"}`,
+			`{"level":"error","logger":"agent","message":"process failed","pid":"7"}`,
+		}
+		if diff := cmp.Diff(wantLines, lines); diff != "" {
 			t.Errorf("v1 lines (-want +got):\n%s", diff)
 		}
 		if len(v1.Logs) > 0 && !v1.Logs[0].Timestamp.Equal(at(1)) {

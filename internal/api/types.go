@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -251,6 +252,24 @@ func snapshotOut(sn sandbox.Snapshot) snapshotJSON {
 		names = append(names, sn.Name)
 	}
 	return snapshotJSON{SnapshotID: sn.ID, Names: names}
+}
+
+// logLineV1 is an entry as the line of a v1 log: a JSON object as E2B's
+// agent logs them, which the e2b CLI parses (level, logger, message, and
+// the entry's fields). Events of the sandbox's life come from the logger
+// "lifecycle", lines of our agent from "agent".
+func logLineV1(e sandbox.LogEntry) string {
+	rec := map[string]string{"logger": "lifecycle"}
+	for k, v := range e.Fields {
+		rec[k] = v
+	}
+	if src, ok := rec["source"]; ok {
+		rec["logger"] = src
+		delete(rec, "source")
+	}
+	rec["level"], rec["message"] = e.Level, e.Message
+	b, _ := json.Marshal(rec)
+	return string(b)
 }
 
 func logOut(e sandbox.LogEntry) logEntryJSON {
