@@ -1,8 +1,8 @@
 // codeinterp-bench.mjs: benchmark the code interpreter through `warren serve` with the npm
 // @e2b/code-interpreter SDK, the way users reach it (E2B_API_URL/E2B_SANDBOX_URL).
 //
-//   node bench/codeinterp/codeinterp-bench.mjs [--runs 200] [--creates 10] [--json]
-//                                              [--serve-arg=... ...]
+//   node bench/codeinterp/codeinterp-bench.mjs [--runs 200] [--creates 10] [--settle-ms 3000]
+//                                              [--json] [--serve-arg=... ...]
 //
 // It starts its own server (test/e2e/server/harness.mjs: free 127.0.0.1 port, fresh state dir,
 // its own container label) and removes every sandbox and container it made at the end. Prints:
@@ -10,7 +10,12 @@
 //             runs), and the same for javascript and bash;
 //   create    Sandbox.create() → first runCode('1+1') resolved (--creates, one at a time),
 //             with create() alone beside it. The first execution waits for the python kernel
-//             the agent starts at boot.
+//             the agent starts at boot, unless the sandbox came from the code-interpreter warm
+//             pool (warren serve --warm-pool-code-interpreter, default 1) with its kernels up.
+//             Before each create the benchmark waits for that pool to be full (GET /metrics)
+//             and then --settle-ms more, so that the pooled container's kernels have started
+//             and the machine is quiet again; with the pool off (--serve-arg=
+//             --warm-pool-code-interpreter=0) it waits the same. --settle-ms 0: back to back.
 // Needs the warren/code-interpreter image (bin/warren image build code-interpreter).
 import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
@@ -23,6 +28,7 @@ const { values: opt } = parseArgs({
     runs: { type: 'string', default: '200' },
     creates: { type: 'string', default: '10' },
     json: { type: 'boolean', default: false },
+    'settle-ms': { type: 'string', default: '3000' },
     'serve-arg': { type: 'string', multiple: true, default: [] },
   },
 })
@@ -31,6 +37,24 @@ const require = createRequire(new URL('../../test/e2e/package.json', import.meta
 const { Sandbox } = await import(require.resolve('@e2b/code-interpreter'))
 
 const now = () => performance.now()
+const CI = 'code-interpreter-v1'
+
+/** Waits until the server's code-interpreter warm pool holds what it keeps (GET /metrics). */
+async function poolFull() {
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
+    const text = await (await server.api('/metrics')).text()
+    const gauge = (name) => Number(text.match(new RegExp(`^${name}\\{template="${CI}"\\} (\\d+)$`, 'm'))?.[1] ?? 0)
+    if (gauge('warren_warm_pool_ready') >= gauge('warren_warm_pool_size')) return
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  throw new Error('the code-interpreter warm pool did not fill within 60 s')
+}
+
+/** Whether a sandbox came from the warm pool: its "sandbox created" event says pool=true. */
+async function fromPool(id) {
+  const { logs } = await (await server.api(`/v2/sandboxes/${id}/logs?search=sandbox%20created`)).json()
+  return logs.some((l) => l.message === 'sandbox created' && l.fields?.pool === 'true')
+}
 const results = {}
 const report = reporter(results, 44, opt.json)
 
@@ -70,17 +94,26 @@ try {
 
   const creates = []
   const firsts = []
+  const settle = Number(opt['settle-ms'])
+  const pooled = []
   for (let i = 0; i < Number(opt.creates); i++) {
+    if (settle > 0) {
+      await poolFull()
+      await new Promise((r) => setTimeout(r, settle))
+    }
     const t = now()
     const s = await Sandbox.create({ timeoutMs: 120_000 })
     made.push(s.sandboxId)
     creates.push(now() - t)
     check(await s.runCode('1+1'), '2')
     firsts.push(now() - t)
+    pooled.push(await fromPool(s.sandboxId))
     await s.kill()
   }
   report('create', 'Sandbox.create()', creates)
   report('create_first_runCode', "Sandbox.create() → first runCode('1+1')", firsts)
+  results.from_pool = pooled.filter(Boolean).length
+  if (!opt.json) console.log(`${results.from_pool} of ${pooled.length} sandboxes came from the warm pool`)
   if (opt.json) console.log(JSON.stringify(results, null, 2))
 } finally {
   await Promise.all(made.map((id) => Sandbox.kill(id).catch(() => {})))

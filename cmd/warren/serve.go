@@ -424,6 +424,8 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&l.DiskSizeMB, "disk-size-mb", d.DiskSizeMB, "disk size per sandbox in MiB: reported to clients, and enforced where the engine's storage has quotas (overlay2 on xfs with pquota)")
 	e.Int(&l.PidsLimit, "pids-limit", d.PidsLimit, "processes per sandbox (negative: no limit)")
 	e.Int(&l.WarmPool, "warm-pool", d.WarmPool, `started containers of the "base" template kept ready to claim (0: no pool)`)
+	e.Int(&l.WarmPoolCodeInterpreter, "warm-pool-code-interpreter", d.WarmPoolCodeInterpreter, `started containers of the "code-interpreter-v1" template kept ready to claim, `+
+		`their python and javascript kernels up, about 75 MiB of RAM each (0: no pool; none while its image is not built)`)
 	e.Duration(&l.MaxTimeout, "max-timeout", d.MaxTimeout, "longest sandbox timeout a client may ask for")
 	e.Duration(&l.InitTimeout, "init-timeout", d.InitTimeout, "how long to wait for a sandbox's agent")
 	e.Duration(&l.FreezeMaxAge, "freeze-max-age", d.FreezeMaxAge, "stop frozen sandboxes after this long (negative: never)")

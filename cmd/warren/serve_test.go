@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/fake"
 )
 
@@ -176,7 +177,8 @@ func TestKeysCommands(t *testing.T) {
 
 func TestParseServeEnv(t *testing.T) {
 	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
-		return map[string]string{"WARREN_ADDR": "0.0.0.0:9", "WARREN_FREEZE_MAX_AGE": "1m", "WARREN_MAX_FROZEN": "3", "WARREN_API_KEY": "e2b_ab"}[k]
+		return map[string]string{"WARREN_ADDR": "0.0.0.0:9", "WARREN_FREEZE_MAX_AGE": "1m", "WARREN_MAX_FROZEN": "3", "WARREN_API_KEY": "e2b_ab",
+			"WARREN_WARM_POOL_CODE_INTERPRETER": "3"}[k]
 	}}
 	cfg, err := m.parseServe([]string{"--max-frozen", "4"})
 	if err != nil {
@@ -185,7 +187,14 @@ func TestParseServeEnv(t *testing.T) {
 	if cfg.Addr != "0.0.0.0:9" || cfg.Lifecycle.FreezeMaxAge != time.Minute || cfg.Lifecycle.MaxFrozen != 4 || cfg.APIKey != "e2b_ab" {
 		t.Errorf("cfg = %+v", cfg)
 	}
-	for _, env := range []map[string]string{{"WARREN_MAX_FROZEN": "many"}, {"WARREN_API_KEY": "sk_x"}, {"WARREN_INIT_TIMEOUT": "soon"}} {
+	if l := cfg.Lifecycle; l.WarmPool != lifecycle.DefaultWarmPool || l.WarmPoolCodeInterpreter != 3 {
+		t.Errorf("warm pools: base %d, code interpreter %d; want %d and 3", l.WarmPool, l.WarmPoolCodeInterpreter, lifecycle.DefaultWarmPool)
+	}
+	if cfg, err := m.parseServe([]string{"--warm-pool-code-interpreter=0"}); err != nil || cfg.Lifecycle.WarmPoolCodeInterpreter != 0 {
+		t.Errorf("--warm-pool-code-interpreter=0: %d, %v", cfg.Lifecycle.WarmPoolCodeInterpreter, err)
+	}
+	for _, env := range []map[string]string{{"WARREN_MAX_FROZEN": "many"}, {"WARREN_API_KEY": "sk_x"}, {"WARREN_INIT_TIMEOUT": "soon"},
+		{"WARREN_WARM_POOL_CODE_INTERPRETER": "one"}} {
 		m.Getenv = func(k string) string { return env[k] }
 		if _, err := m.parseServe(nil); !errors.As(err, new(usageError)) {
 			t.Errorf("env %v: err %v, want usage error", env, err)

@@ -378,6 +378,9 @@ func TestServerMetrics(t *testing.T) {
 		`warren_sandboxes{state="running",mode=""} 1` + "\n",
 		`warren_sandboxes{state="paused",mode="frozen"} 1` + "\n",
 		`warren_sandboxes{state="paused",mode="checkpointed"} 0` + "\n",
+		`warren_warm_pool_ready{template="base"} 0` + "\n",
+		`warren_warm_pool_ready{template="code-interpreter-v1"} 0` + "\n",
+		`warren_warm_pool_size{template="base"} 0` + "\n",
 		"warren_checkpoints 0\n",
 		"warren_checkpoint_bytes 0\n",
 	} {

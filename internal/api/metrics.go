@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,10 +11,10 @@ import (
 )
 
 // serverMetrics serves GET /metrics in Prometheus' text format: the
-// server's sandboxes by state and pause mode, the warm pool, and the
-// checkpoints on disk. It is for the operator: only keys of the default
-// team (WARREN_API_KEY's) may read it, given as X-API-Key or as a bearer
-// token (what Prometheus' authorization setting sends).
+// server's sandboxes by state and pause mode, the warm pool by template,
+// and the checkpoints on disk. It is for the operator: only keys of the
+// default team (WARREN_API_KEY's) may read it, given as X-API-Key or as a
+// bearer token (what Prometheus' authorization setting sends).
 func (s *server) serverMetrics(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-API-Key") == "" {
 		if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
@@ -44,8 +45,14 @@ func (s *server) serverMetrics(w http.ResponseWriter, r *http.Request) {
 	for _, m := range modes {
 		fmt.Fprintf(&b, "warren_sandboxes{state=\"paused\",mode=%q} %d\n", string(m), st.Paused[m])
 	}
-	metric("warren_warm_pool_ready", "Started containers waiting in the warm pool.")
-	fmt.Fprintf(&b, "warren_warm_pool_ready %d\n", st.PoolReady)
+	metric("warren_warm_pool_ready", "Started containers waiting in the warm pool, by template.")
+	for _, tpl := range slices.Sorted(maps.Keys(st.PoolReady)) {
+		fmt.Fprintf(&b, "warren_warm_pool_ready{template=%q} %d\n", tpl, st.PoolReady[tpl])
+	}
+	metric("warren_warm_pool_size", "Started containers the warm pool keeps, by template (0: none).")
+	for _, tpl := range slices.Sorted(maps.Keys(st.PoolSize)) {
+		fmt.Fprintf(&b, "warren_warm_pool_size{template=%q} %d\n", tpl, st.PoolSize[tpl])
+	}
 	metric("warren_checkpoints", "Checkpoints of checkpointed sandboxes.")
 	fmt.Fprintf(&b, "warren_checkpoints %d\n", st.Checkpoints)
 	if st.CheckpointErr != nil {

@@ -65,9 +65,8 @@ const (
 )
 
 // builtinTemplate returns the built-in template ref names, if it is one,
-// and the `warren image build` argument that makes its image. Only base
-// is served by the warm pool: its containers run the agent without
-// arguments.
+// and the `warren image build` argument that makes its image ("" for
+// base, which must exist). The warm pool keeps containers of both.
 func (m *Manager) builtinTemplate(ref string) (tpl template, build string, ok bool) {
 	switch ref {
 	case "", BaseTemplate:
@@ -278,11 +277,8 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	if !req.Network.AllowPublicTraffic {
 		sb.TrafficAccessToken = sandbox.NewToken()
 	}
-	// Pooled containers run the agent with no arguments.
-	if len(sb.AgentArgs) == 0 {
-		if out, ok, err := m.createFromPool(ctx, sb); ok {
-			return out, err
-		}
+	if out, ok, err := m.createFromPool(ctx, sb); ok {
+		return out, err
 	}
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()

@@ -63,6 +63,11 @@ type Config struct {
 	// base template are kept for creates to claim (see pool.go). 0 = no
 	// pool; Defaults has DefaultWarmPool, for warren serve.
 	WarmPool int
+	// WarmPoolCodeInterpreter is the same for the code-interpreter-v1
+	// template: containers whose python and javascript kernels are up.
+	// None are kept while CodeInterpreterImage is not built. 0 = no pool;
+	// Defaults has DefaultWarmPoolCodeInterpreter.
+	WarmPoolCodeInterpreter int
 
 	MaxTimeout  time.Duration // longest TTL a client may ask for; default 24h
 	InitTimeout time.Duration // how long to wait for the agent; default 30s
@@ -109,6 +114,7 @@ func Defaults() Config {
 	c.setDefaults()
 	c.Logger = nil
 	c.WarmPool = DefaultWarmPool
+	c.WarmPoolCodeInterpreter = DefaultWarmPoolCodeInterpreter
 	return c
 }
 
@@ -208,7 +214,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m.wg.Go(func() { m.every(ctx, m.cfg.TickInterval, m.sweep) })
 	m.wg.Go(func() { m.every(ctx, m.cfg.MetricsInterval, m.sampleMetrics) })
-	if m.cfg.WarmPool > 0 {
+	if m.poolEnabled() {
 		m.wg.Go(func() { m.refillLoop(ctx) })
 	}
 	m.wg.Go(func() {

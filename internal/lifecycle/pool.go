@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -10,9 +12,15 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// The warm pool keeps Config.WarmPool containers of the base template
-// started, their agents up but not initialised, so that creating a
-// sandbox skips the engine's container start (most of a cold create).
+// The warm pool keeps started containers of the built-in templates, their
+// agents up but not initialised, so that creating a sandbox skips the
+// engine's container start (most of a cold create): Config.WarmPool of
+// the base template, and Config.WarmPoolCodeInterpreter of
+// code-interpreter-v1, whose agents start their kernels at boot, so a
+// claimed one runs its first code without waiting for python's start.
+// Each kind is a template's image and agent arguments; one refill loop
+// serves every kind, and a kind whose image is not built (the code
+// interpreter's is optional) keeps no container until it is.
 // A container's name and hostname are fixed when it is made, so each one
 // is made for a sandbox ID chosen in advance; the sandbox that claims it
 // takes that ID.
@@ -22,15 +30,22 @@ import (
 // container, so a container with a record is a sandbox's whatever its
 // labels say, and one without is the pool's: reconcile adopts it when it
 // still fits (running, current image, room in the pool) and removes it
-// otherwise. Close leaves pooled containers running, so a restarted server
-// starts with a full pool.
+// otherwise; its kind is the one whose image it runs. Close leaves pooled
+// containers running while sandboxes live, so a restarted server starts
+// with a full pool.
 
-// DefaultWarmPool is warren serve's default Config.WarmPool.
-const DefaultWarmPool = 2
+// Defaults of warren serve's pool sizes, Config.WarmPool and
+// Config.WarmPoolCodeInterpreter. One code-interpreter container holds
+// idle python and javascript kernels, about 75 MiB.
+const (
+	DefaultWarmPool                = 2
+	DefaultWarmPoolCodeInterpreter = 1
+)
 
 const (
-	// poolRecheck is how often a full pool checks that the base image
-	// was not rebuilt; claims check it anyway.
+	// poolRecheck is how often a full pool checks that its images were
+	// not rebuilt, and an optional image's absence that it was built;
+	// claims check it anyway.
 	poolRecheck = 15 * time.Second
 	// A failing refill waits this long, doubling up to the maximum;
 	// claims do not cut the wait short.
@@ -38,20 +53,85 @@ const (
 	poolBackoffMax = time.Minute
 )
 
+// poolKind is what pooled containers are made for: a built-in template's
+// image and agent arguments, and how many to keep.
+type poolKind struct {
+	template  string // BaseTemplate or CodeInterpreterTemplate
+	image     string
+	agentArgs []string
+	size      int
+	// optional kinds' images may be absent: `warren image build` makes
+	// them on demand. Their pool then stays empty, quietly.
+	optional bool
+}
+
+// poolKinds returns every kind, those of size 0 included.
+func (m *Manager) poolKinds() []poolKind {
+	var kinds []poolKind
+	for _, k := range []struct {
+		template string
+		size     int
+	}{{BaseTemplate, m.cfg.WarmPool}, {CodeInterpreterTemplate, m.cfg.WarmPoolCodeInterpreter}} {
+		tpl, build, _ := m.builtinTemplate(k.template)
+		kinds = append(kinds, poolKind{template: k.template, image: tpl.image, agentArgs: tpl.agentArgs,
+			size: max(k.size, 0), optional: build != ""})
+	}
+	return kinds
+}
+
+// poolKindOf returns the kind that serves sb: a pool of its image and
+// agent arguments that is not disabled.
+func (m *Manager) poolKindOf(sb sandbox.Sandbox) (poolKind, bool) {
+	for _, k := range m.poolKinds() {
+		if k.size > 0 && sb.Image == k.image && slices.Equal(sb.AgentArgs, k.agentArgs) {
+			return k, true
+		}
+	}
+	return poolKind{}, false
+}
+
+// poolTarget is what a kind's pooled containers must run now.
+type poolTarget struct {
+	imageID string
+	runtime sandbox.OCIRuntime
+}
+
+// poolTarget returns what containers of kind k must run now. ok is false,
+// with no error, when k's image is optional and absent.
+func (m *Manager) poolTarget(ctx context.Context, k poolKind) (_ poolTarget, ok bool, _ error) {
+	imageID, err := m.cfg.Runtime.ImageID(ctx, k.image)
+	if err != nil {
+		if k.optional && sandbox.KindOf(err) == sandbox.KindNotFound {
+			return poolTarget{}, false, nil
+		}
+		return poolTarget{}, false, err
+	}
+	// What a create of the template would run under (its image's label).
+	rt, err := m.requiredRuntime(ctx, template{id: k.template, image: k.image})
+	if err != nil {
+		return poolTarget{}, false, err
+	}
+	if rt == "" {
+		rt = m.cfg.SandboxRuntime
+	}
+	return poolTarget{imageID: imageID, runtime: rt}, true, nil
+}
+
 // pooled is a started container waiting for a sandbox.
 type pooled struct {
+	kind      string // its poolKind's template
 	sandboxID string
 	secret    string // its agent secret
 	container sandbox.Container
-	image     string // the reference it was made from
 	imageID   string
+	runtime   sandbox.OCIRuntime
 	limits    limits // what it was made with; zero when adopted (unknown)
 }
 
 type limits struct{ cpu, memMB, pids int }
 
-// warmPool is the pool's bookkeeping; the Manager's methods below do the
-// work.
+// warmPool is the pool's bookkeeping; the Manager's methods below and in
+// pool_claim.go do the work.
 type warmPool struct {
 	mu    sync.Mutex      // guards ready and busy
 	ready []pooled        // oldest first
@@ -81,24 +161,25 @@ func (p *warmPool) setBusy(id string, busy bool) {
 	}
 }
 
-// put adds e unless the pool already holds max; it reports whether it did.
+// put adds e unless the pool already holds max of its kind; it reports
+// whether it did.
 func (p *warmPool) put(e pooled, max int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.ready) >= max {
+	if p.countLocked(e.kind) >= max {
 		return false
 	}
 	p.ready = append(p.ready, e)
 	return true
 }
 
-// take removes the oldest container of image imageID and marks its
-// sandbox ID busy; the claimer clears it with setBusy.
-func (p *warmPool) take(image, imageID string) (pooled, bool) {
+// take removes the oldest container of kind running imageID under rt,
+// and marks its sandbox ID busy; the claimer clears it with setBusy.
+func (p *warmPool) take(kind, imageID string, rt sandbox.OCIRuntime) (pooled, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.wake() // a miss too: the pool may need refilling with a new image
-	i := slices.IndexFunc(p.ready, func(e pooled) bool { return e.image == image && e.imageID == imageID })
+	i := slices.IndexFunc(p.ready, func(e pooled) bool { return e.kind == kind && e.imageID == imageID && e.runtime == rt })
 	if i < 0 {
 		return pooled{}, false
 	}
@@ -129,6 +210,23 @@ func (p *warmPool) len() int {
 	return len(p.ready)
 }
 
+// count returns how many containers of kind are ready.
+func (p *warmPool) count(kind string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.countLocked(kind)
+}
+
+func (p *warmPool) countLocked(kind string) int {
+	n := 0
+	for _, e := range p.ready {
+		if e.kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
 func (p *warmPool) entries() []pooled {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -143,8 +241,14 @@ func (p *warmPool) wake() {
 	}
 }
 
-// WarmPoolReady returns how many pooled containers wait to be claimed.
+// WarmPoolReady returns how many pooled containers, of every kind, wait
+// to be claimed; ServerStats counts them by template.
 func (m *Manager) WarmPoolReady() int { return m.pool.len() }
+
+// poolEnabled reports whether any kind keeps containers.
+func (m *Manager) poolEnabled() bool {
+	return slices.ContainsFunc(m.poolKinds(), func(k poolKind) bool { return k.size > 0 })
+}
 
 // refillLoop keeps the pool full until ctx ends.
 func (m *Manager) refillLoop(ctx context.Context) {
@@ -174,35 +278,66 @@ func (m *Manager) refillLoop(ctx context.Context) {
 	}
 }
 
-// refill discards pooled containers of an outdated base image and makes
-// new ones until the pool is full.
+// refill discards pooled containers of an outdated image and makes new
+// ones until every kind is full, one kind after the other so that none
+// waits for all of another's. A kind that fails does not stop the others.
 func (m *Manager) refill(ctx context.Context) error {
-	if m.cfg.WarmPool <= 0 {
-		return nil
+	type fill struct {
+		kind   poolKind
+		target poolTarget
+		failed bool
 	}
-	imageID, err := m.cfg.Runtime.ImageID(ctx, m.cfg.BaseImage)
-	if err != nil {
-		return err
+	var fills []fill
+	var errs []error
+	for _, k := range m.poolKinds() {
+		if k.size == 0 {
+			continue
+		}
+		t, ok, err := m.poolTarget(ctx, k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", k.template, err))
+			continue
+		}
+		outdated := func(e pooled) bool {
+			return e.kind == k.template && (!ok || e.imageID != t.imageID || e.runtime != t.runtime)
+		}
+		for _, e := range m.pool.drop(func(e pooled) bool { return !outdated(e) }) {
+			m.discardPooled(ctx, e.container.ID, e.sandboxID, "image rebuilt or removed")
+		}
+		if !ok {
+			m.log.Debug("warm pool: image not built; keeping none until it is", logTemplate, k.template, "image", k.image)
+			continue
+		}
+		fills = append(fills, fill{kind: k, target: t})
 	}
-	for _, e := range m.pool.drop(func(e pooled) bool { return e.imageID == imageID }) {
-		m.discardPooled(ctx, e.container.ID, e.sandboxID, "base image rebuilt")
-	}
-	for m.pool.len() < m.cfg.WarmPool && ctx.Err() == nil {
-		if err := m.makePooled(ctx, imageID); err != nil {
-			return err
+	for more := true; more && ctx.Err() == nil; {
+		more = false
+		for i, f := range fills {
+			if f.failed || m.pool.count(f.kind.template) >= f.kind.size {
+				continue
+			}
+			if err := m.makePooled(ctx, f.kind, f.target); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", f.kind.template, err))
+				fills[i].failed = true
+				continue
+			}
+			more = true
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// makePooled creates and starts one pooled container of the base image.
-func (m *Manager) makePooled(ctx context.Context, imageID string) error {
+// makePooled creates and starts one pooled container of kind k.
+func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) error {
 	sb := sandbox.Sandbox{
 		ID:          sandbox.NewID(),
-		Image:       m.cfg.BaseImage,
+		Image:       k.image,
 		AgentSecret: sandbox.NewToken(),
 		CPUCount:    m.cfg.CPUCount,
 		MemoryMB:    m.cfg.MemoryMB,
+		DiskSizeMB:  m.cfg.DiskSizeMB,
+		AgentArgs:   slices.Clone(k.agentArgs),
+		Runtime:     t.runtime,
 	}
 	m.pool.setBusy(sb.ID, true)
 	defer m.pool.setBusy(sb.ID, false)
@@ -217,170 +352,19 @@ func (m *Manager) makePooled(ctx context.Context, imageID string) error {
 	if err != nil {
 		return err
 	}
+	imageID := t.imageID
 	if c.ImageID != "" {
 		imageID = c.ImageID // the image may have been rebuilt meanwhile
 	}
 	e := pooled{
-		sandboxID: sb.ID, secret: sb.AgentSecret, container: c,
-		image: sb.Image, imageID: imageID,
+		kind: k.template, sandboxID: sb.ID, secret: sb.AgentSecret, container: c,
+		imageID: imageID, runtime: spec.Runtime,
 		limits: limits{spec.CPUCount, spec.MemoryMB, spec.PidsLimit},
 	}
-	if !m.pool.put(e, m.cfg.WarmPool) {
+	if !m.pool.put(e, k.size) {
 		m.discardPooled(ctx, c.ID, sb.ID, "pool full")
 		return nil
 	}
-	m.log.Debug("warm pool container ready", logSandbox, sb.ID, logContainer, c.ID)
+	m.log.Debug("warm pool container ready", logTemplate, k.template, logSandbox, sb.ID, logContainer, c.ID)
 	return nil
-}
-
-// pooledInitTimeout bounds the init of a claimed container. Its agent was
-// answering when it was pooled; one that is silent now died since (an
-// engine restart stops every container), and a cold create is quicker
-// than waiting out InitTimeout.
-const pooledInitTimeout = 2 * time.Second
-
-// createFromPool makes sb out of a pooled container, when one of its
-// image is ready. ok is false when none is, or when the pooled container
-// failed before the client could see anything of it; the caller then
-// creates sb from scratch.
-func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ sandbox.Sandbox, ok bool, _ error) {
-	if m.cfg.WarmPool <= 0 || sb.Image != m.cfg.BaseImage {
-		return sb, false, nil
-	}
-	imageID, err := m.cfg.Runtime.ImageID(ctx, sb.Image)
-	if err != nil {
-		return sb, false, nil
-	}
-	e, ok := m.pool.take(sb.Image, imageID)
-	if !ok {
-		return sb, false, nil
-	}
-	sb.ID, sb.AgentSecret = e.sandboxID, e.secret
-	sb.ContainerID, sb.AgentAddr = e.container.ID, e.container.AgentAddr
-	defer m.locks.lock(sb.ID)()
-	// Runs before the unlock: by then the store has the sandbox, or its
-	// container is gone, so reconcile cannot mistake it for the pool's.
-	defer m.pool.setBusy(sb.ID, false)
-	log := m.log.With(logSandbox, sb.ID, logTemplate, sb.TemplateID, logContainer, sb.ContainerID)
-	if err := m.save(ctx, sb); err != nil {
-		m.abandon(ctx, sb)
-		return sb, true, err
-	}
-	if err := m.applyLimits(ctx, e, sb); err != nil {
-		log.Warn("pooled container refused its limits; creating from scratch", "err", err)
-		m.abandon(ctx, sb)
-		return sb, false, nil
-	}
-	if initFailed, err := m.bringUp(ctx, &sb, e.container.IP, pooledInitTimeout); err != nil {
-		m.abandon(ctx, sb)
-		if initFailed {
-			log.Warn("pooled container's agent init failed; creating from scratch", "err", err)
-			return sb, false, nil
-		}
-		log.Error("sandbox start failed", "err", err)
-		return sb, true, err
-	}
-	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image, "pool", "true")
-	log.Info("sandbox created from the warm pool")
-	return sb, true, nil
-}
-
-// applyLimits gives a claimed container the sandbox's resource limits,
-// unless it was made with them.
-func (m *Manager) applyLimits(ctx context.Context, e pooled, sb sandbox.Sandbox) error {
-	want := limits{sb.CPUCount, sb.MemoryMB, max(m.cfg.PidsLimit, 0)}
-	if e.limits == want {
-		return nil
-	}
-	return m.cfg.Runtime.Update(ctx, e.container.ID, want.cpu, want.memMB, want.pids)
-}
-
-// reconcilePooled deals with a container labelled as the pool's that no
-// live sandbox owns: a sandbox's leftover is removed, one the pool knows
-// is left alone, any other is adopted into the pool if it fits, else
-// removed.
-func (m *Manager) reconcilePooled(ctx context.Context, c sandbox.Container) {
-	if c.SandboxID == "" {
-		m.discardPooled(ctx, c.ID, "", "no sandbox ID")
-		return
-	}
-	defer m.locks.lock(c.SandboxID)()
-	if sb, ok := m.cached(c.SandboxID); ok {
-		if sb.ContainerID != c.ID || sb.State == sandbox.StateKilled {
-			m.discardPooled(ctx, c.ID, c.SandboxID, "stray of a sandbox")
-		}
-		return
-	}
-	if m.pool.knows(c.SandboxID) {
-		return
-	}
-	if reason := m.adoptPooled(ctx, c); reason != "" {
-		m.discardPooled(ctx, c.ID, c.SandboxID, reason)
-	}
-}
-
-// adoptPooled puts a pooled container found on the engine back into the
-// pool; it returns why not, or "".
-func (m *Manager) adoptPooled(ctx context.Context, c sandbox.Container) string {
-	if m.cfg.WarmPool <= 0 {
-		return "warm pool disabled"
-	}
-	c, err := m.cfg.Runtime.Inspect(ctx, c.ID)
-	switch {
-	case err != nil:
-		return "cannot inspect: " + err.Error()
-	case !c.Running || c.Paused || c.AgentAddr == "":
-		return "not running"
-	case c.AgentSecret == "":
-		return "no agent secret"
-	case c.Labels[sandbox.LabelRuntime] != string(m.cfg.SandboxRuntime) &&
-		!(c.Labels[sandbox.LabelRuntime] == "" && m.cfg.SandboxRuntime == sandbox.RuntimeRunc):
-		return "of another runtime"
-	}
-	imageID, err := m.cfg.Runtime.ImageID(ctx, m.cfg.BaseImage)
-	if err != nil || imageID != c.ImageID {
-		return "not of the current base image"
-	}
-	e := pooled{sandboxID: c.SandboxID, secret: c.AgentSecret, container: c, image: m.cfg.BaseImage, imageID: imageID}
-	if !m.pool.put(e, m.cfg.WarmPool) {
-		return "pool full"
-	}
-	m.log.Info("adopted warm pool container", logSandbox, c.SandboxID, logContainer, c.ID)
-	return ""
-}
-
-// prunePool drops pooled containers that stopped or vanished. seen is
-// the engine's containers as listed; one missing from it may be newer
-// than the list, so it is inspected first.
-func (m *Manager) prunePool(ctx context.Context, seen map[string]sandbox.Container) {
-	dead := map[string]bool{}
-	for _, e := range m.pool.entries() {
-		c, ok := seen[e.container.ID]
-		if !ok {
-			var err error
-			c, err = m.cfg.Runtime.Inspect(ctx, e.container.ID)
-			if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-				continue
-			}
-		}
-		if !c.Running || c.Paused || c.AgentAddr != e.container.AgentAddr {
-			dead[e.container.ID] = true
-		}
-	}
-	if len(dead) == 0 {
-		return
-	}
-	for _, e := range m.pool.drop(func(e pooled) bool { return !dead[e.container.ID] }) {
-		m.discardPooled(ctx, e.container.ID, e.sandboxID, "stopped or gone")
-	}
-	m.pool.wake()
-}
-
-// discardPooled removes a pooled container.
-func (m *Manager) discardPooled(ctx context.Context, containerID, sandboxID, reason string) {
-	m.log.Info("removing warm pool container", logContainer, containerID, logSandbox, sandboxID, "reason", reason)
-	err := m.cfg.Runtime.Remove(context.WithoutCancel(ctx), containerID)
-	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-		m.log.Warn("cannot remove warm pool container", logContainer, containerID, "err", err)
-	}
 }

@@ -1,14 +1,20 @@
 package lifecycle_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +83,86 @@ func TestPoolLatencyDocker(t *testing.T) {
 	if warm*2 > cold {
 		t.Errorf("create with the pool takes %v, without %v; want under half", warm, cold)
 	}
+}
+
+// TestPoolCodeInterpreterDocker claims a pooled code-interpreter container
+// on the local engine and runs code in it: the agent in the pooled
+// container serves the code interpreter, and the claim hands it over
+// whole. It needs Docker and the image warren/code-interpreter
+// (bin/warren image build code-interpreter).
+func TestPoolCodeInterpreterDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: needs Docker (-short)")
+	}
+	const image = "warren/code-interpreter"
+	rt := dockerRuntime(t)
+	imageID, err := rt.ImageID(t.Context(), image)
+	if err != nil {
+		t.Skipf("skipping: image %s is not on the engine (bin/warren image build code-interpreter): %v", image, err)
+	}
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "warren.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ac := agentclient.New()
+	// Pinned by ID, as above; only the code interpreter's pool.
+	m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: ac, Store: st, CodeInterpreterImage: imageID, WarmPoolCodeInterpreter: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	waitPool(t, m, 1)
+	list, err := rt.List(t.Context())
+	if err != nil || len(list) != 1 || list[0].Labels[sandbox.LabelPool] != "true" {
+		t.Fatalf("containers with the pool full: %+v, %v; want one pooled", list, err)
+	}
+	pooled := list[0]
+
+	start := time.Now()
+	sb, err := m.Create(t.Context(), lifecycle.CreateRequest{TeamID: sandbox.DefaultTeamID, Template: lifecycle.CodeInterpreterTemplate, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Since(start)
+	if sb.ContainerID != pooled.ID {
+		t.Errorf("sandbox on container %s, want the pooled %s", sb.ContainerID, pooled.ID)
+	}
+	out := execute(t, ac, sb, "1+1")
+	t.Logf("create from the pool %v, first execution %v after it", created, time.Since(start)-created)
+	if !strings.Contains(out, `"type":"result","text":"2"`) {
+		t.Errorf("execution of 1+1 gave:\n%s", out)
+	}
+}
+
+// execute runs python code in a sandbox's code interpreter (port 49999,
+// through the agent's tunnel) and returns the NDJSON stream.
+func execute(t *testing.T, ac *agentclient.Client, sb sandbox.Sandbox, code string) string {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return ac.DialTunnel(ctx, sb.AgentAddr, sb.AgentSecret, 49999)
+		},
+	}}
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	body, _ := json.Marshal(map[string]string{"code": code})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://sandbox/execute", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("execute: %d %s, %v", res.StatusCode, out, err)
+	}
+	return string(out)
 }
 
 func waitPool(t *testing.T, m *lifecycle.Manager, n int) {

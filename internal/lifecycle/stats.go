@@ -9,9 +9,12 @@ import (
 
 // ServerStats sums up the server's live sandboxes, for its metrics.
 type ServerStats struct {
-	Running   int
-	Paused    map[sandbox.PauseMode]int
-	PoolReady int // started containers waiting in the warm pool
+	Running int
+	Paused  map[sandbox.PauseMode]int
+	// PoolReady counts the started containers waiting in the warm pool,
+	// and PoolSize how many it keeps, by template, for every template the
+	// pool can serve.
+	PoolReady, PoolSize map[string]int
 	// Checkpoints and CheckpointBytes count the checkpoints of checkpointed
 	// sandboxes and the disk they use; CheckpointErr says why the size
 	// could not be measured (the runtime cannot, or not from here).
@@ -28,7 +31,10 @@ type checkpointSizer interface {
 // ServerStats counts the live sandboxes by state and pause mode, and
 // measures the checkpoints on disk.
 func (m *Manager) ServerStats(ctx context.Context) ServerStats {
-	st := ServerStats{Paused: map[sandbox.PauseMode]int{}, PoolReady: m.pool.len()}
+	st := ServerStats{Paused: map[sandbox.PauseMode]int{}, PoolReady: map[string]int{}, PoolSize: map[string]int{}}
+	for _, k := range m.poolKinds() {
+		st.PoolReady[k.template], st.PoolSize[k.template] = m.pool.count(k.template), k.size
+	}
 	var checkpointed []string
 	for _, sb := range m.snapshotAll() {
 		switch sb.State {

@@ -8,7 +8,7 @@ import { describe, it, before, after } from 'node:test'
 import { execFileSync } from 'node:child_process'
 import { Sandbox, TimeoutError, NotFoundError } from '@e2b/code-interpreter'
 import { useServer } from './harness.mjs'
-import { assert, proxyFetch, sleep, uid } from './helpers.mjs'
+import { assert, proxyFetch, sleep, uid, waitFor } from './helpers.mjs'
 
 const IMAGE = 'warren/code-interpreter'
 const imageMissing = (() => {
@@ -69,6 +69,27 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
     const info = await sbx.getInfo()
     assert.equal(info.templateId, 'code-interpreter-v1')
     assert.equal(info.state, 'running')
+  })
+
+  it('a sandbox comes from the warm pool once it holds one, and runs code', async () => {
+    // The server keeps one started code-interpreter container (--warm-pool-code-interpreter);
+    // wait for it to be refilled (GET /metrics), so that the claim does not depend on timing.
+    const api = (path) => fetch(`${process.env.E2B_API_URL}${path}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })
+    const gauge = (text, name) => Number(text.match(new RegExp(`^${name}\\{template="code-interpreter-v1"\\} (\\d+)$`, 'm'))?.[1])
+    const metrics = await waitFor(async () => {
+      const text = await (await api('/metrics')).text()
+      return gauge(text, 'warren_warm_pool_ready') >= 1 && text
+    }, { timeoutMs: 60_000, what: 'a code-interpreter container in the warm pool' })
+    assert.equal(gauge(metrics, 'warren_warm_pool_size'), 1, 'the default pool size')
+    const pooled = await create()
+    const { logs } = await (await api(`/v2/sandboxes/${pooled.sandboxId}/logs`)).json()
+    const created = logs.find((l) => l.message === 'sandbox created')
+    assert.equal(created?.fields?.pool, 'true', `"sandbox created" event: ${JSON.stringify(created)}`)
+    assert.equal(created.fields.template, 'code-interpreter-v1')
+    assertText(await pooled.runCode('1+1'), '2')
+    const js = await pooled.runCode('[1, 2].map((x) => x * 2).join()', { language: 'javascript' })
+    assertText(js, '2,4', 'javascript')
+    await pooled.kill()
   })
 
   it('python: the last expression is the result, print goes to stdout, state persists', async () => {

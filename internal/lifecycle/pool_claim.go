@@ -1,0 +1,183 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Claims from the warm pool, and what reconcile does with pooled
+// containers (pool.go keeps and fills the pool).
+
+// pooledInitTimeout bounds the init of a claimed container. Its agent was
+// answering when it was pooled; one that is silent now died since (an
+// engine restart stops every container), and a cold create is quicker
+// than waiting out InitTimeout.
+const pooledInitTimeout = 2 * time.Second
+
+// createFromPool makes sb out of a pooled container, when one of its
+// kind (image and agent arguments), current image ID and runtime is
+// ready. ok is false when none is, or when the pooled container failed
+// before the client could see anything of it; the caller then creates sb
+// from scratch.
+func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ sandbox.Sandbox, ok bool, _ error) {
+	k, ok := m.poolKindOf(sb)
+	if !ok {
+		return sb, false, nil
+	}
+	imageID, err := m.cfg.Runtime.ImageID(ctx, sb.Image)
+	if err != nil {
+		return sb, false, nil
+	}
+	e, ok := m.pool.take(k.template, imageID, sb.Runtime)
+	if !ok {
+		return sb, false, nil
+	}
+	sb.ID, sb.AgentSecret = e.sandboxID, e.secret
+	sb.ContainerID, sb.AgentAddr = e.container.ID, e.container.AgentAddr
+	defer m.locks.lock(sb.ID)()
+	// Runs before the unlock: by then the store has the sandbox, or its
+	// container is gone, so reconcile cannot mistake it for the pool's.
+	defer m.pool.setBusy(sb.ID, false)
+	log := m.log.With(logSandbox, sb.ID, logTemplate, sb.TemplateID, logContainer, sb.ContainerID)
+	if err := m.save(ctx, sb); err != nil {
+		m.abandon(ctx, sb)
+		return sb, true, err
+	}
+	if err := m.applyLimits(ctx, e, sb); err != nil {
+		log.Warn("pooled container refused its limits; creating from scratch", "err", err)
+		m.abandon(ctx, sb)
+		return sb, false, nil
+	}
+	if initFailed, err := m.bringUp(ctx, &sb, e.container.IP, pooledInitTimeout); err != nil {
+		m.abandon(ctx, sb)
+		if initFailed {
+			log.Warn("pooled container's agent init failed; creating from scratch", "err", err)
+			return sb, false, nil
+		}
+		log.Error("sandbox start failed", "err", err)
+		return sb, true, err
+	}
+	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image, "pool", "true")
+	log.Info("sandbox created from the warm pool")
+	return sb, true, nil
+}
+
+// applyLimits gives a claimed container the sandbox's resource limits,
+// unless it was made with them.
+func (m *Manager) applyLimits(ctx context.Context, e pooled, sb sandbox.Sandbox) error {
+	want := limits{sb.CPUCount, sb.MemoryMB, max(m.cfg.PidsLimit, 0)}
+	if e.limits == want {
+		return nil
+	}
+	return m.cfg.Runtime.Update(ctx, e.container.ID, want.cpu, want.memMB, want.pids)
+}
+
+// reconcilePooled deals with a container labelled as the pool's that no
+// live sandbox owns: a sandbox's leftover is removed, one the pool knows
+// is left alone, any other is adopted into the pool if it fits, else
+// removed.
+func (m *Manager) reconcilePooled(ctx context.Context, c sandbox.Container) {
+	if c.SandboxID == "" {
+		m.discardPooled(ctx, c.ID, "", "no sandbox ID")
+		return
+	}
+	defer m.locks.lock(c.SandboxID)()
+	if sb, ok := m.cached(c.SandboxID); ok {
+		if sb.ContainerID != c.ID || sb.State == sandbox.StateKilled {
+			m.discardPooled(ctx, c.ID, c.SandboxID, "stray of a sandbox")
+		}
+		return
+	}
+	if m.pool.knows(c.SandboxID) {
+		return
+	}
+	if reason := m.adoptPooled(ctx, c); reason != "" {
+		m.discardPooled(ctx, c.ID, c.SandboxID, reason)
+	}
+}
+
+// adoptPooled puts a pooled container found on the engine back into the
+// pool of the kind whose current image it runs; it returns why not, or "".
+func (m *Manager) adoptPooled(ctx context.Context, c sandbox.Container) string {
+	if !m.poolEnabled() {
+		return "warm pool disabled"
+	}
+	c, err := m.cfg.Runtime.Inspect(ctx, c.ID)
+	switch {
+	case err != nil:
+		return "cannot inspect: " + err.Error()
+	case !c.Running || c.Paused || c.AgentAddr == "":
+		return "not running"
+	case c.AgentSecret == "":
+		return "no agent secret"
+	}
+	var kinds []poolKind
+	var target poolTarget
+	for _, k := range m.poolKinds() {
+		if k.size == 0 {
+			continue
+		}
+		if t, ok, err := m.poolTarget(ctx, k); err == nil && ok && t.imageID == c.ImageID {
+			kinds, target = append(kinds, k), t
+		}
+	}
+	switch {
+	case len(kinds) == 0:
+		return "of no image the pool keeps now"
+	case len(kinds) > 1:
+		// The image does not tell which agent arguments it runs with.
+		return "its image serves more than one template"
+	}
+	rt := sandbox.OCIRuntime(c.Labels[sandbox.LabelRuntime])
+	if rt == "" {
+		rt = sandbox.RuntimeRunc // made before containers had the label
+	}
+	if rt != target.runtime {
+		return "of another runtime"
+	}
+	k := kinds[0]
+	e := pooled{kind: k.template, sandboxID: c.SandboxID, secret: c.AgentSecret, container: c, imageID: c.ImageID, runtime: rt}
+	if !m.pool.put(e, k.size) {
+		return "pool full"
+	}
+	m.log.Info("adopted warm pool container", logTemplate, k.template, logSandbox, c.SandboxID, logContainer, c.ID)
+	return ""
+}
+
+// prunePool drops pooled containers that stopped or vanished. seen is
+// the engine's containers as listed; one missing from it may be newer
+// than the list, so it is inspected first.
+func (m *Manager) prunePool(ctx context.Context, seen map[string]sandbox.Container) {
+	dead := map[string]bool{}
+	for _, e := range m.pool.entries() {
+		c, ok := seen[e.container.ID]
+		if !ok {
+			var err error
+			c, err = m.cfg.Runtime.Inspect(ctx, e.container.ID)
+			if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+				continue
+			}
+		}
+		if !c.Running || c.Paused || c.AgentAddr != e.container.AgentAddr {
+			dead[e.container.ID] = true
+		}
+	}
+	if len(dead) == 0 {
+		return
+	}
+	for _, e := range m.pool.drop(func(e pooled) bool { return !dead[e.container.ID] }) {
+		m.discardPooled(ctx, e.container.ID, e.sandboxID, "stopped or gone")
+	}
+	m.pool.wake()
+}
+
+// discardPooled removes a pooled container.
+func (m *Manager) discardPooled(ctx context.Context, containerID, sandboxID, reason string) {
+	m.log.Info("removing warm pool container", logContainer, containerID, logSandbox, sandboxID, "reason", reason)
+	err := m.cfg.Runtime.Remove(context.WithoutCancel(ctx), containerID)
+	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+		m.log.Warn("cannot remove warm pool container", logContainer, containerID, "err", err)
+	}
+}
