@@ -119,8 +119,13 @@ func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (temp
 			return template{id: sn.ID, alias: sn.Name, image: sn.Image, agentArgs: sn.AgentArgs}, nil
 		}
 	}
-	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
 		return template{}, sandbox.Errorf(sandbox.KindInvalid, "invalid template ID '%s'", ref)
+	}
+	if sandbox.OwnImage(reference.FamiliarName(named)) {
+		return template{}, sandbox.Errorf(sandbox.KindNotFound,
+			"template '%s' not found: sandboxes start from snapshots and built templates by their ID or name, not by the image's", ref)
 	}
 	ok, err := m.cfg.Runtime.ImageExists(ctx, ref)
 	if err != nil {

@@ -110,6 +110,17 @@ func TestSnapshotsAndFork(t *testing.T) {
 	}
 	_, err = e.m.Create(ctx, CreateRequest{TeamID: "other", Template: sn.ID, Timeout: time.Minute})
 	wantKind(t, "other team uses snapshot", err, sandbox.KindNotFound)
+	// Nor by its image's name, which the engine has: Warren's own images
+	// are no template of their own, for any team.
+	if !contains(e.rt.Images(), sn.Image) {
+		t.Fatalf("snapshot image %s not on the engine: %v", sn.Image, e.rt.Images())
+	}
+	for _, ref := range []string{sn.Image, "docker.io/" + sn.Image, "warren/fork:x", "warren-template/t1:b1"} {
+		for _, teamID := range []string{"other", team} {
+			_, err = e.m.Create(ctx, CreateRequest{TeamID: teamID, Template: ref, Timeout: time.Minute})
+			wantKind(t, teamID+" creates from image "+ref, err, sandbox.KindNotFound)
+		}
+	}
 	list, _ := e.m.Snapshots(ctx, team, src.ID, "")
 	if len(list) != 1 {
 		t.Errorf("snapshots of sandbox = %v", list)

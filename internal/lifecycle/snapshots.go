@@ -10,12 +10,6 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// Image repositories of committed sandboxes.
-const (
-	snapshotRepo = "warren/snapshot"
-	forkRepo     = "warren/fork"
-)
-
 // Snapshot saves a running or paused sandbox's filesystem as an image the
 // team can create sandboxes from. The sandbox keeps running.
 func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbox.Snapshot, error) {
@@ -34,7 +28,7 @@ func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbo
 		CreatedAt: time.Now().UTC(),
 		AgentArgs: slices.Clone(sb.AgentArgs),
 	}
-	sn.Image, err = m.cfg.Runtime.Commit(ctx, sb.ContainerID, snapshotRepo+":"+sn.ID)
+	sn.Image, err = m.cfg.Runtime.Commit(ctx, sb.ContainerID, sandbox.SnapshotRepo+":"+sn.ID)
 	if err != nil {
 		return sandbox.Snapshot{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to snapshot sandbox")
 	}
@@ -106,7 +100,7 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		return nil, err
 	}
 	commitCtx, cancel := engineWork(ctx, changeLimit)
-	image, err := m.cfg.Runtime.Commit(commitCtx, src.ContainerID, forkRepo+":"+sandbox.NewID())
+	image, err := m.cfg.Runtime.Commit(commitCtx, src.ContainerID, sandbox.ForkRepo+":"+sandbox.NewID())
 	cancel()
 	unlock()
 	if err != nil {
@@ -144,9 +138,9 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 // sandbox that may still run uses it. Other images are left alone.
 func (m *Manager) releaseImage(ctx context.Context, image string) {
 	switch {
-	case strings.HasPrefix(image, forkRepo+":"):
-	case strings.HasPrefix(image, snapshotRepo+":"):
-		_, err := m.cfg.Store.GetSnapshot(ctx, strings.TrimPrefix(image, snapshotRepo+":"))
+	case strings.HasPrefix(image, sandbox.ForkRepo+":"):
+	case strings.HasPrefix(image, sandbox.SnapshotRepo+":"):
+		_, err := m.cfg.Store.GetSnapshot(ctx, strings.TrimPrefix(image, sandbox.SnapshotRepo+":"))
 		if sandbox.KindOf(err) != sandbox.KindNotFound {
 			return // the snapshot still exists, or the store cannot tell
 		}

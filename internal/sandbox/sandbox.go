@@ -6,6 +6,7 @@
 package sandbox
 
 import (
+	"strings"
 	"time"
 )
 
@@ -157,3 +158,21 @@ type NetworkRule struct {
 
 // Running reports whether the sandbox is running.
 func (s *Sandbox) Running() bool { return s.State == StateRunning }
+
+// Repositories of the images Warren makes: committed sandboxes
+// (snapshots, forks) and built templates (TemplateRepo/<template
+// ID>:<build ID>). Each belongs to one team, which reaches it by the
+// snapshot's or template's ID or name.
+const (
+	SnapshotRepo = "warren/snapshot"
+	ForkRepo     = "warren/fork"
+	TemplateRepo = "warren-template"
+)
+
+// OwnImage reports whether name, an image's repository in its familiar
+// form ("warren/snapshot", not "docker.io/warren/snapshot"), is one of
+// Warren's: no team may start a sandbox or a build from such an image by
+// naming it.
+func OwnImage(name string) bool {
+	return name == SnapshotRepo || name == ForkRepo || strings.HasPrefix(name, TemplateRepo+"/")
+}

@@ -48,8 +48,13 @@ func (r *Registry) StartBuild(ctx context.Context, team, templateID, buildID str
 		spec.FromImage = r.cfg.BaseImage
 	}
 	if spec.FromImage != "" {
-		if _, err := reference.ParseNormalizedNamed(spec.FromImage); err != nil {
+		named, err := reference.ParseNormalizedNamed(spec.FromImage)
+		if err != nil {
 			return sandbox.Errorf(sandbox.KindInvalid, "invalid fromImage '%s': %v", spec.FromImage, err)
+		}
+		if sandbox.OwnImage(reference.FamiliarName(named)) {
+			return sandbox.Errorf(sandbox.KindInvalid,
+				"fromImage '%s' is an image Warren made for a snapshot or a template: to build on a template, use fromTemplate with its name", spec.FromImage)
 		}
 	}
 	if spec.FromTemplate != "" {
@@ -240,7 +245,7 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 
 // imageRef names a build's image.
 func imageRef(templateID, buildID string) string {
-	return "warren-template/" + templateID + ":" + buildID
+	return sandbox.TemplateRepo + "/" + templateID + ":" + buildID
 }
 
 // baseState is where b starts: a plain image, or another template's build.

@@ -105,6 +105,8 @@ func TestBadRequests(t *testing.T) {
 		{"both bases", template.BuildSpec{FromImage: "x", FromTemplate: "y"}, "not both"},
 		{"missing parent", template.BuildSpec{FromTemplate: "nope"}, "not found"},
 		{"bad image", template.BuildSpec{FromImage: "UPPER/Case"}, "invalid fromImage"},
+		{"snapshot image", template.BuildSpec{FromImage: "warren/snapshot:s1"}, "made for a snapshot"},
+		{"template image", template.BuildSpec{FromImage: "docker.io/warren-template/t1:b1"}, "made for a snapshot or a template"},
 	} {
 		wantKind(t, tc.what, reg.StartBuild(ctx, "team1", tpl.ID, b.ID, tc.spec), sandbox.KindInvalid, tc.want)
 	}
