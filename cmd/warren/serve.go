@@ -389,6 +389,41 @@ func (e *envFlags) Duration(p *time.Duration, name string, def time.Duration, us
 	e.fs.DurationVar(p, name, def, e.usage(usage, name))
 }
 
+// checkLimits refuses limits of 0, which the lifecycle manager would
+// silently take as its default: sizes and periods must be positive, and
+// the limits that have a "never" take a negative value for it.
+func checkLimits(l *lifecycle.Config) error {
+	for _, f := range []struct {
+		name  string
+		value int64
+		never bool // negative means never, or no limit
+	}{
+		{"cpu-count", int64(l.CPUCount), false},
+		{"memory-mb", int64(l.MemoryMB), false},
+		{"disk-size-mb", int64(l.DiskSizeMB), false},
+		{"pids-limit", int64(l.PidsLimit), true},
+		{"max-timeout", int64(l.MaxTimeout), false},
+		{"init-timeout", int64(l.InitTimeout), false},
+		{"ready-timeout", int64(l.ReadyTimeout), false},
+		{"freeze-max-age", int64(l.FreezeMaxAge), true},
+		{"max-frozen", int64(l.MaxFrozen), true},
+		{"stopped-max-age", int64(l.StoppedMaxAge), true},
+		{"checkpoint-max-age", int64(l.CheckpointMaxAge), true},
+		{"killed-retention", int64(l.KilledRetention), false},
+		{"metrics-interval", int64(l.MetricsInterval), false},
+		{"metrics-history", int64(l.MetricsHistory), false},
+		{"reconcile-interval", int64(l.ReconcileInterval), false},
+	} {
+		switch {
+		case f.value == 0 && f.never:
+			return usageError{fmt.Sprintf("--%s must not be 0: give a positive value, or a negative one for never (no limit)", f.name)}
+		case f.value <= 0 && !f.never:
+			return usageError{fmt.Sprintf("--%s must be positive", f.name)}
+		}
+	}
+	return nil
+}
+
 func (m *Main) parseServe(args []string) (serveConfig, error) {
 	fs := m.newFlagSet("serve", "warren serve [flags]",
 		"Serve E2B's control-plane API and the sandbox proxy on one port, keeping sandboxes as\n"+
@@ -428,6 +463,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 		`their python and javascript kernels up, about 75 MiB of RAM each (0: no pool; none while its image is not built)`)
 	e.Duration(&l.MaxTimeout, "max-timeout", d.MaxTimeout, "longest sandbox timeout a client may ask for")
 	e.Duration(&l.InitTimeout, "init-timeout", d.InitTimeout, "how long to wait for a sandbox's agent")
+	e.Duration(&l.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long a template's ready command may keep failing before the create fails")
 	e.Duration(&l.FreezeMaxAge, "freeze-max-age", d.FreezeMaxAge, "stop frozen sandboxes after this long (negative: never)")
 	e.Int(&l.MaxFrozen, "max-frozen", d.MaxFrozen, "most frozen sandboxes; the oldest beyond are stopped (negative: no cap)")
 	e.Duration(&l.StoppedMaxAge, "stopped-max-age", d.StoppedMaxAge, "remove sandboxes paused (stopped) this long (negative: never)")
@@ -458,9 +494,12 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	if cfg.LogFormat != "" && cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		return serveConfig{}, usageError{fmt.Sprintf("--log-format must be text or json, not %q", cfg.LogFormat)}
 	}
+	if err := checkLimits(l); err != nil {
+		return serveConfig{}, err
+	}
 	cfg.APIKey = m.Getenv("WARREN_API_KEY")
 	if cfg.APIKey != "" && !sandbox.ValidAPIKey(cfg.APIKey) {
-		return serveConfig{}, usageError{"WARREN_API_KEY must be e2b_ followed by hex digits"}
+		return serveConfig{}, usageError{"WARREN_API_KEY must be e2b_ followed by lowercase hex digits (make one with: warren keys create)"}
 	}
 	return cfg, nil
 }

@@ -194,7 +194,7 @@ func TestParseServeEnv(t *testing.T) {
 		t.Errorf("--warm-pool-code-interpreter=0: %d, %v", cfg.Lifecycle.WarmPoolCodeInterpreter, err)
 	}
 	for _, env := range []map[string]string{{"WARREN_MAX_FROZEN": "many"}, {"WARREN_API_KEY": "sk_x"}, {"WARREN_INIT_TIMEOUT": "soon"},
-		{"WARREN_WARM_POOL_CODE_INTERPRETER": "one"}} {
+		{"WARREN_WARM_POOL_CODE_INTERPRETER": "one"}, {"WARREN_API_KEY": "e2b_AB"}} {
 		m.Getenv = func(k string) string { return env[k] }
 		if _, err := m.parseServe(nil); !errors.As(err, new(usageError)) {
 			t.Errorf("env %v: err %v, want usage error", env, err)
@@ -299,5 +299,32 @@ func TestGVisorResolvConf(t *testing.T) {
 	}
 	if _, err := parseEgressDNS("not-an-address"); err == nil {
 		t.Error("a bad --egress-dns was accepted")
+	}
+}
+
+// A limit of 0 would silently become the default: it is refused, saying
+// what to give instead; negative values mean never where there is a never.
+func TestParseServeLimits(t *testing.T) {
+	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	for _, tt := range []struct {
+		args []string
+		want string // "" = accepted
+	}{
+		{[]string{"--max-frozen=0"}, "--max-frozen must not be 0: give a positive value, or a negative one for never"},
+		{[]string{"--freeze-max-age=0s"}, "--freeze-max-age must not be 0"},
+		{[]string{"--ready-timeout=0s"}, "--ready-timeout must be positive"},
+		{[]string{"--memory-mb=-1"}, "--memory-mb must be positive"},
+		{[]string{"--metrics-history=0"}, "--metrics-history must be positive"},
+		{[]string{"--max-frozen=-1", "--freeze-max-age=-1s", "--pids-limit=-1", "--ready-timeout=5s"}, ""},
+	} {
+		cfg, err := m.parseServe(tt.args)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%q: %v", tt.args, err)
+		case tt.want == "" && cfg.Lifecycle.ReadyTimeout != 5*time.Second:
+			t.Errorf("%q: ready timeout %v", tt.args, cfg.Lifecycle.ReadyTimeout)
+		case tt.want != "" && (!errors.As(err, new(usageError)) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%q: err %v, want a usage error with %q", tt.args, err, tt.want)
+		}
 	}
 }
