@@ -54,6 +54,9 @@ type serveConfig struct {
 	TemplateBuilds int
 	// Runtime is what sandboxes run under: "runc" (default) or "gvisor".
 	Runtime string
+	// ProxyDialTimeout bounds the proxy's reaching a sandbox's agent and
+	// opening a tunnel to a port inside.
+	ProxyDialTimeout time.Duration
 	// GVisorName is the engine's name for runsc (daemon.json "runtimes").
 	GVisorName string
 	Lifecycle  lifecycle.Config
@@ -219,7 +222,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	if err != nil {
 		return err
 	}
-	px, err = proxy.New(proxy.Config{Domain: cfg.Domain, Router: mgr, Tunnels: deps.Tunnels, Logger: log})
+	px, err = proxy.New(proxy.Config{Domain: cfg.Domain, Router: mgr, Tunnels: deps.Tunnels, DialTimeout: cfg.ProxyDialTimeout, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -463,6 +466,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 		`their python and javascript kernels up, about 75 MiB of RAM each (0: no pool; none while its image is not built)`)
 	e.Duration(&l.MaxTimeout, "max-timeout", d.MaxTimeout, "longest sandbox timeout a client may ask for")
 	e.Duration(&l.InitTimeout, "init-timeout", d.InitTimeout, "how long to wait for a sandbox's agent")
+	e.Duration(&cfg.ProxyDialTimeout, "proxy-dial-timeout", 10*time.Second, "how long the proxy tries to reach a sandbox's agent, or a port inside through it, before answering 502")
 	e.Duration(&l.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long a template's ready command may keep failing before the create fails")
 	e.Duration(&l.FreezeMaxAge, "freeze-max-age", d.FreezeMaxAge, "stop frozen sandboxes after this long (negative: never)")
 	e.Int(&l.MaxFrozen, "max-frozen", d.MaxFrozen, "most frozen sandboxes; the oldest beyond are stopped (negative: no cap)")
@@ -496,6 +500,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	}
 	if err := checkLimits(l); err != nil {
 		return serveConfig{}, err
+	}
+	if cfg.ProxyDialTimeout <= 0 {
+		return serveConfig{}, usageError{"--proxy-dial-timeout must be positive"}
 	}
 	cfg.APIKey = m.Getenv("WARREN_API_KEY")
 	if cfg.APIKey != "" && !sandbox.ValidAPIKey(cfg.APIKey) {
