@@ -113,14 +113,30 @@ func (m *Main) newFlagSet(name, synopsis, description string) *flag.FlagSet {
 
 // parseFlags parses args into fs, turning mistakes into usage errors; it returns flag.ErrHelp
 // for -h after printing usage.
+// parseFlags parses args with flags anywhere among the arguments, as in
+// "warren keys revoke ID --state-dir DIR"; after "--" everything is an
+// argument.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageError{err.Error()}
 		}
-		return usageError{err.Error()}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
-	return nil
+	return fs.Parse(append([]string{"--"}, positional...))
 }
 
 func hasFlags(fs *flag.FlagSet) bool {

@@ -66,3 +66,33 @@ func TestParseImageBuild(t *testing.T) {
 		t.Errorf("flags: %+v, %v; flags must win over the environment", cfg, err)
 	}
 }
+
+// Flags may follow the arguments, as in "warren keys revoke ID --state-dir
+// DIR"; after "--" everything is an argument.
+func TestParseFlagsInterspersed(t *testing.T) {
+	for _, tt := range []struct {
+		args     []string
+		wantDir  string
+		wantArgs []string
+	}{
+		{[]string{"ID", "--state-dir", "/s"}, "/s", []string{"ID"}},
+		{[]string{"--state-dir=/s", "a", "b"}, "/s", []string{"a", "b"}},
+		{[]string{"a", "--state-dir", "/s", "b"}, "/s", []string{"a", "b"}},
+		{[]string{"a", "--", "--state-dir", "/s"}, "", []string{"a", "--state-dir", "/s"}},
+		{nil, "", nil},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		dir := fs.String("state-dir", "", "")
+		if err := parseFlags(fs, tt.args); err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		if *dir != tt.wantDir || strings.Join(fs.Args(), " ") != strings.Join(tt.wantArgs, " ") {
+			t.Errorf("%q: state-dir %q args %q; want %q and %q", tt.args, *dir, fs.Args(), tt.wantDir, tt.wantArgs)
+		}
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(new(bytes.Buffer))
+	if err := parseFlags(fs, []string{"ID", "--nope"}); !errors.As(err, new(usageError)) {
+		t.Errorf("an unknown flag after an argument: %v, want a usage error", err)
+	}
+}
