@@ -31,18 +31,8 @@ import (
 // $WARREN_TEST_IMAGE, default warren/base (scripts build it; test.sh
 // does before the Go tests).
 func TestPoolLatencyDocker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping: needs Docker (-short)")
-	}
-	image := os.Getenv("WARREN_TEST_IMAGE")
-	if image == "" {
-		image = "warren/base"
-	}
 	rt := dockerRuntime(t)
-	imageID, err := rt.ImageID(t.Context(), image)
-	if err != nil {
-		t.Skipf("skipping: image %s is not on the engine (build it, or set WARREN_TEST_IMAGE): %v", image, err)
-	}
+	_, imageID := dockerTestImage(t, rt)
 	ac := agentclient.New()
 	median := func(pool int) time.Duration {
 		st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "warren.db"))
@@ -91,9 +81,6 @@ func TestPoolLatencyDocker(t *testing.T) {
 // whole. It needs Docker and the image warren/code-interpreter
 // (bin/warren image build code-interpreter).
 func TestPoolCodeInterpreterDocker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping: needs Docker (-short)")
-	}
 	const image = "warren/code-interpreter"
 	rt := dockerRuntime(t)
 	imageID, err := rt.ImageID(t.Context(), image)
@@ -176,10 +163,30 @@ func waitPool(t *testing.T, m *lifecycle.Manager, n int) {
 	}
 }
 
+// dockerTestImage returns the image Docker tests run the agent in,
+// $WARREN_TEST_IMAGE (default warren/base), and its ID; it skips the test
+// when the engine lacks it.
+func dockerTestImage(t *testing.T, rt *docker.Runtime) (image, id string) {
+	t.Helper()
+	image = os.Getenv("WARREN_TEST_IMAGE")
+	if image == "" {
+		image = "warren/base"
+	}
+	id, err := rt.ImageID(t.Context(), image)
+	if err != nil {
+		t.Skipf("skipping: image %s is not on the engine (build it, or set WARREN_TEST_IMAGE): %v", image, err)
+	}
+	return image, id
+}
+
 // dockerRuntime returns a runtime with the real agent under a label of its
-// own, removing what it made at the end, or skips without an engine.
+// own, removing what it made at the end; it skips the test with -short or
+// without an engine.
 func dockerRuntime(t *testing.T) *docker.Runtime {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping: needs Docker (-short)")
+	}
 	agent := buildAgent(t)
 	rt, err := docker.New(docker.Config{AgentPath: agent, ManagedValue: testLabel("test-pool-")})
 	if err != nil {

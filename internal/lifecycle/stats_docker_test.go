@@ -2,7 +2,6 @@ package lifecycle_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,17 +18,8 @@ import (
 // enforced disk size, on an engine with quotas), and some of it used. It
 // needs Docker and $WARREN_TEST_IMAGE (default warren/base).
 func TestDiskMetricsDocker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping: needs Docker (-short)")
-	}
-	image := os.Getenv("WARREN_TEST_IMAGE")
-	if image == "" {
-		image = "warren/base"
-	}
 	rt := dockerRuntime(t)
-	if _, err := rt.ImageID(t.Context(), image); err != nil {
-		t.Skipf("skipping: image %s is not on the engine (build it, or set WARREN_TEST_IMAGE): %v", image, err)
-	}
+	image, _ := dockerTestImage(t, rt)
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "warren.db"))
 	if err != nil {
 		t.Fatal(err)
