@@ -8,9 +8,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 e2e="$here/../test/e2e"
 port="${WARREN_BENCH_PORT:-49985}"
 
-if [ ! -f "$e2e/node_modules/.package-lock.json" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
-  (cd "$e2e" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+"$e2e/npm-deps.sh"
 trap '"$e2e/debug-sandbox.sh" stop --port "$port" || true' EXIT
 name="$("$e2e/debug-sandbox.sh" start --port "$port" --no-publish)"
 node "$here/agent/sdk-bench.mjs" --url "http://localhost:$port" --container "$name" "$@"

@@ -6,7 +6,5 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 e2e="$here/../../test/e2e"
-if [ ! -f "$e2e/node_modules/.package-lock.json" ] || [ "$e2e/package-lock.json" -nt "$e2e/node_modules/.package-lock.json" ]; then
-  (cd "$e2e" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+"$e2e/npm-deps.sh"
 exec node "$here/server-bench.mjs" "$@"

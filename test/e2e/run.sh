@@ -20,10 +20,7 @@ say() { printf 'e2e: %s\n' "$*" >&2; }
 command -v node >/dev/null || { say "node is not installed"; exit 1; }
 command -v docker >/dev/null || { say "docker is not installed"; exit 1; }
 
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  say "installing npm packages (npm ci)"
-  npm ci --no-audit --no-fund --loglevel=error
-fi
+./npm-deps.sh
 
 secure_port="${WARREN_E2E_SECURE_PORT:-49984}"
 secure_token="e2e-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"

@@ -30,10 +30,7 @@ say() { printf 'e2e-server: %s\n' "$*" >&2; }
 command -v node >/dev/null || { say "node is not installed"; exit 1; }
 command -v docker >/dev/null || { say "docker is not installed"; exit 1; }
 
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  say "installing npm packages (npm ci)"
-  npm ci --no-audit --no-fund --loglevel=error
-fi
+./npm-deps.sh
 if [ ! -x "$repo/bin/warren" ] || [ ! -x "$repo/bin/warren-agent" ]; then
   say "building bin/warren and bin/warren-agent"
   "$repo/scripts/build.sh"
