@@ -123,6 +123,22 @@ func wantError(t *testing.T, what string, r response, status int) {
 	}
 }
 
+// wantAnswer checks that r has status and, for an error, E2B's shape with
+// a message containing message.
+func wantAnswer(t *testing.T, what string, r response, status int, message string) {
+	t.Helper()
+	if status < 400 {
+		if r.status != status {
+			t.Errorf("%s: status %d %s, want %d", what, r.status, r.body, status)
+		}
+		return
+	}
+	wantError(t, what, r, status)
+	if !strings.Contains(string(r.body), message) {
+		t.Errorf("%s: message %s, want it to say %q", what, r.body, message)
+	}
+}
+
 func (a *testAPI) create(t testing.TB, body map[string]any) map[string]any {
 	t.Helper()
 	r := a.do(t, "POST", "/v2/sandboxes", body)

@@ -67,17 +67,7 @@ func TestMetricsRange(t *testing.T) {
 		{"start after end", "?start=200&end=100", 400, "start (200) is after end (100)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := a.do(t, "GET", p+tc.query, nil)
-			if tc.status == 200 {
-				if r.status != 200 {
-					t.Errorf("status %d %s, want 200", r.status, r.body)
-				}
-				return
-			}
-			wantError(t, tc.name, r, tc.status)
-			if !strings.Contains(string(r.body), tc.message) {
-				t.Errorf("message %s, want it to say %q", r.body, tc.message)
-			}
+			wantAnswer(t, tc.name, a.do(t, "GET", p+tc.query, nil), tc.status, tc.message)
 		})
 	}
 }

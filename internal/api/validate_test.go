@@ -50,17 +50,7 @@ func TestCreateLimits(t *testing.T) {
 			map[string]any{"templateID": "base", "autoPause": true, "autoPauseMemory": false, "autoResume": map[string]bool{"enabled": true}}, 400, "autoResume cannot be combined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := a.do(t, "POST", tc.path, tc.body)
-			if tc.status == 201 {
-				if r.status != 201 {
-					t.Fatalf("status %d %s, want 201", r.status, r.body)
-				}
-				return
-			}
-			wantError(t, tc.name, r, tc.status)
-			if !strings.Contains(string(r.body), tc.message) {
-				t.Errorf("message %s, want it to say %q", r.body, tc.message)
-			}
+			wantAnswer(t, tc.name, a.do(t, "POST", tc.path, tc.body), tc.status, tc.message)
 		})
 	}
 
