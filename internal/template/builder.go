@@ -131,6 +131,7 @@ func (r *Registry) run(ctx context.Context, t Template, b Build) {
 		if ctx.Err() != nil {
 			reason = &Reason{Message: "build cancelled", Step: reason.Step}
 		}
+		b.CacheLayer = res.lastLayer
 		r.appendLog(b.ID, "error", reason.Step, reason.Message)
 		log.Info("build failed", "reason", reason.Message)
 		r.finish(context.Background(), &b, reason)
@@ -141,7 +142,7 @@ func (r *Registry) run(ctx context.Context, t Template, b Build) {
 	r.appendLog(b.ID, "info", stepFinalize, fmt.Sprintf("Build finished in %s", time.Since(start).Round(time.Millisecond)))
 	r.finish(context.Background(), &b, nil)
 	log.Info("build ready", "image", b.Image, "took", time.Since(start))
-	r.prune(ctx, t.ID)
+	r.prune(ctx, t.ID, b.ID)
 }
 
 // finish records the end of a build; a ready build gets its tags.
@@ -174,6 +175,9 @@ func (r *Registry) appendLog(buildID, level, step, msg string) {
 type built struct {
 	image, user, workdir string
 	env                  map[string]string
+	// lastLayer is the engine's layer of the last of the template's own
+	// steps that completed, set also when the build fails.
+	lastLayer string
 }
 
 // buildImage prepares the build context, runs the engine and returns the
@@ -206,11 +210,17 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 	}
 	image := imageRef(t.ID, b.ID)
 	step := stepBase
+	var lastLayer string
 	out := func(line string) {
 		if m := stepLine.FindStringSubmatch(line); m != nil {
 			if n, _ := strconv.Atoi(m[1]); n >= 1 && n <= len(p.StepOf) {
 				step = p.StepOf[n-1]
 			}
+		}
+		// The base steps' layers are the base image's or shared with
+		// every template built on it: never this build's to remove.
+		if m := layerLine.FindStringSubmatch(line); m != nil && step != stepBase {
+			lastLayer = m[1]
 		}
 		if msg, keep := logLine(line); keep {
 			r.appendLog(b.ID, "info", step, msg)
@@ -221,12 +231,13 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 	err = r.cfg.Engine.Build(ctx, pr, image, b.Spec.Force, out)
 	pr.Close()
 	if err != nil {
+		failed := built{lastLayer: lastLayer}
 		var bf *BuildFailure
 		if errors.As(err, &bf) {
-			return built{}, &Reason{Message: fmt.Sprintf("step %s failed: %s", step, bf.Message), Step: step}
+			return failed, &Reason{Message: fmt.Sprintf("step %s failed: %s", step, bf.Message), Step: step}
 		}
 		r.log.Error("build error", logBuild, b.ID, "err", err)
-		return built{}, &Reason{Message: "build failed: " + sandbox.Message(err), Step: step}
+		return failed, &Reason{Message: "build failed: " + sandbox.Message(err), Step: step}
 	}
 	env := p.Env
 	if len(env) > 0 {
@@ -293,6 +304,10 @@ func (r *Registry) prepareCopy(team, dir string, i int, s Step) (copySource, err
 }
 
 var stepLine = regexp.MustCompile(`^Step (\d+)/(\d+) : `)
+
+// layerLine is the engine's line naming the layer a step made (or found
+// in its cache).
+var layerLine = regexp.MustCompile(`^ ---> ([0-9a-f]{12,64})$`)
 
 // noise are engine output lines that say nothing to a template's author.
 var noise = regexp.MustCompile(`^( ---> [0-9a-f]{12}$| ---> Running in |Removing intermediate container |Successfully built |Successfully tagged |Sending build context)`)

@@ -25,6 +25,11 @@ type Engine interface {
 	// ImageEnv returns an image's environment as KEY=value strings.
 	ImageEnv(ctx context.Context, ref string) ([]string, error)
 	RemoveImage(ctx context.Context, ref string) error
+	// RemoveLayer removes an untagged image by ID (a build step's layer),
+	// with its untagged parents no other image uses. A tagged image, or
+	// one already gone, is left alone; one that other images build on is
+	// a KindConflict error.
+	RemoveLayer(ctx context.Context, id string) error
 }
 
 // BuildFailure is a build the engine ran and that failed: a command that
@@ -137,6 +142,21 @@ func (d *Docker) RemoveImage(ctx context.Context, ref string) error {
 		return nil
 	}
 	return engineError(err, "cannot remove the image")
+}
+
+// RemoveLayer implements Engine.
+func (d *Docker) RemoveLayer(ctx context.Context, id string) error {
+	res, err := d.cli.ImageInspect(ctx, id)
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return engineError(err, "cannot inspect the layer")
+	}
+	if len(res.RepoTags) > 0 {
+		return nil
+	}
+	return d.RemoveImage(ctx, id)
 }
 
 func engineError(err error, msg string) error {

@@ -166,4 +166,22 @@ func TestDockerBuildFailureNamesStep(t *testing.T) {
 	if _, err := reg.Resolve(context.Background(), "team1", "fails"); err == nil {
 		t.Errorf("a failed template resolves")
 	}
+	// The passed step's layer stays as the next build's cache, and goes
+	// with the template.
+	if b.CacheLayer == "" {
+		t.Fatal("the failed build recorded no cache layer")
+	}
+	out, err := exec.Command("docker", "image", "inspect", "--format", "{{json .ContainerConfig.Cmd}}", b.CacheLayer).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "echo first") {
+		t.Fatalf("cache layer %s: %v %s; want the layer of step 1", b.CacheLayer, err, out)
+	}
+	if err := reg.Delete(context.Background(), "team1", tpl.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("docker", "image", "inspect", b.CacheLayer).Run(); err == nil {
+		t.Errorf("cache layer %s left after the template was deleted", b.CacheLayer)
+	}
+	if err := exec.Command("docker", "image", "inspect", "warren/base").Run(); err != nil {
+		t.Errorf("warren/base went with the template: %v", err)
+	}
 }

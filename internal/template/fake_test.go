@@ -59,11 +59,16 @@ func (f *fakeEngine) Build(ctx context.Context, contextTar io.Reader, tag string
 			out("output before failing")
 			return &template.BuildFailure{Message: "The command returned a non-zero code: " + m[1]}
 		}
+		out(fmt.Sprintf(" ---> %012x", i+1)) // layer i+1
 	}
 	return nil
 }
 
 func (f *fakeEngine) ImageEnv(ctx context.Context, ref string) ([]string, error) { return nil, nil }
+
+func (f *fakeEngine) RemoveLayer(ctx context.Context, id string) error {
+	return f.RemoveImage(ctx, "layer "+id)
+}
 
 func (f *fakeEngine) RemoveImage(ctx context.Context, ref string) error {
 	f.mu.Lock()

@@ -121,7 +121,7 @@ func (r *Registry) AssignTags(ctx context.Context, team, target string, tags []s
 			return "", err
 		}
 	}
-	r.prune(ctx, t.ID)
+	r.prune(ctx, t.ID, "")
 	return buildID, nil
 }
 
@@ -142,7 +142,7 @@ func (r *Registry) RemoveTags(ctx context.Context, team, name string, tags []str
 			return err
 		}
 	}
-	r.prune(ctx, t.ID)
+	r.prune(ctx, t.ID, "")
 	return nil
 }
 

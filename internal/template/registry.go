@@ -106,15 +106,20 @@ func (r *Registry) Start(ctx context.Context) error {
 		return fmt.Errorf("load templates: %w", err)
 	}
 	for _, t := range templates {
-		r.prune(ctx, t.ID)
+		r.prune(ctx, t.ID, "")
 	}
 	return nil
 }
 
 // prune removes the images of a template's builds that no tag points at
-// any more: superseded by a newer build, or untagged. An image a container
-// still uses stays, for a later prune (after the next build, or at start).
-func (r *Registry) prune(ctx context.Context, templateID string) {
+// any more (superseded by a newer build, or untagged) and the cache layers
+// failed builds left. An image a container still uses stays, for a later
+// prune (after the next build, or at start). While another of the
+// template's builds runs, nothing is removed: it may be building on them.
+func (r *Registry) prune(ctx context.Context, templateID, self string) {
+	if r.othersRunning(templateID, self) {
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	builds, err := r.store.ListBuilds(ctx, templateID)
 	if err != nil {
@@ -127,18 +132,41 @@ func (r *Registry) prune(ctx context.Context, templateID string) {
 		return
 	}
 	for _, b := range builds {
-		if b.Image == "" || slices.ContainsFunc(tags, func(t Tag) bool { return t.BuildID == b.ID }) {
-			continue
+		changed := false
+		if b.Image != "" && !slices.ContainsFunc(tags, func(t Tag) bool { return t.BuildID == b.ID }) {
+			if err := r.cfg.Engine.RemoveImage(ctx, b.Image); err != nil {
+				r.log.Info("superseded build image kept", logBuild, b.ID, "image", b.Image, "err", err)
+			} else {
+				b.Image, changed = "", true
+			}
 		}
-		if err := r.cfg.Engine.RemoveImage(ctx, b.Image); err != nil {
-			r.log.Info("superseded build image kept", logBuild, b.ID, "image", b.Image, "err", err)
-			continue
+		if b.CacheLayer != "" {
+			// A layer a newer image builds on goes with that image.
+			if err := r.cfg.Engine.RemoveLayer(ctx, b.CacheLayer); err == nil || sandbox.KindOf(err) == sandbox.KindConflict {
+				b.CacheLayer, changed = "", true
+			} else {
+				r.log.Info("failed build's cache layer kept", logBuild, b.ID, "layer", b.CacheLayer, "err", err)
+			}
 		}
-		b.Image = ""
-		if err := r.store.PutBuild(ctx, b); err != nil {
-			r.log.Warn("cannot save pruned build", logBuild, b.ID, "err", err)
+		if changed {
+			if err := r.store.PutBuild(ctx, b); err != nil {
+				r.log.Warn("cannot save pruned build", logBuild, b.ID, "err", err)
+			}
 		}
 	}
+}
+
+// othersRunning reports whether a build of the template other than self
+// is waiting or running.
+func (r *Registry) othersRunning(templateID, self string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, rb := range r.running {
+		if rb.templateID == templateID && id != self {
+			return true
+		}
+	}
+	return false
 }
 
 // Close cancels running builds and waits for them.
@@ -365,12 +393,22 @@ func (r *Registry) Delete(ctx context.Context, team, idOrName string) error {
 	if err := r.store.DeleteTemplate(ctx, t.ID); err != nil {
 		return err
 	}
+	ctx = context.WithoutCancel(ctx)
 	for _, b := range builds {
 		if b.Image == "" {
 			continue
 		}
-		if err := r.cfg.Engine.RemoveImage(context.WithoutCancel(ctx), b.Image); err != nil {
+		if err := r.cfg.Engine.RemoveImage(ctx, b.Image); err != nil {
 			r.log.Info("template image kept", logTemplate, t.ID, "image", b.Image, "err", err)
+		}
+	}
+	// After the images, which take the cache layers they build on.
+	for _, b := range builds {
+		if b.CacheLayer == "" {
+			continue
+		}
+		if err := r.cfg.Engine.RemoveLayer(ctx, b.CacheLayer); err != nil {
+			r.log.Info("failed build's cache layer kept", logTemplate, t.ID, "layer", b.CacheLayer, "err", err)
 		}
 	}
 	r.log.Info("template deleted", logTemplate, t.ID)

@@ -3,6 +3,7 @@ package template_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -179,26 +180,38 @@ func TestBuildQueueAndTags(t *testing.T) {
 }
 
 // A build no tag points at any more loses its image: when a rebuild takes
-// its tags, and when its last tag is removed; a tagged one keeps it.
+// its tags, and when its last tag is removed; a tagged one keeps it. A
+// failed build's last layer of its own steps stays as cache until the
+// next build is done, and goes with the template.
 func TestSupersededBuildsPruned(t *testing.T) {
 	eng := &fakeEngine{}
 	reg, _, _ := newRegistry(t, eng, 1)
 	ctx := context.Background()
-	build := func(name string) template.Build {
+	buildSteps := func(name string, steps ...string) (template.Build, []template.LogEntry) {
 		tpl, b, err := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := reg.StartBuild(ctx, "team1", tpl.ID, b.ID, template.BuildSpec{FromImage: "warren/base",
-			Steps: []template.Step{{Type: "RUN", Args: []string{"true"}}}}); err != nil {
+		spec := template.BuildSpec{FromImage: "warren/base"}
+		for _, s := range steps {
+			spec.Steps = append(spec.Steps, template.Step{Type: "RUN", Args: []string{s}})
+		}
+		if err := reg.StartBuild(ctx, "team1", tpl.ID, b.ID, spec); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, func() bool {
 			got, _, err := reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "")
-			return err == nil && got.Status == template.StatusReady
+			return err == nil && got.Status.Done()
 		})
-		got, _, _ := reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "")
-		return got
+		got, logs, _ := reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "")
+		return got, logs
+	}
+	build := func(name string) template.Build {
+		b, _ := buildSteps(name, "true")
+		if b.Status != template.StatusReady {
+			t.Fatalf("build %s: %s", b.ID, b.Status)
+		}
+		return b
 	}
 	removed := func() []string {
 		eng.mu.Lock()
@@ -225,6 +238,31 @@ func TestSupersededBuildsPruned(t *testing.T) {
 	}
 	if r, err := reg.Resolve(ctx, "team1", "app"); err != nil || r.Image != b3.Image {
 		t.Errorf("Resolve(app) = %+v, %v; want build 3's image", r, err)
+	}
+
+	failed, logs := buildSteps("app", "echo cached", "exit 3")
+	var want string // the layer the fake engine made for the step that passed
+	for _, e := range logs {
+		var n, m int
+		if _, err := fmt.Sscanf(e.Message, "Step %d/%d : RUN", &n, &m); err == nil && strings.Contains(e.Message, "echo cached") {
+			want = fmt.Sprintf("%012x", n)
+		}
+	}
+	if failed.Status != template.StatusError || want == "" || failed.CacheLayer != want {
+		t.Fatalf("failed build: status %s, cache layer %q; want error and %q", failed.Status, failed.CacheLayer, want)
+	}
+	if got := removed(); slices.Contains(got, "layer "+want) {
+		t.Fatalf("the cache layer went before the next build: %v", got)
+	}
+	b5 := build("app")
+	if got := removed(); !slices.Contains(got, "layer "+want) || !slices.Contains(got, b3.Image) {
+		t.Fatalf("after the next build removed %v, want the cache layer %s and build 3's image", got, want)
+	}
+	if err := reg.Delete(ctx, "team1", "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := removed(); got[len(got)-1] != b5.Image {
+		t.Errorf("after delete removed %v, want build 5's image last", got)
 	}
 }
 

@@ -73,6 +73,11 @@ type Build struct {
 	StartCmd string
 	ReadyCmd string
 
+	// CacheLayer is a failed build's last layer of its own steps: the
+	// engine keeps it as the cache of the template's next build, and the
+	// registry removes it once that build is done or the template goes.
+	CacheLayer string
+
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	FinishedAt time.Time // zero until done

@@ -19,6 +19,12 @@ for (const v of ['E2B_API_URL', 'E2B_API_KEY']) {
 const uid = () => randomBytes(4).toString('hex')
 const run = promisify(execFile)
 const imageExists = (ref) => run('docker', ['image', 'inspect', ref]).then(() => true, () => false)
+// layersRunning returns the engine's images (step layers included) made by a RUN of cmd.
+async function layersRunning(cmd) {
+  const ids = (await run('docker', ['images', '-aq'])).stdout.split('\n').filter(Boolean)
+  const { stdout } = await run('docker', ['image', 'inspect', '--format', '{{.Id}} {{json .ContainerConfig.Cmd}}', ...new Set(ids)])
+  return stdout.split('\n').filter((l) => l.includes(cmd)).map((l) => l.split(' ')[0])
+}
 const api = (path, init = {}) =>
   fetch(process.env.E2B_API_URL + path, {
     ...init,
@@ -175,7 +181,8 @@ describe('templates', () => {
     const bad = `e2e-fail-${uid()}`
     created.push(bad)
     const logs = []
-    const t = Template().fromImage('warren/base').runCmd('echo fine').runCmd('echo about-to-fail && exit 7').runCmd('echo never')
+    const fine = `echo fine-${uid()}`
+    const t = Template().fromImage('warren/base').runCmd(fine).runCmd('echo about-to-fail && exit 7').runCmd('echo never')
     await assert.rejects(Template.build(t, bad, { onBuildLogs: (e) => logs.push(e) }), (err) => {
       assert.ok(err instanceof BuildError, `${err}`)
       assert.match(err.message, /step 2/)
@@ -186,6 +193,10 @@ describe('templates', () => {
     assert.match(text, /about-to-fail/)
     assert.doesNotMatch(text, /^never$/m)
     await assert.rejects(Sandbox.create(bad))
+    // The layer of the step that passed is the next build's cache; deleting the template takes it.
+    assert.equal((await layersRunning(fine)).length, 1, 'no cache layer of the step that passed')
+    assert.equal((await api(`/templates/${bad}`, { method: 'DELETE' })).status, 204)
+    assert.deepEqual(await layersRunning(fine), [], 'the failed build left its layer behind')
   })
 
   it('refuses bad input with clear messages', async () => {
