@@ -34,6 +34,7 @@ func (e okEngine) Build(ctx context.Context, r io.Reader, tag string, noCache bo
 }
 func (okEngine) ImageEnv(context.Context, string) ([]string, error) { return nil, nil }
 func (okEngine) RemoveImage(context.Context, string) error          { return nil }
+func (okEngine) RemoveLayer(context.Context, string) error          { return nil }
 
 // commands records start commands; ready commands succeed unless they
 // contain "fail".
