@@ -34,11 +34,20 @@ type fakeResolver struct {
 func newFakeResolver(t *testing.T, addrs map[string]netip.Addr) *fakeResolver {
 	t.Helper()
 	r := &fakeResolver{addrs: addrs}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// One port for UDP and TCP: another process may hold the TCP side of
+	// the port UDP got, so try a few.
+	var pc net.PacketConn
+	var l net.Listener
+	var err error
+	for range 10 {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
 	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,12 @@ func (s *Service) follow(ctx context.Context, h http.Header, p *proc, sub *subsc
 	for {
 		select {
 		case ev := <-sub.ch:
+			if ev.GetEnd() != nil && ctx.Err() != nil {
+				// The deadline killed the process (or came with its
+				// end): the client hears of the deadline, as it would
+				// had this select picked ctx.Done first.
+				return ctx.Err()
+			}
 			if err := send(ev); err != nil {
 				return err
 			}
