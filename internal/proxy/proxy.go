@@ -135,16 +135,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: "This path is not available from outside the sandbox", Code: http.StatusForbidden})
 		return
 	}
-	// The traffic token is checked before the sandbox is resumed: a
-	// request without it must not wake a private sandbox.
-	var admit func(sandbox.Sandbox) error
-	if dst.port != sandbox.AgentPort {
-		admit = func(sb sandbox.Sandbox) error { return checkTrafficToken(r, sb.TrafficAccessToken) }
+	// Tokens are checked before the sandbox is resumed: a request without
+	// them must not wake a paused sandbox.
+	admit := func(sb sandbox.Sandbox) error { return checkTrafficToken(r, sb.TrafficAccessToken) }
+	if dst.port == sandbox.AgentPort {
+		admit = func(sb sandbox.Sandbox) error { return checkAccessToken(r, sb) }
 	}
 	sb, err := p.cfg.Router.Route(r.Context(), dst.sandboxID, admit)
-	var refused tokenError
-	if errors.As(err, &refused) {
-		writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: string(refused), Code: http.StatusForbidden})
+	if refused, ok := errors.AsType[refusal](err); ok {
+		body := errorBody{SandboxID: dst.sandboxID, Message: refused.msg, Code: refused.code}
+		if dst.port == sandbox.AgentPort {
+			body.SandboxID = "" // the agent's own shape
+		}
+		writeError(w, r, body)
 		return
 	}
 	if err != nil || sb.AgentAddr == "" {
@@ -181,8 +184,8 @@ func isInternalPath(p string) bool {
 	return strings.HasPrefix(p, "/_warren/")
 }
 
-// checkTrafficToken returns why r may not reach a sandbox protected by
-// token, or "" when it may.
+// checkTrafficToken returns why r may not reach a sandbox's port protected
+// by token, or nil when it may.
 func checkTrafficToken(r *http.Request, token string) error {
 	if token == "" {
 		return nil
@@ -190,18 +193,39 @@ func checkTrafficToken(r *http.Request, token string) error {
 	got := r.Header.Get("E2b-Traffic-Access-Token")
 	switch {
 	case got == "":
-		return tokenError("Missing traffic access token")
+		return refusal{http.StatusForbidden, "Missing traffic access token"}
 	case subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1:
-		return tokenError("Invalid traffic access token")
+		return refusal{http.StatusForbidden, "Invalid traffic access token"}
 	}
 	return nil
 }
 
-// tokenError is a request refused for its traffic token; the text is the
-// message the client gets.
-type tokenError string
+// checkAccessToken refuses, without waking it, a request to the agent of
+// a paused secure sandbox that has no credential the agent could accept:
+// neither the sandbox's access token nor a signature (GET /health and
+// preflights need none). The agent itself judges requests to a running
+// sandbox.
+func checkAccessToken(r *http.Request, sb sandbox.Sandbox) error {
+	token := sb.EnvdAccessToken
+	if sb.State == sandbox.StateRunning || token == "" || r.Method == http.MethodOptions ||
+		(r.Method == http.MethodGet && path.Clean("/"+r.URL.Path) == "/health") {
+		return nil
+	}
+	got := r.Header.Get("X-Access-Token")
+	if (got == "" && r.URL.Query().Has("signature")) || subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
+		return nil
+	}
+	return refusal{http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported"}
+}
 
-func (e tokenError) Error() string { return string(e) }
+// refusal is a request refused for its tokens: the status and message the
+// client gets.
+type refusal struct {
+	code int
+	msg  string
+}
+
+func (e refusal) Error() string { return e.msg }
 
 // rewrite turns the client's request into the upstream one.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {

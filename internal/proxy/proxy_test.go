@@ -138,6 +138,47 @@ func TestErrorsAreJSON(t *testing.T) {
 	}
 }
 
+// A request to the agent of a paused secure sandbox without a credential
+// the agent could accept is refused before the sandbox would be resumed,
+// in the agent's own shape; the agent judges a running sandbox's requests.
+func TestAgentTokenBeforeResume(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, path string
+		headers            map[string]string
+		running            bool
+		want               int
+	}{
+		{"no token", "POST", "/process.Process/List", nil, false, 401},
+		{"wrong token", "POST", "/process.Process/List", map[string]string{"X-Access-Token": "nope"}, false, 401},
+		{"files unsigned", "GET", "/files?path=/a", nil, false, 401},
+		{"token", "POST", "/process.Process/List", map[string]string{"X-Access-Token": "envd-tok"}, false, 200},
+		{"health", "GET", "/health", nil, false, 200},
+		{"signed", "GET", "/files?path=/a&signature=v1_x", nil, false, 200},
+		{"preflight", "OPTIONS", "/process.Process/List", nil, false, 200},
+		{"running: the agent judges", "POST", "/process.Process/List", nil, true, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, echo("agent"), func(sb *sandbox.Sandbox) {
+				sb.EnvdAccessToken = "envd-tok"
+				if !tc.running {
+					sb.State = sandbox.StatePaused
+				}
+			})
+			req := env.request(t, tc.method, env.host(sandbox.AgentPort), tc.path, nil)
+			for k, v := range tc.headers {
+				req.Header.Set(k, v)
+			}
+			status, body := do(t, req)
+			if status != tc.want {
+				t.Fatalf("status %d (%s), want %d", status, body, tc.want)
+			}
+			if tc.want == 401 && body != `{"message":"unauthorized access, please provide a valid access token or method signing if supported","code":401}` {
+				t.Errorf("body %s, want the agent's 401", body)
+			}
+		})
+	}
+}
+
 // A browser opening a sandbox URL gets a page saying what is wrong, with
 // the status code; anything else gets the JSON.
 func TestErrorsForBrowsers(t *testing.T) {

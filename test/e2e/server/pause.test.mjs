@@ -76,7 +76,7 @@ describeEachSdk('pause and resume', (ctx) => {
     assert.equal(await again.files.read('/home/user/auto.txt'), 'auto-paused')
   })
 
-  it('autoResume: a request through the proxy to an auto-paused sandbox resumes it and is answered; one without the traffic token is refused and wakes nothing', async () => {
+  it('autoResume: a request through the proxy to an auto-paused sandbox resumes it and is answered; one without the traffic or access token is refused and wakes nothing', async () => {
     const sbx = await ctx.create({
       timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true }, network: { allowPublicTraffic: false },
     })
@@ -94,6 +94,12 @@ describeEachSdk('pause and resume', (ctx) => {
       assert.equal(refused.status, 403)
       await refused.arrayBuffer()
     }
+    // Nor does a request to its agent without the access token (the sandbox is secure).
+    const noToken = await proxyFetch(sbx.sandboxId, 49983, '/process.Process/List', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}',
+    })
+    assert.equal(noToken.status, 401)
+    await noToken.arrayBuffer()
     assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'a refused request resumed the sandbox')
     const res = await proxyFetch(sbx.sandboxId, 8000, '/index.txt', { headers: token })
     assert.equal(res.status, 200)
