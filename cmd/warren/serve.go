@@ -199,8 +199,13 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 
 	var tpl *template.Registry
 	if deps.Builder != nil {
+		builtins := map[string]template.Source{
+			lifecycle.BaseTemplate:            {Image: cfg.Lifecycle.BaseImage},
+			lifecycle.CodeInterpreterTemplate: {Image: cfg.Lifecycle.CodeInterpreterImage, AgentArgs: lifecycle.CodeInterpreterArgs()},
+		}
 		tpl, err = template.New(template.Config{Store: st, Engine: deps.Builder, Dir: cfg.StateDir,
-			BaseImage: cfg.Lifecycle.BaseImage, MaxConcurrentBuilds: cfg.TemplateBuilds, Logger: log})
+			BaseImage: cfg.Lifecycle.BaseImage, Builtins: builtins, Snapshots: st,
+			MaxConcurrentBuilds: cfg.TemplateBuilds, Logger: log})
 		if err != nil {
 			return err
 		}

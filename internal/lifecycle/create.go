@@ -64,6 +64,10 @@ const (
 	CodeInterpreterTemplate = "code-interpreter-v1"
 )
 
+// CodeInterpreterArgs are the agent arguments of code interpreter
+// sandboxes: it serves E2B's code-interpreter API beside envd's.
+func CodeInterpreterArgs() []string { return []string{"-code-interpreter"} }
+
 // builtinTemplate returns the built-in template ref names, if it is one,
 // and the `warren image build` argument that makes its image ("" for
 // base, which must exist). The warm pool keeps containers of both.
@@ -73,7 +77,7 @@ func (m *Manager) builtinTemplate(ref string) (tpl template, build string, ok bo
 		return template{id: BaseTemplate, alias: BaseTemplate, image: m.cfg.BaseImage}, "", true
 	case CodeInterpreterTemplate:
 		return template{id: CodeInterpreterTemplate, alias: CodeInterpreterTemplate, image: m.cfg.CodeInterpreterImage,
-			agentArgs: []string{"-code-interpreter"}}, "code-interpreter", true
+			agentArgs: CodeInterpreterArgs()}, "code-interpreter", true
 	}
 	return template{}, "", false
 }
@@ -100,7 +104,8 @@ func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (temp
 		rt, err := m.cfg.Templates.Resolve(ctx, teamID, ref)
 		if err == nil {
 			return template{id: rt.ID, alias: rt.Alias, image: rt.Image, cpuCount: rt.CPUCount, memoryMB: rt.MemoryMB,
-				startCmd: rt.StartCmd, readyCmd: rt.ReadyCmd, user: rt.User, workdir: rt.Workdir, env: rt.Env}, nil
+				startCmd: rt.StartCmd, readyCmd: rt.ReadyCmd, user: rt.User, workdir: rt.Workdir, env: rt.Env,
+				agentArgs: rt.AgentArgs}, nil
 		}
 		if sandbox.KindOf(err) != sandbox.KindNotFound {
 			return template{}, err

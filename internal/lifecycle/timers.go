@@ -53,15 +53,18 @@ func (m *Manager) expire(ctx context.Context, id string) {
 	if !ok || sb.State != sandbox.StateRunning || time.Now().Before(sb.EndAt) {
 		return
 	}
-	var err error
-	if sb.Lifecycle.OnTimeout == sandbox.TimeoutPause {
-		err = m.pause(ctx, sb, sb.Lifecycle.KeepMemory, "timeout")
-	} else {
-		err = m.kill(ctx, sb, "timeout")
-	}
-	if err != nil {
+	if err := m.timeUp(ctx, sb); err != nil {
 		m.log.Error("cannot end timed-out sandbox", logSandbox, id, "err", err)
 	}
+}
+
+// timeUp does what running sb's lifecycle says at its timeout: pause, or
+// kill. The caller holds its lock.
+func (m *Manager) timeUp(ctx context.Context, sb sandbox.Sandbox) error {
+	if sb.Lifecycle.OnTimeout == sandbox.TimeoutPause {
+		return m.pause(ctx, sb, sb.Lifecycle.KeepMemory, "timeout")
+	}
+	return m.kill(ctx, sb, "timeout")
 }
 
 // demote frees a frozen sandbox's memory; it stays paused, checkpointed

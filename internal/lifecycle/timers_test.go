@@ -146,3 +146,26 @@ func TestGarbageCollection(t *testing.T) {
 		}
 	})
 }
+
+// A timeout set to 0 does at once what the sandbox's timeout would do.
+func TestSetTimeoutZeroEndsNow(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	killed := e.create(t, CreateRequest{Template: "base", Timeout: time.Hour})
+	paused := e.create(t, CreateRequest{Template: "base", Timeout: time.Hour,
+		Lifecycle: sandbox.Lifecycle{OnTimeout: sandbox.TimeoutPause, KeepMemory: true}})
+	for _, id := range []string{killed.ID, paused.ID} {
+		if err := e.m.SetTimeout(ctx, team, id, 0); err != nil {
+			t.Fatalf("SetTimeout(%s, 0): %v", id, err)
+		}
+	}
+	if got := e.state(t, killed.ID).State; got != sandbox.StateKilled {
+		t.Errorf("sandbox without lifecycle after timeout 0: %s, want killed", got)
+	}
+	got := e.state(t, paused.ID)
+	if got.State != sandbox.StatePaused || got.PauseMode != sandbox.PauseFrozen || got.Remaining != 0 {
+		t.Errorf("onTimeout pause after timeout 0: %s %s, %v left; want paused frozen, 0 left", got.State, got.PauseMode, got.Remaining)
+	}
+	wantKind(t, "timeout 0 on paused", e.m.SetTimeout(ctx, team, paused.ID, 0), sandbox.KindNotFound)
+	wantKind(t, "negative timeout", e.m.SetTimeout(ctx, team, paused.ID, -time.Second), sandbox.KindInvalid)
+}

@@ -52,9 +52,30 @@ func (m *Manager) kill(ctx context.Context, sb sandbox.Sandbox, reason string) e
 }
 
 // SetTimeout sets a running sandbox's end to now + d; it may shorten it.
-// A paused sandbox is KindNotFound, as E2B answers.
+// A d of 0 ends it at once, as its timeout would: killed, or paused when
+// its lifecycle says so (E2B's API takes 0). A paused sandbox is
+// KindNotFound, as E2B answers.
 func (m *Manager) SetTimeout(ctx context.Context, teamID, id string, d time.Duration) error {
+	if d == 0 {
+		return m.endNow(ctx, teamID, id)
+	}
 	return m.setEnd(ctx, teamID, id, d, false)
+}
+
+// endNow does to a running sandbox what its timeout would do, now.
+func (m *Manager) endNow(ctx context.Context, teamID, id string) error {
+	ctx, cancel := engineWork(ctx, changeLimit)
+	defer cancel()
+	defer m.locks.lock(id)()
+	sb, err := m.live(teamID, id)
+	if err != nil {
+		return err
+	}
+	if sb.State != sandbox.StateRunning {
+		return sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' is not running", id)
+	}
+	sb.EndAt = time.Now().UTC()
+	return m.timeUp(ctx, sb)
 }
 
 // Refresh extends a running sandbox's life to at least now + d.

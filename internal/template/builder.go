@@ -58,7 +58,7 @@ func (r *Registry) StartBuild(ctx context.Context, team, templateID, buildID str
 		}
 	}
 	if spec.FromTemplate != "" {
-		if _, err := r.resolve(ctx, team, spec.FromTemplate); err != nil {
+		if _, err := r.parent(ctx, team, spec.FromTemplate); err != nil {
 			return sandbox.Errorf(sandbox.KindInvalid, "fromTemplate '%s': %s", spec.FromTemplate, sandbox.Message(err))
 		}
 	}
@@ -137,7 +137,7 @@ func (r *Registry) run(ctx context.Context, t Template, b Build) {
 		r.finish(context.Background(), &b, reason)
 		return
 	}
-	b.Image, b.User, b.Workdir, b.Env = res.image, res.user, res.workdir, res.env
+	b.Image, b.User, b.Workdir, b.Env, b.AgentArgs = res.image, res.user, res.workdir, res.env, res.agentArgs
 	b.StartCmd, b.ReadyCmd = b.Spec.StartCmd, b.Spec.ReadyCmd
 	r.appendLog(b.ID, "info", stepFinalize, fmt.Sprintf("Build finished in %s", time.Since(start).Round(time.Millisecond)))
 	r.finish(context.Background(), &b, nil)
@@ -175,6 +175,7 @@ func (r *Registry) appendLog(buildID, level, step, msg string) {
 type built struct {
 	image, user, workdir string
 	env                  map[string]string
+	agentArgs            []string
 	// lastLayer is the engine's layer of the last of the template's own
 	// steps that completed, set also when the build fails.
 	lastLayer string
@@ -251,7 +252,7 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 			}
 		}
 	}
-	return built{image: image, user: p.User, workdir: p.Workdir, env: env}, nil
+	return built{image: image, user: p.User, workdir: p.Workdir, env: env, agentArgs: base.AgentArgs}, nil
 }
 
 // imageRef names a build's image.
@@ -259,16 +260,60 @@ func imageRef(templateID, buildID string) string {
 	return sandbox.TemplateRepo + "/" + templateID + ":" + buildID
 }
 
-// baseState is where b starts: a plain image, or another template's build.
+// baseState is where b starts: a plain image, or another template.
 func (r *Registry) baseState(ctx context.Context, b Build) (baseState, error) {
 	if b.Spec.FromTemplate == "" {
-		return baseState{Image: b.Spec.FromImage, User: DefaultBuildUser, Workdir: DefaultBuildWorkdir, EnsureUser: true}, nil
+		return imageBase(b.Spec.FromImage, nil), nil
 	}
-	parent, err := r.resolve(ctx, b.TeamID, b.Spec.FromTemplate)
-	if err != nil {
+	return r.parent(ctx, b.TeamID, b.Spec.FromTemplate)
+}
+
+// parent is where a build fromTemplate ref starts, for team: a built-in
+// template, a template built here (its own or a public one), or one of the
+// team's snapshots, by ID or name.
+func (r *Registry) parent(ctx context.Context, team, ref string) (baseState, error) {
+	if src, ok := r.cfg.Builtins[ref]; ok {
+		return imageBase(src.Image, src.AgentArgs), nil
+	}
+	t, err := r.resolve(ctx, team, ref)
+	if err == nil {
+		return baseState{Image: t.Image, User: t.User, Workdir: t.Workdir, Env: t.Env, AgentArgs: t.AgentArgs}, nil
+	}
+	if sandbox.KindOf(err) != sandbox.KindNotFound || r.cfg.Snapshots == nil {
 		return baseState{}, err
 	}
-	return baseState{Image: parent.Image, User: parent.User, Workdir: parent.Workdir, Env: parent.Env}, nil
+	if sn, ok, serr := r.snapshot(ctx, team, ref); serr != nil {
+		return baseState{}, serr
+	} else if ok {
+		return imageBase(sn.Image, sn.AgentArgs), nil
+	}
+	return baseState{}, err
+}
+
+// snapshot finds team's snapshot by ID (with or without the ":default"
+// tag the SDK may add) or by name.
+func (r *Registry) snapshot(ctx context.Context, team, ref string) (sandbox.Snapshot, bool, error) {
+	id := strings.TrimSuffix(ref, ":"+DefaultTag)
+	if sn, err := r.cfg.Snapshots.GetSnapshot(ctx, id); err == nil && sn.TeamID == team {
+		return sn, true, nil
+	}
+	snaps, err := r.cfg.Snapshots.ListSnapshots(ctx, team, "")
+	if err != nil {
+		return sandbox.Snapshot{}, false, err
+	}
+	for _, sn := range snaps {
+		if sn.Name != "" && sn.Name == ref {
+			return sn, true, nil
+		}
+	}
+	return sandbox.Snapshot{}, false, nil
+}
+
+// imageBase is the start of a build on a plain image, whose sandboxes run
+// the agent with agentArgs: Warren's default build user is made when the
+// image lacks it.
+func imageBase(image string, agentArgs []string) baseState {
+	return baseState{Image: image, User: DefaultBuildUser, Workdir: DefaultBuildWorkdir, EnsureUser: true, AgentArgs: agentArgs}
 }
 
 // prepareCopy extracts a COPY step's upload into the context directory

@@ -35,6 +35,9 @@ type baseState struct {
 	// EnsureUser adds a first layer creating User when the image lacks
 	// it; set for plain images, not for other templates.
 	EnsureUser bool
+	// AgentArgs are the agent arguments of the base's sandboxes (the code
+	// interpreter's), which the built template's sandboxes keep.
+	AgentArgs []string
 }
 
 // copySource is a COPY step's files as extracted into the build context.

@@ -55,6 +55,12 @@ func hashOf(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// testBuiltins are the built-in templates as the server has them.
+var testBuiltins = map[string]template.Source{
+	"base":                {Image: "warren/base"},
+	"code-interpreter-v1": {Image: "warren/code-interpreter", AgentArgs: []string{"-code-interpreter"}},
+}
+
 // newRegistry returns a started registry on a fresh store in a temp dir.
 func newRegistry(t *testing.T, engine template.Engine, maxBuilds int) (*template.Registry, *sqlite.DB, string) {
 	t.Helper()
@@ -64,7 +70,8 @@ func newRegistry(t *testing.T, engine template.Engine, maxBuilds int) (*template
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	reg, err := template.New(template.Config{Store: db, Engine: engine, Dir: dir, MaxConcurrentBuilds: maxBuilds})
+	reg, err := template.New(template.Config{Store: db, Engine: engine, Dir: dir, MaxConcurrentBuilds: maxBuilds,
+		Builtins: testBuiltins, Snapshots: db})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,6 +192,8 @@ type Resolved struct {
 	User     string
 	Workdir  string
 	Env      map[string]string
+	// AgentArgs are the agent arguments its sandboxes run with; nil = none.
+	AgentArgs []string
 }
 
 // Resolve finds the template ref names for team: an ID or a name,
@@ -230,5 +232,6 @@ func (r *Registry) resolve(ctx context.Context, team, ref string) (Resolved, err
 		ID: t.ID, Alias: alias, BuildID: b.ID, Image: b.Image,
 		CPUCount: b.CPUCount, MemoryMB: b.MemoryMB,
 		StartCmd: b.StartCmd, ReadyCmd: b.ReadyCmd, User: b.User, Workdir: b.Workdir, Env: b.Env,
+		AgentArgs: b.AgentArgs,
 	}, nil
 }

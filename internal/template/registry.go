@@ -27,6 +27,14 @@ type Config struct {
 	// BaseImage is the image of the "base" template, and what E2B's
 	// default base image (e2bdev/base) means here; default "warren/base".
 	BaseImage string
+	// Builtins are the templates the server has without a build, by name
+	// (the lifecycle package serves them ahead of the registry): their
+	// names exist for everyone and cannot be built, and builds may start
+	// from them (fromTemplate). Default: "base" with BaseImage.
+	Builtins map[string]Source
+	// Snapshots finds a team's snapshots, which builds may start from as
+	// well; nil = none.
+	Snapshots SnapshotFinder
 	// MaxConcurrentBuilds builds run at once; more wait in a queue.
 	// Default 2.
 	MaxConcurrentBuilds int
@@ -67,6 +75,9 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if cfg.BaseImage == "" {
 		cfg.BaseImage = "warren/base"
+	}
+	if cfg.Builtins == nil {
+		cfg.Builtins = map[string]Source{"base": {Image: cfg.BaseImage}}
 	}
 	if cfg.MaxConcurrentBuilds <= 0 {
 		cfg.MaxConcurrentBuilds = 2
@@ -182,11 +193,6 @@ const (
 	logBuild    = "build"
 )
 
-// builtinNames are the templates the server has without a build (the
-// lifecycle package serves them by these names, ahead of the registry):
-// their names exist for everyone and cannot be built.
-var builtinNames = []string{"base", "code-interpreter-v1"}
-
 // BuildRequest asks for a new build of a template, created when its name
 // is new.
 type BuildRequest struct {
@@ -206,7 +212,7 @@ func (r *Registry) RequestBuild(ctx context.Context, team string, req BuildReque
 	if err != nil {
 		return Template{}, Build{}, err
 	}
-	if slices.Contains(builtinNames, name) {
+	if _, ok := r.cfg.Builtins[name]; ok {
 		return Template{}, Build{}, sandbox.Errorf(sandbox.KindInvalid, "the template name '%s' is reserved", name)
 	}
 	if err := checkTags(req.Tags); err != nil {
@@ -330,7 +336,7 @@ func (r *Registry) Templates(ctx context.Context, team string) ([]Template, erro
 // Alias returns the template holding name. A template of another team is
 // KindForbidden unless public: it exists, but is not the caller's.
 func (r *Registry) Alias(ctx context.Context, team, name string) (Template, error) {
-	if slices.Contains(builtinNames, name) {
+	if _, ok := r.cfg.Builtins[name]; ok {
 		return Template{ID: name, Names: []string{name}, Public: true}, nil
 	}
 	t, err := r.store.TemplateByName(ctx, name)

@@ -366,3 +366,60 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not met in time")
 }
+
+// fromTemplate takes the built-in templates and the team's snapshots (by
+// ID or name) as well as built templates; the code interpreter's agent
+// arguments carry over to what is built on it. Another team's snapshot
+// names nothing.
+func TestBuildFromBuiltinsAndSnapshots(t *testing.T) {
+	eng := &fakeEngine{}
+	reg, db, _ := newRegistry(t, eng, 1)
+	ctx := context.Background()
+	snap := sandbox.Snapshot{ID: "snap1", TeamID: "team1", Name: "my-snap", Image: "warren/snapshot:snap1",
+		AgentArgs: []string{"-code-interpreter"}, CreatedAt: time.Now()}
+	if err := db.PutSnapshot(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		from, wantFrom string
+		wantArgs       []string
+	}{
+		{"base", "FROM warren/base", nil},
+		{"code-interpreter-v1", "FROM warren/code-interpreter", []string{"-code-interpreter"}},
+		{"snap1", "FROM warren/snapshot:snap1", []string{"-code-interpreter"}},
+		{"snap1:default", "FROM warren/snapshot:snap1", []string{"-code-interpreter"}},
+		{"my-snap", "FROM warren/snapshot:snap1", []string{"-code-interpreter"}},
+	} {
+		name := "on-" + strings.NewReplacer(":", "-").Replace(tc.from)
+		tpl, b, err := reg.RequestBuild(ctx, "team1", template.BuildRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.StartBuild(ctx, "team1", tpl.ID, b.ID, template.BuildSpec{FromTemplate: tc.from}); err != nil {
+			t.Errorf("fromTemplate %s: %v", tc.from, err)
+			continue
+		}
+		waitFor(t, func() bool {
+			got, _, _ := reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "")
+			return got.Status.Done()
+		})
+		eng.mu.Lock()
+		dockerfile := string(eng.context["Dockerfile"])
+		eng.mu.Unlock()
+		if first, _, _ := strings.Cut(dockerfile, "\n"); first != tc.wantFrom {
+			t.Errorf("fromTemplate %s: Dockerfile starts %q, want %q", tc.from, first, tc.wantFrom)
+		}
+		r, err := reg.Resolve(ctx, "team1", name)
+		if err != nil {
+			t.Fatalf("Resolve(%s): %v", name, err)
+		}
+		if !slices.Equal(r.AgentArgs, tc.wantArgs) {
+			t.Errorf("fromTemplate %s: agent args %q, want %q", tc.from, r.AgentArgs, tc.wantArgs)
+		}
+	}
+	tpl, b, _ := reg.RequestBuild(ctx, "team2", template.BuildRequest{Name: "thief"})
+	for _, ref := range []string{"snap1", "my-snap"} {
+		wantKind(t, "another team's snapshot "+ref, reg.StartBuild(ctx, "team2", tpl.ID, b.ID, template.BuildSpec{FromTemplate: ref}),
+			sandbox.KindInvalid, "not found")
+	}
+}

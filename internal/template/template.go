@@ -13,6 +13,8 @@ package template
 import (
 	"context"
 	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // Status is where a build is.
@@ -72,6 +74,9 @@ type Build struct {
 	Env      map[string]string
 	StartCmd string
 	ReadyCmd string
+	// AgentArgs are the agent arguments its sandboxes run with, from the
+	// template it was built on (the code interpreter's); nil = none.
+	AgentArgs []string
 
 	// CacheLayer is a failed build's last layer of its own steps: the
 	// engine keeps it as the cache of the template's next build, and the
@@ -120,6 +125,21 @@ type Tag struct {
 	Tag       string
 	BuildID   string
 	CreatedAt time.Time
+}
+
+// Source is a template the registry does not build but builds may start
+// from: a built-in one.
+type Source struct {
+	Image     string
+	AgentArgs []string // the agent arguments of its sandboxes; nil = none
+}
+
+// SnapshotFinder is the part of the sandbox store that finds snapshots.
+type SnapshotFinder interface {
+	GetSnapshot(ctx context.Context, id string) (sandbox.Snapshot, error)
+	// ListSnapshots returns a team's snapshots; sandboxID, when not "",
+	// keeps those taken from that sandbox.
+	ListSnapshots(ctx context.Context, teamID, sandboxID string) ([]sandbox.Snapshot, error)
 }
 
 // Store keeps templates, builds, tags and build logs. Missing records are

@@ -1,5 +1,5 @@
 // Sandbox basics against a real `warren serve`: create (metadata, envs, timeout), getInfo,
-// list by metadata and state, connect to a running sandbox, setTimeout (lengthen, shorten),
+// list by metadata and state, connect to a running sandbox, setTimeout (lengthen, shorten, 0),
 // kill, isRunning, and a bogus API key.
 import { it, before } from 'node:test'
 import { useServer } from './harness.mjs'
@@ -101,6 +101,21 @@ describeEachSdk('Sandbox create, getInfo, list, connect, setTimeout', (ctx) => {
     })
     assert.deepEqual(await listTagged(ctx.sdk, ctx.tag), [sbx.sandboxId])
     await rejectsWith(ctx.sdk.Sandbox.connect(short.sandboxId), ctx.sdk.SandboxNotFoundError)
+  })
+
+  it('setTimeout(0) ends the sandbox at once: killed, or paused when its lifecycle pauses on timeout', async () => {
+    const doomed = await ctx.create({ timeoutMs: 120_000 })
+    await doomed.setTimeout(0)
+    assert.equal(await doomed.isRunning(), false)
+    await rejectsWith(ctx.sdk.Sandbox.getInfo(doomed.sandboxId), ctx.sdk.SandboxNotFoundError)
+    if (ctx.is219) return // 2.19 has no lifecycle option
+    const pausing = await ctx.create({ timeoutMs: 120_000, lifecycle: { onTimeout: 'pause' } })
+    await pausing.files.write('/home/user/kept.txt', 'kept')
+    await pausing.setTimeout(0)
+    assert.equal((await pausing.getInfo()).state, 'paused')
+    const back = await ctx.sdk.Sandbox.connect(pausing.sandboxId)
+    assert.equal(await back.files.read('/home/user/kept.txt'), 'kept')
+    await back.kill()
   })
 
   it('kill: true, then false; the sandbox is not listed, not running, and cannot be connected', async () => {

@@ -25,6 +25,7 @@ async function layersRunning(cmd) {
   const { stdout } = await run('docker', ['image', 'inspect', '--format', '{{.Id}} {{json .ContainerConfig.Cmd}}', ...new Set(ids)])
   return stdout.split('\n').filter((l) => l.includes(cmd)).map((l) => l.split(' ')[0])
 }
+const codeInterpreterBuilt = await imageExists('warren/code-interpreter')
 const api = (path, init = {}) =>
   fetch(process.env.E2B_API_URL + path, {
     ...init,
@@ -128,6 +129,37 @@ describe('templates', () => {
     assert.equal(await run('stat -c %U /home/user/work/child.txt'), 'root')
     assert.equal(await run('/opt/app/run.sh'), 'run')
     assert.equal(await run('whoami; pwd'), 'root\n/home/user/work')
+  })
+
+  it('builds on the built-in templates and on a snapshot (fromTemplate)', async () => {
+    const onBase = `e2e-on-base-${uid()}`
+    created.push(onBase)
+    await Template.build(Template().fromTemplate('base').runCmd('echo on-base > /tmp/on-base'), onBase)
+    const a = await Sandbox.create(onBase)
+    sandboxes.push(a)
+    assert.equal((await a.commands.run('cat /tmp/on-base; whoami')).stdout, 'on-base\nuser\n')
+
+    await a.files.write('/home/user/from-snapshot.txt', 'kept in the snapshot')
+    const snap = await a.createSnapshot()
+    const onSnap = `e2e-on-snap-${uid()}`
+    created.push(onSnap)
+    await Template.build(Template().fromTemplate(snap.snapshotId).runCmd('echo on-snap > /tmp/on-snap'), onSnap)
+    const b = await Sandbox.create(onSnap)
+    sandboxes.push(b)
+    assert.equal((await b.commands.run('cat /home/user/from-snapshot.txt /tmp/on-snap')).stdout, 'kept in the snapshot\non-snap\n')
+    await Sandbox.deleteSnapshot(snap.snapshotId)
+  })
+
+  it('builds on code-interpreter-v1: its sandboxes still run code', { skip: !codeInterpreterBuilt && 'warren/code-interpreter is not built' }, async () => {
+    const { Sandbox: CodeSandbox } = await import('@e2b/code-interpreter')
+    const onCi = `e2e-on-ci-${uid()}`
+    created.push(onCi)
+    await Template.build(Template().fromTemplate('code-interpreter-v1').runCmd('echo 41 > /tmp/n'), onCi)
+    const sbx = await CodeSandbox.create(onCi)
+    sandboxes.push(sbx)
+    const ex = await sbx.runCode('int(open("/tmp/n").read()) + 1')
+    assert.equal(ex.error, undefined)
+    assert.equal(ex.text, '42')
   })
 
   it('warren template build: a Dockerfile built through the API, with its progress', async () => {
