@@ -146,7 +146,7 @@ describe('templates', () => {
     await Template.build(Template().fromTemplate(snap.snapshotId).runCmd('echo on-snap > /tmp/on-snap'), onSnap)
     const b = await Sandbox.create(onSnap)
     sandboxes.push(b)
-    assert.equal((await b.commands.run('cat /home/user/from-snapshot.txt /tmp/on-snap')).stdout, 'kept in the snapshot\non-snap\n')
+    assert.equal((await b.commands.run('cat /home/user/from-snapshot.txt; echo; cat /tmp/on-snap')).stdout, 'kept in the snapshot\non-snap\n')
     await Sandbox.deleteSnapshot(snap.snapshotId)
   })
 
