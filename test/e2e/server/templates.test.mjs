@@ -12,6 +12,7 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { Template, Sandbox, BuildError, waitForFile } from 'e2b'
 import { WARREN_BIN } from './harness.mjs'
+import { waitFor } from './helpers.mjs'
 
 for (const v of ['E2B_API_URL', 'E2B_API_KEY']) {
   if (!process.env[v]) throw new Error(`${v} must point at a running warren serve`)
@@ -284,7 +285,10 @@ describe('templates', () => {
     const firstLayers = await own(first, one)
     const second = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${two} > /tmp/id`), gone)
     const secondLayers = await own(second, two)
-    for (const id of firstLayers) assert.equal(await imageExists(id), false, `superseded layer ${id} still there`)
+    // The superseded build is pruned right after the new one is reported ready.
+    for (const id of firstLayers) {
+      await waitFor(async () => !(await imageExists(id)), { timeoutMs: 15_000, what: `superseded layer ${id} to be removed` })
+    }
     const res = await api(`/templates/${gone}`, { method: 'DELETE' })
     assert.equal(res.status, 204)
     for (const id of secondLayers) assert.equal(await imageExists(id), false, `layer ${id} of a deleted template still there`)
