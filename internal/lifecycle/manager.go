@@ -3,7 +3,8 @@
 // runs their timers (TTL, frozen → stopped or checkpointed demotion, removal
 // of long-stopped and killed sandboxes, old checkpoints), keeps a warm pool of started containers for fast
 // creates, samples their metrics and keeps their event log, and reconciles
-// the store with the container runtime on start.
+// the store with the container runtime: on start, periodically, and for
+// each container the engine reports changed (events.go).
 //
 // It owns no HTTP: the REST API and the data-plane proxy call its methods.
 // It keeps every sandbox in memory as a write-through cache of the store,
@@ -172,6 +173,8 @@ type Manager struct {
 
 	pool *warmPool
 
+	reconciling sync.Mutex // held by Reconcile: the loops' and events' never overlap
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -194,7 +197,7 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Config() Config { return m.cfg }
 
 // Start loads the store, reconciles it with the runtime and launches the
-// timer, reconcile and metrics loops, which run until Close.
+// timer, reconcile, metrics and engine event loops, which run until Close.
 func (m *Manager) Start(ctx context.Context) error {
 	all, err := m.cfg.Store.ListSandboxes(ctx, sandbox.SandboxFilter{})
 	if err != nil {
@@ -205,13 +208,20 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.sandboxes[sb.ID] = sb
 	}
 	m.mu.Unlock()
+	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Subscribed before the first reconcile, so that nothing that happens
+	// after it goes unseen.
+	events := m.subscribe(loops)
 	if err := m.Reconcile(ctx); err != nil {
+		cancel()
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	if err := m.syncFirewall(ctx); err != nil {
+		cancel()
 		return fmt.Errorf("install the firewall rules: %w", err)
 	}
-	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	ctx, m.cancel = loops, cancel
+	m.wg.Go(func() { m.watchEvents(ctx, events) })
 	m.wg.Go(func() { m.every(ctx, m.cfg.TickInterval, m.sweep) })
 	m.wg.Go(func() { m.every(ctx, m.cfg.MetricsInterval, m.sampleMetrics) })
 	if m.poolEnabled() {

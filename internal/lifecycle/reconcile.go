@@ -15,6 +15,8 @@ import (
 // off half-made ones, and removes stray containers labelled as Warren's.
 // Containers made for the warm pool are adopted into it or removed.
 func (m *Manager) Reconcile(ctx context.Context) error {
+	m.reconciling.Lock()
+	defer m.reconciling.Unlock()
 	list, err := m.cfg.Runtime.List(ctx)
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)

@@ -148,3 +148,38 @@ type Checkpointer interface {
 	// DeleteCheckpoint removes a container's checkpoint, if any.
 	DeleteCheckpoint(ctx context.Context, id string) error
 }
+
+// ContainerEvent is something that happened to a container, as its engine
+// reports it.
+type ContainerEvent struct {
+	ContainerID string
+	Action      ContainerAction
+}
+
+// ContainerAction is what happened to a container.
+type ContainerAction string
+
+// The actions an EventWatcher reports: those after which a container may
+// no longer be in the state its sandbox records. An engine's "kill",
+// "stop" and "oom" are left out: a container they end also dies, and one
+// that survives them is as it was.
+const (
+	ContainerDied      ContainerAction = "die"     // stopped running, for any reason
+	ContainerDestroyed ContainerAction = "destroy" // removed
+	ContainerPaused    ContainerAction = "pause"   // frozen
+	ContainerUnpaused  ContainerAction = "unpause" // thawed
+)
+
+// EventWatcher is a Runtime that reports changes to its containers as they
+// happen, so that one killed, stopped or removed behind Warren's back is
+// noticed at once rather than at the next periodic reconcile.
+// runtime/docker implements it with the engine's event stream.
+type EventWatcher interface {
+	// WatchContainers subscribes to the events of the containers List
+	// returns. It returns once subscribed: every event from then on is
+	// sent on the channel, in order, until ctx ends or the engine's
+	// stream breaks (an engine restart), when the channel is closed.
+	// Events come for Warren's own operations too (a pause stops or
+	// freezes a container): they say what happened, not who did it.
+	WatchContainers(ctx context.Context) (<-chan ContainerEvent, error)
+}

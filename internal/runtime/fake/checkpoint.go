@@ -65,6 +65,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id string) error {
 	}
 	r.checkpoints[id] = c.AgentAddr
 	c.Running, c.Paused, c.AgentAddr = false, false, ""
+	r.emitLocked(id, sandbox.ContainerDied)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 // Package fake holds in-memory stand-ins for tests: a sandbox.Runtime whose
-// containers are records and images a set, and a sandbox.Agent that
-// records what it was told. Any method can be scripted to fail. They run
+// containers are records and images a set, which reports container events
+// on request (ReportEvents), and a sandbox.Agent that records what it was
+// told. Any method can be scripted to fail. They run
 // nothing and own no goroutines; they are not for production use.
 package fake
 
@@ -31,6 +32,8 @@ type Runtime struct {
 	missing     map[sandbox.OCIRuntime]bool  // runtimes CheckRuntime refuses (Lack)
 	fail        map[string]error             // method name → error returned once set
 	logs        map[string][]sandbox.LogLine // container ID → its log (WriteLog)
+	events      bool                         // send events (ReportEvents)
+	watches     map[*watch]struct{}          // open WatchContainers subscriptions
 	nextID      int
 	nextImage   int
 	nextPort    int
@@ -51,6 +54,7 @@ func New(images ...string) *Runtime {
 		imageLabels: map[string]map[string]string{},
 		missing:     map[sandbox.OCIRuntime]bool{},
 		fail:        map[string]error{},
+		watches:     map[*watch]struct{}{},
 		nextPort:    40000,
 	}
 	for _, im := range images {
@@ -220,7 +224,12 @@ func (r *Runtime) Start(ctx context.Context, id string) (sandbox.Container, erro
 
 // Stop stops a container, frozen or not.
 func (r *Runtime) Stop(ctx context.Context, id string) error {
-	return r.update("Stop", id, func(c *sandbox.Container) { c.Running, c.Paused, c.AgentAddr = false, false, "" })
+	return r.update("Stop", id, func(c *sandbox.Container) {
+		if c.Running {
+			r.emitLocked(id, sandbox.ContainerDied)
+		}
+		c.Running, c.Paused, c.AgentAddr = false, false, ""
+	})
 }
 
 // Update sets a container's limits; zero ones are left as they are.
@@ -242,12 +251,18 @@ func (r *Runtime) Update(ctx context.Context, id string, cpuCount, memoryMB, pid
 
 // Freeze pauses a running container.
 func (r *Runtime) Freeze(ctx context.Context, id string) error {
-	return r.update("Freeze", id, func(c *sandbox.Container) { c.Paused = true })
+	return r.update("Freeze", id, func(c *sandbox.Container) {
+		c.Paused = true
+		r.emitLocked(id, sandbox.ContainerPaused)
+	})
 }
 
 // Thaw unpauses a frozen container.
 func (r *Runtime) Thaw(ctx context.Context, id string) error {
-	return r.update("Thaw", id, func(c *sandbox.Container) { c.Paused = false })
+	return r.update("Thaw", id, func(c *sandbox.Container) {
+		c.Paused = false
+		r.emitLocked(id, sandbox.ContainerUnpaused)
+	})
 }
 
 func (r *Runtime) update(method, id string, f func(*sandbox.Container)) error {
@@ -274,11 +289,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	if _, ok := r.containers[id]; !ok {
 		return notFound(id)
 	}
-	delete(r.containers, id)
-	delete(r.limits, id)
-	delete(r.agentArgs, id)
-	delete(r.runtimes, id)
-	delete(r.checkpoints, id)
+	r.removeLocked(id)
 	return nil
 }
 
