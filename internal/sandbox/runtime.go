@@ -180,6 +180,7 @@ type EventWatcher interface {
 	// sent on the channel, in order, until ctx ends or the engine's
 	// stream breaks (an engine restart), when the channel is closed.
 	// Events come for Warren's own operations too (a pause stops or
-	// freezes a container): they say what happened, not who did it.
+	// freezes a container): they say what happened, not who did it. One
+	// may come twice (Docker sometimes logs a pause twice, late).
 	WatchContainers(ctx context.Context) (<-chan ContainerEvent, error)
 }

@@ -14,7 +14,7 @@ import (
 // TestWatchContainers: the stream carries the freezes, thaws, deaths and
 // removals of this server's containers, whoever caused them (here a
 // docker kill behind the runtime's back), and nothing of another
-// server's; it closes when its context ends.
+// server's; it closes when its context ends. An event may come twice.
 func TestWatchContainers(t *testing.T) {
 	rt := newTestRuntime(t)
 	other := newTestRuntime(t)
@@ -55,7 +55,7 @@ func TestWatchContainers(t *testing.T) {
 	want := []sandbox.ContainerAction{sandbox.ContainerPaused, sandbox.ContainerUnpaused, sandbox.ContainerDied, sandbox.ContainerDestroyed}
 	var got []sandbox.ContainerAction
 	timeout := time.After(10 * time.Second)
-	for len(got) < len(want) {
+	for !slices.Contains(got, sandbox.ContainerDestroyed) {
 		select {
 		case ev, ok := <-events:
 			if !ok {
@@ -70,7 +70,16 @@ func TestWatchContainers(t *testing.T) {
 			t.Fatalf("events = %v, want %v", got, want)
 		}
 	}
-	if !slices.Equal(got, want) {
+	// The engine may log a pause or thaw twice, the second time later
+	// (its API call and its containerd event race), so only the order of
+	// first occurrences counts.
+	var first []sandbox.ContainerAction
+	for _, a := range got {
+		if !slices.Contains(first, a) {
+			first = append(first, a)
+		}
+	}
+	if !slices.Equal(first, want) {
 		t.Errorf("events = %v, want %v", got, want)
 	}
 	cancel()
