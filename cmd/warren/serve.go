@@ -97,14 +97,18 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err := rt.CheckRuntime(ctx, cfg.Lifecycle.SandboxRuntime); err != nil {
 		return fmt.Errorf("--runtime=%s: %w", cfg.Lifecycle.SandboxRuntime, err)
 	}
-	fw, err := m.firewall(ctx, cfg, rt, log)
+	buildNet, buildBridge, err := rt.EnsureBuildNetwork(ctx)
+	if err != nil {
+		return fmt.Errorf("template build network: %w (run \"warren doctor\")", err)
+	}
+	fw, err := m.firewall(ctx, cfg, rt, buildBridge, log)
 	if err != nil {
 		return err
 	}
 	if c, ok := fw.(io.Closer); ok {
 		defer c.Close() // stops the egress server; the rules stay
 	}
-	builder, err := template.NewDocker()
+	builder, err := template.NewDocker(buildNet)
 	if err != nil {
 		return fmt.Errorf("template builder: %w (run \"warren doctor\")", err)
 	}
@@ -164,9 +168,9 @@ func gvisorResolvConf(stateDir string, egressDNS []string, log *slog.Logger) (st
 	return path, nil
 }
 
-// firewall makes the sandbox network and the firewall guarding it; the
-// manager installs the rules when it starts.
-func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, log *slog.Logger) (sandbox.Firewall, error) {
+// firewall makes the sandbox network and the firewall guarding it and the
+// template builds' bridge; the manager installs the rules when it starts.
+func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, buildBridge string, log *slog.Logger) (sandbox.Firewall, error) {
 	switch cfg.Firewall {
 	case "off":
 		log.Warn("firewall off: sandboxes can reach the host and each other, and egress rules are refused")
@@ -179,7 +183,7 @@ func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime
 	if err != nil {
 		return nil, fmt.Errorf("sandbox network: %w (run \"warren doctor\")", err)
 	}
-	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, Instance: cfg.Instance, DNSUpstream: cfg.EgressDNS, Logger: log})
+	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, BuildBridge: buildBridge, Instance: cfg.Instance, DNSUpstream: cfg.EgressDNS, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
 	}

@@ -63,6 +63,7 @@ type Server struct {
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
+	shut   []netip.Prefix // networks the gateway never connects into; set by Listen
 	dnsUDP net.PacketConn
 	dnsTCP net.Listener
 	gw     net.Listener
@@ -109,8 +110,11 @@ type Ports struct {
 }
 
 // Listen starts serving on addr, the bridge's host address, at ports the
-// system picks, and returns them.
-func (s *Server) Listen(addr netip.Addr) (Ports, error) {
+// system picks, and returns them. The gateway never connects to an address
+// in shut: the sandbox network's prefix (sandboxes reach each other only by
+// an address the firewall lets through, never by a name that resolves to
+// one) and the server's other networks, such as the template builds'.
+func (s *Server) Listen(addr netip.Addr, shut ...netip.Prefix) (Ports, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -143,6 +147,9 @@ func (s *Server) Listen(addr netip.Addr) (Ports, error) {
 		return Ports{}, fmt.Errorf("egress: dns over tcp: %w", err)
 	}
 	s.gw, s.dnsUDP, s.dnsTCP = gw, udp, tcp
+	for _, p := range shut {
+		s.shut = append(s.shut, p.Masked())
+	}
 	go s.serveDNS(udp)
 	go s.acceptLoop(tcp, s.serveDNSConn)
 	go s.acceptLoop(gw, s.serveGateway)

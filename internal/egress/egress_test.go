@@ -129,6 +129,12 @@ type env struct {
 // forwarder's upstream.
 func newEnv(t *testing.T, rules sandbox.Network, names map[string]netip.Addr, upstream ...string) *env {
 	t.Helper()
+	return newShutEnv(t, nil, rules, names, upstream...)
+}
+
+// newShutEnv is newEnv with a gateway that never connects into shut.
+func newShutEnv(t *testing.T, shut []netip.Prefix, rules sandbox.Network, names map[string]netip.Addr, upstream ...string) *env {
+	t.Helper()
 	e := &env{rules: rules, res: newFakeResolver(t, names)}
 	if len(upstream) == 0 {
 		upstream = []string{e.res.addr}
@@ -147,7 +153,7 @@ func newEnv(t *testing.T, rules sandbox.Network, names map[string]netip.Addr, up
 		t.Fatal(err)
 	}
 	e.srv = srv
-	if e.ports, err = srv.Listen(loopback); err != nil {
+	if e.ports, err = srv.Listen(loopback, shut...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
@@ -362,6 +368,38 @@ func TestGatewayTLS(t *testing.T) {
 	}
 	if _, err := get("evil.test"); err == nil {
 		t.Error("a server name not in allowOut went through")
+	}
+}
+
+// TestGatewayRefusesSandboxNetwork: an allowed name that resolved to an
+// address on the sandbox network opens nothing; sandboxes reach each
+// other only by the addresses the firewall lets through.
+func TestGatewayRefusesSandboxNetwork(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello")
+	}))
+	defer backend.Close()
+	for _, tt := range []struct {
+		name  string
+		shut  []netip.Prefix
+		reach bool
+	}{
+		{"outside", []netip.Prefix{netip.MustParsePrefix("172.30.0.1/16")}, true},
+		{"sandbox network", []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}, false},
+		{"another network of the server's", []netip.Prefix{netip.MustParsePrefix("172.30.0.1/16"), netip.MustParsePrefix("127.0.0.1/32")}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newShutEnv(t, tt.shut, closedNet("allowed.test"), map[string]netip.Addr{"allowed.test": loopback})
+			e.goingTo(strings.TrimPrefix(backend.URL, "http://"))
+			e.lookup(t, "udp", "allowed.test")
+			body, err := e.get(t, "allowed.test")
+			if tt.reach && (err != nil || body != "hello") {
+				t.Errorf("refused: %q, %v", body, err)
+			}
+			if !tt.reach && err == nil {
+				t.Errorf("went through: %q", body)
+			}
+		})
 	}
 }
 

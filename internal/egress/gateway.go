@@ -68,6 +68,8 @@ func (s *Server) refusal(src netip.Addr, dst netip.AddrPort, rules sandbox.Netwo
 	switch {
 	case dst.Port() == sandbox.AgentPort:
 		return "another sandbox's agent port"
+	case s.isShut(a):
+		return "an address on the sandbox network (or another of the server's), which no name opens"
 	case !s.cfg.remote(a):
 		return "not a remote unicast address"
 	case !rules.AllowedDomain(name):
@@ -76,6 +78,19 @@ func (s *Server) refusal(src netip.Addr, dst netip.AddrPort, rules sandbox.Netwo
 		return "address not resolved for that name through the sandbox's DNS"
 	}
 	return ""
+}
+
+// isShut reports whether a is in one of the networks Listen was told the
+// gateway never connects into.
+func (s *Server) isShut(a netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.shut {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // isRemote reports whether a is a unicast address of another host: not

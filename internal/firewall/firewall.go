@@ -11,9 +11,17 @@
 // the engine's, any other service) is reachable through the bridge
 // gateway or any other host address. The forward chain refuses another
 // sandbox's agent port and link-local addresses (cloud metadata), then
-// applies each of the server's sandboxes' allowOut/denyOut/internet rules
-// by source address. Rules only ever refuse or return, never accept, so
-// the engine's own isolation between networks still applies after them.
+// keeps sandboxes apart: none reaches another's address unless both are
+// of the same team and its allowOut names that address itself (a wide
+// CIDR or an allow-all does not), then applies each of the server's
+// sandboxes' allowOut/denyOut/internet rules by source address. Packets
+// between two ports of the bridge only reach iptables with
+// net.bridge.bridge-nf-call-iptables on, so New refuses to run without
+// it. Template builds run on a bridge of their own (Config.BuildBridge)
+// whose packets go through the same two chains: no host, no link-local,
+// no sandbox, no other build. Rules only ever refuse or return, never
+// accept, so the engine's own isolation between networks still applies
+// after them.
 // A third chain, in the nat table and jumped to from PREROUTING, sends
 // what a sandbox with domains in allowOut would otherwise have refused or
 // unchecked to the egress server (internal/egress) it runs on the
@@ -35,6 +43,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -49,6 +58,11 @@ type Config struct {
 	// Bridge is the host interface of the sandbox network, e.g. "warren0".
 	// Required.
 	Bridge string
+	// BuildBridge is the host interface of the network template builds
+	// run on (see runtime/docker's EnsureBuildNetwork). Packets from it
+	// get the host and link-local refusals sandboxes get, and do not
+	// reach another build. Default "": builds are not covered.
+	BuildBridge string
 	// Instance names this server among those sharing the bridge (serve's
 	// --instance); each has its own chains. Default "true", the
 	// runtime's default label value.
@@ -90,6 +104,14 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 	if err := validateBridge(cfg.Bridge); err != nil {
 		return nil, err
 	}
+	if cfg.BuildBridge != "" {
+		if err := validateBridge(cfg.BuildBridge); err != nil {
+			return nil, err
+		}
+		if cfg.BuildBridge == cfg.Bridge {
+			return nil, fmt.Errorf("firewall: template builds need a bridge of their own, not the sandboxes' %s", cfg.Bridge)
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -100,7 +122,10 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.Instance), log: cfg.Logger, v4: v4, rules: map[string]sandbox.Egress{}}
+	if err := bridgeFiltered(bridgeNFPath); err != nil {
+		return nil, err
+	}
+	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.BuildBridge, cfg.Instance), log: cfg.Logger, v4: v4, rules: map[string]sandbox.Egress{}}
 	f.reindex()
 	f.egress, err = egress.New(egress.Config{Policy: f.policy, Upstream: cfg.DNSUpstream, Logger: cfg.Logger})
 	if err != nil {
@@ -119,8 +144,32 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 // Check reports whether iptables is installed and usable here, as New
 // needs; it changes nothing. Its error says what to do.
 func Check(ctx context.Context) error {
-	_, err := usableIPv4(ctx)
-	return err
+	if _, err := usableIPv4(ctx); err != nil {
+		return err
+	}
+	return bridgeFiltered(bridgeNFPath)
+}
+
+// bridgeNFPath is the sysctl that makes packets one bridge port sends to
+// another go through iptables (the br_netfilter module).
+const bridgeNFPath = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+
+// bridgeFiltered checks that iptables sees the packets a bridge forwards
+// between its ports, which is how sandboxes on one bridge talk: without
+// it the forward chain never sees them and sandboxes reach each other
+// whatever the rules say. The engine turns it on when it creates a bridge
+// network with IP forwarding on; Warren does not change it, it refuses to
+// run without it.
+func bridgeFiltered(path string) error {
+	b, err := os.ReadFile(path)
+	if err == nil && strings.TrimSpace(string(b)) == "1" {
+		return nil
+	}
+	why := "is not 1"
+	if err != nil {
+		why = "is missing (the br_netfilter module is not loaded)"
+	}
+	return fmt.Errorf("firewall: %s %s, so iptables does not see traffic between sandboxes on the bridge and cannot keep them apart: run `modprobe br_netfilter && sysctl -w net.bridge.bridge-nf-call-iptables=1` (the engine does so when it runs with iptables and IP forwarding)", path, why)
 }
 
 // usableIPv4 finds iptables and lists a chain with it, which needs root.
@@ -148,17 +197,18 @@ func findFamily(name string) (family, error) {
 }
 
 // Apply installs or replaces one sandbox's egress rules.
-func (f *Firewall) Apply(ctx context.Context, sandboxID string, ip netip.Addr, n sandbox.Network) error {
+func (f *Firewall) Apply(ctx context.Context, sandboxID string, e sandbox.Egress) error {
+	ip := e.IP
 	if !ip.Is4() {
 		return fmt.Errorf("firewall: sandbox %s has no IPv4 address on %s (got %q)", sandboxID, f.c.bridge, ip)
 	}
-	if err := n.ValidateEgress(); err != nil {
+	if err := e.Network.ValidateEgress(); err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	prev, had := f.rules[sandboxID]
-	f.rules[sandboxID] = sandbox.Egress{IP: ip, Network: n}
+	f.rules[sandboxID] = e
 	if err := f.writeChains(ctx); err != nil {
 		if had {
 			f.rules[sandboxID] = prev
@@ -240,23 +290,52 @@ func (f *Firewall) Restore(ctx context.Context) error {
 // install writes the chains, then makes sure the built-in chains jump to
 // them. The caller holds f.mu.
 func (f *Firewall) install(ctx context.Context) error {
+	if err := bridgeFiltered(bridgeNFPath); err != nil {
+		return err
+	}
 	f.listenEgress()
 	if err := f.writeChains(ctx); err != nil {
 		return err
 	}
 	for _, fam := range f.families() {
-		if err := f.ensureJump(ctx, fam, "filter", "INPUT", f.c.input, "isolate sandboxes from the host"); err != nil {
-			return err
-		}
 		hook := "FORWARD"
 		if _, err := fam.run(ctx, "-S", "DOCKER-USER"); err == nil {
 			hook = "DOCKER-USER"
 		}
-		if err := f.ensureJump(ctx, fam, "filter", hook, f.c.forward, "egress rules of sandboxes"); err != nil {
-			return err
+		for _, j := range f.filterJumps() {
+			from := j.from
+			if from == "FORWARD" {
+				from = hook
+			}
+			if err := f.ensureJump(ctx, fam, "filter", from, j.rule); err != nil {
+				return err
+			}
 		}
 	}
-	return f.ensureJump(ctx, f.v4, "nat", "PREROUTING", f.c.redirect, "domain rules of sandboxes")
+	return f.ensureJump(ctx, f.v4, "nat", "PREROUTING", f.c.jump(f.c.bridge, f.c.redirect, "domain rules of sandboxes"))
+}
+
+// filterJump is a jump from a built-in chain of the filter table (FORWARD
+// standing for DOCKER-USER where the engine has it) to one of ours.
+type filterJump struct {
+	from string
+	rule []string
+}
+
+// filterJumps are the filter table's jumps to our chains: the sandbox
+// bridge's, and the build bridge's into the same chains, whose rules hold
+// for builds too (they only match sandboxes by address).
+func (f *Firewall) filterJumps() []filterJump {
+	js := []filterJump{
+		{"INPUT", f.c.jump(f.c.bridge, f.c.input, "isolate sandboxes from the host")},
+		{"FORWARD", f.c.jump(f.c.bridge, f.c.forward, "egress rules of sandboxes")},
+	}
+	if f.c.build != "" {
+		js = append(js,
+			filterJump{"INPUT", f.c.jump(f.c.build, f.c.input, "isolate template builds from the host")},
+			filterJump{"FORWARD", f.c.jump(f.c.build, f.c.forward, "egress rules of template builds")})
+	}
+	return js
 }
 
 // listenEgress starts the egress server on the bridge's IPv4 address, once.
@@ -266,9 +345,16 @@ func (f *Firewall) listenEgress() {
 	if f.ports != (egress.Ports{}) {
 		return
 	}
-	addr, err := bridgeAddr(f.c.bridge)
+	bridge, err := bridgeAddr(f.c.bridge)
+	addr := bridge.Addr()
 	if err == nil {
-		f.ports, err = f.egress.Listen(addr)
+		shut := []netip.Prefix{bridge}
+		if f.c.build != "" {
+			if b, err := bridgeAddr(f.c.build); err == nil {
+				shut = append(shut, b)
+			}
+		}
+		f.ports, err = f.egress.Listen(addr, shut...)
 	}
 	if err != nil {
 		f.log.Warn("egress server not started: domains in allowOut open nothing", "bridge", f.c.bridge, "err", err)
@@ -277,24 +363,27 @@ func (f *Firewall) listenEgress() {
 	f.log.Info("egress server listening", "addr", addr, "dns", f.ports.DNS, "gateway", f.ports.Gateway)
 }
 
-// bridgeAddr is the first IPv4 address of the bridge interface.
-func bridgeAddr(bridge string) (netip.Addr, error) {
+// bridgeAddr is the first IPv4 address of the bridge interface, with the
+// length of its network's prefix.
+func bridgeAddr(bridge string) (netip.Prefix, error) {
 	ifc, err := net.InterfaceByName(bridge)
 	if err != nil {
-		return netip.Addr{}, err
+		return netip.Prefix{}, err
 	}
 	addrs, err := ifc.Addrs()
 	if err != nil {
-		return netip.Addr{}, err
+		return netip.Prefix{}, err
 	}
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap().Is4() {
-				return ip.Unmap(), nil
+			ip, ok := netip.AddrFromSlice(n.IP)
+			ones, bits := n.Mask.Size()
+			if ok && ip.Unmap().Is4() && bits == 32 {
+				return netip.PrefixFrom(ip.Unmap(), ones), nil
 			}
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("bridge %s has no IPv4 address", bridge)
+	return netip.Prefix{}, fmt.Errorf("bridge %s has no IPv4 address", bridge)
 }
 
 // writeChains rewrites our chains from f.rules, one atomic commit per
@@ -311,17 +400,16 @@ func (f *Firewall) writeChains(ctx context.Context) error {
 	return nil
 }
 
-// ensureJump inserts a jump from a built-in chain of table to ours at its
-// top, unless one is already there.
-func (f *Firewall) ensureJump(ctx context.Context, fam family, table, from, to, what string) error {
-	rule := f.c.jump(to, what)
+// ensureJump inserts a jump rule (see chains.jump) into a built-in chain
+// of table at its top, unless it is already there.
+func (f *Firewall) ensureJump(ctx context.Context, fam family, table, from string, rule []string) error {
 	if _, err := fam.run(ctx, append([]string{"-t", table, "-C", from}, rule...)...); err == nil {
 		return nil
 	}
 	if _, err := fam.run(ctx, append([]string{"-t", table, "-I", from, "1"}, rule...)...); err != nil {
-		return fmt.Errorf("firewall: cannot hook %s into %s: %w", to, from, err)
+		return fmt.Errorf("firewall: cannot hook %s into %s: %w", rule[len(rule)-1], from, err)
 	}
-	f.log.Info("firewall chain hooked", "family", fam.name, "chain", from, "target", to)
+	f.log.Info("firewall chain hooked", "family", fam.name, "chain", from, "rule", strings.Join(rule, " "))
 	return nil
 }
 
@@ -334,7 +422,7 @@ func (f *Firewall) Uninstall(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error
-	rule := f.c.jump(f.c.redirect, "domain rules of sandboxes")
+	rule := f.c.jump(f.c.bridge, f.c.redirect, "domain rules of sandboxes")
 	for {
 		if _, err := f.v4.run(ctx, append([]string{"-t", "nat", "-D", "PREROUTING"}, rule...)...); err != nil {
 			break
@@ -348,14 +436,14 @@ func (f *Firewall) Uninstall(ctx context.Context) error {
 		}
 	}
 	for _, fam := range f.families() {
-		for _, from := range []string{"INPUT", "FORWARD", "DOCKER-USER"} {
-			for _, j := range []struct{ to, what string }{
-				{f.c.input, "isolate sandboxes from the host"},
-				{f.c.forward, "egress rules of sandboxes"},
-			} {
-				rule := f.c.jump(j.to, j.what)
+		for _, j := range f.filterJumps() {
+			from := []string{j.from}
+			if j.from == "FORWARD" {
+				from = append(from, "DOCKER-USER")
+			}
+			for _, chain := range from {
 				for {
-					if _, err := fam.run(ctx, append([]string{"-D", from}, rule...)...); err != nil {
+					if _, err := fam.run(ctx, append([]string{"-D", chain}, j.rule...)...); err != nil {
 						break
 					}
 				}

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,7 +16,7 @@ import (
 )
 
 func TestRestoreInput(t *testing.T) {
-	c := chainsFor("warren0", "true")
+	c := chainsFor("warren0", "", "true")
 	rules := map[string]sandbox.Egress{
 		"iopen": {IP: netip.MustParseAddr("172.30.0.2"), Network: sandbox.Network{AllowInternetAccess: true, DenyOut: []string{"10.0.0.0/8", "::1"}}},
 		"iclosed": {IP: netip.MustParseAddr("172.30.0.3"), Network: sandbox.Network{
@@ -57,7 +59,7 @@ COMMIT
 }
 
 func TestRestoreInputRedirects(t *testing.T) {
-	c := chainsFor("warren0", "true")
+	c := chainsFor("warren0", "", "true")
 	rules := map[string]sandbox.Egress{
 		// Domains and a denial: redirected.
 		"inamed": {IP: netip.MustParseAddr("172.30.0.4"), Network: sandbox.Network{
@@ -126,13 +128,18 @@ func TestInstallUninstall(t *testing.T) {
 	ctx := t.Context()
 	// A bridge of our own, so that the egress server has an address to
 	// listen on and the redirects are installed.
-	for _, args := range [][]string{{"link", "add", bridge, "type", "bridge"}, {"addr", "add", "172.31.254.1/24", "dev", bridge}} {
+	build := bridge + "b"
+	for _, args := range [][]string{{"link", "add", bridge, "type", "bridge"}, {"addr", "add", "172.31.254.1/24", "dev", bridge},
+		{"link", "add", build, "type", "bridge"}} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Skipf("skipping: cannot make a test bridge: %v: %s", err, out)
 		}
 	}
-	t.Cleanup(func() { exec.Command("ip", "link", "del", bridge).Run() })
-	f, err := New(ctx, Config{Bridge: bridge, DNSUpstream: []string{"127.0.0.1:53"}})
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", bridge).Run()
+		exec.Command("ip", "link", "del", build).Run()
+	})
+	f, err := New(ctx, Config{Bridge: bridge, BuildBridge: build, DNSUpstream: []string{"127.0.0.1:53"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +166,9 @@ func TestInstallUninstall(t *testing.T) {
 	tag := "warren:" + bridge + ":" + f.c.tag
 	for _, w := range []string{
 		"-A INPUT -i " + bridge + ` -m comment --comment "` + tag + ` isolate sandboxes from the host" -j ` + in,
-		`-j ` + fwd,
+		"-A INPUT -i " + build + ` -m comment --comment "` + tag + ` isolate template builds from the host" -j ` + in,
+		"-i " + bridge + ` -m comment --comment "` + tag + ` egress rules of sandboxes" -j ` + fwd,
+		"-i " + build + ` -m comment --comment "` + tag + ` egress rules of template builds" -j ` + fwd,
 		"-A " + fwd + " -s 172.31.255.9/32 -m comment --comment \"" + tag + " sandbox=ia denyOut\"",
 	} {
 		if strings.Count(s, w) != 1 {
@@ -181,7 +190,7 @@ func TestInstallUninstall(t *testing.T) {
 	if err := other.Uninstall(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Apply(ctx, "ib", ip.Next(), sandbox.Network{AllowInternetAccess: true}); err != nil {
+	if err := f.Apply(ctx, "ib", sandbox.Egress{IP: ip.Next(), Network: sandbox.Network{AllowInternetAccess: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Remove(ctx, "ia"); err != nil {
@@ -190,10 +199,10 @@ func TestInstallUninstall(t *testing.T) {
 	if s := save(); strings.Contains(s, "sandbox=ia") || !strings.Contains(s, "sandbox=ib allowed") {
 		t.Errorf("after Apply ib and Remove ia:\n%s", grepWarren(s, bridge))
 	}
-	if err := f.Apply(ctx, "ic", ip, sandbox.Network{DenyOut: []string{"example.com"}}); sandbox.KindOf(err) != sandbox.KindInvalid {
+	if err := f.Apply(ctx, "ic", sandbox.Egress{IP: ip, Network: sandbox.Network{DenyOut: []string{"example.com"}}}); sandbox.KindOf(err) != sandbox.KindInvalid {
 		t.Errorf("Apply denying a domain: %v, want invalid", err)
 	}
-	if err := f.Apply(ctx, "id", ip, sandbox.Network{AllowOut: []string{"example.com"}, DenyOut: []string{"0.0.0.0/0"}}); err != nil {
+	if err := f.Apply(ctx, "id", sandbox.Egress{IP: ip, Network: sandbox.Network{AllowOut: []string{"example.com"}, DenyOut: []string{"0.0.0.0/0"}}}); err != nil {
 		t.Fatal(err)
 	}
 	n := saveTable("nat")
@@ -226,4 +235,108 @@ func grepWarren(s, bridge string) string {
 		}
 	}
 	return strings.Join(out, "")
+}
+
+// packet is what verdict judges: a new connection arriving from interface
+// in, leaving by out.
+type packet struct {
+	in, out  string
+	src, dst string
+	port     int
+}
+
+// verdict runs p through the forward chain of an iptables-restore input
+// as the kernel would for a new connection: true when no rule refuses it.
+func verdict(t *testing.T, restore, chain string, p packet) bool {
+	t.Helper()
+	comment := regexp.MustCompile(`-m comment --comment "[^"]*" `)
+	for l := range strings.Lines(restore) {
+		l = strings.TrimSpace(comment.ReplaceAllString(l, ""))
+		f := strings.Fields(l)
+		if len(f) < 2 || f[0] != "-A" || f[1] != chain {
+			continue
+		}
+		match, target := true, ""
+		for i := 2; i < len(f); i++ {
+			opt := f[i]
+			if opt == "-m" && f[i+1] == "conntrack" {
+				match = false // replies and redirects: not a new connection
+				break
+			}
+			i++
+			v := f[i]
+			switch opt {
+			case "-s":
+				match = match && netip.MustParsePrefix(v).Contains(netip.MustParseAddr(p.src))
+			case "-d":
+				match = match && netip.MustParsePrefix(v).Contains(netip.MustParseAddr(p.dst))
+			case "-i":
+				match = match && v == p.in
+			case "-o":
+				match = match && v == p.out
+			case "--dport":
+				match = match && v == strconv.Itoa(p.port)
+			case "-p", "-m":
+			case "-j":
+				target = v
+			default:
+				t.Fatalf("verdict: cannot read %q in %q", opt, l)
+			}
+		}
+		if match {
+			return target != "REJECT"
+		}
+	}
+	return true
+}
+
+// TestNeighbours: a sandbox reaches another only when both are of the
+// same team and its allowOut names the other's address, whatever else its
+// rules allow; template builds reach no sandbox and no other build.
+func TestNeighbours(t *testing.T) {
+	c := chainsFor("warren0", "warren0-build", "true")
+	net := func(internet bool, allowOut ...string) sandbox.Network {
+		return sandbox.Network{AllowInternetAccess: internet, AllowOut: allowOut}
+	}
+	rules := map[string]sandbox.Egress{
+		"target":   {IP: netip.MustParseAddr("172.30.0.2"), TeamID: "a", Network: net(true)},
+		"named":    {IP: netip.MustParseAddr("172.30.0.3"), TeamID: "a", Network: net(true, "172.30.0.2")},
+		"named32":  {IP: netip.MustParseAddr("172.30.0.4"), TeamID: "a", Network: sandbox.Network{AllowOut: []string{"172.30.0.2/32"}, DenyOut: []string{"0.0.0.0/0"}}},
+		"allowall": {IP: netip.MustParseAddr("172.30.0.5"), TeamID: "a", Network: net(false, "0.0.0.0/0")},
+		"wide":     {IP: netip.MustParseAddr("172.30.0.6"), TeamID: "a", Network: net(false, "172.30.0.0/16", "172.30.0.2/31")},
+		"other":    {IP: netip.MustParseAddr("172.30.0.7"), TeamID: "b", Network: net(true, "172.30.0.2")},
+		"noteam":   {IP: netip.MustParseAddr("172.30.0.8"), Network: net(true, "172.30.0.2")},
+	}
+	restore := c.restoreInput(false, rules, egress.Ports{})
+	sb := func(src, dst string, port int) packet { return packet{"warren0", "warren0", src, dst, port} }
+	for _, tt := range []struct {
+		name string
+		p    packet
+		want bool
+	}{
+		{"same team, named", sb("172.30.0.3", "172.30.0.2", 3000), true},
+		{"same team, named as a /32, all else denied", sb("172.30.0.4", "172.30.0.2", 3000), true},
+		{"named, but the agent port", sb("172.30.0.3", "172.30.0.2", sandbox.AgentPort), false},
+		{"the other way round", sb("172.30.0.2", "172.30.0.3", 3000), false},
+		{"same team, default rules", sb("172.30.0.2", "172.30.0.5", 3000), false},
+		{"allowOut 0.0.0.0/0", sb("172.30.0.5", "172.30.0.2", 3000), false},
+		{"allowOut the network and a /31", sb("172.30.0.6", "172.30.0.2", 3000), false},
+		{"another team, named", sb("172.30.0.7", "172.30.0.2", 3000), false},
+		{"no team, named", sb("172.30.0.8", "172.30.0.2", 3000), false},
+		{"not a sandbox of this server's", sb("172.30.0.99", "172.30.0.2", 3000), false},
+		{"to an address that is no sandbox", sb("172.30.0.2", "172.30.0.99", 3000), false},
+		{"allowOut 0.0.0.0/0 still opens the internet", packet{"warren0", "eth0", "172.30.0.5", "192.0.2.80", 443}, true},
+		{"no internet access", packet{"warren0", "eth0", "172.30.0.6", "192.0.2.80", 443}, false},
+		{"default rules open the internet", packet{"warren0", "eth0", "172.30.0.2", "192.0.2.80", 443}, true},
+		{"build to the internet", packet{"warren0-build", "eth0", "172.31.0.2", "192.0.2.80", 80}, true},
+		{"build to another build", packet{"warren0-build", "warren0-build", "172.31.0.2", "172.31.0.3", 80}, false},
+		{"build to a sandbox", packet{"warren0-build", "warren0", "172.31.0.2", "172.30.0.2", 3000}, false},
+		{"build to cloud metadata", packet{"warren0-build", "eth0", "172.31.0.2", "169.254.169.254", 80}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := verdict(t, restore, c.forward, tt.p); got != tt.want {
+				t.Errorf("%+v passes = %v, want %v\n%s", tt.p, got, tt.want, restore)
+			}
+		})
+	}
 }

@@ -2,7 +2,6 @@ package firewall
 
 import (
 	"context"
-	"net/netip"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -15,8 +14,8 @@ type Off struct{}
 var _ sandbox.Firewall = Off{}
 
 // Apply refuses settings that restrict egress.
-func (Off) Apply(_ context.Context, _ string, _ netip.Addr, n sandbox.Network) error {
-	if !n.AllowInternetAccess || len(n.DenyOut) > 0 {
+func (Off) Apply(_ context.Context, _ string, e sandbox.Egress) error {
+	if n := e.Network; !n.AllowInternetAccess || len(n.DenyOut) > 0 {
 		return sandbox.Errorf(sandbox.KindInvalid, "egress rules are not enforced on this server (it runs with --firewall=off); omit allow_internet_access=false and network.denyOut")
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,17 +21,19 @@ import (
 // each decides only for its own sandboxes' addresses.
 type chains struct {
 	bridge   string
+	build    string // the template builds' bridge; "" when builds are not covered
 	tag      string // 6 hex digits naming the instance
 	input    string // jumped to from INPUT for packets from the bridge
 	forward  string // jumped to from DOCKER-USER (or FORWARD) likewise
 	redirect string // in the nat table, jumped to from PREROUTING likewise
 }
 
-func chainsFor(bridge, instance string) chains {
+func chainsFor(bridge, build, instance string) chains {
 	sum := sha256.Sum256([]byte(instance))
 	tag := hex.EncodeToString(sum[:3])
 	return chains{
 		bridge:   bridge,
+		build:    build,
 		tag:      tag,
 		input:    "WRN-" + bridge + "-" + tag + "-I",
 		forward:  "WRN-" + bridge + "-" + tag + "-F",
@@ -47,10 +50,10 @@ func (c chains) comment(what string) string {
 // quoted is comment quoted for iptables-restore.
 func (c chains) quoted(what string) string { return strconv.Quote(c.comment(what)) }
 
-// jump is a rule, in iptables' argument form, sending the bridge's packets
-// from a built-in chain to one of ours.
-func (c chains) jump(target, what string) []string {
-	return []string{"-i", c.bridge, "-m", "comment", "--comment", c.comment(what), "-j", target}
+// jump is a rule, in iptables' argument form, sending the packets that
+// arrive from interface in from a built-in chain to one of ours.
+func (c chains) jump(in, target, what string) []string {
+	return []string{"-i", in, "-m", "comment", "--comment", c.comment(what), "-j", target}
 }
 
 // restoreInput is the iptables-restore --noflush input that rewrites the
@@ -87,6 +90,10 @@ func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress, ports egr
 	add(c.forward, "-o", c.bridge, "-p tcp --dport", strconv.Itoa(sandbox.AgentPort),
 		"-m comment --comment", c.quoted("no sandbox reaches another sandbox agent"), "-j REJECT")
 	add(c.forward, "-d 169.254.0.0/16 -m comment --comment", c.quoted("no link-local or cloud metadata"), "-j REJECT")
+	if c.build != "" {
+		add(c.forward, "-i", c.build, "-o", c.build, "-m comment --comment", c.quoted("no template build reaches another"), "-j REJECT")
+	}
+	c.neighbourRules(add, rules)
 	for _, id := range slices.Sorted(maps.Keys(rules)) {
 		e := rules[id]
 		if !e.IP.Is4() {
@@ -114,6 +121,49 @@ func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress, ports egr
 	}
 	b.WriteString("COMMIT\n")
 	return b.String()
+}
+
+// neighbourRules keep sandboxes off each other's addresses on the bridge,
+// before any allowOut rule can open them: a sandbox reaches another only
+// when both are this server's, of the same team, and its allowOut names
+// the other's address itself (sandbox.Network.NamesHost). Every other
+// packet from one of this server's sandboxes to the bridge, and every
+// packet from the bridge (another server's sandbox, a container that is
+// no sandbox) to one of them, is refused. Each server only judges its own
+// sandboxes' addresses, so servers sharing the bridge do not refuse each
+// other's named pairs.
+func (c chains) neighbourRules(add func(chain string, args ...string), rules map[string]sandbox.Egress) {
+	ids := slices.Sorted(maps.Keys(rules))
+	byIP := make(map[netip.Addr]string, len(rules))
+	for _, id := range ids {
+		if ip := rules[id].IP; ip.Is4() {
+			byIP[ip] = id
+		}
+	}
+	for _, id := range ids {
+		e := rules[id]
+		if !e.IP.Is4() || e.TeamID == "" {
+			continue
+		}
+		for _, s := range e.Network.AllowOut {
+			p, err := sandbox.ParseEgressTarget(s)
+			if err != nil || !p.IsSingleIP() {
+				continue
+			}
+			to, ok := byIP[p.Addr()]
+			if !ok || to == id || rules[to].TeamID != e.TeamID {
+				continue
+			}
+			add(c.forward, "-s", e.IP.String()+"/32", "-d", p.String(), "-o", c.bridge, "-m comment --comment",
+				c.quoted("sandbox="+id+" reaches sandbox="+to+" (same team, named in allowOut)"), "-j RETURN")
+		}
+	}
+	for _, id := range ids {
+		if ip := rules[id].IP; ip.Is4() {
+			add(c.forward, "-s", ip.String()+"/32", "-o", c.bridge, "-m comment --comment", c.quoted("sandbox="+id+" reaches no other sandbox"), "-j REJECT")
+			add(c.forward, "-d", ip.String()+"/32", "-o", c.bridge, "-m comment --comment", c.quoted("no other sandbox reaches sandbox="+id), "-j REJECT")
+		}
+	}
 }
 
 // redirectRules sends to the egress server, from each sandbox with domains

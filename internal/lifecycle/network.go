@@ -24,7 +24,7 @@ func (m *Manager) applyEgress(ctx context.Context, sb sandbox.Sandbox, ip netip.
 	if m.cfg.Firewall == nil {
 		return nil
 	}
-	err := m.cfg.Firewall.Apply(ctx, sb.ID, ip, sb.Network)
+	err := m.cfg.Firewall.Apply(ctx, sb.ID, sandbox.Egress{IP: ip, TeamID: sb.TeamID, Network: sb.Network})
 	var se *sandbox.Error
 	if err == nil || errors.As(err, &se) {
 		return err // nil, or already says what the client did wrong
@@ -62,7 +62,7 @@ func (m *Manager) syncFirewall(ctx context.Context) error {
 	for _, sb := range m.snapshotAll() {
 		live := sb.State == sandbox.StateRunning || (sb.State == sandbox.StatePaused && sb.PauseMode == sandbox.PauseFrozen)
 		if ip := ips[sb.ContainerID]; live && ip.IsValid() {
-			rules[sb.ID] = sandbox.Egress{IP: ip, Network: sb.Network}
+			rules[sb.ID] = sandbox.Egress{IP: ip, TeamID: sb.TeamID, Network: sb.Network}
 		}
 	}
 	return m.cfg.Firewall.Sync(ctx, rules)

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"maps"
-	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -22,10 +21,10 @@ type fakeFirewall struct {
 	restores int
 }
 
-func (f *fakeFirewall) Apply(_ context.Context, id string, _ netip.Addr, n sandbox.Network) error {
+func (f *fakeFirewall) Apply(_ context.Context, id string, e sandbox.Egress) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.rules[id] = n
+	f.rules[id] = e.Network
 	return nil
 }
 
@@ -125,7 +124,7 @@ func TestEgressFollowsContainer(t *testing.T) {
 		t.Error("reconcile did not restore the firewall")
 	}
 
-	fw.Apply(ctx, other.ID, netip.Addr{}, sandbox.Network{})
+	fw.Apply(ctx, other.ID, sandbox.Egress{})
 	if err := e.m.Kill(ctx, team, other.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 )
@@ -12,9 +13,9 @@ import (
 // internal/firewall (iptables).
 type Firewall interface {
 	// Apply installs or replaces the egress rules of the sandbox whose
-	// container has address ip. Until a sandbox's rules are applied its
+	// container has address e.IP. Until a sandbox's rules are applied its
 	// container has no network beyond replies to the host.
-	Apply(ctx context.Context, sandboxID string, ip netip.Addr, n Network) error
+	Apply(ctx context.Context, sandboxID string, e Egress) error
 	// Remove deletes a sandbox's rules; unknown sandboxes are no error.
 	Remove(ctx context.Context, sandboxID string) error
 	// Sync replaces every sandbox's rules with rules, keyed by sandbox ID,
@@ -25,21 +26,35 @@ type Firewall interface {
 	Restore(ctx context.Context) error
 }
 
-// Egress is one sandbox's address and rules, as the firewall applies them.
+// Egress is one sandbox's address, team and rules, as the firewall
+// applies them.
 type Egress struct {
-	IP      netip.Addr
+	IP netip.Addr
+	// TeamID is the sandbox's team: a sandbox reaches another only when
+	// both have the same, non-empty team and its allowOut names the
+	// other's address (see NamesHost).
+	TeamID  string
 	Network Network
 }
 
 // ParseEgressTarget parses one allowOut or denyOut entry: an IP address
-// or a CIDR prefix. An IP is the prefix of that one address.
+// or a CIDR prefix. An IP is the prefix of that one address. IPv4 written
+// as IPv6 (::ffff:10.0.0.1, ::ffff:10.0.0.0/104) is IPv4, so that every
+// spelling of an address matches it; a zone (fe80::1%eth0) is refused, as
+// no rule can carry it.
 func ParseEgressTarget(s string) (netip.Prefix, error) {
 	if p, err := netip.ParsePrefix(s); err == nil {
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
 		return p.Masked(), nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
 		return netip.Prefix{}, err
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("egress target %q has a zone", s)
 	}
 	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
 }
@@ -127,6 +142,21 @@ func (n Network) AllowsAddr(addr netip.Addr) bool {
 	}
 }
 
+// NamesHost reports whether allowOut names addr itself: an entry that is
+// that IP address, or a CIDR of that one address. Nothing wider names it
+// (an allow-all, 0.0.0.0/0, the sandbox network's prefix): that is what
+// opens a neighbour sandbox, whose address allowOut must pick out on
+// purpose.
+func (n Network) NamesHost(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	for _, e := range n.AllowOut {
+		if p, err := ParseEgressTarget(e); err == nil && p.IsSingleIP() && p.Addr() == addr {
+			return true
+		}
+	}
+	return false
+}
+
 // Restricted reports whether the rules deny anything.
 func (n Network) Restricted() bool {
 	return len(n.DenyOut) > 0 || !n.AllowInternetAccess
@@ -135,11 +165,16 @@ func (n Network) Restricted() bool {
 // domainPattern normalises a domain entry: a host name of letters, digits
 // and hyphens in dot-separated labels of 1 to 63 characters, at most 253
 // in all, with at least two labels, optionally after "*.". It returns it
-// lowercase without a trailing dot.
+// lowercase without a trailing dot. A top-level label of digits only is
+// refused (no top-level domain is numeric), so that an address with a
+// trailing dot ("10.0.0.1.") is not taken for a name.
 func domainPattern(s string) (string, bool) {
 	d := strings.ToLower(strings.TrimSuffix(s, "."))
 	host := strings.TrimPrefix(d, "*.")
 	if host == "" || len(host) > 253 || !strings.Contains(host, ".") {
+		return "", false
+	}
+	if tld := host[strings.LastIndexByte(host, '.')+1:]; strings.Trim(tld, "0123456789") == "" {
 		return "", false
 	}
 	for label := range strings.SplitSeq(host, ".") {

@@ -20,6 +20,8 @@ func TestValidateEgress(t *testing.T) {
 		{"inner wildcard", Network{AllowOut: []string{"a.*.example.com"}}, "network.allowOut entry 'a.*.example.com' is not an IP address, a CIDR or a domain name"},
 		{"bare wildcard", Network{AllowOut: []string{"*"}}, "network.allowOut entry '*' is not an IP address, a CIDR or a domain name"},
 		{"garbage", Network{DenyOut: []string{"1.2.3.4/99"}}, "network.denyOut entry '1.2.3.4/99' is not an IP address or a CIDR"},
+		{"address with a dot", Network{AllowOut: []string{"10.0.0.1."}}, "network.allowOut entry '10.0.0.1.' is not an IP address, a CIDR or a domain name"},
+		{"zone", Network{DenyOut: []string{"fe80::1%eth0"}}, "network.denyOut entry 'fe80::1%eth0' is not an IP address or a CIDR"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,10 +40,38 @@ func TestValidateEgress(t *testing.T) {
 }
 
 func TestParseEgressTarget(t *testing.T) {
-	for in, want := range map[string]string{"1.2.3.4": "1.2.3.4/32", "10.1.2.3/8": "10.0.0.0/8", "::ffff:1.2.3.4": "1.2.3.4/32", "fe80::1": "fe80::1/128"} {
+	for in, want := range map[string]string{"1.2.3.4": "1.2.3.4/32", "10.1.2.3/8": "10.0.0.0/8", "::ffff:1.2.3.4": "1.2.3.4/32", "fe80::1": "fe80::1/128",
+		"::ffff:10.1.0.0/112": "10.1.0.0/16", "::ffff:10.1.2.3/128": "10.1.2.3/32", "::ffff:0:0/95": "::fffe:0:0/95"} {
 		p, err := ParseEgressTarget(in)
 		if err != nil || p.String() != want {
 			t.Errorf("ParseEgressTarget(%q) = %v, %v; want %s", in, p, err, want)
+		}
+	}
+	for _, bad := range []string{"fe80::1%eth0", "1.2.3.4/33", " 1.2.3.4", "10.0.0.1."} {
+		if p, err := ParseEgressTarget(bad); err == nil {
+			t.Errorf("ParseEgressTarget(%q) = %v, want an error", bad, p)
+		}
+	}
+}
+
+func TestNamesHost(t *testing.T) {
+	ip := netip.MustParseAddr("172.18.0.5")
+	for _, tt := range []struct {
+		allowOut []string
+		want     bool
+	}{
+		{[]string{"172.18.0.5"}, true},
+		{[]string{"172.18.0.5/32"}, true},
+		{[]string{"::ffff:172.18.0.5"}, true},
+		{[]string{"example.com", "172.18.0.5"}, true},
+		{[]string{"172.18.0.4/31"}, false},
+		{[]string{"172.18.0.0/16"}, false},
+		{[]string{"0.0.0.0/0"}, false},
+		{[]string{"172.18.0.6"}, false},
+		{nil, false},
+	} {
+		if got := (Network{AllowInternetAccess: true, AllowOut: tt.allowOut}).NamesHost(ip); got != tt.want {
+			t.Errorf("allowOut %v: NamesHost(%v) = %v, want %v", tt.allowOut, ip, got, tt.want)
 		}
 	}
 }

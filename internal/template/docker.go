@@ -41,18 +41,29 @@ func (e *BuildFailure) Error() string { return e.Message }
 // Docker is the Engine on a Docker engine, with its classic builder: one
 // cached layer per Dockerfile instruction, which is what the template
 // steps need, and which every engine version has.
+//
+// The classic builder runs each RUN step in a container with the engine's
+// default capabilities (NET_RAW among them) and no way to drop any, and
+// publishes no ports. What keeps a step in is its network: Network, a
+// bridge the firewall covers like the sandboxes' (no host, no link-local,
+// no sandbox, no other build), with the engine's NAT and DNS, so that
+// package mirrors stay reachable.
 type Docker struct {
-	cli *client.Client
+	cli     *client.Client
+	network string
 }
 
 // NewDocker connects to the engine named by the environment (DOCKER_HOST
-// and friends), negotiating the API version.
-func NewDocker() (*Docker, error) {
+// and friends), negotiating the API version. Build steps run on the
+// Docker network named network (runtime/docker's EnsureBuildNetwork makes
+// it); "" is the engine's default bridge, which nothing isolates: only
+// for builds whose Dockerfiles are trusted.
+func NewDocker(network string) (*Docker, error) {
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, fmt.Errorf("docker engine: %w", err)
 	}
-	return &Docker{cli: cli}, nil
+	return &Docker{cli: cli, network: network}, nil
 }
 
 // Close releases the engine connection.
@@ -66,6 +77,7 @@ func (d *Docker) Build(ctx context.Context, contextTar io.Reader, tag string, no
 		Remove:      true,
 		ForceRemove: true,
 		Version:     build.BuilderV1,
+		NetworkMode: d.network,
 	})
 	if err != nil {
 		return engineError(err, "the engine refused the build")

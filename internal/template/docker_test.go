@@ -17,7 +17,7 @@ func dockerEngine(t *testing.T) *template.Docker {
 	if err := exec.Command("docker", "image", "inspect", "warren/base").Run(); err != nil {
 		t.Skip("skipping: needs a Docker engine with the warren/base image (bin/warren image build)")
 	}
-	d, err := template.NewDocker()
+	d, err := template.NewDocker("")
 	if err != nil {
 		t.Skipf("skipping: no Docker engine: %v", err)
 	}

@@ -55,7 +55,7 @@ type env struct {
 	probe   string // host path of the probe binary
 
 	mu        sync.Mutex // guards sandboxes
-	sandboxes []string
+	sandboxes []struct{ team, id string }
 }
 
 // newEnv sets up an env on the target the environment names (see
@@ -146,8 +146,8 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		for _, id := range e.sandboxes {
-			e.m.Kill(context.Background(), team, id)
+		for _, sb := range e.sandboxes {
+			e.m.Kill(context.Background(), sb.team, sb.id)
 		}
 		e.m.Close()
 	})
@@ -160,16 +160,23 @@ type box struct {
 	IP netip.Addr
 }
 
-// create makes a sandbox with network settings n and copies the probe in.
+// create makes a sandbox of team with network settings n and copies the
+// probe in.
 func (e *env) create(t *testing.T, n sandbox.Network) box {
 	t.Helper()
+	return e.createIn(t, team, n)
+}
+
+// createIn is create for a sandbox of teamID.
+func (e *env) createIn(t *testing.T, teamID string, n sandbox.Network) box {
+	t.Helper()
 	ctx := t.Context()
-	sb, err := e.m.Create(ctx, lifecycle.CreateRequest{TeamID: team, Template: lifecycle.BaseTemplate, Timeout: 10 * time.Minute, Network: n})
+	sb, err := e.m.Create(ctx, lifecycle.CreateRequest{TeamID: teamID, Template: lifecycle.BaseTemplate, Timeout: 10 * time.Minute, Network: n})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	e.mu.Lock()
-	e.sandboxes = append(e.sandboxes, sb.ID)
+	e.sandboxes = append(e.sandboxes, struct{ team, id string }{teamID, sb.ID})
 	e.mu.Unlock()
 	e.copyProbe(t, sb.ContainerID)
 	return box{Sandbox: sb, IP: e.ip(t, sb.ContainerID)}
@@ -184,9 +191,10 @@ func (e *env) ip(t *testing.T, containerID string) netip.Addr {
 	return c.IP
 }
 
-// open is E2B's default network: everything allowed.
-func open() sandbox.Network {
-	return sandbox.Network{AllowPublicTraffic: true, AllowInternetAccess: true}
+// open is E2B's default network: everything allowed but other sandboxes;
+// allowOut, when given, names those it may reach.
+func open(allowOut ...string) sandbox.Network {
+	return sandbox.Network{AllowPublicTraffic: true, AllowInternetAccess: true, AllowOut: allowOut}
 }
 
 func (e *env) copyProbe(t *testing.T, containerID string) {

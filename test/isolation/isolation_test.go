@@ -61,11 +61,12 @@ func TestNoHostAccess(t *testing.T) {
 	}
 }
 
-// TestNoAgentAccess: a sandbox cannot reach another's agent, though it
-// reaches the other's other ports by default.
+// TestNoAgentAccess: a sandbox cannot reach another's agent, even when
+// its allowOut names the other, which opens the other's other ports.
 func TestNoAgentAccess(t *testing.T) {
 	e := newEnv(t)
-	a, b := e.create(t, open()), e.create(t, open())
+	b := e.create(t, open())
+	a := e.create(t, open(b.IP.String()))
 	target := e.serve(t, b, "8080")
 	if ok, got := e.reaches(t, a, target); !ok {
 		t.Fatalf("control: sandbox A cannot reach B's server at %s: %s", target, got)
@@ -79,8 +80,9 @@ func TestNoAgentAccess(t *testing.T) {
 	}
 }
 
-// TestEgressRules: sandbox B serves; A, created with each network
-// setting, reaches it or not.
+// TestEgressRules: sandbox B serves; A, of the same team, created with
+// each network setting, reaches it or not: only when its allowOut names
+// B's address, whatever else it allows.
 func TestEgressRules(t *testing.T) {
 	e := newEnv(t)
 	b := e.create(t, open())
@@ -91,10 +93,15 @@ func TestEgressRules(t *testing.T) {
 		n     sandbox.Network
 		reach bool
 	}{
-		{"default", open(), true},
+		{"default", open(), false},
+		{"allowOut the IP", open(bIP), true},
+		{"allowOut 0.0.0.0/0", open("0.0.0.0/0"), false},
+		{"allowOut the network's CIDR", open(bIP + "/16"), false},
+		{"no internet access, allowOut 0.0.0.0/0", sandbox.Network{AllowOut: []string{"0.0.0.0/0"}}, false},
 		{"denyOut the IP", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{bIP}}, false},
 		{"denyOut a CIDR", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{b.IP.String() + "/16"}}, false},
-		{"denyOut another IP", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{"192.0.2.1"}}, true},
+		{"denyOut another IP, allowOut the IP", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{"192.0.2.1"}, AllowOut: []string{bIP}}, true},
+		{"denyOut the IP, allowOut the IP", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{bIP}, AllowOut: []string{bIP}}, true},
 		{"denyOut all, allowOut the IP", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{bIP}}, true},
 		{"denyOut all", sandbox.Network{AllowInternetAccess: true, DenyOut: []string{"0.0.0.0/0"}}, false},
 		{"no internet access", sandbox.Network{AllowInternetAccess: false}, false},
@@ -120,6 +127,35 @@ func TestEgressRules(t *testing.T) {
 	}
 }
 
+// TestNeighbours: a sandbox of another team never reaches B, even naming
+// its address in allowOut; nor does B reach a sandbox that names it.
+func TestNeighbours(t *testing.T) {
+	e := newEnv(t)
+	b := e.create(t, open())
+	target := e.serve(t, b, "8080")
+	same := e.create(t, open(b.IP.String()))
+	other := e.createIn(t, "other-team", open(b.IP.String()))
+	otherAll := e.createIn(t, "other-team", open("0.0.0.0/0"))
+	back := e.serve(t, same, "8081")
+	if ok, got := e.reaches(t, same, target); !ok {
+		t.Fatalf("control: a sandbox of B's team naming B cannot reach it: %s", got)
+	}
+	for _, tt := range []struct {
+		name string
+		from box
+		to   string
+	}{
+		{"another team, naming B", other, target},
+		{"another team, allowOut 0.0.0.0/0", otherAll, target},
+		{"B, to one that names it", b, back},
+		{"another team, to one that names B", other, back},
+	} {
+		if ok, _ := e.reaches(t, tt.from, tt.to); ok {
+			t.Errorf("%s: reached %s", tt.name, tt.to)
+		}
+	}
+}
+
 // TestEgressLive: PUT network changes a running sandbox's rules at once;
 // they survive a pause to disk (a new address, maybe), a flush of the
 // rules (as an engine restart or an operator would do) and are gone with
@@ -129,7 +165,7 @@ func TestEgressLive(t *testing.T) {
 	ctx := t.Context()
 	b := e.create(t, open())
 	target := e.serve(t, b, "8080")
-	a := e.create(t, open())
+	a := e.create(t, open(b.IP.String()))
 	reach := func(what string, want bool) {
 		t.Helper()
 		ok, got := e.reaches(t, a, target)
@@ -167,7 +203,7 @@ func TestEgressLive(t *testing.T) {
 	if err := e.m.Pause(ctx, team, a.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	c := e.create(t, open())
+	c := e.create(t, open(b.IP.String()))
 	if c.IP == a.IP {
 		if ok, got := e.reaches(t, c, target); !ok {
 			t.Errorf("a sandbox given A's old address inherited A's rules: %s", got)

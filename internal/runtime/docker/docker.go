@@ -52,6 +52,9 @@ type Config struct {
 	// Network is the Docker network containers join; EnsureNetwork (or
 	// the first Create) makes it. Default DefaultNetwork.
 	Network string
+	// BuildNetwork is the Docker network template builds run on;
+	// EnsureBuildNetwork makes it. Default Network + "-build".
+	BuildNetwork string
 	// ManagedValue is the value of sandbox.LabelManaged on the containers
 	// this runtime creates, and the only value List returns, so that two
 	// servers sharing one engine never adopt each other's containers.
@@ -109,6 +112,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if cfg.Network == "" {
 		cfg.Network = DefaultNetwork
+	}
+	if cfg.BuildNetwork == "" {
+		cfg.BuildNetwork = cfg.Network + "-build"
 	}
 	if cfg.OpenFiles == 0 {
 		cfg.OpenFiles = 16384

@@ -23,39 +23,64 @@ const bridgeNameOption = "com.docker.network.bridge.name"
 // whose interface has the network's name when that fits (15 characters);
 // it survives restarts of the server and the engine.
 func (r *Runtime) EnsureNetwork(ctx context.Context) (string, error) {
-	res, err := r.cli.NetworkInspect(ctx, r.cfg.Network, client.NetworkInspectOptions{})
+	return r.ensureBridge(ctx, r.cfg.Network, "sandbox")
+}
+
+// EnsureBuildNetwork creates the network template builds run on
+// (Config.BuildNetwork) unless it exists, and returns its name and its
+// bridge interface's. It is a bridge like the sandbox network, and apart
+// from it: the builder gives a build's steps capabilities no sandbox has
+// (NET_RAW among them), which on the sandboxes' bridge could forge their
+// addresses; on a bridge of their own the firewall (Config.BuildBridge)
+// refuses their packets by interface, whatever address they claim.
+func (r *Runtime) EnsureBuildNetwork(ctx context.Context) (network, bridge string, err error) {
+	bridge, err = r.ensureBridge(ctx, r.cfg.BuildNetwork, "template build")
+	return r.cfg.BuildNetwork, bridge, err
+}
+
+// ensureBridge makes the bridge network name unless it exists, and
+// returns its interface's name; what names it in messages.
+func (r *Runtime) ensureBridge(ctx context.Context, name, what string) (string, error) {
+	res, err := r.cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
 	if err == nil {
-		n := res.Network
-		if n.Driver != "bridge" {
-			return "", fmt.Errorf("docker network %q has driver %q; sandboxes need a bridge network (remove it or choose another name)", n.Name, n.Driver)
-		}
-		if name := n.Options[bridgeNameOption]; name != "" {
-			return name, nil
-		}
-		return "br-" + n.ID[:12], nil // the bridge driver's default name
+		return bridgeOf(res.Network, what)
 	}
 	if sandbox.KindOf(classify(err, "")) != sandbox.KindNotFound {
-		return "", classify(err, "cannot inspect the sandbox network")
+		return "", classify(err, "cannot inspect the "+what+" network")
 	}
 	opts := map[string]string{}
-	if len(r.cfg.Network) <= 15 {
-		opts[bridgeNameOption] = r.cfg.Network
+	if len(name) <= 15 {
+		opts[bridgeNameOption] = name
 	}
 	noIPv6 := false
-	created, err := r.cli.NetworkCreate(ctx, r.cfg.Network, client.NetworkCreateOptions{
+	created, err := r.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
 		Driver:     "bridge",
 		EnableIPv6: &noIPv6,
 		Options:    opts,
 		Labels:     map[string]string{LabelNetwork: r.cfg.ManagedValue},
 	})
 	if err != nil {
-		return "", classify(err, "cannot create the sandbox network")
+		if res, ierr := r.cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{}); ierr == nil {
+			return bridgeOf(res.Network, what) // another server made it meanwhile
+		}
+		return "", classify(err, "cannot create the "+what+" network")
 	}
-	r.log.Info("created the sandbox network", "network", r.cfg.Network, "id", created.ID)
-	if name := opts[bridgeNameOption]; name != "" {
-		return name, nil
+	r.log.Info("created the "+what+" network", "network", name, "id", created.ID)
+	if bridge := opts[bridgeNameOption]; bridge != "" {
+		return bridge, nil
 	}
 	return "br-" + created.ID[:12], nil
+}
+
+// bridgeOf is the interface of a bridge network.
+func bridgeOf(n network.Inspect, what string) (string, error) {
+	if n.Driver != "bridge" {
+		return "", fmt.Errorf("docker network %q has driver %q; the %s network must be a bridge (remove it or choose another name)", n.Name, n.Driver, what)
+	}
+	if bridge := n.Options[bridgeNameOption]; bridge != "" {
+		return bridge, nil
+	}
+	return "br-" + n.ID[:12], nil // the bridge driver's default name
 }
 
 // ensureNetworkOnce runs EnsureNetwork on the first Create.

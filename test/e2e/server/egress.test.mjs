@@ -1,15 +1,18 @@
 // Egress by domain name against a real `warren serve`: a sandbox with denyOut 0.0.0.0/0 and
-// domains in allowOut reaches an HTTP server in a second sandbox by an allowed name (exact and
-// wildcard), and nothing else: names not allowed do not resolve, a connection that claims an
-// allowed name is refused unless that name resolved to where it goes, a bare address is refused,
-// and PUT network changes what is allowed on the running sandbox. The sandboxes' DNS is answered
-// by a resolver this test runs on 127.0.0.1 (warren serve --egress-dns), which gives the target
-// sandboxes' addresses: nothing leaves the machine.
+// domains in allowOut reaches an HTTP server on an outside host (outside.mjs: a network namespace
+// routed from the host) by an allowed name (exact and wildcard), and nothing else: names not
+// allowed do not resolve, a connection that claims an allowed name is refused unless that name
+// resolved to where it goes, a bare address is refused, and PUT network changes what is allowed
+// on the running sandbox. No name opens another sandbox: sandboxes reach each other only by an
+// address their allowOut names. The sandboxes' DNS is answered by a resolver this test runs on
+// 127.0.0.1 (warren serve --egress-dns), which gives the outside host's and a second sandbox's
+// addresses: nothing leaves the machine.
 import { it, after } from 'node:test'
 import dgram from 'node:dgram'
 import { Sandbox } from 'e2b'
 import { useServer } from './harness.mjs'
 import { assert, startHttpServer, uid } from './helpers.mjs'
+import { outsideHost } from './outside.mjs'
 
 /** A UDP resolver on 127.0.0.1 answering A queries from `names` (NXDOMAIN for the rest). */
 async function fakeResolver() {
@@ -46,6 +49,8 @@ async function fakeResolver() {
 
 const resolver = await fakeResolver()
 after(() => resolver.close())
+const outside = await outsideHost(2)
+after(() => outside.close())
 await useServer({ private: true, args: ['--egress-dns', resolver.addr] })
 
 /** The sandbox's address on the sandbox network. */
@@ -61,20 +66,20 @@ async function curl(sbx, url, ...args) {
 
 it('allowOut domains: reachable by an allowed name, and only so', { timeout: 180_000 }, async () => {
   const tag = { e2e: `egress-${uid()}` }
-  const [target, other] = await Promise.all([Sandbox.create({ metadata: tag }), Sandbox.create({ metadata: tag })])
+  const [targetIP, otherIP] = outside.ips
+  const neighbour = await Sandbox.create({ metadata: tag })
   const closed = await Sandbox.create({
     metadata: tag,
-    network: { denyOut: ['0.0.0.0/0'], allowOut: ['allowed.test', '*.wild.test'] },
+    network: { denyOut: ['0.0.0.0/0'], allowOut: ['allowed.test', '*.wild.test', 'neighbour.test'] },
   })
   try {
-    await Promise.all([startHttpServer(target, 8080, '/tmp/www', { 'index.html': 'target' }),
-      startHttpServer(other, 8080, '/tmp/www', { 'index.html': 'other' })])
-    const [targetIP, otherIP] = await Promise.all([addressOf(target), addressOf(other)])
+    await startHttpServer(neighbour, 8080, '/tmp/www', { 'index.html': 'neighbour' })
     for (const name of ['allowed.test', 'api.wild.test', 'denied.test']) resolver.names.set(name, targetIP)
     resolver.names.set('moved.test', otherIP)
+    resolver.names.set('neighbour.test', await addressOf(neighbour))
 
-    // The target answers the open sandbox by address (the rules of one do not touch the other).
-    assert.equal(await curl(other, `http://${targetIP}:8080/`), '200')
+    // The outside host answers the host at both addresses (the test's control).
+    for (const ip of outside.ips) assert.equal(await (await fetch(`http://${ip}:8080/`)).text(), 'outside')
 
     assert.equal(await curl(closed, 'http://allowed.test:8080/'), '200', 'an allowed name')
     assert.equal(await curl(closed, 'http://API.wild.test:8080/'), '200', 'a name under an allowed wildcard')
@@ -85,6 +90,8 @@ it('allowOut domains: reachable by an allowed name, and only so', { timeout: 180
       'a name not allowed, at an address an allowed name has')
     assert.match(await curl(closed, `http://${otherIP}:8080/`, '-H', "'Host: allowed.test'"), /^exit /,
       'an allowed name at an address it did not resolve to')
+    assert.match(await curl(closed, 'http://neighbour.test:8080/'), /^exit /, 'an allowed name that resolved to a sandbox')
+    assert.ok(resolver.asked.includes('neighbour.test'), 'the name of the sandbox was resolved')
 
     // PUT network replaces the rules on the running sandbox.
     await Sandbox.updateNetwork(closed.sandboxId, { denyOut: ['0.0.0.0/0'], allowOut: ['moved.test'] })
@@ -94,7 +101,7 @@ it('allowOut domains: reachable by an allowed name, and only so', { timeout: 180
     assert.match(await curl(closed, 'http://moved.test:8080/', '--resolve', `moved.test:8080:${otherIP}`), /^exit /,
       'no domains: every address stays denied')
   } finally {
-    await Promise.all([target, other, closed].map((s) => s.kill()))
+    await Promise.all([neighbour, closed].map((s) => s.kill()))
   }
 })
 

@@ -1,0 +1,73 @@
+// Sandboxes and their neighbours against a real `warren serve` with the firewall, through the
+// official SDK: a secure sandbox with allowPublicTraffic false serves on 0.0.0.0:3000; no other
+// sandbox reaches it over the sandbox network (past the proxy and its traffic token) unless it is
+// of the same team and its allowOut names the target's address itself. Another team's sandbox
+// never does, naming it or not; an allow-all, 0.0.0.0/0 or the network's CIDR opens no neighbour.
+// The second team's key is made with `warren keys create --team` on the server's state dir.
+import { it } from 'node:test'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { Sandbox } from 'e2b'
+import { useServer, WARREN_BIN } from './harness.mjs'
+import { assert, startHttpServer, uid } from './helpers.mjs'
+
+const srv = await useServer({ private: true })
+
+/** A key of a new team on the test's server. */
+async function otherTeam() {
+  const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, '--state-dir', srv.server.stateDir])
+  return stdout.trim()
+}
+
+/** The sandbox's address on the sandbox network. */
+async function addressOf(sbx) {
+  return (await sbx.commands.run('hostname -I')).stdout.trim().split(/\s+/)[0]
+}
+
+/** What `curl` in sbx makes of url: the HTTP status, or `exit N` when it got none. */
+async function curl(sbx, url) {
+  const r = await sbx.commands.run(`curl -sS -m 5 -o /dev/null -w '%{http_code}' '${url}'`).catch((e) => e)
+  return r.exitCode === 0 ? r.stdout : `exit ${r.exitCode}`
+}
+
+it('no sandbox reaches another but one of its team naming its address', { timeout: 240_000 }, async () => {
+  const metadata = { e2e: `neighbours-${uid()}` }
+  const otherTeamKey = await otherTeam()
+  const target = await Sandbox.create({ metadata, secure: true, network: { allowPublicTraffic: false } })
+  const made = [target]
+  const create = async (opts) => {
+    const s = await Sandbox.create({ metadata, ...opts })
+    made.push(s)
+    return s
+  }
+  try {
+    await startHttpServer(target, 3000, '/tmp/www', { 'index.html': 'target' })
+    const ip = await addressOf(target)
+    const url = `http://${ip}:3000/`
+    const [named, named32, plain, allowAll, allowAllClosed, wide, otherNamed, otherPlain] = await Promise.all([
+      create({ network: { allowOut: [ip] } }),
+      create({ network: { allowOut: [`${ip}/32`], denyOut: ['0.0.0.0/0'] } }),
+      create({}),
+      create({ network: { allowOut: ['0.0.0.0/0'] } }),
+      create({ allowInternetAccess: false, network: { allowOut: ['0.0.0.0/0'] } }),
+      create({ network: { allowOut: [`${ip}/16`] } }),
+      create({ apiKey: otherTeamKey, network: { allowOut: [ip] } }),
+      create({ apiKey: otherTeamKey }),
+    ])
+    assert.equal(await curl(named, url), '200', 'same team, allowOut names the IP')
+    assert.equal(await curl(named32, url), '200', 'same team, allowOut names the IP as a /32, all else denied')
+    for (const [what, sbx] of Object.entries({ plain, allowAll, allowAllClosed, wide, otherNamed, otherPlain })) {
+      assert.match(await curl(sbx, url), /^exit /, `${what} reached the target`)
+    }
+    assert.match(await curl(target, `http://${await addressOf(named)}:3000/`), /^exit /,
+      'naming the target opens nothing the other way')
+
+    // Naming the address later, on the running sandbox, opens it; within the team only.
+    await Sandbox.updateNetwork(plain.sandboxId, { allowOut: [ip] })
+    assert.equal(await curl(plain, url), '200', 'same team, after PUT network names the IP')
+    await Sandbox.updateNetwork(otherPlain.sandboxId, { allowOut: [ip] }, { apiKey: otherTeamKey })
+    assert.match(await curl(otherPlain, url), /^exit /, 'another team, after PUT network names the IP')
+  } finally {
+    await Promise.all(made.map((s) => s.kill().catch(() => {})))
+  }
+})

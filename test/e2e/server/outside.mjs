@@ -1,0 +1,51 @@
+// outside.mjs: a stand-in for a machine on the internet, for tests of what sandboxes and template
+// builds may reach by name or by address once the neighbours on their own bridge are closed to
+// them. It is a network namespace of its own, routed from the host through a veth pair, with an
+// HTTP server on port 8080 of each of its addresses that answers every request with "outside".
+// The addresses are in 198.18.0.0/15 (RFC 2544, for benchmarks, never routed on the internet)
+// and the route to them leads into the namespace: nothing leaves the machine. Needs root.
+import { spawn, execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { promisify } from 'node:util'
+
+const run = promisify(execFile)
+
+/**
+ * Starts the outside host with `count` addresses (1 to 5).
+ * @returns {Promise<{ips: string[], gateway: string, close: () => Promise<void>}>}
+ */
+export async function outsideHost(count = 1) {
+  const id = randomBytes(3).toString('hex')
+  const ns = `wout-${id}`
+  const [hostIf, nsIf] = [`wo${id}h`, `wo${id}n`]
+  const [a, b] = randomBytes(2)
+  const base = `198.${18 + (a & 1)}.${b}`
+  const gateway = `${base}.1`
+  const ips = Array.from({ length: count }, (_, i) => `${base}.${i + 2}`)
+  const ip = (...args) => run('ip', args)
+  const close = async () => {
+    server?.kill('SIGKILL')
+    await ip('netns', 'del', ns).catch(() => {}) // takes the veth pair with it
+  }
+  let server
+  try {
+    await ip('netns', 'add', ns)
+    await ip('link', 'add', hostIf, 'type', 'veth', 'peer', 'name', nsIf, 'netns', ns)
+    await ip('addr', 'add', `${gateway}/29`, 'dev', hostIf)
+    await ip('link', 'set', hostIf, 'up')
+    for (const a of ips) await ip('-n', ns, 'addr', 'add', `${a}/29`, 'dev', nsIf)
+    await ip('-n', ns, 'link', 'set', nsIf, 'up')
+    await ip('-n', ns, 'link', 'set', 'lo', 'up')
+    await ip('-n', ns, 'route', 'add', 'default', 'via', gateway)
+    const code = "require('http').createServer((q, s) => s.end('outside')).listen(8080, '0.0.0.0', () => console.log('ready'))"
+    server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+    await new Promise((ok, fail) => {
+      server.once('exit', (c) => fail(new Error(`the outside host's server exited (${c})`)))
+      server.stdout.once('data', ok)
+    })
+  } catch (e) {
+    await close()
+    throw e
+  }
+  return { ips, gateway, close }
+}
