@@ -412,6 +412,8 @@ func checkLimits(l *lifecycle.Config) error {
 	}{
 		{"cpu-count", int64(l.CPUCount), false},
 		{"memory-mb", int64(l.MemoryMB), false},
+		{"max-cpu-count", int64(l.MaxCPUCount), false},
+		{"max-memory-mb", int64(l.MaxMemoryMB), false},
 		{"disk-size-mb", int64(l.DiskSizeMB), false},
 		{"pids-limit", int64(l.PidsLimit), true},
 		{"max-timeout", int64(l.MaxTimeout), false},
@@ -468,6 +470,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&l.CodeInterpreterImage, "code-interpreter-image", d.CodeInterpreterImage, `image of the "code-interpreter-v1" template (warren image build code-interpreter)`)
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
 	e.Int(&l.MemoryMB, "memory-mb", d.MemoryMB, "memory per sandbox in MiB")
+	e.Int(&l.MaxCPUCount, "max-cpu-count", d.MaxCPUCount, "most CPUs one sandbox gets: a template asking for more is refused, one built with more is held to it; by default this machine's CPUs")
+	e.Int(&l.MaxMemoryMB, "max-memory-mb", d.MaxMemoryMB, "most memory in MiB one sandbox gets: a template asking for more is refused, one built with more is held to it; "+
+		"by default half of this machine's memory (MemTotal), rounded down to a multiple of 128")
 	e.Int(&l.DiskSizeMB, "disk-size-mb", d.DiskSizeMB, "disk size per sandbox in MiB: reported to clients, and enforced where the engine's storage has quotas (overlay2 on xfs with pquota)")
 	e.Int(&l.PidsLimit, "pids-limit", d.PidsLimit, "processes per sandbox (negative: no limit)")
 	e.Int(&l.WarmPool, "warm-pool", d.WarmPool, `started containers of the "base" template kept ready to claim (0: no pool)`)

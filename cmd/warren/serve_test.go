@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -302,6 +303,28 @@ func TestGVisorResolvConf(t *testing.T) {
 	}
 }
 
+// The maxima default to the machine's CPUs and half its memory, and come
+// from flags or WARREN_MAX_* like every setting.
+func TestParseServeMaxima(t *testing.T) {
+	env := map[string]string{"WARREN_MAX_MEMORY_MB": "2048"}
+	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }}
+	cfg, err := m.parseServe([]string{"--max-cpu-count=3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Lifecycle; l.MaxCPUCount != 3 || l.MaxMemoryMB != 2048 {
+		t.Errorf("maxima = %d CPUs, %d MiB; want 3, 2048", l.MaxCPUCount, l.MaxMemoryMB)
+	}
+	env = nil
+	cfg, err = m.parseServe(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Lifecycle; l.MaxCPUCount != runtime.NumCPU() || l.MaxMemoryMB != lifecycle.DefaultMaxMemoryMB(0) || l.MaxMemoryMB < 128 || l.MaxMemoryMB%128 != 0 {
+		t.Errorf("default maxima = %d CPUs, %d MiB; want %d and half the machine's memory", l.MaxCPUCount, l.MaxMemoryMB, runtime.NumCPU())
+	}
+}
+
 // A limit of 0 would silently become the default: it is refused, saying
 // what to give instead; negative values mean never where there is a never.
 func TestParseServeLimits(t *testing.T) {
@@ -315,6 +338,8 @@ func TestParseServeLimits(t *testing.T) {
 		{[]string{"--ready-timeout=0s"}, "--ready-timeout must be positive"},
 		{[]string{"--memory-mb=-1"}, "--memory-mb must be positive"},
 		{[]string{"--metrics-history=0"}, "--metrics-history must be positive"},
+		{[]string{"--max-cpu-count=0"}, "--max-cpu-count must be positive"},
+		{[]string{"--max-memory-mb=-5"}, "--max-memory-mb must be positive"},
 		{[]string{"--max-frozen=-1", "--freeze-max-age=-1s", "--pids-limit=-1", "--ready-timeout=5s"}, ""},
 	} {
 		cfg, err := m.parseServe(tt.args)

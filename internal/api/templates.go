@@ -71,7 +71,9 @@ type buildRequestJSON struct {
 	ReadyCmd   string `json:"readyCmd"`
 }
 
-func (req buildRequestJSON) toRequest() (template.BuildRequest, error) {
+// toRequest checks the request, its resources against the server's
+// maxima too, and turns it into the registry's.
+func (s *server) toRequest(req buildRequestJSON) (template.BuildRequest, error) {
 	out := template.BuildRequest{Name: req.Name, Tags: req.Tags}
 	if out.Name == "" {
 		out.Name = req.Alias
@@ -88,7 +90,7 @@ func (req buildRequestJSON) toRequest() (template.BuildRequest, error) {
 		}
 		out.MemoryMB = *req.MemoryMB
 	}
-	return out, nil
+	return out, s.m.CheckResources(out.CPUCount, out.MemoryMB)
 }
 
 func (s *server) requestBuild(r *http.Request, team string) (buildRequestJSON, template.Template, template.Build, error) {
@@ -96,7 +98,7 @@ func (s *server) requestBuild(r *http.Request, team string) (buildRequestJSON, t
 	if err := decode(r, &body); err != nil {
 		return body, template.Template{}, template.Build{}, err
 	}
-	req, err := body.toRequest()
+	req, err := s.toRequest(body)
 	if err != nil {
 		return body, template.Template{}, template.Build{}, err
 	}
@@ -156,7 +158,7 @@ func (s *server) requestBuildV1(w http.ResponseWriter, r *http.Request, team str
 		spec.StartCmd = body.StartCmd
 	}
 	spec.ReadyCmd = body.ReadyCmd
-	req, err := body.toRequest()
+	req, err := s.toRequest(body)
 	if err != nil {
 		return err
 	}
@@ -348,12 +350,16 @@ func (s *server) templateJSON(t template.Template, b template.Build, builds []te
 		Public: t.Public, Aliases: t.Names, Names: t.Names, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 		BuildCount: len(builds), EnvdVersion: s.envdVer, BuildStatus: string(b.Status),
 	}
+	// What its sandboxes get: the server's default, and never above the
+	// server's maxima (a template may have been built before they were
+	// lowered).
 	if out.CPUCount == 0 {
 		out.CPUCount = mc.CPUCount
 	}
 	if out.MemoryMB == 0 {
 		out.MemoryMB = mc.MemoryMB
 	}
+	out.CPUCount, out.MemoryMB = min(out.CPUCount, mc.MaxCPUCount), min(out.MemoryMB, mc.MaxMemoryMB)
 	if out.Names == nil {
 		out.Names, out.Aliases = []string{}, []string{}
 	}

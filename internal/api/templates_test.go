@@ -32,6 +32,9 @@ func (e okEngine) Build(ctx context.Context, r io.Reader, tag string, noCache bo
 	e.rt.Rebuild(tag)
 	return nil
 }
+func (e okEngine) InspectImage(ctx context.Context, ref string) (sandbox.Image, error) {
+	return e.rt.InspectImage(ctx, ref)
+}
 func (okEngine) ImageEnv(context.Context, string) ([]string, error) { return nil, nil }
 func (okEngine) RemoveImage(context.Context, string) error          { return nil }
 func (okEngine) RemoveLayer(context.Context, string) error          { return nil }

@@ -84,7 +84,7 @@ func (m *Manager) builtinTemplate(ref string) (tpl template, build string, ok bo
 
 // resolveTemplate maps a client's template ID to an image: the built-in
 // templates, then built templates, then the team's snapshots by ID or
-// name, then any local image reference.
+// name, then a local image by its full reference (localImage).
 func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (template, error) {
 	if tpl, build, ok := m.builtinTemplate(ref); ok {
 		if build == "" {
@@ -124,22 +124,34 @@ func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (temp
 			return template{id: sn.ID, alias: sn.Name, image: sn.Image, agentArgs: sn.AgentArgs}, nil
 		}
 	}
-	named, err := reference.ParseNormalizedNamed(ref)
+	return m.localImage(ctx, ref)
+}
+
+// localImage resolves ref as an image on the engine, which only its full
+// reference names (name[:tag] or name@digest, as one of the image's own
+// references): never its ID or a prefix of one, and never an image of
+// Warren's, which a team reaches only as its snapshot or template. The
+// image is then run by that reference in full, which the engine cannot
+// take for an ID prefix either.
+func (m *Manager) localImage(ctx context.Context, ref string) (template, error) {
+	named, err := sandbox.ParseImageRef(ref)
 	if err != nil {
-		return template{}, sandbox.Errorf(sandbox.KindInvalid, "invalid template ID '%s'", ref)
+		return template{}, sandbox.Errorf(sandbox.KindInvalid, "invalid template ID '%s': %s", ref, sandbox.Message(err))
 	}
 	if sandbox.OwnImage(reference.FamiliarName(named)) {
 		return template{}, sandbox.Errorf(sandbox.KindNotFound,
 			"template '%s' not found: sandboxes start from snapshots and built templates by their ID or name, not by the image's", ref)
 	}
-	ok, err := m.cfg.Runtime.ImageExists(ctx, ref)
-	if err != nil {
+	img, err := m.cfg.Runtime.InspectImage(ctx, named.String())
+	switch {
+	case sandbox.KindOf(err) == sandbox.KindNotFound:
+		return template{}, sandbox.Errorf(sandbox.KindNotFound, "template '%s' not found", ref)
+	case err != nil:
 		return template{}, sandbox.Wrap(sandbox.KindUnavailable, err, "cannot reach the container engine")
-	}
-	if !ok {
+	case !img.NamedBy(named) || img.Warrens():
 		return template{}, sandbox.Errorf(sandbox.KindNotFound, "template '%s' not found", ref)
 	}
-	return template{id: ref, image: ref}, nil
+	return template{id: ref, image: named.String()}, nil
 }
 
 func (m *Manager) checkTimeout(d time.Duration) error {
@@ -270,11 +282,13 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	if tpl.runtime != "" {
 		sb.Runtime = tpl.runtime
 	}
+	// A template is held to the server's maxima: the API refuses more,
+	// but one may have been built with more before they were lowered.
 	if tpl.cpuCount > 0 {
-		sb.CPUCount = tpl.cpuCount
+		sb.CPUCount = min(tpl.cpuCount, m.cfg.MaxCPUCount)
 	}
 	if tpl.memoryMB > 0 {
-		sb.MemoryMB = tpl.memoryMB
+		sb.MemoryMB = min(tpl.memoryMB, m.cfg.MaxMemoryMB)
 	}
 	if len(tpl.env) > 0 {
 		// The client's variables win over the template's.

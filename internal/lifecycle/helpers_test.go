@@ -42,7 +42,7 @@ func newEnv(t *testing.T, tweak func(*Config)) *env {
 	return e
 }
 
-func (e *env) start(t *testing.T, tweak func(*Config)) {
+func (e *env) start(t testing.TB, tweak func(*Config)) {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(e.dir, "warren.db"))
 	if err != nil {
@@ -77,7 +77,7 @@ func (e *env) stop() {
 	}
 }
 
-func (e *env) create(t *testing.T, req CreateRequest) sandbox.Sandbox {
+func (e *env) create(t testing.TB, req CreateRequest) sandbox.Sandbox {
 	t.Helper()
 	if req.TeamID == "" {
 		req.TeamID = team
@@ -102,7 +102,7 @@ func (e *env) state(t *testing.T, id string) sandbox.Sandbox {
 	return sb
 }
 
-func (e *env) container(t *testing.T, id string) (sandbox.Container, bool) {
+func (e *env) container(t testing.TB, id string) (sandbox.Container, bool) {
 	t.Helper()
 	for _, c := range e.rt.Containers() {
 		if c.ID == id {

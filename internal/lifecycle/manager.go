@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -52,8 +53,16 @@ type Config struct {
 	// "warren/code-interpreter".
 	CodeInterpreterImage string
 
-	CPUCount int // CPUs per sandbox; default 2
-	MemoryMB int // memory per sandbox; default 512
+	CPUCount int // CPUs per sandbox unless its template asks; default 2
+	MemoryMB int // memory per sandbox unless its template asks, in MiB; default 512
+	// MaxCPUCount and MaxMemoryMB are the most CPUs and memory (MiB) one
+	// sandbox gets, whatever its template asks: CheckResources refuses a
+	// client more, a template that asked for more before is held to them
+	// at each create, and so are CPUCount and MemoryMB. Defaults: the
+	// machine's CPUs (runtime.NumCPU) and half its memory
+	// (DefaultMaxMemoryMB).
+	MaxCPUCount int
+	MaxMemoryMB int
 	// DiskSizeMB is each sandbox's disk size: reported to clients, and the
 	// limit of its writable layer where the engine's storage has quotas
 	// (overlay2 on xfs mounted with pquota). Default 10240.
@@ -144,6 +153,10 @@ func (c *Config) setDefaults() {
 	defStr(&c.DefaultUser, "user")
 	defInt(&c.CPUCount, 2)
 	defInt(&c.MemoryMB, 512)
+	defInt(&c.MaxCPUCount, runtime.NumCPU())
+	if c.MaxMemoryMB == 0 {
+		c.MaxMemoryMB = DefaultMaxMemoryMB(c.MemoryMB)
+	}
 	defInt(&c.DiskSizeMB, 10240)
 	defInt(&c.PidsLimit, 4096)
 	def(&c.MaxTimeout, 24*time.Hour)
@@ -185,6 +198,10 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("lifecycle: Runtime, Agent and Store are required")
 	}
 	cfg.setDefaults()
+	if lowered := cfg.clampResources(); len(lowered) > 0 {
+		cfg.Logger.Warn("sandbox resources lowered to the server's maxima", "lowered", lowered,
+			"cpu_count", cfg.CPUCount, "memory_mb", cfg.MemoryMB)
+	}
 	return &Manager{
 		cfg:       cfg,
 		log:       cfg.Logger,

@@ -44,8 +44,9 @@ func TestCreate(t *testing.T) {
 	}
 
 	img := e.create(t, CreateRequest{Template: "python:3.12"})
-	if img.Image != "python:3.12" || img.EnvdAccessToken != "" || img.TrafficAccessToken == "" {
-		t.Errorf("image sandbox %+v: want image python:3.12, no envd token, a traffic token", img)
+	// The image in full, which the engine cannot take for an ID prefix.
+	if img.Image != "docker.io/library/python:3.12" || img.TemplateID != "python:3.12" || img.EnvdAccessToken != "" || img.TrafficAccessToken == "" {
+		t.Errorf("image sandbox %+v: want image docker.io/library/python:3.12, template python:3.12, no envd token, a traffic token", img)
 	}
 
 	for _, tc := range []struct {

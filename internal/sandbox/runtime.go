@@ -109,6 +109,11 @@ type Runtime interface {
 	// ImageLabels returns the labels of the image ref names. KindNotFound
 	// when absent.
 	ImageLabels(ctx context.Context, ref string) (map[string]string, error)
+	// InspectImage returns the image the engine finds for ref: by name,
+	// but also by image ID or a prefix of one, which a client must never
+	// be able to use (see ParseImageRef and Image.NamedBy). KindNotFound
+	// when absent.
+	InspectImage(ctx context.Context, ref string) (Image, error)
 }
 
 // RuntimeChecker is a Runtime that can tell whether the engine runs

@@ -47,14 +47,9 @@ func (r *Registry) StartBuild(ctx context.Context, team, templateID, buildID str
 	if e2bBaseImages[spec.FromImage] {
 		spec.FromImage = r.cfg.BaseImage
 	}
-	if spec.FromImage != "" {
-		named, err := reference.ParseNormalizedNamed(spec.FromImage)
-		if err != nil {
-			return sandbox.Errorf(sandbox.KindInvalid, "invalid fromImage '%s': %v", spec.FromImage, err)
-		}
-		if sandbox.OwnImage(reference.FamiliarName(named)) {
-			return sandbox.Errorf(sandbox.KindInvalid,
-				"fromImage '%s' is an image Warren made for a snapshot or a template: to build on a template, use fromTemplate with its name", spec.FromImage)
+	if spec.FromImage != "" && spec.FromImage != r.cfg.BaseImage {
+		if spec.FromImage, err = r.checkFromImage(ctx, spec.FromImage); err != nil {
+			return err
 		}
 	}
 	if spec.FromTemplate != "" {
@@ -74,6 +69,35 @@ func (r *Registry) StartBuild(ctx context.Context, team, templateID, buildID str
 	b.UpdatedAt = time.Now().UTC()
 	r.enqueue(ctx, t, b)
 	return nil
+}
+
+// checkFromImage checks a client's fromImage and returns it in full
+// ("docker.io/library/python:3.12"), the form the build's FROM takes: the
+// engine resolves that by name only, and pulls what it lacks, where a
+// bare "39" would also be the prefix of an image ID to it. An image the
+// engine has must be named by the reference (one of its own) and not be
+// Warren's: a team builds on a template with fromTemplate, and on no
+// snapshot.
+func (r *Registry) checkFromImage(ctx context.Context, ref string) (string, error) {
+	named, err := sandbox.ParseImageRef(ref)
+	if err != nil {
+		return "", sandbox.Errorf(sandbox.KindInvalid, "invalid fromImage '%s': %s", ref, sandbox.Message(err))
+	}
+	ownImage := sandbox.Errorf(sandbox.KindInvalid,
+		"fromImage '%s' is an image Warren made for a snapshot or a template: to build on a template, use fromTemplate with its name", ref)
+	if sandbox.OwnImage(reference.FamiliarName(named)) {
+		return "", ownImage
+	}
+	img, err := r.cfg.Engine.InspectImage(ctx, named.String())
+	switch {
+	case sandbox.KindOf(err) == sandbox.KindNotFound:
+		return named.String(), nil
+	case err != nil:
+		return "", err
+	case !img.NamedBy(named) || img.Warrens():
+		return "", ownImage
+	}
+	return named.String(), nil
 }
 
 // enqueue saves b as building when a slot is free, else as waiting, and

@@ -22,6 +22,9 @@ type Engine interface {
 	// each line of the engine's output goes to out as it comes. A failed
 	// step returns a *BuildFailure.
 	Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(line string)) error
+	// InspectImage returns the image the engine finds for ref, by name or
+	// by ID (see sandbox.Runtime's). KindNotFound when it has none.
+	InspectImage(ctx context.Context, ref string) (sandbox.Image, error)
 	// ImageEnv returns an image's environment as KEY=value strings.
 	ImageEnv(ctx context.Context, ref string) ([]string, error)
 	RemoveImage(ctx context.Context, ref string) error
@@ -131,6 +134,19 @@ func (d *Docker) Build(ctx context.Context, contextTar io.Reader, tag string, no
 			out(line)
 		}
 	}
+}
+
+// InspectImage implements Engine.
+func (d *Docker) InspectImage(ctx context.Context, ref string) (sandbox.Image, error) {
+	res, err := d.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return sandbox.Image{}, engineError(err, "cannot inspect the image")
+	}
+	img := sandbox.Image{ID: res.ID, RepoTags: res.RepoTags, RepoDigests: res.RepoDigests}
+	if res.Config != nil {
+		img.Labels = res.Config.Labels
+	}
+	return img, nil
 }
 
 // ImageEnv implements Engine.

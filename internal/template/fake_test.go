@@ -9,15 +9,18 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/template"
 )
 
 // fakeEngine "builds" by reading the Dockerfile from the context and
 // printing the engine's step lines; a RUN containing "exit N" (N > 0)
 // fails the way Docker reports it. With gate set, every build waits for
-// a value on it (or for its context to end).
+// a value on it (or for its context to end). It has the images in
+// images, by their full reference, and no other.
 type fakeEngine struct {
-	gate chan struct{}
+	gate   chan struct{}
+	images map[string]sandbox.Image
 
 	mu      sync.Mutex // guards the fields below
 	builds  int
@@ -62,6 +65,13 @@ func (f *fakeEngine) Build(ctx context.Context, contextTar io.Reader, tag string
 		out(fmt.Sprintf(" ---> %012x", i+1)) // layer i+1
 	}
 	return nil
+}
+
+func (f *fakeEngine) InspectImage(ctx context.Context, ref string) (sandbox.Image, error) {
+	if img, ok := f.images[ref]; ok {
+		return img, nil
+	}
+	return sandbox.Image{}, sandbox.Errorf(sandbox.KindNotFound, "image %s not found", ref)
 }
 
 func (f *fakeEngine) ImageEnv(ctx context.Context, ref string) ([]string, error) { return nil, nil }

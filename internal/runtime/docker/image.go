@@ -107,3 +107,16 @@ func (r *Runtime) ImageID(ctx context.Context, ref string) (string, error) {
 	}
 	return res.ID, nil
 }
+
+// InspectImage implements sandbox.Runtime.
+func (r *Runtime) InspectImage(ctx context.Context, ref string) (sandbox.Image, error) {
+	res, err := r.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return sandbox.Image{}, classify(err, "cannot inspect the image")
+	}
+	img := sandbox.Image{ID: res.ID, RepoTags: res.RepoTags, RepoDigests: res.RepoDigests}
+	if res.Config != nil {
+		img.Labels = res.Config.Labels
+	}
+	return img, nil
+}

@@ -7,11 +7,15 @@ package fake
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/distribution/reference"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -27,8 +31,8 @@ type Runtime struct {
 	// checkpoints holds the containers that have a checkpoint, with the
 	// agent address they had when checkpointed.
 	checkpoints map[string]string
-	images      map[string]string            // reference → image ID
-	imageLabels map[string]map[string]string // reference → its labels (SetImageLabels)
+	images      map[string]string            // reference → image ID; several may share one (Tag)
+	imageLabels map[string]map[string]string // reference → its image's labels (SetImageLabels, Commit)
 	missing     map[sandbox.OCIRuntime]bool  // runtimes CheckRuntime refuses (Lack)
 	fail        map[string]error             // method name → error returned once set
 	logs        map[string][]sandbox.LogLine // container ID → its log (WriteLog)
@@ -69,10 +73,66 @@ type Limits struct {
 	CPUCount, MemoryMB, PidsLimit int
 }
 
-// newImageID returns a fresh image ID. The caller holds r.mu or owns r.
+// newImageID returns a fresh image ID, hex digits as random as the
+// engine's, so that ID prefixes tell images apart. The caller holds r.mu
+// or owns r.
 func (r *Runtime) newImageID() string {
 	r.nextImage++
-	return fmt.Sprintf("sha256:%064d", r.nextImage)
+	return fmt.Sprintf("sha256:%x", sha256.Sum256(fmt.Appendf(nil, "image %d", r.nextImage)))
+}
+
+// find returns the reference under which the image ref names is kept,
+// resolving ref as the Docker engine does: a reference as given, then in
+// its normalised form ("python:3.12" is "docker.io/library/python:3.12"),
+// then as an image ID, whole or any unambiguous prefix of its hex digits,
+// with or without "sha256:". The caller holds r.mu.
+func (r *Runtime) find(ref string) (string, bool) {
+	if _, ok := r.images[ref]; ok {
+		return ref, true
+	}
+	if n, err := reference.ParseDockerRef(ref); err == nil {
+		for _, k := range slices.Sorted(maps.Keys(r.images)) {
+			if kn, err := reference.ParseDockerRef(k); err == nil && kn.String() == n.String() {
+				return k, true
+			}
+		}
+	}
+	prefix := strings.TrimPrefix(ref, "sha256:")
+	if prefix == "" || strings.Trim(prefix, "0123456789abcdef") != "" {
+		return "", false
+	}
+	var key, id string
+	for _, k := range slices.Sorted(maps.Keys(r.images)) {
+		if v := r.images[k]; strings.HasPrefix(strings.TrimPrefix(v, "sha256:"), prefix) {
+			if id != "" && v != id {
+				return "", false // ambiguous, as the engine says
+			}
+			if id == "" {
+				key, id = k, v
+			}
+		}
+	}
+	return key, id != ""
+}
+
+// Tag gives the image src names the reference ref as well, as `docker
+// tag` does.
+func (r *Runtime) Tag(src, ref string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k, ok := r.find(src); ok {
+		r.images[ref] = r.images[k]
+		r.imageLabels[ref] = maps.Clone(r.imageLabels[k])
+	}
+}
+
+// ImageIDOf returns the ID of the image ref names, found as the engine
+// finds it.
+func (r *Runtime) ImageIDOf(ref string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k, ok := r.find(ref)
+	return r.images[k], ok
 }
 
 // Rebuild gives ref a new image ID, as rebuilding an image under the
@@ -184,10 +244,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	if err := r.begin("Create", spec.SandboxID); err != nil {
 		return sandbox.Container{}, err
 	}
-	imageID, ok := r.images[spec.Image]
+	key, ok := r.find(spec.Image)
 	if !ok {
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "image %s not found", spec.Image)
 	}
+	imageID := r.images[key]
 	r.nextID++
 	c := &sandbox.Container{
 		ID:          fmt.Sprintf("c%04d", r.nextID),
@@ -345,17 +406,27 @@ func (r *Runtime) Stats(ctx context.Context, id string) (sandbox.Stats, error) {
 	}, nil
 }
 
-// Commit adds ref to the images.
+// Commit adds ref to the images, labelled as the engine labels a commit:
+// with the container's labels, Warren's managed, sandbox and pool ones
+// emptied (as runtime/docker's Commit does).
 func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.begin("Commit", id); err != nil {
 		return "", err
 	}
-	if _, ok := r.containers[id]; !ok {
+	c, ok := r.containers[id]
+	if !ok {
 		return "", notFound(id)
 	}
 	r.images[ref] = r.newImageID()
+	labels := maps.Clone(c.Labels)
+	for _, l := range []string{sandbox.LabelManaged, sandbox.LabelSandbox, sandbox.LabelPool} {
+		if _, ok := labels[l]; ok {
+			labels[l] = ""
+		}
+	}
+	r.imageLabels[ref] = labels
 	return ref, nil
 }
 
@@ -366,28 +437,59 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 	if err := r.begin("RemoveImage", ref); err != nil {
 		return err
 	}
-	if _, ok := r.images[ref]; !ok {
+	k, ok := r.find(ref)
+	if !ok {
 		return sandbox.Errorf(sandbox.KindNotFound, "image %s not found", ref)
 	}
-	delete(r.images, ref)
+	delete(r.images, k)
+	delete(r.imageLabels, k)
 	return nil
 }
 
-// ImageExists reports whether ref is present.
+// ImageExists reports whether the engine finds an image for ref.
 func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.begin("ImageExists", ref); err != nil {
 		return false, err
 	}
-	_, ok := r.images[ref]
+	_, ok := r.find(ref)
 	return ok, nil
+}
+
+// InspectImage returns the image the engine finds for ref, with every
+// reference that names it.
+func (r *Runtime) InspectImage(ctx context.Context, ref string) (sandbox.Image, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.begin("InspectImage", ref); err != nil {
+		return sandbox.Image{}, err
+	}
+	k, ok := r.find(ref)
+	if !ok {
+		return sandbox.Image{}, sandbox.Errorf(sandbox.KindNotFound, "image %s not found", ref)
+	}
+	img := sandbox.Image{ID: r.images[k], Labels: maps.Clone(r.imageLabels[k])}
+	for _, other := range slices.Sorted(maps.Keys(r.images)) {
+		if r.images[other] != img.ID {
+			continue
+		}
+		if strings.Contains(other, "@") {
+			img.RepoDigests = append(img.RepoDigests, other)
+		} else {
+			img.RepoTags = append(img.RepoTags, other)
+		}
+	}
+	return img, nil
 }
 
 // SetImageLabels gives the image ref labels.
 func (r *Runtime) SetImageLabels(ref string, labels map[string]string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if k, ok := r.find(ref); ok {
+		ref = k
+	}
 	r.imageLabels[ref] = maps.Clone(labels)
 }
 
@@ -398,10 +500,11 @@ func (r *Runtime) ImageLabels(ctx context.Context, ref string) (map[string]strin
 	if err := r.begin("ImageLabels", ref); err != nil {
 		return nil, err
 	}
-	if _, ok := r.images[ref]; !ok {
+	k, ok := r.find(ref)
+	if !ok {
 		return nil, sandbox.Errorf(sandbox.KindNotFound, "image %s not found", ref)
 	}
-	return maps.Clone(r.imageLabels[ref]), nil
+	return maps.Clone(r.imageLabels[k]), nil
 }
 
 // Lack makes CheckRuntime refuse rt, as an engine without it would.
@@ -428,9 +531,9 @@ func (r *Runtime) ImageID(ctx context.Context, ref string) (string, error) {
 	if err := r.begin("ImageID", ref); err != nil {
 		return "", err
 	}
-	id, ok := r.images[ref]
+	k, ok := r.find(ref)
 	if !ok {
 		return "", sandbox.Errorf(sandbox.KindNotFound, "image %s not found", ref)
 	}
-	return id, nil
+	return r.images[k], nil
 }
