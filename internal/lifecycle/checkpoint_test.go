@@ -107,8 +107,8 @@ func TestPauseToDisk(t *testing.T) {
 			if got := e.state(t, sb.ID); got.PauseMode != tc.want {
 				t.Errorf("mode %s, want %s", got.PauseMode, tc.want)
 			}
-			if got := len(e.stopped()); got != 1 {
-				t.Errorf("OnStop called %d times, want once", got)
+			if got := len(e.stopped()); got != 2 {
+				t.Errorf("OnStop called %d times, want twice (before and after the pause)", got)
 			}
 		})
 	}

@@ -33,6 +33,9 @@ type Config struct {
 	Logger  *slog.Logger    // nil = discard
 	// OnStop is called, outside any lock, when a sandbox stops running
 	// (paused, killed, timed out), so the proxy can cut its open streams.
+	// A pause calls it twice: before the engine freezes, stops or
+	// checkpoints the sandbox, so that no stream into it is left open then,
+	// and once it is recorded paused, for any that slipped in meanwhile.
 	// nil = nothing to notify.
 	OnStop func(sandboxID string)
 	// Firewall enforces sandboxes' egress rules (internal/firewall);
@@ -181,8 +184,11 @@ type Manager struct {
 	log   *slog.Logger
 	locks keyedMutex
 
-	mu        sync.RWMutex // guards sandboxes
+	mu        sync.RWMutex // guards sandboxes and pausing
 	sandboxes map[string]sandbox.Sandbox
+	// pausing holds the IDs of running sandboxes being paused: Route
+	// sends their requests to wait for the pause (see Manager.pause).
+	pausing map[string]struct{}
 
 	pool *warmPool
 
@@ -206,6 +212,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		sandboxes: map[string]sandbox.Sandbox{},
+		pausing:   map[string]struct{}{},
 		pool:      newWarmPool(),
 	}, nil
 }
@@ -310,6 +317,27 @@ func (m *Manager) cached(id string) (sandbox.Sandbox, bool) {
 	defer m.mu.RUnlock()
 	sb, ok := m.sandboxes[id]
 	return sb, ok
+}
+
+// routable returns the cached sandbox id when the proxy may reach it
+// without taking its lock: it is running and not being paused.
+func (m *Manager) routable(id string) (sandbox.Sandbox, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sb, ok := m.sandboxes[id]
+	_, pausing := m.pausing[id]
+	return sb, ok && !pausing && sb.State == sandbox.StateRunning
+}
+
+// setPausing marks id as being paused, or no longer.
+func (m *Manager) setPausing(id string, on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if on {
+		m.pausing[id] = struct{}{}
+	} else {
+		delete(m.pausing, id)
+	}
 }
 
 // snapshotAll returns every cached sandbox, in no order.

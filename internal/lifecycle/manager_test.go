@@ -148,8 +148,8 @@ func TestTransitions(t *testing.T) {
 	wantKind(t, "pause paused", e.m.Pause(ctx, team, sb.ID, true), sandbox.KindConflict)
 	wantKind(t, "timeout on paused", e.m.SetTimeout(ctx, team, sb.ID, time.Minute), sandbox.KindNotFound)
 	wantKind(t, "refresh paused", e.m.Refresh(ctx, team, sb.ID, time.Minute), sandbox.KindNotFound)
-	if got := e.stopped(); len(got) != 1 || got[0] != sb.ID {
-		t.Errorf("OnStop calls = %v, want [%s]", got, sb.ID)
+	if got := e.stopped(); !slices.Equal(got, []string{sb.ID, sb.ID}) {
+		t.Errorf("OnStop calls = %v, want [%[2]s %[2]s] (before and after the pause)", got, sb.ID)
 	}
 
 	// Connect resumes (201) and keeps what was left when it is longer.

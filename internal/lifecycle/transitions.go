@@ -121,7 +121,16 @@ func (m *Manager) Pause(ctx context.Context, teamID, id string, keepMemory bool)
 }
 
 // pause pauses running sb. The caller holds its lock.
+//
+// The sandbox's proxied connections are cut first, and until it is
+// recorded paused the proxy's requests for it wait for its lock (Route):
+// nothing reaches a sandbox being frozen, stopped or checkpointed, its
+// agent has no stream to drain before it stops, and whatever the cut
+// streams' clients do next is judged as traffic to a paused sandbox.
 func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool, reason string) error {
+	m.setPausing(sb.ID, true)
+	defer m.setPausing(sb.ID, false)
+	m.notifyStop(sb.ID)
 	if _, ok := m.checkpointer(sb); ok && keepMemory && m.cfg.PauseToDisk {
 		_, err := m.toDisk(ctx, sb, sandbox.PauseFrozen, reason)
 		return err
@@ -290,17 +299,17 @@ func (m *Manager) resumeFailed(ctx context.Context, sb sandbox.Sandbox, err erro
 // KindNotFound; paused ones without auto-resume are KindUnavailable.
 // admit, when not nil, vets the request first (the proxy checks tokens;
 // Route does not check teams): its error is returned as is, and nothing
-// is resumed.
+// is resumed. A request for a sandbox being paused waits for the pause to
+// end, then is routed as one for a paused sandbox.
 func (m *Manager) Route(ctx context.Context, id string, admit func(sandbox.Sandbox) error) (sandbox.Sandbox, error) {
 	if admit == nil {
 		admit = func(sandbox.Sandbox) error { return nil }
 	}
-	sb, ok := m.cached(id)
-	if ok && sb.State == sandbox.StateRunning {
+	if sb, ok := m.routable(id); ok {
 		return sb, admit(sb)
 	}
 	defer m.locks.lock(id)()
-	sb, ok = m.cached(id)
+	sb, ok := m.cached(id)
 	switch {
 	case !ok || (sb.State != sandbox.StateRunning && sb.State != sandbox.StatePaused):
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' not found", id)

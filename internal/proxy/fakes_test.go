@@ -20,10 +20,19 @@ const (
 )
 
 // fakeRouter serves sandboxes from a map; IDs in errs fail with that error.
+// A paused sandbox whose request is admitted is resumed (it becomes
+// running), and counted in resumes.
 type fakeRouter struct {
-	mu   sync.Mutex
-	sbs  map[string]sandbox.Sandbox
-	errs map[string]error
+	mu      sync.Mutex
+	sbs     map[string]sandbox.Sandbox
+	errs    map[string]error
+	resumes int
+}
+
+func (f *fakeRouter) resumed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resumes
 }
 
 func (f *fakeRouter) Route(_ context.Context, id string, admit func(sandbox.Sandbox) error) (sandbox.Sandbox, error) {
@@ -40,6 +49,11 @@ func (f *fakeRouter) Route(_ context.Context, id string, admit func(sandbox.Sand
 		if err := admit(sb); err != nil {
 			return sandbox.Sandbox{}, err
 		}
+	}
+	if sb.State == sandbox.StatePaused {
+		sb.State = sandbox.StateRunning
+		f.sbs[id] = sb
+		f.resumes++
 	}
 	return sb, nil
 }

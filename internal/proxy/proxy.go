@@ -8,7 +8,10 @@
 // The proxy enforces traffic tokens and keeps the agent's internal paths
 // private, answers E2B's 502/403 JSON errors, and cuts a sandbox's open
 // streams when the lifecycle manager says it stopped (Disconnect). It owns
-// no sandbox state: it asks a Router, which may resume a paused sandbox.
+// no sandbox state: it asks a Router, which may resume a paused sandbox,
+// but only for a request that passes the sandbox's own checks (its traffic
+// token; for the agent, envd's rules from package envdauth). Health checks
+// and CORS preflights of a paused sandbox are answered without waking it.
 package proxy
 
 import (
@@ -27,6 +30,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/agentclient"
+	"github.com/warrenhq/warren/internal/envdauth"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -104,7 +108,8 @@ func New(cfg Config) (*Proxy, error) {
 
 // Disconnect cuts every open connection to a sandbox: streams in flight
 // end abruptly (a truncated body or a dropped upgraded connection, never a
-// clean end of body) and idle pooled connections go. The lifecycle manager calls it when a sandbox stops.
+// clean end of body) and idle pooled connections go. The lifecycle manager
+// calls it when a sandbox stops, and before it pauses one.
 func (p *Proxy) Disconnect(sandboxID string) {
 	if n := p.conns.closeAll(sandboxID); n > 0 {
 		p.log.Debug("proxy: cut connections", "sandbox", sandboxID, "conns", n)
@@ -135,13 +140,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: "This path is not available from outside the sandbox", Code: http.StatusForbidden})
 		return
 	}
-	// Tokens are checked before the sandbox is resumed: a request without
-	// them must not wake a paused sandbox.
+	// Credentials are judged before the sandbox is resumed: only a request
+	// that passes the sandbox's own checks may wake a paused one.
 	admit := func(sb sandbox.Sandbox) error { return checkTrafficToken(r, sb.TrafficAccessToken) }
 	if dst.port == sandbox.AgentPort {
-		admit = func(sb sandbox.Sandbox) error { return checkAccessToken(r, sb) }
+		admit = func(sb sandbox.Sandbox) error { return admitToAgent(r, sb) }
 	}
 	sb, err := p.cfg.Router.Route(r.Context(), dst.sandboxID, admit)
+	if errors.Is(err, errPreflight) {
+		envdauth.Preflight(w, r)
+		return
+	}
 	if refused, ok := errors.AsType[refusal](err); ok {
 		body := errorBody{SandboxID: dst.sandboxID, Message: refused.msg, Code: refused.code}
 		if dst.port == sandbox.AgentPort {
@@ -200,23 +209,31 @@ func checkTrafficToken(r *http.Request, token string) error {
 	return nil
 }
 
-// checkAccessToken refuses, without waking it, a request to the agent of
-// a paused secure sandbox that has no credential the agent could accept:
-// neither the sandbox's access token nor a signature (GET /health and
-// preflights need none). The agent itself judges requests to a running
-// sandbox.
-func checkAccessToken(r *http.Request, sb sandbox.Sandbox) error {
-	token := sb.EnvdAccessToken
-	if sb.State == sandbox.StateRunning || token == "" || r.Method == http.MethodOptions ||
-		(r.Method == http.MethodGet && path.Clean("/"+r.URL.Path) == "/health") {
+// admitToAgent decides whether a request to the agent of a paused
+// sandbox may resume it: only one its agent would accept (envdauth.Check:
+// the access token, or a valid signature for /files), as the agent itself
+// would judge it. Its health check is answered as a paused sandbox's (502,
+// not running: what the SDK's isRunning and its probe after a dropped
+// stream expect) and a CORS preflight as the agent answers it, neither
+// waking it. A running sandbox's agent judges its requests itself.
+func admitToAgent(r *http.Request, sb sandbox.Sandbox) error {
+	switch {
+	case sb.State == sandbox.StateRunning:
 		return nil
+	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && path.Clean("/"+r.URL.Path) == "/health":
+		return sandbox.Errorf(sandbox.KindUnavailable, "sandbox '%s' is paused", sb.ID)
+	case envdauth.IsPreflight(r):
+		return errPreflight
 	}
-	got := r.Header.Get("X-Access-Token")
-	if (got == "" && r.URL.Query().Has("signature")) || subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
-		return nil
+	if err := envdauth.Check(r, sb.EnvdAccessToken, time.Now()); err != nil {
+		return refusal{http.StatusUnauthorized, err.Error()}
 	}
-	return refusal{http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported"}
+	return nil
 }
+
+// errPreflight is a CORS preflight for a paused sandbox's agent: the proxy
+// answers it as the agent would.
+var errPreflight = errors.New("proxy: CORS preflight for a paused sandbox")
 
 // refusal is a request refused for its tokens: the status and message the
 // client gets.

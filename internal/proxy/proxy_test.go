@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/warrenhq/warren/internal/envdauth"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -138,28 +142,67 @@ func TestErrorsAreJSON(t *testing.T) {
 	}
 }
 
-// A request to the agent of a paused secure sandbox without a credential
-// the agent could accept is refused before the sandbox would be resumed,
-// in the agent's own shape; the agent judges a running sandbox's requests.
-func TestAgentTokenBeforeResume(t *testing.T) {
+// A paused sandbox wakes only for a request its agent would accept: the
+// access token, or a valid signature on /files. Anything else is refused
+// in the agent's own shape; its health check answers 502 (not running) and
+// a CORS preflight is answered as the agent would, all without resuming
+// it. The agent judges a running sandbox's requests itself.
+func TestPausedAgentWakesOnlyForCredentials(t *testing.T) {
+	const token = "envd-tok"
+	files := func(kv ...string) string {
+		q := url.Values{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			q.Set(kv[i], kv[i+1])
+		}
+		return "/files?" + q.Encode()
+	}
+	read := envdauth.Signature("/a", envdauth.OperationRead, "", token)
+	future := time.Now().Add(time.Minute).Unix()
+	past := time.Now().Add(-time.Minute).Unix()
+	unauthorized := `{"message":"` + envdauth.UnauthorizedMessage + `","code":401}`
+	refused := func(msg string) string { return `{"message":"` + msg + `","code":401}` }
+	notRunning := `{"sandboxId":"isbx1","message":"The sandbox was not found","code":502}`
+	preflight := map[string]string{"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
 	for _, tc := range []struct {
 		name, method, path string
 		headers            map[string]string
+		token              string // the sandbox's envd access token
 		running            bool
 		want               int
+		body               string // "" = not checked
+		wakes              bool
 	}{
-		{"no token", "POST", "/process.Process/List", nil, false, 401},
-		{"wrong token", "POST", "/process.Process/List", map[string]string{"X-Access-Token": "nope"}, false, 401},
-		{"files unsigned", "GET", "/files?path=/a", nil, false, 401},
-		{"token", "POST", "/process.Process/List", map[string]string{"X-Access-Token": "envd-tok"}, false, 200},
-		{"health", "GET", "/health", nil, false, 200},
-		{"signed", "GET", "/files?path=/a&signature=v1_x", nil, false, 200},
-		{"preflight", "OPTIONS", "/process.Process/List", nil, false, 200},
-		{"running: the agent judges", "POST", "/process.Process/List", nil, true, 200},
+		{name: "no token", method: "POST", path: "/process.Process/List", token: token, want: 401, body: unauthorized},
+		{name: "wrong token", method: "POST", path: "/process.Process/List", headers: map[string]string{"X-Access-Token": "nope"}, token: token, want: 401, body: unauthorized},
+		{name: "token", method: "POST", path: "/process.Process/List", headers: map[string]string{"X-Access-Token": token}, token: token, want: 200, wakes: true},
+		{name: "health", method: "GET", path: "/health", token: token, want: 502, body: notRunning},
+		{name: "health HEAD", method: "HEAD", path: "/health", token: token, want: 502},
+		{name: "health spelled otherwise", method: "GET", path: "/./health", token: token, want: 502, body: notRunning},
+		{name: "health with the token", method: "GET", path: "/health", headers: map[string]string{"X-Access-Token": token}, token: token, want: 502, body: notRunning},
+		{name: "health of an open sandbox", method: "GET", path: "/health", want: 502, body: notRunning},
+		{name: "preflight", method: "OPTIONS", path: "/process.Process/List", headers: preflight, token: token, want: 204},
+		{name: "OPTIONS without Origin", method: "OPTIONS", path: "/process.Process/List", token: token, want: 401, body: unauthorized},
+		{name: "files unsigned", method: "GET", path: files("path", "/a"), token: token, want: 401, body: refused("missing signature query parameter")},
+		{name: "files forged signature", method: "GET", path: files("path", "/a", "signature", "v1_forged"), token: token, want: 401, body: refused("invalid signature")},
+		{name: "files signature of another path", method: "GET", path: files("path", "/b", "signature", read), token: token, want: 401, body: refused("invalid signature")},
+		{name: "files read signature used to write", method: "POST", path: files("path", "/a", "signature", read), token: token, want: 401, body: refused("invalid signature")},
+		{name: "files signature of another user", method: "GET", path: files("path", "/a", "username", "root", "signature", read), token: token, want: 401, body: refused("invalid signature")},
+		{name: "files expiry not signed", method: "GET", path: files("path", "/a", "signature", read, "signature_expiration", strconv.FormatInt(future, 10)), token: token, want: 401, body: refused("invalid signature")},
+		{name: "files expired", method: "GET", path: files("path", "/a", "signature", envdauth.SignatureWithExpiration("/a", "read", "", token, past), "signature_expiration", strconv.FormatInt(past, 10)), token: token, want: 401, body: refused("signature is already expired")},
+		{name: "files bad expiry", method: "GET", path: files("path", "/a", "signature", read, "signature_expiration", "soon"), token: token, want: 401, body: refused("invalid signature expiration 'soon'")},
+		{name: "files wrong token beats a good signature", method: "GET", path: files("path", "/a", "signature", read), headers: map[string]string{"X-Access-Token": "nope"}, token: token, want: 401, body: refused("access token present in header but does not match")},
+		{name: "files signed", method: "GET", path: files("path", "/a", "signature", read), token: token, want: 200, wakes: true},
+		{name: "files signed with expiry", method: "GET", path: files("path", "/a", "signature", envdauth.SignatureWithExpiration("/a", "read", "", token, future), "signature_expiration", strconv.FormatInt(future, 10)), token: token, want: 200, wakes: true},
+		{name: "files upload signed", method: "POST", path: files("path", "/a", "signature", envdauth.Signature("/a", "write", "", token)), token: token, want: 200, wakes: true},
+		{name: "files with the token", method: "GET", path: files("path", "/a"), headers: map[string]string{"X-Access-Token": token}, token: token, want: 200, wakes: true},
+		{name: "open sandbox: anything", method: "POST", path: "/process.Process/List", want: 200, wakes: true},
+		{name: "running: the agent judges", method: "POST", path: "/process.Process/List", token: token, running: true, want: 200},
+		{name: "running: health reaches the agent", method: "GET", path: "/health", token: token, running: true, want: 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, echo("agent"), func(sb *sandbox.Sandbox) {
-				sb.EnvdAccessToken = "envd-tok"
+				sb.EnvdAccessToken = tc.token
+				sb.Lifecycle.AutoResume = true
 				if !tc.running {
 					sb.State = sandbox.StatePaused
 				}
@@ -172,10 +215,49 @@ func TestAgentTokenBeforeResume(t *testing.T) {
 			if status != tc.want {
 				t.Fatalf("status %d (%s), want %d", status, body, tc.want)
 			}
-			if tc.want == 401 && body != `{"message":"unauthorized access, please provide a valid access token or method signing if supported","code":401}` {
-				t.Errorf("body %s, want the agent's 401", body)
+			if tc.body != "" && body != tc.body {
+				t.Errorf("body %s, want %s", body, tc.body)
+			}
+			if got := env.router.resumed() == 1; got != tc.wakes {
+				t.Errorf("resumed = %v, want %v", got, tc.wakes)
 			}
 		})
+	}
+}
+
+// The proxy answers a paused sandbox's CORS preflight exactly as the agent
+// would have.
+func TestPausedAgentPreflight(t *testing.T) {
+	env := newTestEnv(t, echo("agent"), func(sb *sandbox.Sandbox) {
+		sb.EnvdAccessToken = "envd-tok"
+		sb.Lifecycle.AutoResume = true
+		sb.State = sandbox.StatePaused
+	})
+	req := env.request(t, "OPTIONS", env.host(sandbox.AgentPort), "/process.Process/Start", nil)
+	req.Header.Set("Origin", "https://app.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "content-type,x-access-token")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	got := map[string]string{"status": strconv.Itoa(resp.StatusCode)}
+	for _, k := range []string{"Access-Control-Allow-Origin", "Access-Control-Allow-Methods", "Access-Control-Allow-Headers", "Access-Control-Max-Age"} {
+		got[k] = resp.Header.Get(k)
+	}
+	want := map[string]string{
+		"status":                       "204",
+		"Access-Control-Allow-Origin":  "*",
+		"Access-Control-Allow-Methods": "HEAD, GET, POST, PUT, PATCH, DELETE",
+		"Access-Control-Allow-Headers": "content-type,x-access-token",
+		"Access-Control-Max-Age":       "7200",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("preflight (-want +got):\n%s", diff)
+	}
+	if env.router.resumed() != 0 {
+		t.Error("the preflight resumed the sandbox")
 	}
 }
 

@@ -7,14 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestSignatureKnownVector(t *testing.T) {
-	got := Signature("hello.txt", OperationRead, "user", "0tQG31xiMp0IOQfaz9dcwi72L1CPo8e0")
-	if want := "v1_gUtH/s9YCJWgCizjfUxuWfhFE4QSydOWEIIvfLwDr6E"; got != want {
-		t.Errorf("Signature = %q, want %q", got, want)
-	}
-}
+	"github.com/warrenhq/warren/internal/envdauth"
+)
 
 func TestAuthorization(t *testing.T) {
 	const token = "secret-token"
@@ -37,14 +32,14 @@ func TestAuthorization(t *testing.T) {
 		{"no token set is open", "", f.fileURL("path", file), nil, 200, ""},
 		{"token header", token, f.fileURL("path", file), []string{"X-Access-Token", token}, 200, ""},
 		{"wrong token header", token, f.fileURL("path", file), []string{"X-Access-Token", "nope"}, 401, "access token present in header but does not match"},
-		{"wrong token beats a good signature", token, f.fileURL("path", file, "signature", Signature(file, OperationRead, "", token)), []string{"X-Access-Token", "nope"}, 401, "access token present in header but does not match"},
+		{"wrong token beats a good signature", token, f.fileURL("path", file, "signature", envdauth.Signature(file, OperationRead, "", token)), []string{"X-Access-Token", "nope"}, 401, "access token present in header but does not match"},
 		{"nothing", token, f.fileURL("path", file), nil, 401, "missing signature query parameter"},
-		{"signature", token, f.fileURL("path", file, "signature", Signature(file, OperationRead, "", token)), nil, 200, ""},
-		{"signature for write used to read", token, f.fileURL("path", file, "signature", Signature(file, OperationWrite, "", token)), nil, 401, "invalid signature"},
-		{"signature for another path", token, f.fileURL("path", file, "signature", Signature(file+"x", OperationRead, "", token)), nil, 401, "invalid signature"},
-		{"signature with expiry", token, f.fileURL("path", file, "signature", SignatureWithExpiration(file, OperationRead, "", token, futureN), "signature_expiration", future), nil, 200, ""},
-		{"expired", token, f.fileURL("path", file, "signature", SignatureWithExpiration(file, OperationRead, "", token, pastN), "signature_expiration", past), nil, 401, "signature is already expired"},
-		{"expiry not covered by signature", token, f.fileURL("path", file, "signature", Signature(file, OperationRead, "", token), "signature_expiration", future), nil, 401, "invalid signature"},
+		{"signature", token, f.fileURL("path", file, "signature", envdauth.Signature(file, OperationRead, "", token)), nil, 200, ""},
+		{"signature for write used to read", token, f.fileURL("path", file, "signature", envdauth.Signature(file, OperationWrite, "", token)), nil, 401, "invalid signature"},
+		{"signature for another path", token, f.fileURL("path", file, "signature", envdauth.Signature(file+"x", OperationRead, "", token)), nil, 401, "invalid signature"},
+		{"signature with expiry", token, f.fileURL("path", file, "signature", envdauth.SignatureWithExpiration(file, OperationRead, "", token, futureN), "signature_expiration", future), nil, 200, ""},
+		{"expired", token, f.fileURL("path", file, "signature", envdauth.SignatureWithExpiration(file, OperationRead, "", token, pastN), "signature_expiration", past), nil, 401, "signature is already expired"},
+		{"expiry not covered by signature", token, f.fileURL("path", file, "signature", envdauth.Signature(file, OperationRead, "", token), "signature_expiration", future), nil, 401, "invalid signature"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,12 +61,12 @@ func TestSignedUpload(t *testing.T) {
 	f := newFixture(t)
 	f.st.SetAccessToken(token)
 	dst := filepath.Join(f.dir, "up.txt")
-	url := f.fileURL("path", dst, "signature", Signature(dst, OperationWrite, "", token))
+	url := f.fileURL("path", dst, "signature", envdauth.Signature(dst, OperationWrite, "", token))
 	r := do(t, newRequest(t, http.MethodPost, url, strings.NewReader("abc"), "Content-Type", "application/octet-stream"))
 	if r.status != 200 || readFile(t, dst) != "abc" {
 		t.Fatalf("signed upload: %d %s", r.status, r.body)
 	}
-	url = f.fileURL("path", dst, "signature", Signature(dst, OperationRead, "", token))
+	url = f.fileURL("path", dst, "signature", envdauth.Signature(dst, OperationRead, "", token))
 	wantError(t, do(t, newRequest(t, http.MethodPost, url, strings.NewReader("abc"), "Content-Type", "application/octet-stream")), 401, "invalid signature")
 }
 

@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
-)
 
-const unauthorizedMessage = "unauthorized access, please provide a valid access token or method signing if supported"
+	"github.com/warrenhq/warren/internal/envdauth"
+)
 
 // Headers browsers may read from our responses: Connect's trailers-as-headers
 // plus what the REST endpoints set.
@@ -20,26 +20,16 @@ const exposedHeaders = "Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin, Conn
 // the access token, not the origin, is what protects the agent.
 func cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		if origin == "" {
-			next.ServeHTTP(w, r)
+		switch {
+		case r.Header.Get("Origin") == "":
+		case envdauth.Preflight(w, r):
 			return
+		default:
+			h := w.Header()
+			h.Add("Vary", "Origin")
+			h.Set("Access-Control-Allow-Origin", "*")
+			h.Set("Access-Control-Expose-Headers", exposedHeaders)
 		}
-		h := w.Header()
-		h.Add("Vary", "Origin")
-		h.Set("Access-Control-Allow-Origin", "*")
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Add("Vary", "Access-Control-Request-Method")
-			h.Add("Vary", "Access-Control-Request-Headers")
-			h.Set("Access-Control-Allow-Methods", "HEAD, GET, POST, PUT, PATCH, DELETE")
-			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
-				h.Set("Access-Control-Allow-Headers", req)
-			}
-			h.Set("Access-Control-Max-Age", "7200")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		h.Set("Access-Control-Expose-Headers", exposedHeaders)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -54,7 +44,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		writeError(w, http.StatusUnauthorized, unauthorizedMessage)
+		writeError(w, http.StatusUnauthorized, envdauth.UnauthorizedMessage)
 	})
 }
 

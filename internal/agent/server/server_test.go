@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/warrenhq/warren/internal/agent/state"
+	"github.com/warrenhq/warren/internal/envdauth"
 	"github.com/warrenhq/warren/proto/filesystem/filesystemconnect"
 	"github.com/warrenhq/warren/proto/process/processconnect"
 )
@@ -165,6 +166,8 @@ func TestAccessToken(t *testing.T) {
 		{"init exempt", "POST", "/init", map[string]string{"X-Access-Token": "secret-token"}, 204},
 		{"tunnel exempt", "GET", "/_warren/tunnel?port=1", nil, 403},
 		{"unknown path", "GET", "/nope", nil, 401},
+		{"health spelled otherwise", "GET", "/health/", nil, 401},
+		{"OPTIONS that is no preflight", "OPTIONS", "/process.Process/List", nil, 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +178,19 @@ func TestAccessToken(t *testing.T) {
 			resp, got := h.do(tt.method, tt.path, body, tt.header)
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status = %d, want %d (body %s)", resp.StatusCode, tt.wantStatus, got)
+			}
+			// The proxy judges requests for a paused sandbox by
+			// envdauth.Check: it must refuse what the agent refuses.
+			// (The stub /files checks nothing; /init and the tunnel are
+			// the agent's own.)
+			if p := strings.SplitN(tt.path, "?", 2)[0]; p != "/files" && p != "/init" && p != tunnelPath {
+				req := httptest.NewRequest(tt.method, tt.path, nil)
+				for k, v := range tt.header {
+					req.Header.Set(k, v)
+				}
+				if refused := envdauth.Check(req, "secret-token", time.Now()) != nil; refused != (tt.wantStatus == 401) {
+					t.Errorf("envdauth.Check refused = %v, the agent answered %d", refused, tt.wantStatus)
+				}
 			}
 			if tt.wantStatus != 401 {
 				return

@@ -81,10 +81,9 @@ describeEachSdk('pause and resume', (ctx) => {
       timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true }, network: { allowPublicTraffic: false },
     })
     const token = { 'e2b-traffic-access-token': sbx.trafficAccessToken }
-    const server = await startHttpServer(sbx, 8000, '/home/user/www', { 'index.txt': 'woken up' })
-    // Drop the SDK's stream of the background command: when the pause cuts it, SDK 2.51 probes
-    // the agent's /health, and that request (being traffic) would auto-resume the sandbox at once.
-    await server.disconnect()
+    // The SDK's stream of the server's command stays open: the pause cuts it, and SDK 2.51 then
+    // probes the agent's /health, which must not wake the sandbox.
+    await startHttpServer(sbx, 8000, '/home/user/www', { 'index.txt': 'woken up' })
     await sbx.setTimeout(2_000)
     await waitFor(async () => (await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state === 'paused', {
       timeoutMs: 20_000, intervalMs: 500, what: 'the sandbox to be auto-paused',
@@ -107,6 +106,118 @@ describeEachSdk('pause and resume', (ctx) => {
     assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'running')
     // the SDK's own traffic (envd port) works again as well
     assert.equal((await sbx.commands.run('echo ok')).stdout, 'ok\n')
+  })
+})
+
+describeEachSdk('pause with streams open', (ctx) => {
+  // A counter in the background and a watch of its directory, both with their SDK streams kept
+  // open; resolves { ticker, watcher, ticks } where ticks collects the counter's stdout.
+  const openStreams = async (sbx) => {
+    const ticks = []
+    const ticker = await sbx.commands.run('i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.1; done', {
+      background: true, timeoutMs: 0, onStdout: (d) => ticks.push(d),
+    })
+    const watcher = await sbx.files.watchDir('/home/user', () => {})
+    await waitFor(() => ticks.length > 0, { what: 'the first tick' })
+    // The cut streams end in errors the test does not need.
+    ticker.wait().catch(() => {})
+    return { ticker, watcher, ticks }
+  }
+  const lastTick = (out) => Math.max(0, ...[...out.join('').matchAll(/tick (\d+)/g)].map((m) => Number(m[1])))
+  const stillPaused = async (sbx, what) => {
+    await sleep(1_500)
+    assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'paused', `${what} woke the paused sandbox`)
+  }
+  // connect() resumes the sandbox and commands.connect(pid) follows the counter from where it was.
+  const reattach = async (sbx, ticker, before) => {
+    const resumed = await ctx.sdk.Sandbox.connect(sbx.sandboxId)
+    assert.equal((await resumed.getInfo()).state, 'running')
+    const out = []
+    const again = await resumed.commands.connect(ticker.pid, { onStdout: (d) => out.push(d), timeoutMs: 0 })
+    await waitFor(() => lastTick(out) > before, { what: `ticks after ${before} from the reattached process` })
+    await again.kill()
+  }
+
+  it('a frozen pause cuts the streams and nothing they do wakes the sandbox; connect resumes it and commands.connect(pid) gets the further output', async () => {
+    const sbx = await ctx.create({ timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+    const { ticker, ticks } = await openStreams(sbx)
+    assert.equal(await sbx.pause(), true)
+    const before = lastTick(ticks)
+    await stillPaused(sbx, 'an open stream')
+    assert.equal(await sbx.isRunning(), false, 'isRunning() of a paused sandbox')
+    assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'isRunning() woke the sandbox')
+    await reattach(sbx, ticker, before)
+  })
+
+  it('a pause at the timeout (onTimeout pause) with streams open stays paused', async () => {
+    const sbx = await ctx.create({ timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+    const { ticker, ticks } = await openStreams(sbx)
+    await sbx.setTimeout(2_000)
+    await waitFor(async () => (await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state === 'paused', {
+      timeoutMs: 20_000, intervalMs: 200, what: 'the sandbox to be auto-paused',
+    })
+    const before = lastTick(ticks)
+    await stillPaused(sbx, 'an open stream')
+    await reattach(sbx, ticker, before)
+  })
+
+  it('a pause without memory (stopped) with streams open stays paused; connect boots it again', { skip: ctx.is219 && 'SDK 2.19 has no keepMemory' }, async () => {
+    const sbx = await ctx.create({ timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+    await sbx.files.write('/home/user/kept.txt', 'on disk')
+    await openStreams(sbx)
+    assert.equal(await sbx.pause({ keepMemory: false }), true)
+    await stillPaused(sbx, 'an open stream')
+    const resumed = await ctx.sdk.Sandbox.connect(sbx.sandboxId)
+    assert.equal(await resumed.files.read('/home/user/kept.txt'), 'on disk')
+  })
+
+  it('secure, autoResume: GET /health, a CORS preflight and forged signatures answer without waking a paused sandbox; a valid signature or the access token wakes it', async () => {
+    const sbx = await ctx.create({ secure: true, timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+    const path = `/home/user/signed-${uid()}.txt`
+    await sbx.files.write(path, 'signed content')
+    const signed = await sbx.downloadUrl(path, { useSignatureExpiration: 120 })
+    const agent = (p, init) => proxyFetch(sbx.sandboxId, 49983, p, init)
+    const forged = new URL(signed)
+    forged.searchParams.set('signature', 'v1_forged')
+    const unexpiring = new URL(signed)
+    unexpiring.searchParams.delete('signature_expiration')
+    const otherPath = new URL(signed)
+    otherPath.searchParams.set('path', '/etc/shadow')
+    const asUpload = new URL(signed)
+
+    assert.equal(await sbx.pause(), true)
+    const health = await agent('/health')
+    assert.equal(health.status, 502, 'the health of a paused sandbox')
+    assert.equal((await health.json()).code, 502)
+    const preflight = await agent('/process.Process/Start', {
+      method: 'OPTIONS',
+      headers: { Origin: 'https://app.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-access-token,content-type' },
+    })
+    assert.equal(preflight.status, 204)
+    assert.equal(preflight.headers.get('access-control-allow-origin'), '*')
+    assert.equal(preflight.headers.get('access-control-allow-headers'), 'x-access-token,content-type')
+    const bareOptions = await agent('/process.Process/Start', { method: 'OPTIONS' })
+    assert.equal(bareOptions.status, 401, 'OPTIONS that is no preflight needs the token')
+    await bareOptions.arrayBuffer()
+    for (const u of [forged, unexpiring, otherPath]) {
+      const res = await agent(u.pathname + u.search)
+      assert.equal(res.status, 401, u.search)
+      assert.deepEqual(await res.json(), { code: 401, message: 'invalid signature' })
+    }
+    const wrongOp = await agent(asUpload.pathname + asUpload.search, { method: 'POST', body: new FormData() })
+    assert.equal(wrongOp.status, 401, 'a download signature used for an upload')
+    await wrongOp.arrayBuffer()
+    assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'paused', 'an unauthenticated request woke the sandbox')
+
+    const good = await agent(`${new URL(signed).pathname}${new URL(signed).search}`)
+    assert.equal(good.status, 200)
+    assert.equal(await good.text(), 'signed content')
+    assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'running')
+
+    // The SDK's own requests carry the access token: they wake it too.
+    assert.equal(await sbx.pause(), true)
+    assert.equal(await sbx.files.read(path), 'signed content')
+    assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'running')
   })
 })
 
