@@ -1,6 +1,7 @@
 package files
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -19,14 +20,14 @@ import (
 // download serves GET /files: the file's bytes, gzipped when the client
 // prefers it, with Range and conditional requests served uncompressed.
 func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
-	_, abs, err := h.target(r, OperationRead)
+	u, abs, err := h.target(r, OperationRead)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	f, err := os.Open(abs)
-	if err != nil {
-		h.fail(w, r, openError(abs, err))
+	var f *os.File
+	if err := u.Do(func() (err error) { f, err = openRead(abs); return err }); err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	defer f.Close()
@@ -39,26 +40,57 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, errorf(http.StatusBadRequest, "path '%s' is a directory", abs))
 		return
 	}
+	if !fi.Mode().IsRegular() {
+		h.fail(w, r, errorf(http.StatusBadRequest, "path '%s' is not a regular file", abs))
+		return
+	}
+	// The first bytes are read before anything is answered: a file that
+	// refuses to be read (/proc/self/mem) then gets an error, not a 200 cut
+	// short, and they name the type of a file without a known extension.
+	head := make([]byte, 512)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		h.fail(w, r, readError(abs, fi.Size() == 0, err))
+		return
+	}
+	head = head[:n]
+	ctype := mime.TypeByExtension(filepath.Ext(abs))
+	if ctype == "" {
+		ctype = http.DetectContentType(head)
+	}
+	// A regular file of size 0 with bytes in it is made up as it is read
+	// (procfs, sysfs): it has no size to serve ranges of, nor one to seek.
+	pseudo := fi.Size() == 0 && n > 0
 
 	hdr := w.Header()
 	hdr.Add("Vary", "Accept-Encoding")
 	hdr.Set("Content-Disposition", contentDisposition(filepath.Base(abs)))
-	enc, ok := chooseEncoding(r.Header.Values("Accept-Encoding"), wantsIdentity(r), fi.Size())
+	hdr.Set("Content-Type", ctype)
+	enc, ok := chooseEncoding(r.Header.Values("Accept-Encoding"), wantsIdentity(r) && !pseudo, fi.Size())
 	if !ok {
 		writeError(w, http.StatusNotAcceptable, "no acceptable content encoding (supported: gzip, identity)")
 		return
 	}
-	if enc == "identity" {
+	if enc == "identity" && !pseudo {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			h.fail(w, r, err)
+			return
+		}
 		http.ServeContent(w, r, filepath.Base(abs), fi.ModTime(), f)
 		return
 	}
-	ctype := mime.TypeByExtension(filepath.Ext(abs))
-	if ctype == "" {
-		ctype = "application/octet-stream"
-	}
-	hdr.Set("Content-Type", ctype)
-	hdr.Set("Content-Encoding", "gzip")
+	body := io.MultiReader(bytes.NewReader(head), f)
 	hdr.Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
+	if enc == "identity" {
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			if _, err := io.Copy(w, body); err != nil {
+				h.log.Warn("download interrupted", "path", abs, "err", err)
+			}
+		}
+		return
+	}
+	hdr.Set("Content-Encoding", "gzip")
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
 		return
@@ -69,13 +101,50 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
 	// standard library's speed on random bytes), which the client then
 	// also decodes for free.
 	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-	if _, err := io.Copy(zw, f); err != nil {
+	if _, err := io.Copy(zw, body); err != nil {
 		h.log.Warn("gzip download interrupted", "path", abs, "err", err)
 		return
 	}
 	if err := zw.Close(); err != nil {
 		h.log.Warn("gzip download interrupted", "path", abs, "err", err)
 	}
+}
+
+// openRead opens abs for reading without blocking on a FIFO that has no
+// writer: the caller refuses anything but regular files once it has seen
+// what it opened. O_NONBLOCK changes nothing for regular files.
+func openRead(abs string) (*os.File, error) {
+	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, openError(abs, err)
+	}
+	return f, nil
+}
+
+// readError maps a failed first read of abs. A pseudo-file (size 0, like
+// /proc/self/mem) that refuses reads is the request's mistake, not the
+// agent's.
+func readError(abs string, pseudo bool, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return errorf(http.StatusForbidden, "permission denied for path '%s'", abs)
+	case errors.Is(err, syscall.EISDIR):
+		return errorf(http.StatusBadRequest, "path '%s' is a directory", abs)
+	case pseudo:
+		return errorf(http.StatusBadRequest, "path '%s' cannot be read: %v", abs, errnoOf(err))
+	default:
+		return fmt.Errorf("read %s: %w", abs, err)
+	}
+}
+
+// errnoOf strips the *fs.PathError around err, so that a message names the
+// path once.
+func errnoOf(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // openError maps a failed open of abs to the answer envd gives.
@@ -87,6 +156,8 @@ func openError(abs string, err error) error {
 		return errorf(http.StatusForbidden, "permission denied for path '%s'", abs)
 	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.ELOOP):
 		return errorf(http.StatusBadRequest, "invalid path '%s': %v", abs, errors.Unwrap(err))
+	case errors.Is(err, syscall.ENXIO):
+		return errorf(http.StatusBadRequest, "path '%s' is not a regular file", abs)
 	default:
 		return fmt.Errorf("open %s: %w", abs, err)
 	}

@@ -132,3 +132,17 @@ func readFile(t *testing.T, path string) string {
 }
 
 func itoa(u uint32) string { return strconv.FormatUint(uint64(u), 10) }
+
+// giveTo hands the fixture's directory to u and opens its parent, so that
+// u can work there: t.TempDir makes both private to root.
+func (f *fixture) giveTo(t *testing.T, u *user.User) {
+	t.Helper()
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chmod(filepath.Dir(f.dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(f.dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+}

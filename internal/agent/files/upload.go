@@ -180,29 +180,26 @@ func requestBody(r *http.Request) (io.ReadCloser, error) {
 // big upload costs few write syscalls, pooled so idle ones cost nothing.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
-// writeFile streams src into abs for u: parents created and chowned,
-// existing content truncated, metadata replaced.
+// writeFile streams src into abs for u: parents created, existing content
+// truncated, metadata replaced. Whatever touches a path does so as u (see
+// users.User.Do), so the kernel refuses what u may not do, through
+// symlinks too; a file u creates is u's.
 func (h *Handler) writeFile(u *users.User, abs string, src io.Reader, md map[string]string) (uploaded, error) {
-	if err := filesystem.MkdirAllAs(filepath.Dir(abs), u.UID, u.GID); err != nil {
-		if errors.Is(err, syscall.ENOTDIR) {
-			return uploaded{}, errorf(http.StatusBadRequest, "a parent of path '%s' is not a directory", abs)
-		}
-		return uploaded{}, writeFailure(abs, err)
-	}
-	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-		return uploaded{}, errorf(http.StatusBadRequest, "path '%s' is a directory", abs)
-	}
-	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
-	if err != nil {
-		return uploaded{}, writeFailure(abs, err)
-	}
-	if err := f.Chown(int(u.UID), int(u.GID)); err != nil {
-		f.Close()
-		return uploaded{}, writeFailure(abs, err)
+	var f *os.File
+	if err := u.Do(func() (err error) { f, err = createFile(u, abs); return err }); err != nil {
+		return uploaded{}, err
 	}
 	buf := copyBufs.Get().(*[]byte)
-	err = copyFull(f, src, *buf)
+	err := copyFull(f, src, *buf)
 	copyBufs.Put(buf)
+	if err == nil {
+		// On the open file, not the path: the path may point elsewhere by now.
+		err = filesystem.WriteMetadataFile(f, md)
+		if errors.Is(err, filesystem.ErrMetadataUnsupported) {
+			h.log.Warn("filesystem cannot store file metadata; ignoring it", "path", abs, "err", err)
+			err = nil
+		}
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -212,13 +209,35 @@ func (h *Handler) writeFile(u *users.User, abs string, src io.Reader, md map[str
 		}
 		return uploaded{}, writeFailure(abs, err)
 	}
-	if err := filesystem.WriteMetadata(abs, md); err != nil {
-		if !errors.Is(err, filesystem.ErrMetadataUnsupported) {
-			return uploaded{}, err
-		}
-		h.log.Warn("filesystem cannot store file metadata; ignoring it", "path", abs, "err", err)
-	}
 	return uploaded{Path: abs, Name: filepath.Base(abs), Type: "file", Metadata: md}, nil
+}
+
+// createFile makes abs's parents and opens abs for writing, truncated.
+// O_NONBLOCK keeps a FIFO without a reader from blocking the open;
+// anything but a regular file is then refused.
+func createFile(u *users.User, abs string) (*os.File, error) {
+	if err := filesystem.MkdirAllAs(filepath.Dir(abs), u.UID, u.GID); err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil, errorf(http.StatusBadRequest, "a parent of path '%s' is not a directory", abs)
+		}
+		return nil, writeFailure(abs, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, errorf(http.StatusBadRequest, "path '%s' is a directory", abs)
+	}
+	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o666)
+	if err != nil {
+		return nil, writeFailure(abs, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errorf(http.StatusBadRequest, "path '%s' is not a regular file", abs)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // copyFull copies src to dst, filling buf before each write. Readers like
@@ -254,7 +273,13 @@ func writeFailure(abs string, err error) error {
 	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EINVAL):
 		return errorf(http.StatusBadRequest, "invalid path '%s'", abs)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
-		return errorf(http.StatusForbidden, "cannot write '%s': %v", abs, errors.Unwrap(err))
+		return errorf(http.StatusForbidden, "cannot write '%s': %v", abs, errnoOf(err))
+	case errors.Is(err, fs.ErrNotExist):
+		// The parents exist by now: a dangling symlink, or a filesystem
+		// that creates nothing (procfs).
+		return errorf(http.StatusBadRequest, "cannot create '%s': %v", abs, errnoOf(err))
+	case errors.Is(err, syscall.ENXIO):
+		return errorf(http.StatusBadRequest, "path '%s' is not a regular file", abs)
 	default:
 		return fmt.Errorf("write %s: %w", abs, err)
 	}

@@ -223,6 +223,7 @@ func TestUploadChownsToUser(t *testing.T) {
 		t.Skip("no user 'nobody' on this system")
 	}
 	f := newFixture(t)
+	f.giveTo(t, nobody)
 	dst := filepath.Join(f.dir, "made", "by", "nobody.txt")
 	decodeUploaded(t, do(t, newRequest(t, http.MethodPost, f.fileURL("path", dst, "username", "nobody"), strings.NewReader("x"), "Content-Type", "application/octet-stream")))
 	for _, p := range []string{dst, filepath.Dir(dst), filepath.Join(f.dir, "made")} {

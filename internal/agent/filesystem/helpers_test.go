@@ -113,3 +113,27 @@ func requireRoot(t *testing.T) {
 }
 
 func strconvFormat(u uint32) string { return strconv.FormatUint(uint64(u), 10) }
+
+// writeMetadata stores md on the file at path, as an upload does.
+func writeMetadata(path string, md map[string]string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return WriteMetadataFile(f, md)
+}
+
+// giveTo hands the fixture's directory to u and opens its parent, so that
+// u can work there: t.TempDir makes both private to root.
+func (f *fixture) giveTo(t *testing.T, u *user.User) {
+	t.Helper()
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chmod(filepath.Dir(f.dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(f.dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+}

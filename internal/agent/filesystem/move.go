@@ -54,7 +54,9 @@ func move(ctx context.Context, src, dst string) error {
 // src could not be removed once copied (a read-only source filesystem).
 func checkMove(src, dst string, dir bool) error {
 	refuse := func(errno error) error { return &os.LinkError{Op: "rename", Old: src, New: dst, Err: errno} }
-	if err := unix.Access(filepath.Dir(src), unix.W_OK); err != nil {
+	// AT_EACCESS: judged with the filesystem identity the move runs with
+	// (users.User.Do), not the agent's real one.
+	if err := unix.Faccessat(unix.AT_FDCWD, filepath.Dir(src), unix.W_OK, unix.AT_EACCESS); err != nil {
 		return refuse(err)
 	}
 	if !dir {
@@ -185,7 +187,9 @@ func copyAttrs(src, dst string, st *unix.Stat_t) error {
 			return err
 		}
 	}
-	if err := os.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil {
+	// A user moving another's file cannot give the copy away; like mv, the
+	// copy then stays the mover's.
+	if err := os.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil && !errors.Is(err, fs.ErrPermission) {
 		return err
 	}
 	if typ != unix.S_IFLNK { // a symlink's mode is fixed

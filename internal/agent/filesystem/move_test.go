@@ -95,7 +95,7 @@ func build(t *testing.T, root string, specs []spec) {
 		if s.meta == "" {
 			continue
 		}
-		if err := WriteMetadata(p, map[string]string{"note": s.meta}); errors.Is(err, ErrMetadataUnsupported) {
+		if err := writeMetadata(p, map[string]string{"note": s.meta}); errors.Is(err, ErrMetadataUnsupported) {
 			t.Skipf("tmpfs has no user xattrs on this kernel: %v", err)
 		} else if err != nil {
 			t.Fatal(err)

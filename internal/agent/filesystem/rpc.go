@@ -12,18 +12,30 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/internal/agent/users"
 	pb "github.com/warrenhq/warren/proto/filesystem"
 )
 
+// Every RPC does its filesystem work inside users.User.Do, with the
+// requesting user's identity: the kernel then refuses what that user may
+// not do, on every path component and through symlinks, with no window
+// between a check and a use.
+
 // Stat describes one path without following a final symlink.
 func (s *Service) Stat(_ context.Context, req *connect.Request[pb.StatRequest]) (*connect.Response[pb.StatResponse], error) {
-	_, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
+	u, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	e, err := entryInfo(abs, newNames())
+	var e *pb.EntryInfo
+	err = u.Do(func() (err error) {
+		if e, err = entryInfo(abs, newNames()); err != nil {
+			return s.fsError("stat", abs, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, s.fsError("stat", abs, err)
+		return nil, err
 	}
 	return connect.NewResponse(&pb.StatResponse{Entry: e}), nil
 }
@@ -34,6 +46,15 @@ func (s *Service) MakeDir(_ context.Context, req *connect.Request[pb.MakeDirRequ
 	if err != nil {
 		return nil, err
 	}
+	var e *pb.EntryInfo
+	if err := u.Do(func() (err error) { e, err = s.makeDir(u, abs); return err }); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.MakeDirResponse{Entry: e}), nil
+}
+
+// makeDir is MakeDir's work, done as u.
+func (s *Service) makeDir(u *users.User, abs string) (*pb.EntryInfo, error) {
 	if fi, err := os.Stat(abs); err == nil {
 		if fi.IsDir() {
 			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory '%s' already exists", abs))
@@ -50,7 +71,7 @@ func (s *Service) MakeDir(_ context.Context, req *connect.Request[pb.MakeDirRequ
 	if err != nil {
 		return nil, s.fsError("stat", abs, err)
 	}
-	return connect.NewResponse(&pb.MakeDirResponse{Entry: e}), nil
+	return e, nil
 }
 
 // Move renames source to destination, creating the destination's parents.
@@ -64,6 +85,15 @@ func (s *Service) Move(ctx context.Context, req *connect.Request[pb.MoveRequest]
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("invalid path '%s': %w", req.Msg.GetDestination(), err))
 	}
+	var e *pb.EntryInfo
+	if err := u.Do(func() (err error) { e, err = s.move(ctx, u, src, dst); return err }); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.MoveResponse{Entry: e}), nil
+}
+
+// move is Move's work, done as u.
+func (s *Service) move(ctx context.Context, u *users.User, src, dst string) (*pb.EntryInfo, error) {
 	if _, err := os.Lstat(src); err != nil {
 		return nil, s.fsError("move", src, err)
 	}
@@ -83,17 +113,23 @@ func (s *Service) Move(ctx context.Context, req *connect.Request[pb.MoveRequest]
 	if err != nil {
 		return nil, s.fsError("stat", dst, err)
 	}
-	return connect.NewResponse(&pb.MoveResponse{Entry: e}), nil
+	return e, nil
 }
 
 // Remove deletes a path and everything below it; a missing path is fine.
 func (s *Service) Remove(_ context.Context, req *connect.Request[pb.RemoveRequest]) (*connect.Response[pb.RemoveResponse], error) {
-	_, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
+	u, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	if err := os.RemoveAll(abs); err != nil {
-		return nil, s.fsError("remove", abs, err)
+	err = u.Do(func() error {
+		if err := os.RemoveAll(abs); err != nil {
+			return s.fsError("remove", abs, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(&pb.RemoveResponse{}), nil
 }
@@ -102,11 +138,23 @@ func (s *Service) Remove(_ context.Context, req *connect.Request[pb.RemoveReques
 // first in lexical order. A symlinked directory is followed; entries are
 // reported under the requested path, not the link's target.
 func (s *Service) ListDir(ctx context.Context, req *connect.Request[pb.ListDirRequest]) (*connect.Response[pb.ListDirResponse], error) {
-	_, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
+	u, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	depth := int(max(req.Msg.GetDepth(), 1))
+	var entries []*pb.EntryInfo
+	err = u.Do(func() (err error) {
+		entries, err = s.listDir(ctx, abs, int(max(req.Msg.GetDepth(), 1)))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.ListDirResponse{Entries: entries}), nil
+}
+
+// listDir is ListDir's work, done as the requesting user.
+func (s *Service) listDir(ctx context.Context, abs string, depth int) ([]*pb.EntryInfo, error) {
 	fi, err := os.Stat(abs)
 	if err != nil {
 		return nil, s.fsError("list", abs, err)
@@ -150,5 +198,5 @@ func (s *Service) ListDir(ctx context.Context, req *connect.Request[pb.ListDirRe
 		}
 		return nil, s.fsError("list", abs, err)
 	}
-	return connect.NewResponse(&pb.ListDirResponse{Entries: entries}), nil
+	return entries, nil
 }

@@ -116,10 +116,10 @@ func TestStatMetadata(t *testing.T) {
 	f := newFixture(t)
 	file := filepath.Join(f.dir, "m.txt")
 	writeFile(t, file, "x")
-	if err := WriteMetadata(file, map[string]string{"a": "1", "b": "two"}); err != nil {
+	if err := writeMetadata(file, map[string]string{"a": "1", "b": "two"}); err != nil {
 		t.Skipf("filesystem of %s has no user xattrs: %v", f.dir, err)
 	}
-	if err := WriteMetadata(file, map[string]string{"b": "2"}); err != nil {
+	if err := writeMetadata(file, map[string]string{"b": "2"}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := f.client.Stat(context.Background(), connect.NewRequest(&pb.StatRequest{Path: file}))
@@ -166,6 +166,7 @@ func TestMakeDirChownsToUser(t *testing.T) {
 	if err != nil {
 		t.Skip("no user 'nobody' on this system")
 	}
+	f.giveTo(t, nobody)
 	target := filepath.Join(f.dir, "x", "y")
 	res, err := f.client.MakeDir(context.Background(), as(&pb.MakeDirRequest{Path: target}, "nobody"))
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/warrenhq/warren/internal/agent/users"
+
 	pb "github.com/warrenhq/warren/proto/filesystem"
 )
 
@@ -27,6 +29,7 @@ type watchOptions struct {
 // while it runs.
 type watch struct {
 	root string
+	as   *users.User // whose identity reads the tree (users.User.Do)
 	opts watchOptions
 	fsw  *fsnotify.Watcher
 	log  *slog.Logger
@@ -43,8 +46,17 @@ const maxReported = 10_000
 
 // startWatch checks root the way the SDK expects (missing ⇒ not found,
 // file ⇒ invalid argument, network mount ⇒ failed precondition unless
-// allowed) and starts watching it. The caller must close the watch.
-func (s *Service) startWatch(root string, opts watchOptions) (*watch, error) {
+// allowed) and starts watching it as u: u must be able to list it, and
+// subdirectories u cannot enter are not watched. The caller must close
+// the watch.
+func (s *Service) startWatch(u *users.User, root string, opts watchOptions) (*watch, error) {
+	var w *watch
+	err := u.Do(func() (err error) { w, err = s.startWatchAs(u, root, opts); return err })
+	return w, err
+}
+
+// startWatchAs is startWatch's work, done as u.
+func (s *Service) startWatchAs(u *users.User, root string, opts watchOptions) (*watch, error) {
 	fi, err := os.Stat(root)
 	if err != nil {
 		return nil, s.fsError("watch", root, err)
@@ -66,7 +78,7 @@ func (s *Service) startWatch(root string, opts watchOptions) (*watch, error) {
 	if err != nil {
 		return nil, s.fsError("watch", root, err)
 	}
-	w := &watch{root: root, opts: opts, fsw: fsw, log: s.log, reported: map[string]struct{}{}}
+	w := &watch{root: root, as: u, opts: opts, fsw: fsw, log: s.log, reported: map[string]struct{}{}}
 	if opts.recursive {
 		err = w.addTree(root, nil)
 	} else {
@@ -101,12 +113,17 @@ func (w *watch) run(ctx context.Context, emit func(*pb.FilesystemEvent)) error {
 			if w.repeated(ev) {
 				continue
 			}
-			for _, e := range w.translate(ev, n) {
-				emit(e)
-			}
-			if w.opts.recursive && ev.Has(fsnotify.Create) {
-				w.followNewDir(ev.Name, n, emit)
-			}
+			// As the user: the entry's details and the directories newly
+			// watched are what the user may see.
+			_ = w.as.Do(func() error {
+				for _, e := range w.translate(ev, n) {
+					emit(e)
+				}
+				if w.opts.recursive && ev.Has(fsnotify.Create) {
+					w.followNewDir(ev.Name, n, emit)
+				}
+				return nil
+			})
 		}
 	}
 }

@@ -24,11 +24,11 @@ const maxPolledEvents = 10_000
 
 // WatchDir streams changes below a directory until the request ends.
 func (s *Service) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDirRequest], stream *connect.ServerStream[pb.WatchDirResponse]) error {
-	_, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
+	u, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return err
 	}
-	w, err := s.startWatch(abs, watchOptions{
+	w, err := s.startWatch(u, abs, watchOptions{
 		recursive:    req.Msg.GetRecursive(),
 		includeEntry: req.Msg.GetIncludeEntry(),
 		allowNetwork: req.Msg.GetAllowNetworkMounts(),
@@ -114,11 +114,11 @@ func (p *pollWatcher) drain() []*pb.FilesystemEvent {
 
 // CreateWatcher starts a watch whose events are fetched by polling.
 func (s *Service) CreateWatcher(_ context.Context, req *connect.Request[pb.CreateWatcherRequest]) (*connect.Response[pb.CreateWatcherResponse], error) {
-	_, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
+	u, abs, err := s.resolve(req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	w, err := s.startWatch(abs, watchOptions{
+	w, err := s.startWatch(u, abs, watchOptions{
 		recursive:    req.Msg.GetRecursive(),
 		includeEntry: req.Msg.GetIncludeEntry(),
 		allowNetwork: req.Msg.GetAllowNetworkMounts(),

@@ -1,7 +1,9 @@
 // Package users resolves the sandbox's users and the paths they name. The
 // agent runs as root and acts on behalf of a user: this package says who
 // that user is (uid, gid, groups, home) and where "~/x" or "x" lands for
-// them. It does not change any process's identity.
+// them, and runs the agent's file operations with that user's filesystem
+// identity (User.Do). It does not start processes as a user; the process
+// package does.
 package users
 
 import (
