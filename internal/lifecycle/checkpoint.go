@@ -45,7 +45,9 @@ func (m *Manager) Stop(ctx context.Context, teamID, id string) (sandbox.PauseMod
 		sb, err = m.demoteLocked(ctx, sb, "stopped by operator")
 	default:
 		if _, ok := m.checkpointer(sb); ok {
+			done := m.beginPause(sb.ID)
 			sb, err = m.toDisk(ctx, sb, sandbox.PauseStopped, "stopped by operator")
+			done()
 		} else {
 			err = m.pause(ctx, sb, false, "stopped by operator")
 			sb, _ = m.cached(id)

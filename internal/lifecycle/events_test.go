@@ -73,8 +73,8 @@ func TestEngineEventsReconcileAtOnce(t *testing.T) {
 		}
 		stops := e.stopped()
 		slices.Sort(stops)
-		if want := slices.Sorted(slices.Values([]string{killed.ID, removed.ID, frozen.ID})); !slices.Equal(stops, want) {
-			t.Errorf("OnStop calls = %v, want %v (the frozen one's from its pause)", stops, want)
+		if want := slices.Sorted(slices.Values([]string{killed.ID, removed.ID, frozen.ID, frozen.ID})); !slices.Equal(stops, want) {
+			t.Errorf("OnStop calls = %v, want %v (the frozen one's two from its pause)", stops, want)
 		}
 		if _, err := e.m.Get(context.Background(), team, removed.ID); sandbox.KindOf(err) != sandbox.KindNotFound {
 			t.Errorf("get of the removed one: %v, want not found", err)
@@ -145,8 +145,8 @@ func TestEngineEventsOfOwnOperations(t *testing.T) {
 						t.Errorf("%s: Warren's own operation taken for one behind its back", sb.ID)
 					}
 				}
-				if got := len(e.stopped()); got != 5 {
-					t.Errorf("OnStop calls = %v, want 5 (two pauses, the stop, the kill, the second pause; none from events or the demotion)", e.stopped())
+				if got := len(e.stopped()); got != 9 {
+					t.Errorf("OnStop calls = %v, want 9 (before and after each of two pauses, the stop and the second pause, one for the kill; none from events or the demotion)", e.stopped())
 				}
 			})
 		})

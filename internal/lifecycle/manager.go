@@ -187,7 +187,7 @@ type Manager struct {
 	mu        sync.RWMutex // guards sandboxes and pausing
 	sandboxes map[string]sandbox.Sandbox
 	// pausing holds the IDs of running sandboxes being paused: Route
-	// sends their requests to wait for the pause (see Manager.pause).
+	// sends their requests to wait for the pause (see beginPause).
 	pausing map[string]struct{}
 
 	pool *warmPool

@@ -14,13 +14,15 @@ import (
 
 // A pause cuts the sandbox's proxied streams (OnStop) before the engine
 // freezes, stops or checkpoints it, and again once it is recorded paused,
-// whatever the pause mode and whoever pauses (the API or the timeout).
+// whatever the pause mode and whoever pauses (the API, the timeout or the
+// operator).
 func TestPauseCutsStreamsFirst(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		gvisor     bool
 		keepMemory bool
 		byTimeout  bool
+		byOperator bool   // warren sandbox stop
 		engine     string // the runtime call that pauses the container
 	}{
 		{name: "frozen", keepMemory: true, engine: "Freeze"},
@@ -28,6 +30,8 @@ func TestPauseCutsStreamsFirst(t *testing.T) {
 		{name: "checkpointed", gvisor: true, keepMemory: true, engine: "Checkpoint"},
 		{name: "frozen at the timeout", keepMemory: true, byTimeout: true, engine: "Freeze"},
 		{name: "stopped at the timeout", byTimeout: true, engine: "Stop"},
+		{name: "stopped by the operator", byOperator: true, engine: "Stop"},
+		{name: "checkpointed by the operator", gvisor: true, byOperator: true, engine: "Checkpoint"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			type cut struct {
@@ -63,6 +67,10 @@ func TestPauseCutsStreamsFirst(t *testing.T) {
 						t.Fatal("the sandbox was not paused at its timeout")
 					}
 					time.Sleep(10 * time.Millisecond)
+				}
+			} else if tc.byOperator {
+				if _, err := e.m.Stop(context.Background(), team, sb.ID); err != nil {
+					t.Fatal(err)
 				}
 			} else if err := e.m.Pause(context.Background(), team, sb.ID, tc.keepMemory); err != nil {
 				t.Fatal(err)

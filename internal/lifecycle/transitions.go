@@ -121,16 +121,8 @@ func (m *Manager) Pause(ctx context.Context, teamID, id string, keepMemory bool)
 }
 
 // pause pauses running sb. The caller holds its lock.
-//
-// The sandbox's proxied connections are cut first, and until it is
-// recorded paused the proxy's requests for it wait for its lock (Route):
-// nothing reaches a sandbox being frozen, stopped or checkpointed, its
-// agent has no stream to drain before it stops, and whatever the cut
-// streams' clients do next is judged as traffic to a paused sandbox.
 func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool, reason string) error {
-	m.setPausing(sb.ID, true)
-	defer m.setPausing(sb.ID, false)
-	m.notifyStop(sb.ID)
+	defer m.beginPause(sb.ID)()
 	if _, ok := m.checkpointer(sb); ok && keepMemory && m.cfg.PauseToDisk {
 		_, err := m.toDisk(ctx, sb, sandbox.PauseFrozen, reason)
 		return err
@@ -158,6 +150,19 @@ func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool
 	m.event(ctx, sb.ID, "info", "sandbox paused", "mode", string(mode), "reason", reason)
 	m.log.Info("sandbox paused", logSandbox, sb.ID, "mode", mode, "reason", reason)
 	return nil
+}
+
+// beginPause readies running sandbox id for a pause: its proxied
+// connections are cut (OnStop), and the proxy's requests for it wait for
+// its lock (Route) until the returned function is called, once it is
+// recorded paused or the pause failed. So nothing reaches a sandbox being
+// frozen, stopped or checkpointed, its agent has no stream to drain before
+// it stops, and whatever the cut streams' clients do next is judged as
+// traffic to a paused sandbox. The caller holds its lock.
+func (m *Manager) beginPause(id string) (done func()) {
+	m.setPausing(id, true)
+	m.notifyStop(id)
+	return func() { m.setPausing(id, false) }
 }
 
 // Resume resumes a paused sandbox (E2B's deprecated /resume): running
