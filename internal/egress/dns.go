@@ -65,6 +65,8 @@ func (s *Server) serveDNSConn(c net.Conn) {
 
 // resolve answers one query from src: forwarded upstream when src may
 // resolve the name, REFUSED when not, nil when msg deserves no answer.
+// Only a standard query of one question is forwarded: the name checked is
+// the name asked, and the answers remembered answer it alone.
 func (s *Server) resolve(src netip.Addr, msg []byte, network string) []byte {
 	var p dnsmessage.Parser
 	h, err := p.Start(msg)
@@ -74,6 +76,12 @@ func (s *Server) resolve(src netip.Addr, msg []byte, network string) []byte {
 	q, err := p.Question()
 	if err != nil {
 		return nil
+	}
+	if _, err := p.Question(); !errors.Is(err, dnsmessage.ErrSectionDone) {
+		return answerOnly(h, q, dnsmessage.RCodeFormatError)
+	}
+	if h.OpCode != 0 {
+		return answerOnly(h, q, dnsmessage.RCodeNotImplemented)
 	}
 	rules, ok := s.cfg.Policy(src)
 	name := strings.ToLower(strings.TrimSuffix(q.Name.String(), "."))
@@ -109,7 +117,7 @@ func (s *Server) mayResolve(rules sandbox.Network) bool {
 // to msg and the last resolver asked.
 func (s *Server) forward(msg []byte, id uint16, network string) (reply []byte, upstream string, err error) {
 	for _, upstream = range s.cfg.Upstream {
-		reply, err = exchange(network, upstream, msg, id)
+		reply, err = s.cfg.exchange(network, upstream, msg, id)
 		if err == nil {
 			return reply, upstream, nil
 		}

@@ -47,11 +47,13 @@ type Config struct {
 	Upstream []string
 	// Logger receives the refusals (debug) and failures. Default: discard.
 	Logger *slog.Logger
-	// originalDst reads where a redirected connection was going, and
-	// remote tells the addresses it may go to; tests replace them.
-	// Default: SO_ORIGINAL_DST, and isRemote.
+	// originalDst reads where a redirected connection was going, remote
+	// tells the addresses it may go to, and exchange asks one upstream
+	// resolver; tests replace them. Default: SO_ORIGINAL_DST, isRemote
+	// and exchange.
 	originalDst func(net.Conn) (netip.AddrPort, error)
 	remote      func(netip.Addr) bool
+	exchange    func(network, upstream string, msg []byte, id uint16) ([]byte, error)
 }
 
 // Server is the DNS forwarder and the TCP gateway. Its methods are safe
@@ -99,6 +101,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.remote == nil {
 		cfg.remote = isRemote
+	}
+	if cfg.exchange == nil {
+		cfg.exchange = exchange
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, answers: newAnswers(), open: map[net.Conn]struct{}{}}, nil
 }

@@ -254,6 +254,43 @@ func TestDNSAnswersOnlyAllowedNames(t *testing.T) {
 	}
 }
 
+// TestDNSOneStandardQuestion: a query that asks more than one question,
+// the first allowed and the next not, or that is no standard query, is
+// answered by the forwarder itself and never reaches the upstream.
+func TestDNSOneStandardQuestion(t *testing.T) {
+	e := newEnv(t, closedNet("allowed.test"), map[string]netip.Addr{"allowed.test": loopback, "other.test": loopback})
+	src := netip.MustParseAddr("127.0.0.1")
+	for _, tt := range []struct {
+		name  string
+		op    dnsmessage.OpCode
+		names []string
+		rcode dnsmessage.RCode
+	}{
+		{"two questions", 0, []string{"allowed.test.", "other.test."}, dnsmessage.RCodeFormatError},
+		{"an update", 5, []string{"allowed.test."}, dnsmessage.RCodeNotImplemented},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7, OpCode: tt.op, RecursionDesired: true})
+			b.StartQuestions()
+			for _, n := range tt.names {
+				b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(n), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+			}
+			q, _ := b.Finish()
+			var p dnsmessage.Parser
+			h, err := p.Start(e.srv.resolve(src, q, "udp"))
+			if err != nil || h.ID != 7 || !h.Response || h.RCode != tt.rcode {
+				t.Errorf("answer %+v, %v; want %v", h, err, tt.rcode)
+			}
+		})
+	}
+	if asked := e.res.asked(); len(asked) != 0 {
+		t.Errorf("the upstream was asked %v", asked)
+	}
+	if e.srv.answers.has(src, loopback, "allowed.test") {
+		t.Error("an answer was remembered")
+	}
+}
+
 func TestDNSForwardsEverythingWhenTheResolverIsReachable(t *testing.T) {
 	// The resolver (127.0.0.1) is allowed by address: refusing names would
 	// protect nothing.
