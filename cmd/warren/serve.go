@@ -20,6 +20,7 @@ import (
 	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/api"
 	"github.com/warrenhq/warren/internal/egress"
+	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/proxy"
@@ -59,7 +60,11 @@ type serveConfig struct {
 	ProxyDialTimeout time.Duration
 	// GVisorName is the engine's name for runsc (daemon.json "runtimes").
 	GVisorName string
-	Lifecycle  lifecycle.Config
+	// EventsRetention is how long sandbox lifecycle events are kept.
+	EventsRetention time.Duration
+	// WebhookTimeout bounds one webhook delivery attempt.
+	WebhookTimeout time.Duration
+	Lifecycle      lifecycle.Config
 }
 
 // serveDeps are the engine-facing parts, swapped for fakes in tests.
@@ -219,10 +224,14 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		defer tpl.Close()
 	}
 
+	evs := events.New(events.Config{Store: st, Logger: log, Retention: cfg.EventsRetention, Timeout: cfg.WebhookTimeout})
+	evs.Start(ctx)
+	defer evs.Close()
+
 	var px *proxy.Proxy // set before the manager starts, so OnStop sees it
 	lc := cfg.Lifecycle
 	lc.Runtime, lc.Agent, lc.Store, lc.Logger = deps.Runtime, deps.Agent, st, log
-	lc.Firewall = deps.Firewall
+	lc.Firewall, lc.Events = deps.Firewall, evs
 	if tpl != nil {
 		lc.Templates, lc.Commands = tpl, deps.Commands
 	}
@@ -244,7 +253,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	if cfg.APIKey != "" {
 		extra = append(extra, cfg.APIKey)
 	}
-	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Logger: log})
+	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Logger: log})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if proxy.IsSandboxRequest(r, cfg.Domain) {
 			px.ServeHTTP(w, r)
@@ -461,6 +470,8 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.Instance, "instance", "true", "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
 		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
 	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
+	e.Duration(&cfg.EventsRetention, "events-retention", 7*24*time.Hour, "how long sandbox lifecycle events (GET /events/sandboxes, webhooks) are kept")
+	e.Duration(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "time limit of one webhook delivery attempt; a failed one is retried with backoff")
 	e.String(&cfg.Runtime, "runtime", string(sandbox.RuntimeRunc), "what sandboxes run under: runc, or gvisor (stronger isolation; "+
 		"frozen sandboxes are demoted to checkpointed, keeping their memory on disk; set up with: warren runtime setup gvisor)")
 	e.String(&cfg.GVisorName, "gvisor-runtime-name", "runsc", "the Docker engine's name of the gVisor runtime (its daemon.json \"runtimes\" key)")

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/template"
@@ -33,6 +34,9 @@ type Config struct {
 	Logger    *slog.Logger // nil = discard
 	// Templates serves the template API (templates.go); nil = none.
 	Templates *template.Registry
+	// Events serves the lifecycle events and webhooks API (events.go);
+	// nil = none.
+	Events *events.Service
 }
 
 // ClientID is E2B's deprecated per-node client ID; clients only need it
@@ -46,6 +50,7 @@ type server struct {
 	log     *slog.Logger
 	envdVer string
 	tpl     *template.Registry // nil = no template API
+	events  *events.Service    // nil = no events API
 }
 
 // New returns the control-plane handler.
@@ -54,7 +59,7 @@ func New(cfg Config) http.Handler {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	mc := cfg.Manager.Config()
-	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion, tpl: cfg.Templates}
+	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events}
 	for _, k := range cfg.ExtraKeys {
 		s.extra = append(s.extra, []byte(sandbox.HashAPIKey(k)))
 	}
@@ -92,6 +97,7 @@ func New(cfg Config) http.Handler {
 		mux.Handle(rt.pattern, s.wrap(rt.h))
 	}
 	s.registerTemplates(mux)
+	s.registerEvents(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -42,7 +43,10 @@ func newAPI(t testing.TB) *testAPI {
 	}
 	t.Cleanup(func() { st.Close() })
 	rt := fake.New("warren/base", "python:3.12")
-	m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: fake.NewAgent(), Store: st})
+	evs := events.New(events.Config{Store: st})
+	evs.Start(ctx)
+	t.Cleanup(evs.Close)
+	m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: fake.NewAgent(), Store: st, Events: evs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +62,7 @@ func newAPI(t testing.TB) *testAPI {
 			t.Fatal(err)
 		}
 	}
-	a.srv = httptest.NewServer(New(Config{Manager: m, Keys: st, ExtraKeys: []string{extraKey}}))
+	a.srv = httptest.NewServer(New(Config{Manager: m, Keys: st, ExtraKeys: []string{extraKey}, Events: evs}))
 	t.Cleanup(a.srv.Close)
 	return a
 }

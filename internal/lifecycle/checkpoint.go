@@ -142,6 +142,7 @@ func (m *Manager) pausedOnDisk(ctx context.Context, sb sandbox.Sandbox, mode san
 	if wasRunning {
 		m.notifyStop(sb.ID)
 		m.event(ctx, sb.ID, "info", "sandbox paused", "mode", string(mode), "reason", reason)
+		m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(mode)})
 		m.log.Info("sandbox paused", logSandbox, sb.ID, "mode", mode, "reason", reason)
 	} else {
 		m.event(ctx, sb.ID, "info", "sandbox demoted to "+string(mode), "reason", reason)
@@ -163,6 +164,7 @@ func (m *Manager) pausedFrozen(ctx context.Context, sb sandbox.Sandbox, reason s
 	}
 	m.notifyStop(sb.ID)
 	m.event(ctx, sb.ID, "info", "sandbox paused", "mode", string(sandbox.PauseFrozen), "reason", reason)
+	m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(sandbox.PauseFrozen)})
 	return sb, nil
 }
 

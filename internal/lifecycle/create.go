@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	"github.com/google/uuid"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 	templates "github.com/warrenhq/warren/internal/template"
@@ -33,6 +34,7 @@ type CreateRequest struct {
 // and wait for, and the user, workdir and env its processes get.
 type template struct {
 	id, alias, image string
+	buildID          string // of a built template; "" otherwise
 
 	cpuCount, memoryMB                int
 	startCmd, readyCmd, user, workdir string
@@ -103,7 +105,7 @@ func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (temp
 	if m.cfg.Templates != nil {
 		rt, err := m.cfg.Templates.Resolve(ctx, teamID, ref)
 		if err == nil {
-			return template{id: rt.ID, alias: rt.Alias, image: rt.Image, cpuCount: rt.CPUCount, memoryMB: rt.MemoryMB,
+			return template{id: rt.ID, alias: rt.Alias, image: rt.Image, buildID: rt.BuildID, cpuCount: rt.CPUCount, memoryMB: rt.MemoryMB,
 				startCmd: rt.StartCmd, readyCmd: rt.ReadyCmd, user: rt.User, workdir: rt.Workdir, env: rt.Env,
 				agentArgs: rt.AgentArgs}, nil
 		}
@@ -261,6 +263,8 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		TemplateID:  tpl.id,
 		Alias:       tpl.alias,
 		Image:       tpl.image,
+		BuildID:     tpl.buildID,
+		ExecutionID: uuid.NewString(),
 		AgentSecret: sandbox.NewToken(),
 		State:       sandbox.StateCreating,
 		CPUCount:    m.cfg.CPUCount,
@@ -323,6 +327,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		return sandbox.Sandbox{}, err
 	}
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image)
+	m.record(ctx, sb, sandbox.EventCreated, nil)
 	log.Info("sandbox created", logContainer, c.ID)
 	return sb, nil
 }

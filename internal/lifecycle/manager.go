@@ -17,12 +17,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
+
+// EventRecorder takes the lifecycle events of sandboxes
+// (internal/events). Record must not call the Manager: it is called with
+// the sandbox's lock held.
+type EventRecorder interface {
+	Record(ctx context.Context, ev sandbox.Event)
+}
 
 // Config configures a Manager. Zero durations and counts take the
 // documented default; a negative value disables the limit where noted.
@@ -47,6 +55,9 @@ type Config struct {
 	// Commands runs templates' start and ready commands in new sandboxes;
 	// required with Templates.
 	Commands CommandRunner
+	// Events is told of every lifecycle change (created, updated, paused,
+	// resumed, killed) once it is saved; nil = none.
+	Events EventRecorder
 
 	BaseImage   string // image of the "base" template; default "warren/base"
 	EnvdVersion string // reported to clients; default "0.6.13"
@@ -384,6 +395,22 @@ func (m *Manager) event(ctx context.Context, id, level, msg string, kv ...string
 	if err := m.cfg.Store.AppendLog(context.WithoutCancel(ctx), e); err != nil {
 		m.log.Warn("cannot append sandbox log", logSandbox, id, "err", err)
 	}
+}
+
+// record tells Config.Events of a change to sb; data adds to the
+// sandbox's metadata in the event.
+func (m *Manager) record(ctx context.Context, sb sandbox.Sandbox, t sandbox.EventType, data map[string]any) {
+	if m.cfg.Events == nil {
+		return
+	}
+	if len(sb.Metadata) > 0 {
+		if data == nil {
+			data = map[string]any{}
+		}
+		data["sandbox_metadata"] = maps.Clone(sb.Metadata)
+	}
+	m.cfg.Events.Record(ctx, sandbox.Event{Type: t, Time: time.Now().UTC(), SandboxID: sb.ID, TeamID: sb.TeamID,
+		TemplateID: sb.TemplateID, BuildID: sb.BuildID, ExecutionID: sb.ExecutionID, Data: data})
 }
 
 func (m *Manager) notifyStop(id string) {

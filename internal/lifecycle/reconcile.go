@@ -128,6 +128,7 @@ func (m *Manager) reconcileOne(ctx context.Context, id string) {
 	if before.State == sandbox.StateRunning && sb.State != sandbox.StateRunning {
 		m.notifyStop(id)
 		m.event(ctx, id, "warn", "sandbox found stopped; now paused", "mode", string(sb.PauseMode))
+		m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(sb.PauseMode)})
 	}
 	log.Info("sandbox reconciled", "state", sb.State, "mode", sb.PauseMode)
 }
@@ -144,6 +145,7 @@ func (m *Manager) markVanished(ctx context.Context, sb sandbox.Sandbox) {
 	m.notifyStop(sb.ID)
 	m.releaseImage(ctx, sb.Image)
 	m.event(ctx, sb.ID, "warn", "sandbox container vanished")
+	m.record(ctx, sb, sandbox.EventKilled, nil)
 }
 
 // removeStray removes a labelled container no live sandbox owns.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -47,6 +49,7 @@ func (m *Manager) kill(ctx context.Context, sb sandbox.Sandbox, reason string) e
 	m.removeEgress(ctx, sb.ID)
 	m.releaseImage(ctx, sb.Image)
 	m.event(ctx, sb.ID, "info", "sandbox killed", "reason", reason)
+	m.record(ctx, sb, sandbox.EventKilled, nil)
 	m.log.Info("sandbox killed", logSandbox, sb.ID, "reason", reason)
 	return nil
 }
@@ -97,10 +100,16 @@ func (m *Manager) setEnd(ctx context.Context, teamID, id string, d time.Duration
 	if sb.State != sandbox.StateRunning {
 		return sandbox.Errorf(sandbox.KindNotFound, "sandbox '%s' is not running", id)
 	}
-	if end := time.Now().UTC().Add(d); !onlyLater || end.After(sb.EndAt) {
-		sb.EndAt = end
+	end := time.Now().UTC().Add(d)
+	if onlyLater && !end.After(sb.EndAt) {
+		return nil
 	}
-	return m.save(ctx, sb)
+	sb.EndAt = end
+	if err := m.save(ctx, sb); err != nil {
+		return err
+	}
+	m.record(ctx, sb, sandbox.EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})
+	return nil
 }
 
 // Pause pauses a running sandbox: frozen when keepMemory (checkpointed
@@ -148,6 +157,7 @@ func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool
 	}
 	m.notifyStop(sb.ID)
 	m.event(ctx, sb.ID, "info", "sandbox paused", "mode", string(mode), "reason", reason)
+	m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(mode)})
 	m.log.Info("sandbox paused", logSandbox, sb.ID, "mode", mode, "reason", reason)
 	return nil
 }
@@ -279,12 +289,14 @@ func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.D
 	}
 	now := time.Now().UTC()
 	sb.State, sb.PauseMode, sb.PausedAt = sandbox.StateRunning, "", time.Time{}
+	sb.ExecutionID = uuid.NewString()
 	sb.EndAt = now.Add(max(timeout, sb.Remaining))
 	sb.Remaining = 0
 	if err := m.save(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	m.event(ctx, sb.ID, "info", "sandbox resumed", "mode", string(mode))
+	m.record(ctx, sb, sandbox.EventResumed, nil)
 	m.log.Info("sandbox resumed", logSandbox, sb.ID, "mode", mode)
 	return sb, nil
 }

@@ -66,6 +66,10 @@ type Sandbox struct {
 	TemplateID string // the template as resolved (ID, not alias)
 	Alias      string // the alias the client asked for, if any
 	Image      string // the image the container runs
+	BuildID    string // the template build it runs; "" when not a built template
+	// ExecutionID names the sandbox's current run: new at create and at
+	// each resume (its lifecycle events carry it).
+	ExecutionID string
 
 	ContainerID string
 	// AgentAddr is host:port of the agent's published port on 127.0.0.1.

@@ -112,6 +112,38 @@ var migrations = []string{
 	CREATE INDEX template_build_logs_build ON template_build_logs(build_id, seq);`,
 	// The agent arguments of a snapshot's sandbox, as a JSON array (snapshots.go).
 	`ALTER TABLE snapshots ADD COLUMN agent_args TEXT NOT NULL DEFAULT 'null';`,
+	// Sandbox lifecycle events, webhooks and their deliveries (events.go).
+	`CREATE TABLE sandbox_events (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		id TEXT NOT NULL UNIQUE,
+		team_id TEXT NOT NULL,
+		sandbox_id TEXT NOT NULL,
+		ts INTEGER NOT NULL,
+		data TEXT NOT NULL
+	);
+	CREATE INDEX sandbox_events_team ON sandbox_events(team_id, seq);
+	CREATE INDEX sandbox_events_sandbox ON sandbox_events(team_id, sandbox_id, seq);
+	CREATE INDEX sandbox_events_ts ON sandbox_events(ts);
+	CREATE TABLE webhooks (
+		id TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		data TEXT NOT NULL
+	);
+	CREATE INDEX webhooks_team ON webhooks(team_id, created_at);
+	CREATE TABLE webhook_deliveries (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		id TEXT NOT NULL UNIQUE,
+		webhook_id TEXT NOT NULL,
+		event_id TEXT NOT NULL,
+		sandbox_id TEXT NOT NULL,
+		status TEXT NOT NULL,
+		next_attempt INTEGER NOT NULL,
+		data TEXT NOT NULL
+	);
+	CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt);
+	CREATE INDEX webhook_deliveries_order ON webhook_deliveries(webhook_id, sandbox_id, status, seq);
+	CREATE INDEX webhook_deliveries_event ON webhook_deliveries(event_id);`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and

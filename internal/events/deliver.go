@@ -1,0 +1,235 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// JSON is an event as E2B's events API and webhooks carry it.
+type JSON struct {
+	Version            string         `json:"version"`
+	ID                 string         `json:"id"`
+	Type               string         `json:"type"`
+	EventData          map[string]any `json:"eventData"`
+	SandboxBuildID     string         `json:"sandboxBuildId"`
+	SandboxExecutionID string         `json:"sandboxExecutionId"`
+	SandboxID          string         `json:"sandboxId"`
+	SandboxTeamID      string         `json:"sandboxTeamId"`
+	SandboxTemplateID  string         `json:"sandboxTemplateId"`
+	Timestamp          time.Time      `json:"timestamp"`
+}
+
+// ToJSON returns ev in E2B's shape.
+func ToJSON(ev sandbox.Event) JSON {
+	return JSON{Version: "v1", ID: ev.ID, Type: string(ev.Type), EventData: ev.Data,
+		SandboxBuildID: ev.BuildID, SandboxExecutionID: ev.ExecutionID, SandboxID: ev.SandboxID,
+		SandboxTeamID: ev.TeamID, SandboxTemplateID: ev.TemplateID, Timestamp: ev.Time.UTC()}
+}
+
+// Signature is E2B's e2b-signature of body for secret: the SHA-256 of the
+// secret followed by the raw body, in URL-safe base64 without padding.
+func Signature(secret string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(secret))
+	h.Write(body)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// Delivery headers, as E2B sends them.
+const (
+	HeaderWebhookID        = "E2b-Webhook-Id"
+	HeaderDeliveryID       = "E2b-Delivery-Id"
+	HeaderSignatureVersion = "E2b-Signature-Version"
+	HeaderSignature        = "E2b-Signature"
+)
+
+// batch bounds the deliveries attempted at once (each to a different
+// webhook or sandbox).
+const batch = 16
+
+// Start runs the dispatcher and the retention sweep until Close.
+func (s *Service) Start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	client := &http.Client{
+		Timeout: s.cfg.Timeout,
+		// A receiver's redirect is its answer, not somewhere to post to.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport:     &http.Transport{Proxy: nil, MaxIdleConnsPerHost: batch, IdleConnTimeout: time.Minute},
+	}
+	s.wg.Go(func() { s.dispatch(ctx, client) })
+	s.wg.Go(func() { s.sweep(ctx) })
+}
+
+// Close stops delivering and waits; pending deliveries stay in the store
+// for the next start.
+func (s *Service) Close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+}
+
+// idlePoll is how often the dispatcher looks for due deliveries when
+// nothing tells it of one sooner.
+const idlePoll = time.Second
+
+// dispatch delivers what is due, then waits for a new event, the next
+// retry of what it tried, or idlePoll.
+func (s *Service) dispatch(ctx context.Context, client *http.Client) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var deadline time.Time // when the timer fires
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-timer.C:
+		}
+		next := time.Now().Add(idlePoll)
+		for {
+			more, retry := s.deliverDue(ctx, client)
+			if !retry.IsZero() && retry.Before(next) {
+				next = retry
+			}
+			if !more {
+				break
+			}
+		}
+		// A wake-up must not put off a retry the timer already waits for.
+		if deadline.After(time.Now()) && deadline.Before(next) {
+			next = deadline
+		}
+		deadline = next
+		timer.Reset(max(time.Until(next), 0))
+	}
+}
+
+// deliverDue attempts one batch of due deliveries, in parallel. It
+// reports whether it found any (a sandbox's next event may be due now
+// that one is done) and the soonest retry of those that failed (zero if
+// none).
+func (s *Service) deliverDue(ctx context.Context, client *http.Client) (more bool, retry time.Time) {
+	due, err := s.store.DueDeliveries(ctx, time.Now().UTC(), batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("cannot read due webhook deliveries", "err", err)
+		}
+		return false, time.Time{}
+	}
+	next := make(chan time.Time, len(due))
+	for _, d := range due {
+		go func() { next <- s.attempt(ctx, client, d) }()
+	}
+	for range due {
+		if t := <-next; !t.IsZero() && (retry.IsZero() || t.Before(retry)) {
+			retry = t
+		}
+	}
+	return len(due) > 0 && ctx.Err() == nil, retry
+}
+
+// attempt makes one attempt of d and records its outcome; it returns
+// when d is to be tried again, zero when it is done.
+func (s *Service) attempt(ctx context.Context, client *http.Client, d Delivery) time.Time {
+	w, err := s.store.GetWebhook(ctx, d.WebhookID)
+	if err != nil {
+		d.Status, d.LastError = DeliveryFailed, "the webhook is gone"
+		s.save(ctx, d)
+		return time.Time{}
+	}
+	ev, err := s.store.GetEvent(ctx, d.EventID)
+	if err != nil {
+		d.Status, d.LastError = DeliveryFailed, "the event is gone (past the retention)"
+		s.save(ctx, d)
+		return time.Time{}
+	}
+	body, _ := json.Marshal(ToJSON(ev)) // a JSON of strings, maps and a time always marshals
+	d.Attempts++
+	d.LastStatus, err = post(ctx, client, w, body)
+	now := time.Now().UTC()
+	switch {
+	case err == nil:
+		d.Status, d.DeliveredAt, d.LastError = DeliveryDelivered, now, ""
+	case ctx.Err() != nil:
+		return time.Time{} // stopping: the attempt does not count
+	case d.Attempts >= s.cfg.MaxAttempts:
+		d.Status, d.LastError = DeliveryFailed, err.Error()
+		s.log.Warn("webhook delivery failed for good", "webhook", w.ID, "delivery", d.ID, "attempts", d.Attempts, "err", err)
+	default:
+		d.LastError = err.Error()
+		d.NextAttempt = now.Add(s.backoff(d.Attempts))
+	}
+	s.save(ctx, d)
+	if d.Status == DeliveryPending {
+		return d.NextAttempt
+	}
+	return time.Time{}
+}
+
+func (s *Service) save(ctx context.Context, d Delivery) {
+	if err := s.store.PutDelivery(context.WithoutCancel(ctx), d); err != nil {
+		s.log.Error("cannot save webhook delivery", "delivery", d.ID, "err", err)
+	}
+}
+
+// backoff is the wait after attempt n (from 1) failed.
+func (s *Service) backoff(n int) time.Duration {
+	d := s.cfg.Backoff
+	for i := 1; i < n && d < s.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, s.cfg.MaxBackoff)
+}
+
+// post sends body to w, signed, and returns the answer's status; only a
+// 2xx is a delivery.
+func post(ctx context.Context, client *http.Client, w Webhook, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "warren-webhooks")
+	req.Header.Set(HeaderWebhookID, w.ID)
+	req.Header.Set(HeaderDeliveryID, uuid.NewString())
+	req.Header.Set(HeaderSignatureVersion, "v1")
+	req.Header.Set(HeaderSignature, Signature(w.Secret, body))
+	res, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	if res.StatusCode/100 != 2 {
+		return res.StatusCode, fmt.Errorf("the receiver answered %s", res.Status)
+	}
+	return res.StatusCode, nil
+}
+
+// sweep deletes events past the retention, once at start and then hourly.
+func (s *Service) sweep(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if err := s.store.DeleteEventsBefore(ctx, time.Now().Add(-s.cfg.Retention)); err != nil && ctx.Err() == nil {
+			s.log.Warn("cannot delete old sandbox events", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,362 @@
+// Package events keeps sandboxes' lifecycle events and delivers them to
+// webhooks, as E2B's events API and webhooks do. The lifecycle manager
+// records each event as it changes a sandbox (Service.Record); the API lists
+// them and manages a team's webhooks through the Service; the Service's
+// dispatcher POSTs every event to the enabled webhooks of its team that
+// subscribe to its type, signed with the webhook's secret, retried with
+// backoff, in order per sandbox and webhook. Events and deliveries are in
+// the store before Record returns, so a restart loses none. It owns no
+// sandbox state and never calls the lifecycle manager.
+package events
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Webhook is where a team's events go.
+type Webhook struct {
+	ID      string
+	TeamID  string
+	Name    string
+	URL     string
+	Enabled bool
+	Events  []sandbox.EventType // the types it gets; never empty
+	// Secret signs deliveries (e2b-signature); no response carries it.
+	Secret    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// wants reports whether w takes events of type t now.
+func (w Webhook) wants(t sandbox.EventType) bool { return w.Enabled && slices.Contains(w.Events, t) }
+
+// DeliveryStatus is where a delivery is.
+type DeliveryStatus string
+
+const (
+	DeliveryPending   DeliveryStatus = "pending"   // not yet accepted; will be tried again
+	DeliveryDelivered DeliveryStatus = "delivered" // the receiver answered 2xx
+	DeliveryFailed    DeliveryStatus = "failed"    // every attempt failed; no more are made
+)
+
+// Delivery is one event on its way to one webhook.
+type Delivery struct {
+	ID        string
+	WebhookID string
+	EventID   string
+	SandboxID string
+	Status    DeliveryStatus
+	Attempts  int
+	// NextAttempt is when a pending delivery is tried next.
+	NextAttempt time.Time
+	// LastStatus is the HTTP status of the last attempt; 0 when it got
+	// no answer (LastError says why) or none was made.
+	LastStatus  int
+	LastError   string
+	CreatedAt   time.Time
+	DeliveredAt time.Time // zero unless delivered
+}
+
+// Query selects a team's events.
+type Query struct {
+	TeamID    string
+	SandboxID string // "" = every sandbox of the team
+	Offset    int
+	Limit     int
+	Ascending bool // oldest first; default newest first
+}
+
+// Store keeps events, webhooks and deliveries. Missing records are
+// *sandbox.Error of KindNotFound.
+type Store interface {
+	// AddEvent stores ev with its deliveries, in one transaction.
+	AddEvent(ctx context.Context, ev sandbox.Event, deliveries []Delivery) error
+	GetEvent(ctx context.Context, id string) (sandbox.Event, error)
+	Events(ctx context.Context, q Query) ([]sandbox.Event, error)
+
+	PutWebhook(ctx context.Context, w Webhook) error
+	GetWebhook(ctx context.Context, id string) (Webhook, error)
+	// ListWebhooks returns a team's webhooks (all when teamID is ""),
+	// oldest first.
+	ListWebhooks(ctx context.Context, teamID string) ([]Webhook, error)
+	// DeleteWebhook removes a webhook and its deliveries.
+	DeleteWebhook(ctx context.Context, id string) error
+
+	// DueDeliveries returns, oldest first, at most limit pending
+	// deliveries due by now that are each the oldest pending one of their
+	// webhook and sandbox: a later event waits for the earlier ones.
+	DueDeliveries(ctx context.Context, now time.Time, limit int) ([]Delivery, error)
+	PutDelivery(ctx context.Context, d Delivery) error
+	// Deliveries returns a webhook's newest deliveries, newest first.
+	Deliveries(ctx context.Context, webhookID string, limit int) ([]Delivery, error)
+
+	// DeleteEventsBefore removes older events, and the deliveries that
+	// are done with them.
+	DeleteEventsBefore(ctx context.Context, t time.Time) error
+}
+
+// Config configures a Service.
+type Config struct {
+	Store  Store        // required
+	Logger *slog.Logger // nil = discard
+	// Retention is how long events (and finished deliveries) are kept;
+	// default 7 days, E2B's.
+	Retention time.Duration
+	// Timeout bounds one delivery attempt; default 10 s.
+	Timeout time.Duration
+	// MaxAttempts a delivery gets before it is failed; default 10, the
+	// last about 13 minutes after the first with the default backoff.
+	MaxAttempts int
+	// Backoff is the wait after a first failed attempt, doubled after
+	// each further one up to MaxBackoff; defaults 1 s and 5 min.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+}
+
+// Service records events and serves the events and webhook APIs; its
+// dispatcher delivers. Create it with New, Start it, Close it.
+type Service struct {
+	cfg   Config
+	store Store
+	log   *slog.Logger
+	wake  chan struct{} // a new delivery is due; buffered, one slot
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns a Service; nothing is delivered before Start.
+func New(cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 10
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Minute
+	}
+	return &Service{cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "events"), wake: make(chan struct{}, 1)}
+}
+
+// Record stores ev, with a delivery to each enabled webhook of its team
+// that takes its type, and wakes the dispatcher. It is best effort for the
+// caller, whose change is made already: a failure is logged, not returned.
+func (s *Service) Record(ctx context.Context, ev sandbox.Event) {
+	ctx = context.WithoutCancel(ctx)
+	if ev.ID == "" {
+		ev.ID = uuid.NewString()
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	hooks, err := s.store.ListWebhooks(ctx, ev.TeamID)
+	if err != nil {
+		s.log.Error("cannot list webhooks; event kept without deliveries", "sandbox", ev.SandboxID, "type", ev.Type, "err", err)
+	}
+	var ds []Delivery
+	for _, w := range hooks {
+		if w.wants(ev.Type) {
+			ds = append(ds, Delivery{ID: uuid.NewString(), WebhookID: w.ID, EventID: ev.ID, SandboxID: ev.SandboxID,
+				Status: DeliveryPending, NextAttempt: ev.Time, CreatedAt: ev.Time})
+		}
+	}
+	if err := s.store.AddEvent(ctx, ev, ds); err != nil {
+		s.log.Error("cannot record sandbox event", "sandbox", ev.SandboxID, "type", ev.Type, "err", err)
+		return
+	}
+	if len(ds) > 0 {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Events returns the events q selects.
+func (s *Service) Events(ctx context.Context, q Query) ([]sandbox.Event, error) {
+	return s.store.Events(ctx, q)
+}
+
+// WebhookSpec is what a client sets on a webhook; nil fields are left as
+// they are by an update (and are required, or defaulted, by a create).
+type WebhookSpec struct {
+	Name    *string
+	URL     *string
+	Enabled *bool
+	Events  []sandbox.EventType // nil = unchanged (create: every type)
+	Secret  *string
+}
+
+// Limits of what a client may set on a webhook.
+const (
+	maxWebhookName   = 256
+	maxWebhookURL    = 2048
+	maxWebhookSecret = 1024
+	maxWebhooks      = 100 // per team
+)
+
+// CreateWebhook registers a webhook for team.
+func (s *Service) CreateWebhook(ctx context.Context, team string, spec WebhookSpec) (Webhook, error) {
+	if spec.URL == nil {
+		return Webhook{}, sandbox.Errorf(sandbox.KindInvalid, "url is required")
+	}
+	if spec.Secret == nil || *spec.Secret == "" {
+		return Webhook{}, sandbox.Errorf(sandbox.KindInvalid, "signatureSecret is required: deliveries are signed with it (e2b-signature)")
+	}
+	hooks, err := s.store.ListWebhooks(ctx, team)
+	if err != nil {
+		return Webhook{}, err
+	}
+	if len(hooks) >= maxWebhooks {
+		return Webhook{}, sandbox.Errorf(sandbox.KindInvalid, "a team has at most %d webhooks: delete one first", maxWebhooks)
+	}
+	now := time.Now().UTC()
+	w := Webhook{ID: uuid.NewString(), TeamID: team, Enabled: true, Events: sandbox.EventTypes, CreatedAt: now, UpdatedAt: now}
+	if err := apply(&w, spec); err != nil {
+		return Webhook{}, err
+	}
+	if w.Name == "" {
+		w.Name = w.ID
+	}
+	if err := s.store.PutWebhook(ctx, w); err != nil {
+		return Webhook{}, err
+	}
+	s.log.Info("webhook registered", "webhook", w.ID, "team", team)
+	return w, nil
+}
+
+// UpdateWebhook changes what spec sets on team's webhook id.
+func (s *Service) UpdateWebhook(ctx context.Context, team, id string, spec WebhookSpec) (Webhook, error) {
+	w, err := s.Webhook(ctx, team, id)
+	if err != nil {
+		return Webhook{}, err
+	}
+	if spec.Secret != nil && *spec.Secret == "" {
+		return Webhook{}, sandbox.Errorf(sandbox.KindInvalid, "signatureSecret cannot be empty")
+	}
+	if err := apply(&w, spec); err != nil {
+		return Webhook{}, err
+	}
+	w.UpdatedAt = time.Now().UTC()
+	if err := s.store.PutWebhook(ctx, w); err != nil {
+		return Webhook{}, err
+	}
+	return w, nil
+}
+
+// Webhook returns team's webhook id; another team's is KindNotFound.
+func (s *Service) Webhook(ctx context.Context, team, id string) (Webhook, error) {
+	w, err := s.store.GetWebhook(ctx, id)
+	if err != nil || w.TeamID != team {
+		if err == nil || sandbox.KindOf(err) == sandbox.KindNotFound {
+			return Webhook{}, sandbox.Errorf(sandbox.KindNotFound, "webhook '%s' not found", id)
+		}
+		return Webhook{}, err
+	}
+	return w, nil
+}
+
+// Webhooks returns team's webhooks, oldest first.
+func (s *Service) Webhooks(ctx context.Context, team string) ([]Webhook, error) {
+	return s.store.ListWebhooks(ctx, team)
+}
+
+// DeleteWebhook removes team's webhook id and its pending deliveries.
+func (s *Service) DeleteWebhook(ctx context.Context, team, id string) error {
+	if _, err := s.Webhook(ctx, team, id); err != nil {
+		return err
+	}
+	return s.store.DeleteWebhook(ctx, id)
+}
+
+// Deliveries returns the newest deliveries (at most limit) of team's
+// webhook id, newest first.
+func (s *Service) Deliveries(ctx context.Context, team, id string, limit int) ([]Delivery, error) {
+	if _, err := s.Webhook(ctx, team, id); err != nil {
+		return nil, err
+	}
+	return s.store.Deliveries(ctx, id, limit)
+}
+
+// apply checks spec and sets what it gives on w.
+func apply(w *Webhook, spec WebhookSpec) error {
+	if spec.Name != nil {
+		if len(*spec.Name) > maxWebhookName || strings.ContainsFunc(*spec.Name, isControl) {
+			return sandbox.Errorf(sandbox.KindInvalid, "name must be at most %d characters, without control characters", maxWebhookName)
+		}
+		w.Name = *spec.Name
+	}
+	if spec.URL != nil {
+		if err := checkURL(*spec.URL); err != nil {
+			return err
+		}
+		w.URL = *spec.URL
+	}
+	if spec.Enabled != nil {
+		w.Enabled = *spec.Enabled
+	}
+	if spec.Events != nil {
+		if len(spec.Events) == 0 {
+			return sandbox.Errorf(sandbox.KindInvalid, "events must name at least one event type (%s)", typeList())
+		}
+		var types []sandbox.EventType
+		for _, t := range spec.Events {
+			if !t.Valid() {
+				return sandbox.Errorf(sandbox.KindInvalid, "unknown event type '%s': want one of %s", t, typeList())
+			}
+			if !slices.Contains(types, t) {
+				types = append(types, t)
+			}
+		}
+		w.Events = types
+	}
+	if spec.Secret != nil {
+		if len(*spec.Secret) > maxWebhookSecret {
+			return sandbox.Errorf(sandbox.KindInvalid, "signatureSecret must be at most %d bytes", maxWebhookSecret)
+		}
+		w.Secret = *spec.Secret
+	}
+	return nil
+}
+
+// checkURL accepts an absolute http or https URL. Any host is allowed:
+// webhook targets are the operator's own (a self-hosted server often
+// posts to a private address).
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || len(raw) > maxWebhookURL || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || strings.ContainsFunc(raw, isControl) {
+		return sandbox.Errorf(sandbox.KindInvalid, "url must be an absolute http:// or https:// URL without credentials, at most %d characters", maxWebhookURL)
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+func typeList() string {
+	var s []string
+	for _, t := range sandbox.EventTypes {
+		s = append(s, string(t))
+	}
+	return strings.Join(s, ", ")
+}
