@@ -128,6 +128,7 @@ func (m *Main) followBuild(ctx context.Context, c *apiClient, tplID, buildID str
 			} `json:"logEntries"`
 			Reason *struct {
 				Message string `json:"message"`
+				Step    string `json:"step"`
 			} `json:"reason"`
 		}
 		q := fmt.Sprintf("/templates/%s/builds/%s/status?logsOffset=%d", tplID, buildID, offset)
@@ -143,6 +144,9 @@ func (m *Main) followBuild(ctx context.Context, c *apiClient, tplID, buildID str
 			fmt.Fprintln(m.Stdout, "Template ready.")
 			return nil
 		case st.Status == "error" && len(st.LogEntries) == 0:
+			if st.Reason != nil && st.Reason.Step != "" {
+				return fmt.Errorf("build failed at step %s: %s", st.Reason.Step, st.Reason.Message)
+			}
 			if st.Reason != nil {
 				return fmt.Errorf("build failed: %s", st.Reason.Message)
 			}

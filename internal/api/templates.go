@@ -183,10 +183,7 @@ func (s *server) fileUpload(w http.ResponseWriter, r *http.Request, team string)
 	if err != nil {
 		return err
 	}
-	out := fileUploadJSON{Present: present}
-	if !present {
-		out.URL = baseURL(r) + UploadPath + token
-	}
+	out := fileUploadJSON{Present: present, URL: baseURL(r) + UploadPath + token}
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }

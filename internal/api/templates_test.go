@@ -183,6 +183,13 @@ func TestTemplateEndpoints(t *testing.T) {
 	if !up.Present {
 		t.Errorf("files after upload: not present")
 	}
+	// Present files still get a URL, as on E2B: the SDK's forceUpload
+	// uploads them again.
+	if !strings.HasPrefix(up.URL, a.srv.URL+UploadPath) {
+		t.Errorf("present files: no upload URL: %+v", up)
+	} else if s := put(body, int64(len(body))); s != http.StatusOK {
+		t.Errorf("PUT again: %d", s)
+	}
 	wantError(t, "bad hash", a.do(t, "GET", "/templates/"+req.TemplateID+"/files/xyz", nil), http.StatusBadRequest)
 
 	spec := map[string]any{"fromImage": "warren/base", "startCmd": "serve", "readyCmd": "true", "steps": []map[string]any{

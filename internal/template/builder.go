@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -218,16 +219,17 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 	}
 	defer os.RemoveAll(dir)
 	copies := map[int]copySource{}
+	modes := map[string]int64{}
 	for i, s := range b.Spec.Steps {
 		if s.Type != "COPY" {
 			continue
 		}
-		label := strconv.Itoa(i + 1)
 		cs, err := r.prepareCopy(b.TeamID, dir, i, s)
 		if err != nil {
-			return built{}, &Reason{Message: fmt.Sprintf("step %s (COPY %s): %s", label, s.Args[0], sandbox.Message(err)), Step: label}
+			return built{}, &Reason{Message: copyFailed(sandbox.Message(err)), Step: strconv.Itoa(i + 1)}
 		}
 		copies[i] = cs
+		maps.Copy(modes, cs.Modes)
 	}
 	p := translate(base, b.Spec.Steps, copies, b.ID)
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(p.Dockerfile), 0o600); err != nil {
@@ -235,11 +237,12 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 	}
 	image := imageRef(t.ID, b.ID)
 	step := stepBase
+	instr := -1 // the instruction the engine is at
 	var lastLayer string
 	out := func(line string) {
 		if m := stepLine.FindStringSubmatch(line); m != nil {
 			if n, _ := strconv.Atoi(m[1]); n >= 1 && n <= len(p.StepOf) {
-				step = p.StepOf[n-1]
+				step, instr = p.StepOf[n-1], n-1
 			}
 		}
 		// The base steps' layers are the base image's or shared with
@@ -252,14 +255,18 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 		}
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeContext(pw, dir)) }()
+	go func() { pw.CloseWithError(writeContext(pw, dir, modes)) }()
 	err = r.cfg.Engine.Build(ctx, pr, image, b.Spec.Force, out)
 	pr.Close()
 	if err != nil {
 		failed := built{lastLayer: lastLayer}
 		var bf *BuildFailure
 		if errors.As(err, &bf) {
-			return failed, &Reason{Message: fmt.Sprintf("step %s failed: %s", step, bf.Message), Step: step}
+			msg := bf.Message
+			if instr >= 0 {
+				msg = p.Instrs[instr].failure(msg)
+			}
+			return failed, &Reason{Message: msg, Step: step}
 		}
 		r.log.Error("build error", logBuild, b.ID, "err", err)
 		return failed, &Reason{Message: "build failed: " + sandbox.Message(err), Step: step}
@@ -340,38 +347,6 @@ func imageBase(image string, agentArgs []string) baseState {
 	return baseState{Image: image, User: DefaultBuildUser, Workdir: DefaultBuildWorkdir, EnsureUser: true, AgentArgs: agentArgs}
 }
 
-// prepareCopy extracts a COPY step's upload into the context directory
-// s<i> and lists what its source pattern matches.
-func (r *Registry) prepareCopy(team, dir string, i int, s Step) (copySource, error) {
-	sub := fmt.Sprintf("s%d", i+1)
-	dest := filepath.Join(dir, sub)
-	if err := os.Mkdir(dest, 0o700); err != nil {
-		return copySource{}, err
-	}
-	f, err := r.uploads.open(team, s.FilesHash)
-	if err != nil {
-		return copySource{}, err
-	}
-	defer f.Close()
-	if err := Extract(f, dest); err != nil {
-		return copySource{}, err
-	}
-	src, _ := cleanRel(s.Args[0])
-	matches, err := filepath.Glob(filepath.Join(dest, filepath.FromSlash(src)))
-	if err != nil || len(matches) == 0 {
-		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "no uploaded file matches '%s'", s.Args[0])
-	}
-	cs := copySource{Dir: sub}
-	for _, m := range matches {
-		fi, err := os.Lstat(m)
-		if err != nil {
-			return copySource{}, err
-		}
-		cs.Matches = append(cs.Matches, copyMatched{Name: filepath.Base(m), IsDir: fi.IsDir()})
-	}
-	return cs, nil
-}
-
 var stepLine = regexp.MustCompile(`^Step (\d+)/(\d+) : `)
 
 // layerLine is the engine's line naming the layer a step made (or found
@@ -393,8 +368,9 @@ func logLine(line string) (string, bool) {
 }
 
 // writeContext writes dir as the build context tar, with fixed owners and
-// times so that the engine's cache sees only content and modes.
-func writeContext(w io.Writer, dir string) error {
+// times so that the engine's cache sees only content and modes, and with
+// the modes the COPY steps set (see contextMode).
+func writeContext(w io.Writer, dir string, modes map[string]int64) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -419,6 +395,9 @@ func writeContext(w io.Writer, dir string) error {
 			return err
 		}
 		h.Name = path.Clean(filepath.ToSlash(rel))
+		if m, ok := contextMode(modes, h.Name, link != ""); ok {
+			h.Mode = m & 0o7777
+		}
 		if fi.IsDir() {
 			h.Name += "/"
 		}

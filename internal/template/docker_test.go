@@ -1,6 +1,7 @@
 package template_test
 
 import (
+	"archive/tar"
 	"context"
 	"os/exec"
 	"strings"
@@ -148,8 +149,8 @@ func TestDockerBuildFailureNamesStep(t *testing.T) {
 	if b.Status != template.StatusError || b.Reason == nil || b.Reason.Step != "2" {
 		t.Fatalf("status %s reason %+v", b.Status, b.Reason)
 	}
-	if !strings.Contains(b.Reason.Message, "non-zero code: 3") {
-		t.Errorf("reason %q does not give the exit code", b.Reason.Message)
+	if want := "failed to run command 'echo about to fail; exit 3': exit status 3"; b.Reason.Message != want {
+		t.Errorf("reason %q, want %q", b.Reason.Message, want)
 	}
 	var sawOutput bool
 	for _, e := range logs {
@@ -183,5 +184,93 @@ func TestDockerBuildFailureNamesStep(t *testing.T) {
 	}
 	if err := exec.Command("docker", "image", "inspect", "warren/base").Run(); err != nil {
 		t.Errorf("warren/base went with the template: %v", err)
+	}
+}
+
+// TestDockerCopyAsE2B builds E2B's copy cases and checks the image: what
+// each file is, its owner, mode and link target.
+func TestDockerCopyAsE2B(t *testing.T) {
+	engine := dockerEngine(t)
+	reg, _, _ := newRegistry(t, engine, 2)
+	folder := folderUpload(t)
+	hello := archive(t, entry{name: "hello.txt", body: "hello"})
+	tree := archive(t,
+		entry{name: "src", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "src/a.ts", body: "a"},
+		entry{name: "src/lib", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "src/lib/b.ts", body: "b"},
+		entry{name: "src/lib/ln", typ: tar.TypeSymlink, link: "b.ts"},
+	)
+	txts := archive(t, entry{name: "a.txt", body: "a"}, entry{name: "b.txt", body: "b"})
+	step := func(src, dest, user, mode string, files []byte) template.Step {
+		return template.Step{Type: "COPY", Args: []string{src, dest, user, mode}, FilesHash: hashOf(files)}
+	}
+	spec := template.BuildSpec{FromImage: "warren/base", Steps: []template.Step{
+		step("folder/*", "folder", "", "", folder),
+		{Type: "RUN", Args: []string{"cat folder/test.txt folder/symlink.txt"}},
+		step("hello.txt", "/opt/greeting.txt", "", "", hello),
+		step("hello.txt", "/opt/in/", "root", "0600", hello),
+		step("src", "/opt/tree", "root", "0750", tree),
+		step("*.txt", "/opt/txt", "", "", txts),
+		step("src/**/*.ts", "/opt/ts/", "", "", tree),
+		step("folder/symlink2.txt", "/opt/links/abs.txt", "", "", folder),
+		step("folder/symlink3.txt", "/opt/links/", "", "", folder),
+		step("folder/symlink.txt", "/opt/links/rel.txt", "", "", folder),
+	}}
+	tpl, b, logs := build(t, reg, "copy-as-e2b", spec, folder, hello, tree, txts)
+	t.Cleanup(func() { reg.Delete(context.Background(), "team1", tpl.ID) })
+	if b.Status != template.StatusReady {
+		t.Fatalf("status %s, reason %+v, logs %+v", b.Status, b.Reason, logs)
+	}
+	got := dockerRun(t, b.Image, `cd /home/user && for f in folder folder/test.txt folder/symlink.txt folder/symlink2.txt folder/symlink3.txt \
+		/opt/greeting.txt /opt/in/hello.txt /opt/tree/a.ts /opt/tree/lib /opt/tree/lib/b.ts /opt/tree/lib/ln /opt/txt/a.txt /opt/txt/b.txt \
+		/opt/ts/a.ts /opt/ts/lib/b.ts /opt/links/abs.txt /opt/links/symlink3.txt /opt/links/rel.txt; do
+		if [ -L "$f" ]; then echo "$f -> $(readlink "$f") $(stat -c '%U' "$f")"; else stat -c '%n %F %U:%G %a' "$f"; fi; done`)
+	want := strings.Join([]string{
+		"folder directory user:user 755",
+		"folder/test.txt regular file user:user 644",
+		"folder/symlink.txt -> test.txt user",
+		"folder/symlink2.txt -> /tmp/python_sync_test_x/folder/test.txt user",
+		"folder/symlink3.txt -> 12345test.txt user",
+		"/opt/greeting.txt regular file user:user 644",
+		"/opt/in/hello.txt regular file root:root 600",
+		"/opt/tree/a.ts regular file root:root 750",
+		"/opt/tree/lib directory root:root 750",
+		"/opt/tree/lib/b.ts regular file root:root 750",
+		"/opt/tree/lib/ln -> b.ts root",
+		"/opt/txt/a.txt regular file user:user 644",
+		"/opt/txt/b.txt regular file user:user 644",
+		"/opt/ts/a.ts regular file user:user 644",
+		"/opt/ts/lib/b.ts regular file user:user 644",
+		"/opt/links/abs.txt -> /tmp/python_sync_test_x/folder/test.txt user",
+		"/opt/links/symlink3.txt -> 12345test.txt user",
+		"/opt/links/rel.txt -> test.txt user",
+	}, "\n")
+	if got != want {
+		t.Errorf("image:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestDockerFailureTexts checks the reasons of steps the engine fails, in
+// E2B's words.
+func TestDockerFailureTexts(t *testing.T) {
+	engine := dockerEngine(t)
+	reg, _, _ := newRegistry(t, engine, 2)
+	hello := archive(t, entry{name: "hello.txt", body: "hello"})
+	for _, tc := range []struct {
+		name  string
+		steps []template.Step
+		want  string
+	}{
+		{"run as nobody", []template.Step{{Type: "RUN", Args: []string{"true"}}, {Type: "RUN", Args: []string{"whoami", "root123"}}},
+			"failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'"},
+		{"copy to nobody", []template.Step{{Type: "RUN", Args: []string{"true"}}, {Type: "COPY", Args: []string{"hello.txt", "/tmp/", "root123", ""}, FilesHash: hashOf(hello)}},
+			"failed to move files in sandbox: chown: invalid user: 'root123:root123'"},
+	} {
+		tpl, b, _ := build(t, reg, "fails-"+strings.ReplaceAll(tc.name, " ", "-"), template.BuildSpec{FromImage: "warren/base", Steps: tc.steps}, hello)
+		reg.Delete(context.Background(), "team1", tpl.ID)
+		if b.Status != template.StatusError || b.Reason == nil || b.Reason.Message != tc.want || b.Reason.Step != "2" {
+			t.Errorf("%s: %s %+v, want step 2 failing with %q", tc.name, b.Status, b.Reason, tc.want)
+		}
 	}
 }

@@ -40,24 +40,15 @@ type baseState struct {
 	AgentArgs []string
 }
 
-// copySource is a COPY step's files as extracted into the build context.
-type copySource struct {
-	Dir     string        // the step's directory in the context, e.g. "s3"
-	Matches []copyMatched // what the step's source pattern matched
-}
-
-type copyMatched struct {
-	Name  string // base name of the match
-	IsDir bool
-}
-
 // plan is a generated Dockerfile and what the template ends up with.
 type plan struct {
 	Dockerfile string
 	// StepOf labels each Dockerfile instruction, in order, with the
 	// template step it belongs to, so that the engine's "Step N/M" lines
 	// map back to the SDK's steps.
-	StepOf  []string
+	StepOf []string
+	// Instrs says what each instruction does, to tell why one failed.
+	Instrs  []instr
 	User    string
 	Workdir string
 	Env     map[string]string
@@ -154,16 +145,19 @@ func validateSteps(steps []Step) error {
 func translate(base baseState, steps []Step, copies map[int]copySource, nonce string) plan {
 	var b strings.Builder
 	var stepOf []string
-	emit := func(step, format string, args ...any) {
+	var instrs []instr
+	emitAs := func(in instr, step, format string, args ...any) {
 		fmt.Fprintf(&b, format+"\n", args...)
 		stepOf = append(stepOf, step)
+		instrs = append(instrs, in)
 	}
+	emit := func(step, format string, args ...any) { emitAs(instr{}, step, format, args...) }
 	user, workdir := base.User, base.Workdir
 	env := maps.Clone(base.Env)
 	if env == nil {
 		env = map[string]string{}
 	}
-	emit(stepBase, "FROM %s", base.Image)
+	emitAs(instr{kind: "FROM", arg: base.Image}, stepBase, "FROM %s", base.Image)
 	// The Dockerfile's USER, unknown at first: the image may set one. The
 	// template's user may differ from it.
 	current := ""
@@ -194,19 +188,11 @@ func translate(base baseState, steps []Step, copies map[int]copySource, nonce st
 				u = s.Args[1]
 			}
 			setUser(label, u)
-			emit(label, "RUN %s", jsonArgs("/bin/sh", "-c", s.Args[0]))
+			emitAs(instr{kind: "RUN", arg: s.Args[0], user: u}, label, "RUN %s", jsonArgs("/bin/sh", "-c", s.Args[0]))
 		case "COPY":
 			cs := copies[i]
-			owner := user
-			if len(s.Args) > 2 && s.Args[2] != "" {
-				owner = s.Args[2]
-			}
-			dest := s.Args[1]
-			emit(label, "COPY --chown=%s %s", owner, jsonArgs(path.Join(cs.Dir, path.Clean(s.Args[0])), dest))
-			if len(s.Args) > 3 && s.Args[3] != "" {
-				setUser(label, "root")
-				emit(label, "RUN %s", jsonArgs("/bin/sh", "-c", chmodScript(s.Args[3], dest, workdir, cs.Matches)))
-			}
+			owner := copyOwner(s, user)
+			emitAs(instr{kind: "COPY", arg: owner}, label, "COPY --chown=%s %s", owner, jsonArgs(cs.From, cs.To))
 		case "ENV":
 			var kv []string
 			for j := 0; j < len(s.Args); j += 2 {
@@ -219,7 +205,7 @@ func translate(base baseState, steps []Step, copies map[int]copySource, nonce st
 			if path.IsAbs(s.Args[0]) {
 				workdir = path.Clean(s.Args[0])
 			}
-			emit(label, "WORKDIR %s", workdir)
+			emitAs(instr{kind: "WORKDIR", arg: workdir}, label, "WORKDIR %s", workdir)
 		case "USER":
 			user = s.Args[0]
 		}
@@ -227,7 +213,7 @@ func translate(base baseState, steps []Step, copies map[int]copySource, nonce st
 	// The sandbox's agent must start as root; the template's user is
 	// metadata the agent applies per process.
 	setUser(stepFinalize, "root")
-	return plan{Dockerfile: b.String(), StepOf: stepOf, User: user, Workdir: workdir, Env: env}
+	return plan{Dockerfile: b.String(), StepOf: stepOf, Instrs: instrs, User: user, Workdir: workdir, Env: env}
 }
 
 // needsShell reports whether any step runs a command or copies files as a
@@ -247,38 +233,6 @@ func ensureUserScript(user string) string {
 	name, _, _ := strings.Cut(user, ":")
 	q := shellQuote(name)
 	return fmt.Sprintf("id -u %[1]s >/dev/null 2>&1 || useradd -m -s /bin/bash %[1]s 2>/dev/null || useradd -m %[1]s 2>/dev/null || adduser -D %[1]s 2>/dev/null || true", q)
-}
-
-// chmodScript sets mode on what a COPY step created: each matched file,
-// or each matched directory recursively.
-func chmodScript(mode, dest, workdir string, matches []copyMatched) string {
-	if !path.IsAbs(dest) {
-		dest = path.Join(workdir, dest)
-	}
-	into := strings.HasSuffix(dest, "/") || len(matches) > 1
-	var files, dirs []string
-	for _, m := range matches {
-		target := path.Clean(dest)
-		if into && !m.IsDir {
-			target = path.Join(dest, m.Name)
-		}
-		if m.IsDir {
-			dirs = append(dirs, shellQuote(target))
-		} else {
-			files = append(files, shellQuote(target))
-		}
-	}
-	var cmds []string
-	if len(files) > 0 {
-		cmds = append(cmds, "chmod "+mode+" "+strings.Join(files, " "))
-	}
-	if len(dirs) > 0 {
-		cmds = append(cmds, "chmod -R "+mode+" "+strings.Join(dirs, " "))
-	}
-	if len(cmds) == 0 {
-		return "true"
-	}
-	return strings.Join(cmds, " && ")
 }
 
 // jsonArgs is a Dockerfile's JSON form of args, readable in the log:

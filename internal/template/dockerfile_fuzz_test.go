@@ -34,7 +34,7 @@ func FuzzTranslate(f *testing.F) {
 			return
 		}
 		base := baseState{Image: "warren/base", User: DefaultBuildUser, Workdir: DefaultBuildWorkdir, EnsureUser: true}
-		copies := map[int]copySource{0: {Dir: "s1", Matches: []copyMatched{{Name: "app"}}}}
+		copies := map[int]copySource{0: {From: "s1/app", To: b}}
 		p := translate(base, steps, copies, "nonce")
 		lines := strings.Split(strings.TrimSuffix(p.Dockerfile, "\n"), "\n")
 		if len(lines) != len(p.StepOf) {

@@ -34,10 +34,18 @@ func CheckArchive(r io.Reader) error {
 }
 
 // Extract unpacks a tar or tar.gz build context into dest, which must
-// exist. It refuses entries that would land outside dest: absolute paths,
-// "..", links pointing out of the archive, and special files. Everything is
-// written through an os.Root on dest, so even a link it failed to reject
-// cannot lead a write outside. On error dest may hold part of the archive.
+// exist. It refuses entries that would land outside dest (absolute paths,
+// "..", hard links to files not in the archive) and special files.
+//
+// Symbolic links are extracted as links, whatever they point to (an
+// absolute path, outside the archive, nothing): they are meant for the
+// image, where the engine copies them as links, and Extract never follows
+// one. An entry whose parent is a link is skipped, as is the link's target
+// on the host: the SDK lists the files of a linked directory after the
+// link, and the image gets the link. A later entry replaces an earlier
+// link instead of writing through it. Everything is written through an
+// os.Root on dest besides, which refuses to leave it. On error dest may
+// hold part of the archive.
 func Extract(r io.Reader, dest string) error {
 	root, err := os.OpenRoot(dest)
 	if err != nil {
@@ -45,6 +53,13 @@ func Extract(r io.Reader, dest string) error {
 	}
 	defer root.Close()
 	return walkArchive(r, func(h *tar.Header, name string, body io.Reader) error {
+		under, err := underLink(root, name)
+		if err != nil {
+			return archiveError("entry '%s': %v", h.Name, rootErr(err))
+		}
+		if under {
+			return nil
+		}
 		if dir := path.Dir(name); dir != "." {
 			if err := root.MkdirAll(dir, 0o755); err != nil {
 				return archiveError("entry '%s': %v", h.Name, rootErr(err))
@@ -53,6 +68,9 @@ func Extract(r io.Reader, dest string) error {
 		mode := fs.FileMode(h.Mode).Perm()
 		switch h.Typeflag {
 		case tar.TypeDir:
+			if fi, err := root.Lstat(name); err == nil && !fi.IsDir() {
+				root.Remove(name) // a directory replaces a file or link
+			}
 			if err := root.MkdirAll(name, 0o755); err != nil {
 				return archiveError("entry '%s': %v", h.Name, rootErr(err))
 			}
@@ -67,8 +85,16 @@ func Extract(r io.Reader, dest string) error {
 			return nil
 		case tar.TypeLink:
 			// A copy instead of a link: simpler, and the engine copies the
-			// content into the image either way.
-			src, err := root.Open(path.Clean(h.Linkname))
+			// content into the image either way. Only of a regular file:
+			// opening a link would follow it.
+			target := path.Clean(h.Linkname)
+			if fi, err := root.Lstat(target); err != nil || !fi.Mode().IsRegular() {
+				return archiveError("entry '%s': hard link to '%s', which is not an earlier file of the archive", h.Name, h.Linkname)
+			}
+			if under, err := underLink(root, target); err != nil || under {
+				return archiveError("entry '%s': hard link to '%s', which is not an earlier file of the archive", h.Name, h.Linkname)
+			}
+			src, err := root.Open(target)
 			if err != nil {
 				return archiveError("entry '%s': hard link to '%s', which is not an earlier file of the archive", h.Name, h.Linkname)
 			}
@@ -77,6 +103,29 @@ func Extract(r io.Reader, dest string) error {
 		}
 		return nil
 	})
+}
+
+// underLink reports whether a directory on the way to name is a symbolic
+// link (or not a directory at all, which MkdirAll then reports).
+func underLink(root *os.Root, name string) (bool, error) {
+	dir := path.Dir(name)
+	if dir == "." {
+		return false, nil
+	}
+	parts := strings.Split(dir, "/")
+	for i := range parts {
+		fi, err := root.Lstat(strings.Join(parts[:i+1], "/"))
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func writeFile(root *os.Root, name string, mode fs.FileMode, body io.Reader) error {
@@ -162,11 +211,9 @@ func checkEntry(h *tar.Header) (string, error) {
 	switch h.Typeflag {
 	case tar.TypeDir, tar.TypeReg:
 	case tar.TypeSymlink:
-		if h.Linkname == "" || path.IsAbs(h.Linkname) {
-			return "", archiveError("entry '%s': symlink to '%s' points outside the build context (copy it with resolveSymlinks, or make it relative)", h.Name, h.Linkname)
-		}
-		if _, err := cleanRel(path.Join(path.Dir(name), h.Linkname)); err != nil {
-			return "", archiveError("entry '%s': symlink to '%s' points outside the build context", h.Name, h.Linkname)
+		// Any target: the link is for the image, and never followed here.
+		if h.Linkname == "" || strings.ContainsRune(h.Linkname, 0) {
+			return "", archiveError("entry '%s': symlink with an empty or invalid target", h.Name)
 		}
 	case tar.TypeLink:
 		if _, err := cleanRel(h.Linkname); err != nil {

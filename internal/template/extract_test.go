@@ -23,8 +23,7 @@ func TestExtractRefusesHostileEntries(t *testing.T) {
 		{"dot-dot", []entry{{name: "../evil", body: "x"}}, "leaves the build context"},
 		{"nested dot-dot", []entry{{name: "a/../../evil", body: "x"}}, "leaves the build context"},
 		{"absolute", []entry{{name: "/etc/evil", body: "x"}}, "absolute path"},
-		{"absolute symlink", []entry{{name: "l", typ: tar.TypeSymlink, link: "/etc"}}, "points outside"},
-		{"escaping symlink", []entry{{name: "a/l", typ: tar.TypeSymlink, link: "../../x"}}, "points outside"},
+		{"symlink to nothing", []entry{{name: "l", typ: tar.TypeSymlink}}, "empty or invalid target"},
 		{"escaping hard link", []entry{{name: "h", typ: tar.TypeLink, link: "../x"}}, "points outside"},
 		{"device", []entry{{name: "dev", typ: tar.TypeChar}}, "unsupported type"},
 		{"fifo", []entry{{name: "p", typ: tar.TypeFifo}}, "unsupported type"},
@@ -77,6 +76,55 @@ func TestExtractNeverWritesThroughLinks(t *testing.T) {
 		entry{name: "d/d/d/x", body: "x"},
 	)), dest)
 	assertOnlyUnder(t, parent, dest)
+}
+
+// Links to anywhere are the image's (E2B's SDK uploads a folder's
+// absolute and dangling links as they are): extracted as links, never
+// followed. What the archive puts under a link is skipped, and a later
+// entry of the same name replaces the link.
+func TestExtractKeepsLinksToAnywhere(t *testing.T) {
+	parent := t.TempDir()
+	dest := filepath.Join(parent, "ctx")
+	os.Mkdir(dest, 0o700)
+	outside := filepath.Join(parent, "outside")
+	os.Mkdir(outside, 0o700)
+	os.WriteFile(filepath.Join(outside, "f"), []byte("host"), 0o600)
+	err := template.Extract(bytes.NewReader(archive(t,
+		entry{name: "folder/abs", typ: tar.TypeSymlink, link: outside},
+		entry{name: "folder/abs/x", body: "written through"},
+		entry{name: "folder/up", typ: tar.TypeSymlink, link: "../../outside"},
+		entry{name: "folder/up/y", body: "written through"},
+		entry{name: "folder/dangling", typ: tar.TypeSymlink, link: "12345test.txt"},
+		entry{name: "folder/f", typ: tar.TypeSymlink, link: filepath.Join(outside, "f")},
+		entry{name: "folder/f", body: "replaced"},
+		entry{name: "folder/d", typ: tar.TypeSymlink, link: outside},
+		entry{name: "folder/d", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "folder/d/z", body: "z"},
+		entry{name: "hard", typ: tar.TypeLink, link: "folder/abs"},
+	)), dest)
+	if err == nil || !strings.Contains(err.Error(), "hard link to 'folder/abs'") {
+		t.Errorf("hard link to a link: %v", err)
+	}
+	for name, want := range map[string]string{"folder/abs": outside, "folder/up": "../../outside", "folder/dangling": "12345test.txt"} {
+		if got, err := os.Readlink(filepath.Join(dest, name)); err != nil || got != want {
+			t.Errorf("%s: link to %q (%v), want %q", name, got, err, want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dest, "folder", "f")); err != nil || string(b) != "replaced" {
+		t.Errorf("folder/f: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dest, "folder", "d", "z")); err != nil || string(b) != "z" {
+		t.Errorf("folder/d/z: %q %v", b, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "f")); string(b) != "host" {
+		t.Errorf("the host file was written through a link: %q", b)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("files written outside: %v", ents)
+	}
+	if err := template.CheckArchive(bytes.NewReader(archive(t, entry{name: "l", typ: tar.TypeSymlink, link: "/etc"}))); err != nil {
+		t.Errorf("CheckArchive refuses an absolute link: %v", err)
+	}
 }
 
 // assertOnlyUnder fails if anything but dest exists in parent.

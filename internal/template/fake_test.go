@@ -25,6 +25,7 @@ type fakeEngine struct {
 	mu      sync.Mutex // guards the fields below
 	builds  int
 	context map[string][]byte // files of the last build context
+	headers map[string]*tar.Header
 	removed []string
 }
 
@@ -32,6 +33,7 @@ var exitRE = regexp.MustCompile(`exit (\d+)`)
 
 func (f *fakeEngine) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(string)) error {
 	files := map[string][]byte{}
+	headers := map[string]*tar.Header{}
 	tr := tar.NewReader(contextTar)
 	for {
 		h, err := tr.Next()
@@ -43,10 +45,12 @@ func (f *fakeEngine) Build(ctx context.Context, contextTar io.Reader, tag string
 		}
 		b, _ := io.ReadAll(tr)
 		files[h.Name] = b
+		headers[h.Name] = h
 	}
 	f.mu.Lock()
 	f.builds++
 	f.context = files
+	f.headers = headers
 	f.mu.Unlock()
 	if f.gate != nil {
 		select {

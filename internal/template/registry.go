@@ -289,8 +289,8 @@ func notFound(ref string) error {
 	return sandbox.Errorf(sandbox.KindNotFound, "template '%s' not found", ref)
 }
 
-// FileUpload says whether team's files with hash are already stored and,
-// when they are not, returns a token for uploading them with Upload.
+// FileUpload says whether team's files with hash are already stored, and
+// returns a token for uploading them with Upload (again, when they are).
 func (r *Registry) FileUpload(ctx context.Context, team, templateID, hash string) (present bool, token string, err error) {
 	if _, err := r.Template(ctx, team, templateID); err != nil {
 		return false, "", err
@@ -298,10 +298,9 @@ func (r *Registry) FileUpload(ctx context.Context, team, templateID, hash string
 	if err := checkHash(hash); err != nil {
 		return false, "", err
 	}
-	if r.uploads.present(team, hash) {
-		return true, "", nil
-	}
-	return false, r.uploads.issue(team, hash), nil
+	// A ticket even when present, as E2B gives: the SDK's forceUpload
+	// uploads the files again, replacing them.
+	return r.uploads.present(team, hash), r.uploads.issue(team, hash), nil
 }
 
 // Upload stores the body of an upload for a token FileUpload issued.

@@ -296,7 +296,7 @@ func TestFailureAndCancel(t *testing.T) {
 		got, logs, _ = reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "")
 		return got.Status.Done()
 	})
-	if got.Status != template.StatusError || got.Reason == nil || got.Reason.Step != "2" || !strings.Contains(got.Reason.Message, "non-zero code: 4") {
+	if got.Status != template.StatusError || got.Reason == nil || got.Reason.Step != "2" || got.Reason.Message != "failed to run command 'exit 4': exit status 4" {
 		t.Errorf("failed build: %s %+v", got.Status, got.Reason)
 	}
 	if _, errs, _ := reg.Status(ctx, "team1", tpl.ID, b.ID, 0, 0, "error"); len(errs) != 1 || len(logs) <= 1 {

@@ -4,7 +4,7 @@
 // warren/base image on its engine. Run with: node --test server/templates.test.mjs
 import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, writeFileSync, mkdirSync, chmodSync, rmSync } from 'node:fs'
+import { mkdtempSync, writeFileSync, mkdirSync, chmodSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -218,8 +218,7 @@ describe('templates', () => {
     const t = Template().fromImage('warren/base').runCmd(fine).runCmd('echo about-to-fail && exit 7').runCmd('echo never')
     await assert.rejects(Template.build(t, bad, { onBuildLogs: (e) => logs.push(e) }), (err) => {
       assert.ok(err instanceof BuildError, `${err}`)
-      assert.match(err.message, /step 2/)
-      assert.match(err.message, /non-zero code: 7/)
+      assert.equal(err.message, "failed to run command 'echo about-to-fail && exit 7': exit status 7")
       return true
     })
     const text = logs.map((e) => e.message).join('\n')
@@ -230,6 +229,69 @@ describe('templates', () => {
     assert.equal((await layersRunning(fine)).length, 1, 'no cache layer of the step that passed')
     assert.equal((await api(`/templates/${bad}`, { method: 'DELETE' })).status, 204)
     assert.deepEqual(await layersRunning(fine), [], 'the failed build left its layer behind')
+  })
+
+  // E2B's SDK tests (build.test.ts, test_build.py): a folder with a file and links relative,
+  // absolute and dangling, copied with a glob; and the other shapes of copy.
+  it('copies as E2B does: globs, several sources, links kept or resolved, forceUpload, owner and mode', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'warren-copy-'))
+    const folder = join(dir, 'folder')
+    mkdirSync(folder)
+    writeFileSync(join(folder, 'test.txt'), 'This is a test file.')
+    symlinkSync('test.txt', join(folder, 'symlink.txt'))
+    symlinkSync(join(folder, 'test.txt'), join(folder, 'symlink2.txt'))
+    symlinkSync('12345test.txt', join(folder, 'symlink3.txt'))
+    mkdirSync(join(dir, 'src', 'lib'), { recursive: true })
+    writeFileSync(join(dir, 'src', 'a.ts'), 'a')
+    writeFileSync(join(dir, 'src', 'lib', 'b.ts'), 'b')
+    writeFileSync(join(dir, 'src', 'lib', 'skip.js'), 'no')
+    writeFileSync(join(dir, 'one.txt'), '1')
+    writeFileSync(join(dir, 'two.txt'), '2')
+    const copyName = `e2e-copy-${uid()}`
+    created.push(copyName)
+    const t = () => Template({ fileContextPath: dir })
+      .fromBaseImage()
+      .copy('folder/*', 'folder', { forceUpload: true })
+      .runCmd('cat folder/test.txt folder/symlink.txt')
+      .copy('folder/symlink.txt', 'resolved.txt', { resolveSymlinks: true })
+      .copy('folder/symlink2.txt', '/opt/links/', {})
+      .copy(['one.txt', 'two.txt'], '/opt/many/')
+      .copy('src/**/*.ts', '/opt/ts/')
+      .copy('one.txt', '/opt/one-root.txt', { user: 'root', mode: 0o600 })
+      .copy('src', '/opt/src', { mode: 0o750 })
+    try {
+      for (let i = 0; i < 2; i++) {
+        const logs = []
+        await Template.build(t(), copyName, { onBuildLogs: (e) => logs.push(e.message) })
+        assert.ok(logs.includes("Uploaded 'folder/*'"), `forceUpload did not upload (build ${i + 1}): ${logs.join('\n')}`)
+      }
+      const sbx = await Sandbox.create(copyName)
+      sandboxes.push(sbx)
+      const out = async (cmd) => (await sbx.commands.run(cmd, { cwd: '/home/user' })).stdout.trim()
+      assert.equal(await out('for f in folder/*; do if [ -L $f ]; then echo "$f -> $(readlink $f)"; else echo "$f $(stat -c "%F %U %a" $f)"; fi; done'), [
+        `folder/symlink.txt -> test.txt`,
+        `folder/symlink2.txt -> ${join(folder, 'test.txt')}`,
+        `folder/symlink3.txt -> 12345test.txt`,
+        `folder/test.txt regular file user 644`,
+      ].join('\n'))
+      assert.equal(await out('stat -c "%F %U" folder resolved.txt && cat resolved.txt'), 'directory user\nregular file user\nThis is a test file.')
+      assert.equal(await out('readlink /opt/links/symlink2.txt'), join(folder, 'test.txt'))
+      assert.equal(await out('cat /opt/many/one.txt /opt/many/two.txt'), '12')
+      assert.equal(await out('cd /opt/ts && find . -type f | sort'), './a.ts\n./lib/b.ts')
+      assert.equal(await out('stat -c "%U:%G %a" /opt/one-root.txt /opt/src/a.ts /opt/src/lib /opt/src/lib/b.ts'), 'root:root 600\nuser:user 750\nuser:user 750\nuser:user 750')
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("says why a step failed in E2B's words", async () => {
+    const bad = `e2e-nouser-${uid()}`
+    created.push(bad)
+    await assert.rejects(Template.build(Template().fromBaseImage().runCmd('whoami', { user: 'root123' }), bad), (err) => {
+      assert.ok(err instanceof BuildError, `${err}`)
+      assert.match(err.message, /failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'/)
+      return true
+    })
   })
 
   it('refuses bad input with clear messages', async () => {

@@ -1,0 +1,71 @@
+package template
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// A failed build's reason says why in the words of E2B's template
+// builder, which the SDK shows as the BuildError's message (and its tests
+// match): the step is the reason's Step, not part of the message.
+
+// instr is what one Dockerfile instruction does for its template step.
+type instr struct {
+	kind string // FROM, RUN, COPY or WORKDIR; "" for Warren's own
+	arg  string // FROM: the image; RUN: the step's command; COPY: the owner; WORKDIR: the path
+	user string // RUN: who runs it
+}
+
+var (
+	exitCodeRE    = regexp.MustCompile(`returned a non-zero code: (\d+)`)
+	unknownUserRE = regexp.MustCompile(`unable to find (user|group) `)
+	chownRE       = regexp.MustCompile(`can't find (uid|gid) for (user|group)`)
+)
+
+// failure turns the engine's message for a failed instruction into E2B's.
+func (in instr) failure(msg string) string {
+	switch in.kind {
+	case "FROM":
+		return pullFailed(in.arg, msg)
+	case "RUN":
+		if unknownUserRE.MatchString(msg) {
+			return fmt.Sprintf("failed to run command '%s': command failed: unauthenticated: invalid username: '%s'", in.arg, in.user)
+		}
+		if m := exitCodeRE.FindStringSubmatch(msg); m != nil {
+			return fmt.Sprintf("failed to run command '%s': exit status %s", in.arg, m[1])
+		}
+		return fmt.Sprintf("failed to run command '%s': %s", in.arg, msg)
+	case "COPY":
+		if m := chownRE.FindStringSubmatch(msg); m != nil {
+			what := "user"
+			if m[1] == "gid" {
+				what = "group"
+			}
+			return copyFailed(fmt.Sprintf("chown: invalid %s: '%s'", what, in.arg))
+		}
+		return copyFailed(strings.TrimPrefix(msg, "COPY failed: "))
+	case "WORKDIR":
+		return "failed to create workdir: " + msg
+	}
+	return msg
+}
+
+// copyFailed is E2B's message for a COPY step that failed because of why.
+func copyFailed(why string) string {
+	return "failed to move files in sandbox: " + why
+}
+
+// pullFailed is E2B's message for a base image the engine could not get.
+func pullFailed(image, msg string) string {
+	l := strings.ToLower(msg)
+	switch {
+	case strings.Contains(l, "manifest unknown") || strings.Contains(l, "not found: manifest"):
+		return fmt.Sprintf("image '%s' not found: the image or tag does not exist in the registry", image)
+	case strings.Contains(l, "repository does not exist"):
+		return fmt.Sprintf("repository '%s' not found: verify the image name is correct", image)
+	case strings.Contains(l, "unauthorized") || strings.Contains(l, "authentication required"):
+		return fmt.Sprintf("access denied to '%s': authentication required or insufficient permissions", image)
+	}
+	return fmt.Sprintf("failed to pull image '%s': unable to retrieve image from registry: %s", image, msg)
+}
