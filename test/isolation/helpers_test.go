@@ -53,6 +53,9 @@ type env struct {
 	bridge  string
 	gateway netip.Addr
 	probe   string // host path of the probe binary
+	image   string // the sandboxes' image
+	// buildNet is the template builds' network, which the firewall covers.
+	buildNet string
 
 	mu        sync.Mutex // guards sandboxes
 	sandboxes []struct{ team, id string }
@@ -112,7 +115,13 @@ func newEnv(t *testing.T) *env {
 	}
 	e.gateway = net.Network.IPAM.Config[0].Gateway
 
-	e.fw, err = firewall.New(ctx, firewall.Config{Bridge: e.bridge})
+	var buildBridge string
+	e.buildNet, buildBridge, err = e.rt.EnsureBuildNetwork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.NetworkRemove(context.Background(), e.buildNet, client.NetworkRemoveOptions{}) })
+	e.fw, err = firewall.New(ctx, firewall.Config{Bridge: e.bridge, BuildBridge: buildBridge})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,9 +132,9 @@ func newEnv(t *testing.T) *env {
 		e.fw.Close()
 	})
 
-	image := "warren/base"
-	if ok, _ := e.rt.ImageExists(ctx, image); !ok {
-		image = importImage(t, cli)
+	e.image = "warren/base"
+	if ok, _ := e.rt.ImageExists(ctx, e.image); !ok {
+		e.image = importImage(t, cli)
 	}
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "warren.db"))
 	if err != nil {
@@ -134,7 +143,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { st.Close() })
 	e.m, err = lifecycle.New(lifecycle.Config{
 		Runtime: e.rt, Agent: healthAgent{}, Store: st, Firewall: e.fw, SandboxRuntime: tg.runtime,
-		BaseImage: image, CPUCount: 1, MemoryMB: testMemoryMB, PidsLimit: testPids,
+		BaseImage: e.image, CPUCount: 1, MemoryMB: testMemoryMB, PidsLimit: testPids,
 		ReconcileInterval: time.Hour, // the tests reconcile when they mean to
 	})
 	if err != nil {
