@@ -12,7 +12,10 @@
 // the connection's destination for that name, it connects to that
 // destination and relays; otherwise it closes the connection. So a name
 // opens only the addresses the resolver gave for it, and a sandbox cannot
-// reach any other address by claiming an allowed name. Protocols that are
+// reach any other address by claiming an allowed name. No name opens an
+// address on the sandbox network (or another of the server's, such as the
+// template builds'): sandboxes reach each other only where the firewall
+// lets them, by address. Protocols that are
 // neither TLS nor HTTP cannot be allowed by name: allow their addresses.
 //
 // It owns its listeners (on the sandbox bridge's host address, at ports
