@@ -19,9 +19,11 @@ import (
 	"github.com/warrenhq/warren/internal/template"
 )
 
-// KeyLookup finds a stored API key by its hash; the store implements it.
+// KeyLookup finds a stored API key by its hash, and teams; the store
+// implements it.
 type KeyLookup interface {
 	APIKeyByHash(ctx context.Context, hash string) (sandbox.APIKey, error)
+	GetTeam(ctx context.Context, id string) (sandbox.Team, error)
 }
 
 // Config configures the API handler.
@@ -98,6 +100,7 @@ func New(cfg Config) http.Handler {
 	}
 	s.registerTemplates(mux)
 	s.registerEvents(mux)
+	s.registerTeams(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,4 +138,35 @@ func TestWebhooksAPI(t *testing.T) {
 		t.Errorf("delete: %d %s", r.status, r.body)
 	}
 	wantError(t, "deleted", a.do(t, "GET", p, nil), 404)
+}
+
+func TestTeamsAPI(t *testing.T) {
+	a := newAPI(t)
+	r := a.do(t, "GET", "/teams", nil)
+	var teams []teamJSON
+	r.decode(t, &teams)
+	if r.status != http.StatusOK || len(teams) != 1 || teams[0].TeamID == "" || !teams[0].IsDefault {
+		t.Fatalf("teams: %d %s", r.status, r.body)
+	}
+	team := teams[0].TeamID
+	a.create(t, map[string]any{"templateID": "base"})
+	a.create(t, map[string]any{"templateID": "base"})
+	now := time.Now().Unix()
+	q := func(path string) string { return path + "?start=" + strconv.FormatInt(now-60, 10) + "&end=" + strconv.FormatInt(now+5, 10) }
+	r = a.do(t, "GET", q("/teams/"+team+"/metrics"), nil)
+	var ms []teamMetricJSON
+	r.decode(t, &ms)
+	if r.status != http.StatusOK || len(ms) == 0 || ms[len(ms)-1].ConcurrentSandboxes != 2 {
+		t.Fatalf("metrics: %d %s", r.status, r.body)
+	}
+	r = a.do(t, "GET", q("/teams/"+team+"/metrics/max")+"&metric=concurrent_sandboxes", nil)
+	var mx maxTeamMetricJSON
+	r.decode(t, &mx)
+	if r.status != http.StatusOK || mx.Value != 2 || mx.TimestampUnix == 0 {
+		t.Errorf("max: %d %s", r.status, r.body)
+	}
+	wantError(t, "another team's metrics", a.doKey(t, a.otherKey, "GET", "/teams/"+team+"/metrics", nil), http.StatusForbidden)
+	wantError(t, "no metric", a.do(t, "GET", "/teams/"+team+"/metrics/max", nil), http.StatusBadRequest)
+	wantError(t, "end before start", a.do(t, "GET", "/teams/"+team+"/metrics?start=100&end=50", nil), http.StatusBadRequest)
+	wantError(t, "bad start", a.do(t, "GET", "/teams/"+team+"/metrics?start=soon", nil), http.StatusBadRequest)
 }

@@ -54,6 +54,10 @@ func (noKeys) APIKeyByHash(context.Context, string) (sandbox.APIKey, error) {
 	return sandbox.APIKey{}, sandbox.Errorf(sandbox.KindNotFound, "no such key")
 }
 
+func (noKeys) GetTeam(context.Context, string) (sandbox.Team, error) {
+	return sandbox.Team{}, sandbox.Errorf(sandbox.KindNotFound, "no such team")
+}
+
 // TestAPIKeyShape: keys are e2b_ and lowercase hex of any length, what
 // SDK 2.30-2.45 accept; an uppercase key is refused before any lookup.
 func TestAPIKeyShape(t *testing.T) {

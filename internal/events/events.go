@@ -73,7 +73,8 @@ type Query struct {
 	SandboxID string // "" = every sandbox of the team
 	Offset    int
 	Limit     int
-	Ascending bool // oldest first; default newest first
+	Ascending bool      // oldest first; default newest first
+	Before    time.Time // only events before it; zero = all
 }
 
 // Store keeps events, webhooks and deliveries. Missing records are

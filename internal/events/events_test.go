@@ -313,3 +313,45 @@ func TestWebhookValidation(t *testing.T) {
 		t.Errorf("empty secret on update: %v", err)
 	}
 }
+
+// Team metrics count from the events: the most sandboxes running at once
+// in each step (paused ones are not running), and creates per second.
+func TestTeamMetrics(t *testing.T) {
+	db := openStore(t, ":memory:")
+	s := events.New(events.Config{Store: db})
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(sec int, id string, typ sandbox.EventType) {
+		ev := event("team1", id, typ)
+		ev.Time = t0.Add(time.Duration(sec) * time.Second)
+		s.Record(ctx, ev)
+	}
+	at(-100, "old", sandbox.EventCreated) // before the range: still running in it
+	at(1, "a", sandbox.EventCreated)
+	at(2, "b", sandbox.EventCreated)
+	at(3, "b", sandbox.EventPaused)
+	at(6, "c", sandbox.EventCreated)
+	at(7, "a", sandbox.EventKilled)
+	at(11, "b", sandbox.EventResumed)
+	s.Record(ctx, sandbox.Event{Type: sandbox.EventCreated, SandboxID: "x", TeamID: "team2", Time: t0.Add(time.Second)})
+
+	ms, err := s.TeamMetrics(ctx, "team1", t0, t0.Add(15*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type point struct {
+		sec, concurrent int
+		rate            float64
+	}
+	var got []point
+	for _, m := range ms {
+		got = append(got, point{int(m.Time.Sub(t0).Seconds()), m.Concurrent, m.StartRate})
+	}
+	want := []point{{0, 3, 0.4}, {5, 3, 0.2}, {10, 3, 0}}
+	if !slices.Equal(got, want) {
+		t.Errorf("metrics %v, want %v", got, want)
+	}
+	if _, err := s.TeamMetrics(ctx, "team1", t0, t0); sandbox.KindOf(err) != sandbox.KindInvalid {
+		t.Errorf("empty range: %v", err)
+	}
+}

@@ -58,6 +58,9 @@ func (s *DB) Events(ctx context.Context, q events.Query) ([]sandbox.Event, error
 	if q.SandboxID != "" {
 		where, args = where+` AND sandbox_id = ?`, append(args, q.SandboxID)
 	}
+	if !q.Before.IsZero() {
+		where, args = where+` AND ts < ?`, append(args, unixNano(q.Before))
+	}
 	limit := q.Limit
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
