@@ -152,7 +152,9 @@ func TestTeamsAPI(t *testing.T) {
 	a.create(t, map[string]any{"templateID": "base"})
 	a.create(t, map[string]any{"templateID": "base"})
 	now := time.Now().Unix()
-	q := func(path string) string { return path + "?start=" + strconv.FormatInt(now-60, 10) + "&end=" + strconv.FormatInt(now+5, 10) }
+	q := func(path string) string {
+		return path + "?start=" + strconv.FormatInt(now-60, 10) + "&end=" + strconv.FormatInt(now+5, 10)
+	}
 	r = a.do(t, "GET", q("/teams/"+team+"/metrics"), nil)
 	var ms []teamMetricJSON
 	r.decode(t, &ms)
