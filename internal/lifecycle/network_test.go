@@ -13,11 +13,12 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// fakeFirewall records which sandboxes have rules and with which
-// settings.
+// fakeFirewall records which sandboxes have rules, with which settings
+// and for which team.
 type fakeFirewall struct {
-	mu       sync.Mutex // guards rules and restores
+	mu       sync.Mutex // guards rules, teams and restores
 	rules    map[string]sandbox.Network
+	teams    map[string]string
 	restores int
 }
 
@@ -25,6 +26,10 @@ func (f *fakeFirewall) Apply(_ context.Context, id string, e sandbox.Egress) err
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rules[id] = e.Network
+	if f.teams == nil {
+		f.teams = map[string]string{}
+	}
+	f.teams[id] = e.TeamID
 	return nil
 }
 
@@ -76,6 +81,9 @@ func TestEgressFollowsContainer(t *testing.T) {
 	want("after create", sb.ID)
 	if diff := cmp.Diff(deny, fw.rules[sb.ID]); diff != "" {
 		t.Errorf("rules (-want +got):\n%s", diff)
+	}
+	if fw.teams[sb.ID] != team {
+		t.Errorf("rules applied for team %q, want %q: the firewall opens neighbours by team", fw.teams[sb.ID], team)
 	}
 
 	closed := sandbox.Network{AllowInternetAccess: false, AllowOut: []string{"192.168.0.1"}}
