@@ -340,3 +340,33 @@ func TestNeighbours(t *testing.T) {
 		})
 	}
 }
+
+// TestBridgeFiltered: the firewall refuses to run where iptables would not
+// see the packets between two ports of the bridge, saying how to fix it.
+func TestBridgeFiltered(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, content string
+		ok            bool
+	}{
+		{"on", "1\n", true},
+		{"off", "0\n", false},
+		{"missing", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := dir + "/" + tt.name
+			if tt.content != "" {
+				if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := bridgeFiltered(path)
+			if tt.ok != (err == nil) {
+				t.Fatalf("bridgeFiltered = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "sysctl -w net.bridge.bridge-nf-call-iptables=1") {
+				t.Errorf("the error does not say what to do: %v", err)
+			}
+		})
+	}
+}

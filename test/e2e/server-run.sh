@@ -45,9 +45,10 @@ WARREN_E2E_RUN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-run-XXXXXX")"
 export WARREN_E2E_RUN_ID WARREN_E2E_RUN_DIR
 
 # Backstop for a test process that died without cleaning up: kill the servers it started (their
-# PIDs are in the run dir) and remove the containers labelled with their names.
+# PIDs are in the run dir), remove the containers labelled with their names and the network
+# namespaces of its outside hosts (outside.mjs).
 cleanup() {
-  local rc=$? f pid name dir ids
+  local rc=$? f pid name dir ids ns
   for f in "$WARREN_E2E_RUN_DIR"/*.pid; do
     [ -e "$f" ] || continue
     pid="$(cat "$f")"
@@ -66,6 +67,11 @@ cleanup() {
     fi
     dir="$(cat "${f%.label}.dir" 2>/dev/null || true)"
     if [ -n "$dir" ] && [ "${WARREN_E2E_KEEP:-}" != 1 ]; then rm -rf "$dir"; fi
+  done
+  for ns in $(ip netns list 2>/dev/null | awk -v p="warren-e2e-$WARREN_E2E_RUN_ID-out-" 'index($1, p) == 1 {print $1}'); do
+    say "removing leftover network namespace $ns"
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
   done
   rm -rf "$WARREN_E2E_RUN_DIR"
   exit "$rc"

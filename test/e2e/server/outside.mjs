@@ -7,6 +7,7 @@
 import { spawn, execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { promisify } from 'node:util'
+import { RUN_ID } from './harness.mjs'
 
 const run = promisify(execFile)
 
@@ -16,18 +17,18 @@ const run = promisify(execFile)
  */
 export async function outsideHost(count = 1) {
   const id = randomBytes(3).toString('hex')
-  const ns = `wout-${id}`
+  const ns = `warren-e2e-${RUN_ID}-out-${id}` // server-run.sh removes what a killed test leaves
   const [hostIf, nsIf] = [`wo${id}h`, `wo${id}n`]
   const [a, b] = randomBytes(2)
   const base = `198.${18 + (a & 1)}.${b}`
   const gateway = `${base}.1`
   const ips = Array.from({ length: count }, (_, i) => `${base}.${i + 2}`)
   const ip = (...args) => run('ip', args)
+  let server
   const close = async () => {
     server?.kill('SIGKILL')
     await ip('netns', 'del', ns).catch(() => {}) // takes the veth pair with it
   }
-  let server
   try {
     await ip('netns', 'add', ns)
     await ip('link', 'add', hostIf, 'type', 'veth', 'peer', 'name', nsIf, 'netns', ns)
