@@ -331,6 +331,7 @@ func TestNeighbours(t *testing.T) {
 		{"build to the internet", packet{"warren0-build", "eth0", "172.31.0.2", "192.0.2.80", 80}, true},
 		{"build to another build", packet{"warren0-build", "warren0-build", "172.31.0.2", "172.31.0.3", 80}, false},
 		{"build to a sandbox", packet{"warren0-build", "warren0", "172.31.0.2", "172.30.0.2", 3000}, false},
+		{"build claiming a named sandbox's address", packet{"warren0-build", "warren0", "172.30.0.3", "172.30.0.2", 3000}, false},
 		{"build to cloud metadata", packet{"warren0-build", "eth0", "172.31.0.2", "169.254.169.254", 80}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

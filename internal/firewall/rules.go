@@ -129,7 +129,9 @@ func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress, ports egr
 // the other's address itself (sandbox.Network.NamesHost). Every other
 // packet from one of this server's sandboxes to the bridge, and every
 // packet from the bridge (another server's sandbox, a container that is
-// no sandbox) to one of them, is refused. Each server only judges its own
+// no sandbox) to one of them, is refused. A named pair is opened only for
+// packets that come from the sandbox bridge, so that a build step (which
+// may forge addresses: it has NET_RAW) cannot claim a sandbox's. Each server only judges its own
 // sandboxes' addresses, so servers sharing the bridge do not refuse each
 // other's named pairs.
 func (c chains) neighbourRules(add func(chain string, args ...string), rules map[string]sandbox.Egress) {
@@ -154,7 +156,7 @@ func (c chains) neighbourRules(add func(chain string, args ...string), rules map
 			if !ok || to == id || rules[to].TeamID != e.TeamID {
 				continue
 			}
-			add(c.forward, "-s", e.IP.String()+"/32", "-d", p.String(), "-o", c.bridge, "-m comment --comment",
+			add(c.forward, "-i", c.bridge, "-s", e.IP.String()+"/32", "-d", p.String(), "-o", c.bridge, "-m comment --comment",
 				c.quoted("sandbox="+id+" reaches sandbox="+to+" (same team, named in allowOut)"), "-j RETURN")
 		}
 	}
