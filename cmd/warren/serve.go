@@ -22,6 +22,7 @@ import (
 	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/firewall"
+	"github.com/warrenhq/warren/internal/httpguard"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/runtime/docker"
@@ -64,7 +65,13 @@ type serveConfig struct {
 	EventsRetention time.Duration
 	// WebhookTimeout bounds one webhook delivery attempt.
 	WebhookTimeout time.Duration
-	Lifecycle      lifecycle.Config
+	// IdleTimeout closes a client's keep-alive connection idle this long
+	// between requests; negative = never.
+	IdleTimeout time.Duration
+	// Conns caps each client's connections and paces request bodies, on
+	// the HTTP and the HTTPS port alike.
+	Conns     httpguard.Config
+	Lifecycle lifecycle.Config
 }
 
 // serveDeps are the engine-facing parts, swapped for fakes in tests.
@@ -266,13 +273,13 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
+	conns := cfg.Conns
+	conns.Logger = log
+	guard := httpguard.New(conns)
+	ln = guard.Listen(ln)
+	srv := newHTTPServer(cfg, guard, handler, log)
 	addr := ln.Addr().String()
-	sdk, err := listenSDK(ctx, cfg, handler, log)
+	sdk, err := listenSDK(ctx, cfg, guard, handler, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -300,6 +307,22 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		return err
 	}
 	return nil
+}
+
+// newHTTPServer returns the server of a client-facing port. Slow headers
+// (ReadHeaderTimeout), idle keep-alive connections (IdleTimeout), slow
+// bodies and too many connections from one client (guard) are cut; a
+// response is never timed, so a process's output, a watch or an upgraded
+// connection may stay silent as long as it needs.
+func newHTTPServer(cfg serveConfig, guard *httpguard.Guard, h http.Handler, log *slog.Logger) *http.Server {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	guard.Configure(srv)
+	return srv
 }
 
 // printHello tells the operator how to point an SDK at this server.
@@ -499,7 +522,14 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Duration(&l.KilledRetention, "killed-retention", d.KilledRetention, "keep records and logs of killed sandboxes this long")
 	e.Duration(&l.MetricsInterval, "metrics-interval", d.MetricsInterval, "how often running sandboxes' metrics are sampled")
 	e.Int(&l.MetricsHistory, "metrics-history", d.MetricsHistory, "newest metric samples kept per sandbox at full resolution; older ones are kept one a minute, beyond a day one per 10 minutes")
-	e.Duration(&l.ReconcileInterval, "reconcile-interval", d.ReconcileInterval, "how often the engine is checked against the store")
+	e.Duration(&l.ReconcileInterval, "reconcile-interval", d.ReconcileInterval, "how often the engine is checked against the store (besides its events, which are followed as they come)")
+	e.Duration(&cfg.IdleTimeout, "idle-timeout", 60*time.Second, "close a client's keep-alive connection after this long without a request; a response in progress, however silent, is not idle (negative: never)")
+	e.Duration(&cfg.Conns.BodyTimeout, "body-timeout", 30*time.Second, "cut a request body, answering 408, when --body-min-bytes of it take longer than this to arrive; "+
+		"time the server is slow to take it does not count, and a body sent at a real pace passes however big (negative: no minimum pace)")
+	var bodyMinBytes int
+	e.Int(&bodyMinBytes, "body-min-bytes", 16<<10, "bytes of a request body that must arrive within each --body-timeout")
+	e.Int(&cfg.Conns.MaxConnsPerClient, "max-conns-per-client", 1024, "connections one client address (an IPv6 /64) may hold open at once; beyond, a connection is answered 429 and closed. "+
+		"The SDK opens one per request in flight and per open stream; clients behind one proxy or NAT share an address (negative: no cap)")
 	if err := parseFlags(fs, args); err != nil {
 		return serveConfig{}, err
 	}
@@ -529,6 +559,16 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	if cfg.ProxyDialTimeout <= 0 {
 		return serveConfig{}, usageError{"--proxy-dial-timeout must be positive"}
 	}
+	for name, v := range map[string]int64{"idle-timeout": int64(cfg.IdleTimeout), "body-timeout": int64(cfg.Conns.BodyTimeout),
+		"max-conns-per-client": int64(cfg.Conns.MaxConnsPerClient)} {
+		if v == 0 {
+			return serveConfig{}, usageError{fmt.Sprintf("--%s must not be 0: give a positive value, or a negative one for never (no limit)", name)}
+		}
+	}
+	if bodyMinBytes <= 0 {
+		return serveConfig{}, usageError{"--body-min-bytes must be positive"}
+	}
+	cfg.Conns.BodyMinBytes = int64(bodyMinBytes)
 	cfg.APIKey = m.Getenv("WARREN_API_KEY")
 	if cfg.APIKey != "" && !sandbox.ValidAPIKey(cfg.APIKey) {
 		return serveConfig{}, usageError{"WARREN_API_KEY must be e2b_ followed by lowercase hex digits (make one with: warren keys create)"}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpguard"
 	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/tlsca"
 )
@@ -32,8 +33,10 @@ type sdkListeners struct {
 }
 
 // listenSDK binds --tls-addr and --dns-addr when set and starts serving
-// on them; Close stops both.
-func listenSDK(ctx context.Context, cfg serveConfig, h http.Handler, log *slog.Logger) (*sdkListeners, error) {
+// on them, HTTPS with the same limits as the HTTP port (newHTTPServer)
+// and its connections counted with the HTTP port's by guard; Close stops
+// both.
+func listenSDK(ctx context.Context, cfg serveConfig, guard *httpguard.Guard, h http.Handler, log *slog.Logger) (*sdkListeners, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &sdkListeners{cancel: cancel}
 	if cfg.TLSAddr != "" {
@@ -48,12 +51,9 @@ func listenSDK(ctx context.Context, cfg serveConfig, h http.Handler, log *slog.L
 			return nil, fmt.Errorf("--tls-addr: %w", err)
 		}
 		l.tlsAddr, l.caFile = ln.Addr().String(), files.CACert
-		l.srv = &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		}
+		ln = guard.Listen(ln) // beneath TLS: the guard's deadlines bound handshakes too
+		l.srv = newHTTPServer(cfg, guard, h, log)
+		l.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		l.wg.Go(func() {
 			if err := l.srv.ServeTLS(ln, "", ""); !errors.Is(err, http.ErrServerClosed) {
 				log.Error("https listener stopped", "err", err)

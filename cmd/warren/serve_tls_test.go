@@ -13,12 +13,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/internal/httpguard"
 )
 
 func TestListenSDK(t *testing.T) {
 	cfg := serveConfig{TLSAddr: "127.0.0.1:0", DNSAddr: "127.0.0.1:0", Domain: "warren.test", StateDir: t.TempDir()}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "host="+r.Host) })
-	l, err := listenSDK(t.Context(), cfg, h, slog.New(slog.DiscardHandler))
+	l, err := listenSDK(t.Context(), cfg, httpguard.New(httpguard.Config{}), h, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestListenSDK(t *testing.T) {
 
 func TestListenSDKNeedsTwoLabels(t *testing.T) {
 	cfg := serveConfig{TLSAddr: "127.0.0.1:0", Domain: "localhost", StateDir: t.TempDir()}
-	_, err := listenSDK(t.Context(), cfg, http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+	_, err := listenSDK(t.Context(), cfg, httpguard.New(httpguard.Config{}), http.NotFoundHandler(), slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "--tls-addr") {
 		t.Fatalf("listenSDK with domain localhost: %v, want a --tls-addr error", err)
 	}

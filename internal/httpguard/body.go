@@ -1,0 +1,158 @@
+package httpguard
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrSlowBody is the error a request body's reads return once it is cut
+// for arriving slower than the minimum pace.
+var ErrSlowBody = errors.New("request body arrived too slowly")
+
+// servePaced serves r with its body paced. Once the body is cut, the
+// guard answers 408 in the handler's stead, unless it had answered
+// already (a response streaming while the body comes).
+func (g *Guard) servePaced(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	b := &pacedBody{body: r.Body, rc: http.NewResponseController(w), timeout: g.cfg.BodyTimeout, minBytes: g.cfg.BodyMinBytes}
+	r.Body = b
+	tw := &trackingWriter{ResponseWriter: w, body: b}
+	h.ServeHTTP(tw, r)
+	if !b.finish() {
+		return
+	}
+	g.log.DebugContext(r.Context(), "request body too slow; cut", "remote", r.RemoteAddr, "path", r.URL.Path)
+	if !tw.wrote.Load() {
+		clear(w.Header()) // the handler's, for the answer it did not send
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestTimeout, fmt.Sprintf(
+			"The request body arrived too slowly: at least %d bytes are needed every %v", g.cfg.BodyMinBytes, g.cfg.BodyTimeout))
+	}
+}
+
+// pacedBody counts the time its reads wait for the client, and cuts the
+// body when BodyMinBytes of it took longer than BodyTimeout of that time.
+// Only waiting counts: a handler slow to read (a proxy whose upstream
+// takes the bytes slowly) is not the client's fault. Each read sets the
+// connection's read deadline (ResponseController) to what is left of the
+// current allowance. The deadline goes once the body ends (net/http's
+// HTTP/1 server clears it itself then, as it starts watching for the
+// client going away; HTTP/2 streams keep theirs), and is never touched
+// once the handler returned, when the connection may already serve the
+// next request.
+type pacedBody struct {
+	body     io.ReadCloser
+	rc       *http.ResponseController
+	timeout  time.Duration
+	minBytes int64
+
+	mu      sync.Mutex // guards the fields below; not held while reading
+	started bool
+	done    bool          // the body ended or the handler returned: deadlines are the server's
+	got     int64         // bytes since the allowance was last renewed
+	left    time.Duration // of the allowance
+	cut     bool
+}
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	paced := !b.done
+	if paced {
+		if !b.started {
+			b.started, b.left = true, b.timeout
+		}
+		if err := b.rc.SetReadDeadline(time.Now().Add(b.left)); err != nil {
+			// Not a net/http server's writer: no deadlines, no pace.
+			b.done, paced = true, false
+		}
+	}
+	b.mu.Unlock()
+	start := time.Now()
+	n, err := b.body.Read(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !paced || b.done {
+		if b.cut && err != nil {
+			err = ErrSlowBody
+		}
+		return n, err
+	}
+	b.got += int64(n)
+	b.left -= time.Since(start)
+	switch {
+	case err != nil:
+		if errors.Is(err, os.ErrDeadlineExceeded) && b.left <= 0 {
+			b.cut = true
+			err = fmt.Errorf("%w: %w", ErrSlowBody, err)
+		} else {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+		b.done = true
+	case b.got >= b.minBytes:
+		b.got, b.left = 0, b.timeout
+	}
+	return n, err
+}
+
+func (b *pacedBody) Close() error { return b.body.Close() }
+
+func (b *pacedBody) isCut() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cut
+}
+
+// finish hands the deadlines back to the server once the handler
+// returned, and reports whether the body was cut.
+func (b *pacedBody) finish() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done = true
+	return b.cut
+}
+
+// trackingWriter notes whether the handler answered, and drops its
+// answer once the body was cut before it. ResponseController reaches the
+// writer beneath through Unwrap (hijacks, deadlines, full duplex).
+type trackingWriter struct {
+	http.ResponseWriter
+	body  *pacedBody
+	wrote atomic.Bool // a final status was sent; set from any goroutine
+}
+
+// dropped reports whether the handler's answer is dropped for the guard's.
+func (w *trackingWriter) dropped() bool { return !w.wrote.Load() && w.body.isCut() }
+
+func (w *trackingWriter) WriteHeader(code int) {
+	if w.dropped() {
+		return
+	}
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		w.wrote.Store(true)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *trackingWriter) Write(p []byte) (int, error) {
+	if w.dropped() {
+		return 0, ErrSlowBody
+	}
+	w.wrote.Store(true)
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError flushes, which sends the status line when nothing was.
+func (w *trackingWriter) FlushError() error {
+	if w.dropped() {
+		return ErrSlowBody
+	}
+	w.wrote.Store(true)
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *trackingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
