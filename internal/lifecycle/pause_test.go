@@ -61,12 +61,16 @@ func TestPauseCutsStreamsFirst(t *testing.T) {
 				if err := e.m.SetTimeout(context.Background(), team, sb.ID, time.Millisecond); err != nil {
 					t.Fatal(err)
 				}
+				// The sweep pauses it; its second cut ends the pause.
 				deadline := time.Now().Add(5 * time.Second)
-				for e.state(t, sb.ID).State != sandbox.StatePaused {
+				for n := 0; n < 2; {
 					if time.Now().After(deadline) {
 						t.Fatal("the sandbox was not paused at its timeout")
 					}
 					time.Sleep(10 * time.Millisecond)
+					mu.Lock()
+					n = len(cuts)
+					mu.Unlock()
 				}
 			} else if tc.byOperator {
 				if _, err := e.m.Stop(context.Background(), team, sb.ID); err != nil {
