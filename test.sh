@@ -107,6 +107,11 @@ if [ $ready = 1 ]; then
 else
 	skip "code interpreter image"
 fi
+if [ $ready = 1 ]; then
+	step "MCP gateway image (bin/warren image build mcp-gateway)" 300 bin/warren image build mcp-gateway || ready=0
+else
+	skip "MCP gateway image"
+fi
 step "go vet ./..." 600 go vet ./...
 step "go test ./..." 1500 go test -count=1 -timeout 20m ./...
 if [ $ready = 1 ] && step "end-to-end: npm ci (test/e2e)" 600 e2e_install; then

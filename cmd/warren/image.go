@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/warrenhq/warren/internal/baseimage"
 )
 
-const imageUsage = `Usage: warren image build [base|code-interpreter] [flags]
+const imageUsage = `Usage: warren image build [base|code-interpreter|mcp-gateway] [flags]
 
 Subcommands:
   build   build an image sandboxes start from, with no registry. Reuses an image built
@@ -18,6 +20,8 @@ Subcommands:
             code-interpreter   warren/code-interpreter, the "code-interpreter-v1" template:
                                warren/base plus Python's ipykernel, numpy, pandas, matplotlib,
                                TypeScript, and R with IRkernel, built by the engine with apt-get
+            mcp-gateway        warren/mcp-gateway, the "mcp-gateway" template of the SDK's
+                               Sandbox.create({ mcp }): warren/base plus the mcp-gateway binary
 
 Run "warren image build -h" or "warren image build code-interpreter -h" for the flags.`
 
@@ -42,9 +46,11 @@ func (m *Main) runImage(ctx context.Context, args []string) error {
 		return m.buildBaseImage(ctx, rest)
 	case "code-interpreter":
 		return m.buildCodeInterpreterImage(ctx, rest)
+	case "mcp-gateway":
+		return m.buildMCPGatewayImage(ctx, rest)
 	}
 	fmt.Fprintln(m.Stderr, imageUsage)
-	return usageError{fmt.Sprintf("unknown image %q: build base or code-interpreter", name)}
+	return usageError{fmt.Sprintf("unknown image %q: build base, code-interpreter or mcp-gateway", name)}
 }
 
 func (m *Main) buildBaseImage(ctx context.Context, args []string) error {
@@ -73,6 +79,46 @@ func (m *Main) buildCodeInterpreterImage(ctx context.Context, args []string) err
 	defer b.Close()
 	_, err = b.Build(ctx)
 	return err
+}
+
+func (m *Main) buildMCPGatewayImage(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("image build mcp-gateway", "warren image build mcp-gateway [--force] [--tag NAME] [--from NAME] [--gateway PATH]",
+		"Build the MCP gateway's image FROM the local base image with the Docker engine's builder:\n"+
+			"the base image plus the mcp-gateway binary (scripts/build.sh builds it) in /usr/local/bin. Not root.")
+	var cfg baseimage.LayerConfig
+	var gateway string
+	fs.BoolVar(&cfg.Force, "force", false, "build even if an image from the same recipe exists")
+	fs.StringVar(&cfg.Tag, "tag", baseimage.MCPGatewayTag, "image name to tag the result with")
+	fs.StringVar(&cfg.From, "from", baseimage.DefaultTag, "local image to build on")
+	fs.StringVar(&gateway, "gateway", siblingPath("mcp-gateway"), "the static mcp-gateway binary to put in the image")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return usageError{fmt.Sprintf("image build mcp-gateway takes no arguments, got %q", fs.Args())}
+	}
+	bin, err := os.ReadFile(gateway)
+	if err != nil {
+		return fmt.Errorf("the mcp-gateway binary: %w (build it with scripts/build.sh, or pass --gateway)", err)
+	}
+	b, err := baseimage.NewLayerBuilder(cfg, baseimage.MCPGatewayRecipe(bin), m.Stdout)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	_, err = b.Build(ctx)
+	return err
+}
+
+// siblingPath is name in the directory of this executable, where
+// scripts/build.sh puts Warren's binaries.
+func siblingPath(name string) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return name
+	}
+	return filepath.Join(filepath.Dir(exe), name)
 }
 
 // parseLayerBuild reads the flags of image build code-interpreter.

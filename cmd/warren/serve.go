@@ -218,6 +218,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		builtins := map[string]template.Source{
 			lifecycle.BaseTemplate:            {Image: cfg.Lifecycle.BaseImage},
 			lifecycle.CodeInterpreterTemplate: {Image: cfg.Lifecycle.CodeInterpreterImage, AgentArgs: lifecycle.CodeInterpreterArgs()},
+			lifecycle.MCPGatewayTemplate:      {Image: cfg.Lifecycle.MCPGatewayImage},
 		}
 		tpl, err = template.New(template.Config{Store: st, Engine: deps.Builder, Dir: cfg.StateDir,
 			BaseImage: cfg.Lifecycle.BaseImage, Builtins: builtins, Snapshots: st,
@@ -502,6 +503,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Duration(&l.CheckpointMaxAge, "checkpoint-max-age", d.CheckpointMaxAge, "delete checkpoints of sandboxes paused this long; they become stopped (negative: never)")
 	e.String(&l.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)
 	e.String(&l.CodeInterpreterImage, "code-interpreter-image", d.CodeInterpreterImage, `image of the "code-interpreter-v1" template (warren image build code-interpreter)`)
+	e.String(&l.MCPGatewayImage, "mcp-gateway-image", d.MCPGatewayImage, `image of the "mcp-gateway" template, where the SDK's Sandbox.create({ mcp }) runs (warren image build mcp-gateway)`)
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
 	e.Int(&l.MemoryMB, "memory-mb", d.MemoryMB, "memory per sandbox in MiB")
 	e.Int(&l.MaxCPUCount, "max-cpu-count", d.MaxCPUCount, "most CPUs one sandbox gets: a template asking for more is refused, one built with more is held to it; by default this machine's CPUs")

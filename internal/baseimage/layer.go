@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,15 +18,36 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// CodeInterpreterTag is the image of the code-interpreter-v1 template.
-const CodeInterpreterTag = "warren/code-interpreter"
+// Images built on the base image: those of the code-interpreter-v1 and
+// mcp-gateway templates.
+const (
+	CodeInterpreterTag = "warren/code-interpreter"
+	MCPGatewayTag      = "warren/mcp-gateway"
+)
 
 // LayerRecipe is an image made on the Docker engine from a local parent
-// image (the base image) by apt-installing Debian packages, with the
-// engine's classic builder: no registry, nothing pulled.
+// image (the base image) by apt-installing Debian packages and adding
+// files, with the engine's classic builder: no registry, nothing pulled.
 type LayerRecipe struct {
-	// Packages are installed without their recommends.
+	// Packages are installed without their recommends; none = no apt-get.
 	Packages []string
+	// Files are added after the packages.
+	Files []LayerFile
+}
+
+// LayerFile is a file a LayerRecipe adds to the image.
+type LayerFile struct {
+	Path string // absolute, in the image
+	Mode int64  // permission bits
+	Data []byte
+}
+
+// MCPGatewayRecipe is the recipe for warren/mcp-gateway: the base image
+// (which has what stdio MCP servers are run with: node and npm, python3
+// with pip and venv, git) plus the gateway binary at
+// /usr/local/bin/mcp-gateway, where E2B's SDK runs it.
+func MCPGatewayRecipe(gateway []byte) LayerRecipe {
+	return LayerRecipe{Files: []LayerFile{{Path: "/usr/local/bin/mcp-gateway", Mode: 0o755, Data: gateway}}}
 }
 
 // CodeInterpreterRecipe is the recipe for warren/code-interpreter: what
@@ -52,23 +74,50 @@ func CodeInterpreterRecipe() LayerRecipe {
 	}}
 }
 
-// Dockerfile is the build's Dockerfile, FROM the parent image.
+// Dockerfile is the build's Dockerfile, FROM the parent image; file i
+// is files/<i> in the build context.
 func (r LayerRecipe) Dockerfile(from string) string {
-	return fmt.Sprintf(`FROM %s
-RUN apt-get update \
+	var b strings.Builder
+	fmt.Fprintf(&b, "FROM %s\n", from)
+	if len(r.Packages) > 0 {
+		fmt.Fprintf(&b, `RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends %s \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/*
-`, from, strings.Join(r.Packages, " "))
+`, strings.Join(r.Packages, " "))
+	}
+	for i, f := range r.Files {
+		fmt.Fprintf(&b, "COPY files/%d %s\n", i, f.Path)
+	}
+	return b.String()
 }
 
 // hash identifies the recipe on this parent image: rebuilding the parent
-// changes it, so the layer is rebuilt on top of the new one.
+// changes it, so the layer is rebuilt on top of the new one, and so does
+// a new version of a file (a rebuilt gateway binary).
 func (r LayerRecipe) hash(parentID string) string {
+	type file struct {
+		Path   string
+		Mode   int64
+		SHA256 [32]byte
+	}
+	files := make([]file, len(r.Files))
+	for i, f := range r.Files {
+		files[i] = file{f.Path, f.Mode, sha256.Sum256(f.Data)}
+	}
+	if len(files) == 0 {
+		// The hash of a packages-only recipe is what it was before recipes
+		// had files, so existing images are reused.
+		return shortHash(struct {
+			Packages []string
+			Parent   string
+		}{r.Packages, parentID})
+	}
 	return shortHash(struct {
 		Packages []string
+		Files    []file
 		Parent   string
-	}{r.Packages, parentID})
+	}{r.Packages, files, parentID})
 }
 
 // LayerConfig says what a LayerBuilder builds from and tags.
@@ -134,7 +183,7 @@ func (b *LayerBuilder) Build(ctx context.Context) (Result, error) {
 		return Result{}, fmt.Errorf("inspect %s: %w", b.cfg.From, err)
 	}
 	hash := b.recipe.hash(parent.ID)
-	b.out.step("recipe %s: %s (%s) + %d packages, tag %s", hash, b.cfg.From, shortID(parent.ID), len(b.recipe.Packages), b.cfg.Tag)
+	b.out.step("recipe %s: %s (%s) + %d packages, %d files, tag %s", hash, b.cfg.From, shortID(parent.ID), len(b.recipe.Packages), len(b.recipe.Files), b.cfg.Tag)
 	if !b.cfg.Force {
 		if res, ok, err := reuse(ctx, b.docker, b.out, b.cfg.Tag, hash); err != nil || ok {
 			return res, err
@@ -146,7 +195,7 @@ func (b *LayerBuilder) Build(ctx context.Context) (Result, error) {
 	}
 	// FROM the parent's ID: the image the hash was computed from, even if
 	// the tag moves meanwhile.
-	if err := b.build(ctx, b.recipe.Dockerfile(parent.ID), hash); err != nil {
+	if err := b.build(ctx, b.recipe, parent.ID, hash); err != nil {
 		return Result{}, err
 	}
 	img, err := b.docker.ImageInspect(ctx, b.cfg.Tag)
@@ -164,22 +213,41 @@ func (b *LayerBuilder) Build(ctx context.Context) (Result, error) {
 	return Result{Tag: b.cfg.Tag, ImageID: img.ID, Recipe: hash}, nil
 }
 
-// build runs the Dockerfile on the engine's classic builder, showing its
-// output line by line.
-func (b *LayerBuilder) build(ctx context.Context, dockerfile, hash string) error {
+// buildContext is the tar the engine builds from: the Dockerfile and the
+// recipe's files.
+func buildContext(r LayerRecipe, parentID string) (*bytes.Buffer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile))}); err != nil {
+	add := func(name string, mode int64, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(data))}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
 		return err
 	}
-	if _, err := io.WriteString(tw, dockerfile); err != nil {
-		return err
+	if err := add("Dockerfile", 0o644, []byte(r.Dockerfile(parentID))); err != nil {
+		return nil, err
+	}
+	for i, f := range r.Files {
+		if err := add(fmt.Sprintf("files/%d", i), f.Mode, f.Data); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return &buf, nil
+}
+
+// build runs the recipe on the engine's classic builder, showing its
+// output line by line.
+func (b *LayerBuilder) build(ctx context.Context, recipe LayerRecipe, parentID, hash string) error {
+	buf, err := buildContext(recipe, parentID)
+	if err != nil {
 		return err
 	}
-	b.out.step("building %s on the engine (apt-get install; minutes the first time)", b.cfg.Tag)
-	res, err := b.docker.ImageBuild(ctx, &buf, client.ImageBuildOptions{
+	b.out.step("building %s on the engine (minutes the first time when it apt-installs)", b.cfg.Tag)
+	res, err := b.docker.ImageBuild(ctx, buf, client.ImageBuildOptions{
 		Tags:        []string{b.cfg.Tag},
 		Labels:      map[string]string{RecipeLabel: hash},
 		Remove:      true,

@@ -1,6 +1,7 @@
 package baseimage
 
 import (
+	"archive/tar"
 	"strings"
 	"testing"
 )
@@ -54,5 +55,32 @@ func TestLayerConfigNormalize(t *testing.T) {
 				t.Errorf("normalize = %+v, %v; want tag %s from %s", got, err, tt.wantTag, tt.wantFrom)
 			}
 		})
+	}
+}
+
+func TestMCPGatewayRecipe(t *testing.T) {
+	r := MCPGatewayRecipe([]byte("gateway v1"))
+	df := r.Dockerfile("sha256:abc")
+	if want := "FROM sha256:abc\nCOPY files/0 /usr/local/bin/mcp-gateway\n"; df != want {
+		t.Errorf("Dockerfile = %q, want %q (no apt-get without packages)", df, want)
+	}
+	if r.hash("sha256:a") == MCPGatewayRecipe([]byte("gateway v2")).hash("sha256:a") {
+		t.Error("a rebuilt gateway binary does not change the recipe hash")
+	}
+	ctx, err := buildContext(r, "sha256:abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(ctx)
+	modes := map[string]int64{}
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		modes[h.Name] = h.Mode
+	}
+	if modes["files/0"] != 0o755 || modes["Dockerfile"] != 0o644 {
+		t.Errorf("build context entries %v", modes)
 	}
 }

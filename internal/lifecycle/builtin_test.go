@@ -97,3 +97,24 @@ func TestCodeInterpreterCopiesKeepAgentArgs(t *testing.T) {
 	}
 	args("resumed from stopped", resumed)
 }
+
+// TestMCPGatewayTemplate: mcp-gateway, the template of the SDK's
+// Sandbox.create({ mcp }), runs warren/mcp-gateway with the plain agent,
+// and says how to build the image when it is missing.
+func TestMCPGatewayTemplate(t *testing.T) {
+	e := newEnv(t, nil)
+	req := CreateRequest{TeamID: team, Template: MCPGatewayTemplate, Timeout: time.Minute}
+	_, err := e.m.Create(context.Background(), req)
+	wantKind(t, "create without the image", err, sandbox.KindNotFound)
+	if msg := sandbox.Message(err); !strings.Contains(msg, "warren image build mcp-gateway") {
+		t.Errorf("error %q does not say how to build the image", msg)
+	}
+	e.rt.Rebuild("warren/mcp-gateway")
+	sb := e.create(t, req)
+	args, _ := e.rt.AgentArgsOf(sb.ContainerID)
+	got := []any{sb.TemplateID, sb.Alias, sb.Image, args}
+	want := []any{"mcp-gateway", "mcp-gateway", "warren/mcp-gateway", []string(nil)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

@@ -60,10 +60,13 @@ type CommandRunner interface {
 }
 
 // Built-in templates: images `warren image build` makes, with no
-// registry. The code interpreter is what @e2b/code-interpreter asks for.
+// registry. The code interpreter is what @e2b/code-interpreter asks for;
+// the MCP gateway is what the e2b SDK's `Sandbox.create({ mcp })` asks for
+// (Sandbox.defaultMcpTemplate), to run `mcp-gateway --config` in.
 const (
 	BaseTemplate            = "base"
 	CodeInterpreterTemplate = "code-interpreter-v1"
+	MCPGatewayTemplate      = "mcp-gateway"
 )
 
 // CodeInterpreterArgs are the agent arguments of code interpreter
@@ -72,7 +75,8 @@ func CodeInterpreterArgs() []string { return []string{"-code-interpreter"} }
 
 // builtinTemplate returns the built-in template ref names, if it is one,
 // and the `warren image build` argument that makes its image ("" for
-// base, which must exist). The warm pool keeps containers of both.
+// base, which must exist). The warm pools keep containers of base and
+// the code interpreter.
 func (m *Manager) builtinTemplate(ref string) (tpl template, build string, ok bool) {
 	switch ref {
 	case "", BaseTemplate:
@@ -80,6 +84,8 @@ func (m *Manager) builtinTemplate(ref string) (tpl template, build string, ok bo
 	case CodeInterpreterTemplate:
 		return template{id: CodeInterpreterTemplate, alias: CodeInterpreterTemplate, image: m.cfg.CodeInterpreterImage,
 			agentArgs: CodeInterpreterArgs()}, "code-interpreter", true
+	case MCPGatewayTemplate:
+		return template{id: MCPGatewayTemplate, alias: MCPGatewayTemplate, image: m.cfg.MCPGatewayImage}, "mcp-gateway", true
 	}
 	return template{}, "", false
 }

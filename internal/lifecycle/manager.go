@@ -66,6 +66,9 @@ type Config struct {
 	// template (warren image build code-interpreter); default
 	// "warren/code-interpreter".
 	CodeInterpreterImage string
+	// MCPGatewayImage is the image of the "mcp-gateway" template (warren
+	// image build mcp-gateway); default "warren/mcp-gateway".
+	MCPGatewayImage string
 
 	CPUCount int // CPUs per sandbox unless its template asks; default 2
 	MemoryMB int // memory per sandbox unless its template asks, in MiB; default 512
@@ -163,6 +166,7 @@ func (c *Config) setDefaults() {
 	}
 	defStr(&c.BaseImage, "warren/base")
 	defStr(&c.CodeInterpreterImage, "warren/code-interpreter")
+	defStr(&c.MCPGatewayImage, "warren/mcp-gateway")
 	defStr(&c.EnvdVersion, "0.6.13")
 	defStr(&c.DefaultUser, "user")
 	defInt(&c.CPUCount, 2)

@@ -5,8 +5,9 @@
 #   test/e2e/server-run.sh                          every test in test/e2e/server/
 #   test/e2e/server-run.sh server/pause.test.mjs    some files [more node --test arguments]
 #
-# It installs the npm packages when needed, builds bin/warren and bin/warren-agent when they
-# are missing (scripts/build.sh), then `node server/harness.mjs run` starts a shared server on
+# It installs the npm packages when needed, builds Warren's binaries when they are missing
+# (scripts/build.sh) and the image warren/mcp-gateway when it is not up to date with
+# bin/mcp-gateway, then `node server/harness.mjs run` starts a shared server on
 # a free 127.0.0.1 port with a fresh state dir and a generated WARREN_API_KEY, runs the tests
 # one file at a time with E2B_API_URL/E2B_SANDBOX_URL/E2B_DOMAIN/E2B_API_KEY pointing at it,
 # and removes every sandbox, snapshot and container the server made. Some files start their
@@ -31,14 +32,17 @@ command -v node >/dev/null || { say "node is not installed"; exit 1; }
 command -v docker >/dev/null || { say "docker is not installed"; exit 1; }
 
 ./npm-deps.sh
-if [ ! -x "$repo/bin/warren" ] || [ ! -x "$repo/bin/warren-agent" ]; then
-  say "building bin/warren and bin/warren-agent"
+if [ ! -x "$repo/bin/warren" ] || [ ! -x "$repo/bin/warren-agent" ] || [ ! -x "$repo/bin/mcp-gateway" ]; then
+  say "building bin/warren, bin/warren-agent and bin/mcp-gateway"
   "$repo/scripts/build.sh"
 fi
 if ! docker image inspect warren/base >/dev/null 2>&1; then
   say "the base image warren/base is missing: run bin/warren image build"
   exit 1
 fi
+# The mcp-gateway template's image: the base image plus bin/mcp-gateway, built in about a second,
+# and reused while the binary is the same.
+"$repo/bin/warren" image build mcp-gateway >/dev/null
 
 WARREN_E2E_RUN_ID="$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
 WARREN_E2E_RUN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-run-XXXXXX")"
