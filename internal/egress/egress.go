@@ -13,9 +13,10 @@
 // destination and relays; otherwise it closes the connection. So a name
 // opens only the addresses the resolver gave for it, and a sandbox cannot
 // reach any other address by claiming an allowed name. No name opens an
-// address on the sandbox network (or another of the server's, such as the
-// template builds'): sandboxes reach each other only where the firewall
-// lets them, by address. Protocols that are
+// address of the host's or on the network of one of its bridges: the
+// sandbox network, the template builds', another server's, the engine's
+// others. Sandboxes reach each other only where the firewall lets them,
+// by address. Protocols that are
 // neither TLS nor HTTP cannot be allowed by name: allow their addresses.
 //
 // It owns its listeners (on the sandbox bridge's host address, at ports

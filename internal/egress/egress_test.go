@@ -2,13 +2,17 @@ package egress
 
 import (
 	"bufio"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -539,5 +543,37 @@ func TestCloseEndsRelays(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close waits for a relay that never ends")
+	}
+}
+
+// TestIsRemote: the gateway connects to no address of the host's and to
+// none on a bridge's network (where containers live), but to addresses
+// that other links lead to.
+func TestIsRemote(t *testing.T) {
+	for _, a := range []string{"127.0.0.1", "169.254.169.254", "::1", "fe80::1", "0.0.0.0"} {
+		if isRemote(netip.MustParseAddr(a)) {
+			t.Errorf("isRemote(%s)", a)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("skipping the bridge cases: making interfaces needs root")
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	bridge, veth := "wet"+id+"b", "wet"+id+"v"
+	for _, args := range [][]string{
+		{"link", "add", bridge, "type", "bridge"}, {"addr", "add", "172.31.253.1/24", "dev", bridge},
+		{"link", "add", veth, "type", "veth", "peer", "name", veth + "p"}, {"addr", "add", "172.31.252.1/24", "dev", veth},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Skipf("skipping: cannot make test interfaces: %v: %s", err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "del", bridge).Run(); exec.Command("ip", "link", "del", veth).Run() })
+	for a, want := range map[string]bool{"172.31.253.1": false, "172.31.253.7": false, "172.31.252.1": false, "172.31.252.7": true} {
+		if got := isRemote(netip.MustParseAddr(a)); got != want {
+			t.Errorf("isRemote(%s) = %v, want %v", a, got, want)
+		}
 	}
 }

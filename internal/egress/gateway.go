@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -94,18 +96,38 @@ func (s *Server) isShut(a netip.Addr) bool {
 }
 
 // isRemote reports whether a is a unicast address of another host: not
-// link-local (cloud metadata), not loopback, not one of this host's.
+// link-local (cloud metadata), not loopback, not one of this host's, and
+// not on the network of one of this host's bridges. Containers live behind
+// bridges (other Warren servers' sandboxes, the engine's other networks):
+// the gateway connects from the host, which reaches them all, where the
+// sandbox itself reaches none.
 func isRemote(a netip.Addr) bool {
 	if !a.IsGlobalUnicast() || a.IsLinkLocalUnicast() {
 		return false
 	}
-	addrs, err := net.InterfaceAddrs()
+	ifs, err := net.Interfaces()
 	if err != nil {
 		return false // cannot tell: refuse
 	}
-	for _, ia := range addrs {
-		if n, ok := ia.(*net.IPNet); ok {
-			if la, ok := netip.AddrFromSlice(n.IP); ok && la.Unmap() == a {
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			return false
+		}
+		_, err = os.Stat(filepath.Join("/sys/class/net", ifc.Name, "bridge"))
+		bridge := err == nil
+		for _, ia := range addrs {
+			n, ok := ia.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			la, ok := netip.AddrFromSlice(n.IP)
+			ones, _ := n.Mask.Size()
+			switch {
+			case !ok:
+			case la.Unmap() == a:
+				return false
+			case bridge && netip.PrefixFrom(la.Unmap(), ones).Masked().Contains(a):
 				return false
 			}
 		}
