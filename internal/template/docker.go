@@ -46,8 +46,9 @@ func (e *BuildFailure) Error() string { return e.Message }
 // steps need, and which every engine version has.
 //
 // The classic builder runs each RUN step in a container with the engine's
-// default capabilities (NET_RAW among them) and no way to drop any, and
-// publishes no ports. What keeps a step in is its network: Network, a
+// default capabilities (NET_RAW among them) and no way to drop any (on
+// Linux the engine refuses a build's security options, so no seccomp
+// profile either), and publishes no ports. What keeps a step in is its network: Network, a
 // bridge the firewall covers like the sandboxes' (no host, no link-local,
 // no sandbox, no other build), with the engine's NAT and DNS, so that
 // package mirrors stay reachable.
