@@ -34,12 +34,13 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 			"and the code interpreter's image, which only the code-interpreter-v1 template needs (a\n"+
 			"warning). Every check runs; any failure exits non-zero. Flags take serve's values.")
 	e := &envFlags{fs: fs, getenv: m.Getenv}
-	var addr, stateDir, agent, image, ciImage, fw, rtName, gvName string
+	var addr, stateDir, agent, image, ciImage, mcpImage, fw, rtName, gvName string
 	e.String(&addr, "addr", "127.0.0.1:3000", "address serve will listen on")
 	e.String(&stateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&agent, "agent", defaultAgentPath(), "path of the warren-agent binary")
 	e.String(&image, "base-image", baseimage.DefaultTag, `image of the "base" template`)
 	e.String(&ciImage, "code-interpreter-image", baseimage.CodeInterpreterTag, `image of the "code-interpreter-v1" template`)
+	e.String(&mcpImage, "mcp-gateway-image", baseimage.MCPGatewayTag, `image of the "mcp-gateway" template`)
 	e.String(&fw, "firewall", "iptables", "the firewall serve will run with: iptables or off")
 	e.String(&rtName, "runtime", string(sandbox.RuntimeRunc), "what sandboxes will run under: runc or gvisor")
 	e.String(&gvName, "gvisor-runtime-name", "runsc", "the Docker engine's name of the gVisor runtime")
@@ -67,6 +68,13 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	if image != baseimage.DefaultTag {
 		buildCI += " --from " + image
 	}
+	buildMCP := "warren image build mcp-gateway"
+	if mcpImage != baseimage.MCPGatewayTag {
+		buildMCP += " --tag " + mcpImage
+	}
+	if image != baseimage.DefaultTag {
+		buildMCP += " --from " + image
+	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 
@@ -90,6 +98,9 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 		}},
 		{"code interpreter", true, func(ctx context.Context) (string, error) {
 			return imagePresent(ctx, cli, ciImage, "only the code-interpreter-v1 template needs it; build it with: "+buildCI)
+		}},
+		{"MCP gateway", true, func(ctx context.Context) (string, error) {
+			return imagePresent(ctx, cli, mcpImage, "only the mcp-gateway template (Sandbox.create({ mcp })) needs it; build it with: "+buildMCP)
 		}},
 		{"firewall", false, func(ctx context.Context) (string, error) {
 			if fw == "off" {

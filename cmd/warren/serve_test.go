@@ -237,10 +237,10 @@ func TestDoctorReportsEveryCheck(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())                       // no iptables
 	env := map[string]string{"WARREN_STATE_DIR": t.TempDir(), "WARREN_AGENT": "/nonexistent/warren-agent"}
 	stdout, _, err := run(t, env, "doctor", "--addr", "127.0.0.1:0")
-	if err == nil || !strings.Contains(err.Error(), "4 of 9 checks failed") {
-		t.Errorf("doctor without Docker, iptables or an agent: %v, want 4 of 9 checks failed", err)
+	if err == nil || !strings.Contains(err.Error(), "4 of 10 checks failed") {
+		t.Errorf("doctor without Docker, iptables or an agent: %v, want 4 of 10 checks failed", err)
 	}
-	for _, want := range []string{"FAIL  docker engine", "FAIL  base image", "WARN  code interpreter",
+	for _, want := range []string{"FAIL  docker engine", "FAIL  base image", "WARN  code interpreter", "WARN  MCP gateway",
 		"FAIL  firewall         firewall: iptables not found", "--firewall=off",
 		"FAIL  agent binary", "ok    listen address", "ok    state directory",
 		"ok    runtime          runc", "WARN  checkpoints"} {
@@ -272,11 +272,17 @@ func TestDoctorCodeInterpreterImage(t *testing.T) {
 		t.Skipf("skipping: no usable Docker engine: %v", err)
 	}
 	env := map[string]string{"WARREN_STATE_DIR": t.TempDir(), "WARREN_AGENT": "/nonexistent/warren-agent"}
-	stdout, _, _ := run(t, env, "doctor", "--addr", "127.0.0.1:0", "--firewall=off", "--code-interpreter-image", "warren/doctor-test-missing")
-	want := "WARN  code interpreter warren/doctor-test-missing is missing: only the code-interpreter-v1 template needs it; " +
-		"build it with: warren image build code-interpreter --tag warren/doctor-test-missing\n"
-	if !strings.Contains(stdout, want) {
-		t.Errorf("doctor output lacks %q:\n%s", want, stdout)
+	stdout, _, _ := run(t, env, "doctor", "--addr", "127.0.0.1:0", "--firewall=off", "--code-interpreter-image", "warren/doctor-test-missing",
+		"--mcp-gateway-image", "warren/doctor-test-missing-mcp")
+	for _, want := range []string{
+		"WARN  code interpreter warren/doctor-test-missing is missing: only the code-interpreter-v1 template needs it; " +
+			"build it with: warren image build code-interpreter --tag warren/doctor-test-missing\n",
+		"WARN  MCP gateway      warren/doctor-test-missing-mcp is missing: only the mcp-gateway template (Sandbox.create({ mcp })) needs it; " +
+			"build it with: warren image build mcp-gateway --tag warren/doctor-test-missing-mcp\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, stdout)
+		}
 	}
 }
 

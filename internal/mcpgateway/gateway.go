@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +41,8 @@ type upstream struct {
 	srv     Server
 	session *mcp.ClientSession
 	stderr  *tailBuffer
+	// ended says why the server is gone, once it is; "" while it runs.
+	ended atomic.Pointer[string]
 
 	mu      sync.Mutex
 	tools   []string // gateway names, guarded by mu
@@ -134,6 +138,14 @@ func (g *Gateway) start(ctx context.Context, s Server) (*upstream, error) {
 	}
 	go func() {
 		err := session.Wait()
+		msg := fmt.Sprintf("MCP server %q has exited", s.Key)
+		if err != nil {
+			msg += fmt.Sprintf(" (%v)", err)
+		}
+		if t := strings.TrimSpace(u.stderr.String()); t != "" {
+			msg += "; its stderr: " + t
+		}
+		u.ended.Store(&msg)
 		g.log.Info("MCP server ended", "server", s.Key, "err", err, "stderr", u.stderr.String())
 	}()
 	g.log.Info("MCP server started", "server", s.Key, "prefix", s.Prefix, "tools", len(u.tools), "prompts", len(u.prompts))
@@ -203,6 +215,11 @@ func (g *Gateway) syncTools(ctx context.Context, u *upstream) error {
 			}
 		}
 		g.server.AddTool(&gt, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			// A server that is gone keeps its tools listed, and a call says
+			// why it cannot be answered, as a tool error the model can read.
+			if msg := u.ended.Load(); msg != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: *msg}}}, nil
+			}
 			return u.session.CallTool(ctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: orig, Arguments: req.Params.Arguments})
 		})
 		u.tools = append(u.tools, gt.Name)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,7 +51,7 @@ func TestGatewayAggregatesAndRoutes(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if diff := cmp.Diff([]string{"alpha__echo", "alpha__env", "beta__echo", "beta__env"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"alpha__echo", "alpha__env", "alpha__exit", "beta__echo", "beta__env", "beta__exit"}, names); diff != "" {
 		t.Errorf("tools/list (-want +got):\n%s", diff)
 	}
 
@@ -86,6 +87,37 @@ func TestGatewayAggregatesAndRoutes(t *testing.T) {
 	}
 	if r.Contents[0].Text != "readme of alpha" {
 		t.Errorf("resource = %q", r.Contents[0].Text)
+	}
+}
+
+// A server that exits keeps its tools listed; calling one is a tool error
+// saying it exited and what it last wrote to stderr, and the other server
+// still answers.
+func TestGatewayServerExits(t *testing.T) {
+	opts, cfg := twoServers(t)
+	_, hs := startGateway(t, opts, cfg, "tok")
+	s := connect(t, hs.URL, "tok")
+	ctx := t.Context()
+	if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__exit", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("the call that ended its server succeeded")
+	}
+	var res *mcp.CallToolResult
+	for range 100 { // the gateway learns of the exit from the closed pipe
+		var err error
+		if res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"text": "x"}}); err == nil && res.IsError {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res == nil {
+		t.Fatal("every call to alpha__echo after the exit failed instead of answering a tool error")
+	}
+	if got := text(t, res.Content); !res.IsError || !strings.Contains(got, `MCP server "github/acme/alpha" has exited`) || !strings.Contains(got, "alpha says goodbye") {
+		t.Errorf("call after exit = %q (isError %v)", got, res.IsError)
+	}
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "beta__echo", Arguments: map[string]any{"text": "still"}})
+	if err != nil || text(t, res.Content) != "beta: still" {
+		t.Errorf("beta after alpha exited: %v, %v", res, err)
 	}
 }
 
