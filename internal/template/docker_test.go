@@ -274,3 +274,22 @@ func TestDockerFailureTexts(t *testing.T) {
 		}
 	}
 }
+
+// A USER step makes the user when the image lacks it, as E2B's builder
+// does; later steps run as it.
+func TestDockerUserStepMakesTheUser(t *testing.T) {
+	engine := dockerEngine(t)
+	reg, _, _ := newRegistry(t, engine, 2)
+	tpl, b, logs := build(t, reg, "makes-user", template.BuildSpec{FromImage: "warren/base", Steps: []template.Step{
+		{Type: "USER", Args: []string{"maker"}},
+		{Type: "RUN", Args: []string{"whoami > /tmp/who && echo $HOME >> /tmp/who"}},
+		{Type: "USER", Args: []string{"root"}},
+	}})
+	t.Cleanup(func() { reg.Delete(context.Background(), "team1", tpl.ID) })
+	if b.Status != template.StatusReady {
+		t.Fatalf("status %s, reason %+v, logs %+v", b.Status, b.Reason, logs)
+	}
+	if got := dockerRun(t, b.Image, "cat /tmp/who; stat -c %U /home/maker"); got != "maker\n/home/maker\nmaker" {
+		t.Errorf("image: %q", got)
+	}
+}

@@ -208,6 +208,12 @@ func translate(base baseState, steps []Step, copies map[int]copySource, nonce st
 			emitAs(instr{kind: "WORKDIR", arg: workdir}, label, "WORKDIR %s", workdir)
 		case "USER":
 			user = s.Args[0]
+			// As E2B's builder: the user is made when the image lacks it.
+			// Only in images with a shell, which RUN and COPY steps need.
+			if needsShell(steps) {
+				setUser(label, "root")
+				emitAs(instr{kind: "USER", arg: user}, label, "RUN %s", jsonArgs("/bin/sh", "-c", createUserScript(user)))
+			}
 		}
 	}
 	// The sandbox's agent must start as root; the template's user is
@@ -225,6 +231,14 @@ func needsShell(steps []Step) bool {
 		}
 	}
 	return false
+}
+
+// createUserScript creates user (with its home) when the image lacks it,
+// as E2B's builder does for a USER step, and fails when it cannot.
+func createUserScript(user string) string {
+	name, _, _ := strings.Cut(user, ":")
+	q := shellQuote(name)
+	return fmt.Sprintf("id -u %[1]s >/dev/null 2>&1 || useradd --create-home --shell /bin/bash %[1]s || adduser -D %[1]s", q)
 }
 
 // ensureUserScript creates user (with its home) when the image lacks it,

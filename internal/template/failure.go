@@ -12,8 +12,8 @@ import (
 
 // instr is what one Dockerfile instruction does for its template step.
 type instr struct {
-	kind string // FROM, RUN, COPY or WORKDIR; "" for Warren's own
-	arg  string // FROM: the image; RUN: the step's command; COPY: the owner; WORKDIR: the path
+	kind string // FROM, RUN, COPY, WORKDIR or USER; "" for Warren's own
+	arg  string // FROM: the image; RUN: the step's command; COPY: the owner; WORKDIR: the path; USER: the user
 	user string // RUN: who runs it
 }
 
@@ -47,6 +47,11 @@ func (in instr) failure(msg string) string {
 		return copyFailed(strings.TrimPrefix(msg, "COPY failed: "))
 	case "WORKDIR":
 		return "failed to create workdir: " + msg
+	case "USER":
+		if m := exitCodeRE.FindStringSubmatch(msg); m != nil {
+			return "failed to create user: exit status " + m[1]
+		}
+		return "failed to create user: " + msg
 	}
 	return msg
 }

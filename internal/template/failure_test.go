@@ -23,6 +23,8 @@ func TestFailureTexts(t *testing.T) {
 			"image 'e2b.dev/nope' not found: the image or tag does not exist in the registry"},
 		{instr{kind: "FROM", arg: "nope/nope"}, "pull access denied for nope/nope, repository does not exist or may require 'docker login': denied: requested access to the resource is denied",
 			"repository 'nope/nope' not found: verify the image name is correct"},
+		{instr{kind: "USER", arg: "bad"}, "The command '/bin/sh -c id -u 'bad' || useradd' returned a non-zero code: 1",
+			"failed to create user: exit status 1"},
 		{instr{}, "something else", "something else"},
 	} {
 		if got := tc.in.failure(tc.msg); got != tc.want {

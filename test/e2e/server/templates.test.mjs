@@ -233,7 +233,7 @@ describe('templates', () => {
 
   // E2B's SDK tests (build.test.ts, test_build.py): a folder with a file and links relative,
   // absolute and dangling, copied with a glob; and the other shapes of copy.
-  it('copies as E2B does: globs, several sources, links kept or resolved, forceUpload, owner and mode', async () => {
+  it('copies as E2B does: globs, several sources, links kept or resolved, forceUpload, owner and mode; setUser makes the user', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'warren-copy-'))
     const folder = join(dir, 'folder')
     mkdirSync(folder)
@@ -259,6 +259,8 @@ describe('templates', () => {
       .copy('src/**/*.ts', '/opt/ts/')
       .copy('one.txt', '/opt/one-root.txt', { user: 'root', mode: 0o600 })
       .copy('src', '/opt/src', { mode: 0o750 })
+      .setUser('maker') // made, as on E2B, and the owner of what is copied next
+      .copy('two.txt', 'mine.txt')
     try {
       for (let i = 0; i < 2; i++) {
         const logs = []
@@ -267,7 +269,7 @@ describe('templates', () => {
       }
       const sbx = await Sandbox.create(copyName)
       sandboxes.push(sbx)
-      const out = async (cmd) => (await sbx.commands.run(cmd, { cwd: '/home/user' })).stdout.trim()
+      const out = async (cmd) => (await sbx.commands.run(cmd, { cwd: '/home/user', user: 'root' })).stdout.trim()
       assert.equal(await out('for f in folder/*; do if [ -L $f ]; then echo "$f -> $(readlink $f)"; else echo "$f $(stat -c "%F %U %a" $f)"; fi; done'), [
         `folder/symlink.txt -> test.txt`,
         `folder/symlink2.txt -> ${join(folder, 'test.txt')}`,
@@ -279,6 +281,7 @@ describe('templates', () => {
       assert.equal(await out('cat /opt/many/one.txt /opt/many/two.txt'), '12')
       assert.equal(await out('cd /opt/ts && find . -type f | sort'), './a.ts\n./lib/b.ts')
       assert.equal(await out('stat -c "%U:%G %a" /opt/one-root.txt /opt/src/a.ts /opt/src/lib /opt/src/lib/b.ts'), 'root:root 600\nuser:user 750\nuser:user 750\nuser:user 750')
+      assert.equal((await sbx.commands.run('whoami && stat -c "%U:%G" /home/user/mine.txt')).stdout.trim(), 'maker\nmaker:maker')
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
