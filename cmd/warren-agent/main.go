@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -37,6 +38,10 @@ const secretEnv = "WARREN_AGENT_SECRET"
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if os.Getpid() == 1 && os.Getenv(childEnv) == "" {
+		// One P is plenty for waiting and reaping, and needs the fewest
+		// threads when a fork bomb has taken every pid.
+		runtime.GOMAXPROCS(1)
+		reserveThreads(initThreads)
 		self, err := os.Executable()
 		if err != nil {
 			log.Error("cannot find own executable", "err", err)
@@ -45,6 +50,7 @@ func main() {
 		os.Exit(runInit(log, append([]string{self}, os.Args[1:]...), append(os.Environ(), childEnv+"=1")))
 	}
 	os.Unsetenv(childEnv)
+	reserveThreads(agentThreads)
 
 	m := NewMain(os.Stderr)
 	if err := m.ParseFlags(os.Args[1:]); err != nil {

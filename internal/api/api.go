@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/warrenhq/warren/internal/events"
@@ -140,6 +141,13 @@ type handler func(w http.ResponseWriter, r *http.Request, team string) error
 func (s *server) wrap(h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		team, err := s.authenticate(r)
+		if err == nil {
+			// r.URL.Query() drops what it cannot decode: a filter sent as
+			// metadata=%zz would silently be no filter at all.
+			if _, qerr := url.ParseQuery(r.URL.RawQuery); qerr != nil {
+				err = sandbox.Errorf(sandbox.KindInvalid, "invalid query string: %v", qerr)
+			}
+		}
 		if err == nil {
 			err = h(w, r, team)
 		}

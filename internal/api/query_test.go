@@ -132,3 +132,24 @@ func TestLogsV2Parameters(t *testing.T) {
 	}
 	wantError(t, "logs of an unknown sandbox", a.do(t, "GET", "/v2/sandboxes/nosuch/logs?level=info", nil), 404)
 }
+
+// TestMalformedQuery: a query the server cannot decode is refused, never
+// read as if the broken parameter were absent (a list filter that would
+// silently match everything).
+func TestMalformedQuery(t *testing.T) {
+	a := newAPI(t)
+	a.create(t, nil)
+	for _, tc := range []struct{ name, path, message string }{
+		{"v2 list metadata", "/v2/sandboxes?metadata=%zz", "invalid query string: invalid URL escape"},
+		{"v1 list metadata", "/sandboxes?metadata=%zz", "invalid query string: invalid URL escape"},
+		{"semicolon", "/v2/sandboxes?state=running;x=1", "invalid query string"},
+		{"snapshots", "/snapshots?limit=%", "invalid query string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantAnswer(t, tc.name, a.do(t, "GET", tc.path, nil), 400, tc.message)
+		})
+	}
+	if r := a.do(t, "GET", "/v2/sandboxes?metadata=a%3Db", nil); r.status != 200 {
+		t.Fatalf("a good metadata filter: %d %s", r.status, r.body)
+	}
+}

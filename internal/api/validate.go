@@ -3,6 +3,7 @@ package api
 import (
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -23,6 +24,16 @@ func (req newSandboxJSON) validate(v2 bool) error {
 		secure := v2 || (req.Secure != nil && *req.Secure)
 		if n := req.Network; n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic && !secure {
 			return sandbox.Errorf(sandbox.KindInvalid, "network.allowPublicTraffic false needs a secure sandbox (secure: true)")
+		}
+	}
+	// The agent gives these to every command; a name with '=' would
+	// become another variable, and exec refuses NULs.
+	for k, v := range req.EnvVars {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return sandbox.Errorf(sandbox.KindInvalid, "envVars: invalid name %q (a name is not empty and has no '=' or NUL)", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return sandbox.Errorf(sandbox.KindInvalid, "envVars: the value of %q contains a NUL byte", k)
 		}
 	}
 	autoPause := req.AutoPause != nil && *req.AutoPause

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warrenhq/warren/internal/agent/oom"
 	"github.com/warrenhq/warren/internal/agent/users"
 )
 
@@ -59,6 +60,9 @@ func startProcess(l launch) (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", l.argv[0], err)
 	}
+	// Kernels are user code: the OOM killer takes them before the agent.
+	// Best effort; a kernel with the agent's score still runs.
+	_ = oom.MarkUserProcess(cmd.Process.Pid)
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	go func() { // ends when the process does; kill guarantees that
 		p.err = cmd.Wait()

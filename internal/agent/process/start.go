@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/warrenhq/warren/internal/agent/oom"
 	"github.com/warrenhq/warren/internal/agent/users"
 	"github.com/warrenhq/warren/proto/process"
 )
@@ -97,6 +98,9 @@ func (s *Service) spawn(ctx context.Context, req *connect.Request[process.StartR
 		return nil, startError(cfg.GetCmd(), err)
 	}
 	p.pid = uint32(cmd.Process.Pid)
+	if err := oom.MarkUserProcess(cmd.Process.Pid); err != nil {
+		s.log.Warn("cannot rank a process for the OOM killer", "pid", p.pid, "err", err)
+	}
 	p.tty = pio.tty
 	p.stdin = pio.stdin
 	track := func() {
@@ -145,6 +149,11 @@ func validateConfig(cfg *process.ProcessConfig) error {
 func startError(cmd string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("cannot start '%s': %w", cmd, err))
+	}
+	if errors.Is(err, syscall.EAGAIN) {
+		// fork(2) says EAGAIN when the sandbox's pids limit (or the user's
+		// RLIMIT_NPROC) is reached: the sandbox is busy, not broken.
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("cannot start '%s': the sandbox has reached its process limit: %w", cmd, err))
 	}
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, exec.ErrNotFound) {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cannot start '%s': %w", cmd, err))

@@ -1,0 +1,99 @@
+// What a sandbox's own user can do to it, and what it cannot: file operations as `user` go no
+// further than `user` could in a shell (symlinks to root's files included), and a fork bomb or
+// a memory hog inside a sandbox leaves its agent serving and the sandbox running.
+// A private server with small limits, so the limits are hit quickly.
+import { it, before } from 'node:test'
+import { useServer } from './harness.mjs'
+import { assert, describeEachSdk, rejectsWith } from './helpers.mjs'
+
+await useServer({ private: true, args: ['--memory-mb', '256', '--pids-limit', '200'] })
+
+describeEachSdk('Files act as the requesting user', (ctx) => {
+  let sbx
+  before(async () => {
+    sbx = await ctx.create({ timeoutMs: 120_000 })
+  })
+
+  it('a symlink to /etc/shadow cannot be written through as user; /etc/shadow stays as it was', async () => {
+    const before = await sbx.commands.run('sha256sum /etc/shadow', { user: 'root' })
+    await sbx.commands.run('ln -sfn /etc/shadow ~/link')
+    await rejectsWith(sbx.files.write('/home/user/link', 'pwned\n'), ctx.sdk.SandboxError, /403|permission denied/i)
+    const after = await sbx.commands.run('sha256sum /etc/shadow', { user: 'root' })
+    assert.equal(after.stdout, before.stdout)
+  })
+
+  it('user cannot read /etc/shadow, directly or through a symlink; root can', async () => {
+    await rejectsWith(sbx.files.read('/etc/shadow'), ctx.sdk.SandboxError, /403|permission denied/i)
+    await rejectsWith(sbx.files.read('/home/user/link'), ctx.sdk.SandboxError, /403|permission denied/i)
+    assert.match(await sbx.files.read('/etc/shadow', { user: 'root' }), /^root:/)
+    assert.match(await sbx.files.read('/home/user/link', { user: 'root' }), /^root:/)
+  })
+
+  it("user's filesystem calls stop at root's directories", async () => {
+    await rejectsWith(sbx.files.list('/root'), ctx.sdk.SandboxError, /permission/i)
+    await rejectsWith(sbx.files.makeDir('/root/made-by-user'), ctx.sdk.SandboxError, /permission/i)
+    await rejectsWith(sbx.files.remove('/etc/hostname'), ctx.sdk.SandboxError, /permission/i)
+    await rejectsWith(sbx.files.rename('/etc/hostname', '/home/user/hostname'), ctx.sdk.SandboxError, /permission/i)
+    assert.equal((await sbx.commands.run('test -e /etc/hostname && test ! -e /root/made-by-user')).exitCode, 0)
+    assert.ok(await sbx.files.makeDir('/root/made-by-root', { user: 'root' }))
+  })
+
+  it("user's own files work as before and belong to user", async () => {
+    await sbx.files.write('/home/user/dir/a.txt', 'hello')
+    assert.equal(await sbx.files.read('~/dir/a.txt'), 'hello')
+    await sbx.files.rename('/home/user/dir/a.txt', '/home/user/dir/b.txt')
+    const names = (await sbx.files.list('/home/user/dir')).map((e) => e.name)
+    assert.deepEqual(names, ['b.txt'])
+    const info = await sbx.files.getInfo('/home/user/dir/b.txt')
+    assert.equal(info.owner, 'user')
+    await sbx.files.write('/tmp/by-user.txt', 'x')
+    assert.equal((await sbx.files.getInfo('/tmp/by-user.txt')).owner, 'user')
+    await sbx.files.remove('/home/user/dir')
+    assert.equal(await sbx.files.exists('/home/user/dir'), false)
+  })
+})
+
+describeEachSdk('A sandbox survives what its processes do', (ctx) => {
+  let sbx
+  before(async () => {
+    sbx = await ctx.create({ timeoutMs: 180_000 })
+  })
+
+  it('a fork bomb hits the pids limit; the agent keeps answering and the sandbox stays running', async () => {
+    // The pids cgroup counts every task of the sandbox; reading it needs no fork.
+    const dir = (await sbx.files.exists('/sys/fs/cgroup/pids.max')) ? '/sys/fs/cgroup' : '/sys/fs/cgroup/pids' // v2 : v1
+    const pids = async () => Number(await sbx.files.read(`${dir}/pids.current`))
+    const limit = Number(await sbx.files.read(`${dir}/pids.max`))
+    assert.equal(limit, 200)
+    // A fork bomb that stops forking once /tmp/stop-bomb exists: a plain one outlives `timeout`
+    // (its members escape the process-group kill while they fork) and would hold every pid.
+    await sbx.commands.run("bash -c 'b(){ test -e /tmp/stop-bomb && return; b | b & }; b' >/dev/null 2>&1", { background: true, timeoutMs: 0 })
+    let peak = 0
+    const deadline = Date.now() + 12_000
+    while (Date.now() < deadline) {
+      peak = Math.max(peak, await pids())
+      assert.equal((await sbx.getInfo()).state, 'running')
+      assert.ok(await sbx.files.exists('/home/user'))
+      await new Promise((r) => setTimeout(r, 300))
+    }
+    assert.ok(peak >= limit - 5, `the bomb reached ${peak} of ${limit} pids`)
+    // Starting a command while every pid is taken fails clearly (unless a pid was free just then).
+    const refused = await sbx.commands.run('echo ok').catch((e) => e)
+    if (refused instanceof Error) assert.match(refused.message, /process limit/)
+    await sbx.files.write('/tmp/stop-bomb', '')
+    let now
+    for (let i = 0; i < 60 && (now = await pids()) > limit / 2; i++) await new Promise((r) => setTimeout(r, 500))
+    assert.ok(now <= limit / 2, `${now} pids still taken after the bomb ended`)
+    assert.equal((await sbx.commands.run('echo ok')).stdout, 'ok\n')
+    assert.equal((await sbx.getInfo()).state, 'running')
+  })
+
+  it('a memory hog past the memory limit is killed; the agent and the sandbox survive', async () => {
+    // tail keeps the whole unending line in memory: it grows until the OOM killer stops it.
+    const r = await sbx.commands.run('tail /dev/zero', { timeoutMs: 60_000 }).catch((e) => e)
+    assert.ok(r instanceof ctx.sdk.CommandExitError, `got ${r?.constructor?.name}: ${r?.message}`)
+    assert.match(r.error ?? '', /signal: killed/) // envd's wire reports a signal death as exit code -1
+    assert.equal((await sbx.commands.run('echo ok')).stdout, 'ok\n')
+    assert.equal((await sbx.getInfo()).state, 'running')
+  })
+})
