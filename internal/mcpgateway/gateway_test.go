@@ -243,3 +243,33 @@ func TestToken(t *testing.T) {
 		t.Errorf("token file mode %v, want 0600", st.Mode().Perm())
 	}
 }
+
+// Pull (addMcpServer's `mcp-gateway pull NAME...`) clones github entries
+// ahead of time, so a start needs no git source; unknown names fail.
+func TestPull(t *testing.T) {
+	base := gitBase(t, map[string]map[string]string{"acme/alpha": {"README": "x"}})
+	opts := Options{GitBase: base, Dir: t.TempDir()}
+	for _, tt := range []struct {
+		names   []string
+		wantErr string
+	}{
+		{nil, "pull needs the names"},
+		{[]string{"nosuch"}, `unknown MCP server "nosuch": this gateway's catalog has brave,`},
+		{[]string{"github/acme"}, "github/<owner>/<repo>"},
+		{[]string{"github/acme/missing"}, "git clone"},
+	} {
+		if err := Pull(t.Context(), opts, tt.names); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("Pull(%q) = %v, want an error containing %q", tt.names, err, tt.wantErr)
+		}
+	}
+	if err := Pull(t.Context(), opts, []string{"github/acme/alpha"}); err != nil {
+		t.Fatal(err)
+	}
+	opts.GitBase = filepath.Join(t.TempDir(), "gone")
+	cfg := fmt.Sprintf(`{"github/acme/alpha":{"runCmd":%q}}`, "test -f README && "+fakeRunCmd(t, "alpha"))
+	_, hs := startGateway(t, opts, cfg, "t")
+	res, err := connect(t, hs.URL, "t").CallTool(t.Context(), &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"text": "pulled"}})
+	if err != nil || text(t, res.Content) != "alpha: pulled" {
+		t.Errorf("the pulled server: %v, %v", res, err)
+	}
+}

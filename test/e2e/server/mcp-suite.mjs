@@ -50,7 +50,9 @@ async function mcpClient(url, headers) {
 
 describeEachSdk('MCP gateway', (ctx) => {
   it('lists the servers\' tools and calls them through getMcpUrl() with getMcpToken()', async () => {
+    const t0 = performance.now()
     const sbx = await ctx.create(tplName, { mcp: config, timeoutMs: 300_000 })
+    console.log(`Sandbox.create({ mcp }) with 2 servers [${ctx.version}]: ${(performance.now() - t0).toFixed(0)} ms`)
     const url = sbx.getMcpUrl()
     assert.equal(url, `https://50005-${sbx.sandboxId}.${domain}/mcp`)
     const token = await sbx.getMcpToken()

@@ -39,6 +39,6 @@ it('Sandbox.create({ mcp }) serves its servers at getMcpUrl() to the MCP SDK', {
   child.stderr.on('data', (d) => (out += d))
   const code = await new Promise((ok) => child.once('exit', (c, s) => ok(c ?? s)))
   if (process.env.WARREN_E2E_VERBOSE === '1' || code !== 0) console.log(out)
-  else console.log(out.split('\n').filter((l) => l.includes('tools/call')).join('\n'))
+  else console.log(out.split('\n').filter((l) => l.includes('tools/call') || l.includes('with 2 servers')).join('\n'))
   assert.equal(code, 0, `mcp-suite.mjs failed:\n${out}\n--- server log tail\n${await h.server.logTail()}`)
 })
