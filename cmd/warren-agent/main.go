@@ -84,9 +84,10 @@ type Main struct {
 	// Root is the root of the filesystem the agent prepares (default user,
 	// /run/e2b). Default "/"; tests use a temporary directory.
 	Root string
-	// TunnelSecret authenticates the Warren server on the tunnel; "" (the
-	// default when the variable is unset) disables the tunnel.
-	TunnelSecret string
+	// ServerSecret authenticates the Warren server on the tunnel and on
+	// /init; "" (the default when the variable is unset) disables the
+	// tunnel and leaves /init to its token rules alone.
+	ServerSecret string
 	// Verbose logs at debug level (every request, tunnel, reaped orphan).
 	Verbose bool
 	// CodeInterpreter also serves the code interpreter (codeinterp.go);
@@ -148,7 +149,7 @@ func (m *Main) ParseFlags(args []string) error {
 		fmt.Fprintln(m.stderr, err)
 		return err
 	}
-	m.TunnelSecret = os.Getenv(secretEnv)
+	m.ServerSecret = os.Getenv(secretEnv)
 	os.Unsetenv(secretEnv)
 	if m.Verbose {
 		m.Log = slog.New(slog.NewJSONHandler(m.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -171,7 +172,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Process:      m.proc,
 		Filesystem:   m.fs,
 		Files:        files.New(st, m.Log),
-		TunnelSecret: m.TunnelSecret,
+		ServerSecret: m.ServerSecret,
 	})
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", ":"+strconv.Itoa(m.Port))
@@ -184,7 +185,7 @@ func (m *Main) Run(ctx context.Context) error {
 			m.failed <- err
 		}
 	}()
-	m.Log.Info("agent listening", "addr", ln.Addr().String(), "version", state.Version, "tunnel", m.TunnelSecret != "")
+	m.Log.Info("agent listening", "addr", ln.Addr().String(), "version", state.Version, "tunnel", m.ServerSecret != "")
 	if m.CodeInterpreter {
 		if err := m.startCodeInterpreter(ctx); err != nil {
 			return fmt.Errorf("code interpreter: %w", err)

@@ -22,7 +22,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stillSet := os.LookupEnv(secretEnv)
-	got := []any{m.Port, m.TunnelSecret, stillSet}
+	got := []any{m.Port, m.ServerSecret, stillSet}
 	if diff := cmp.Diff([]any{1234, "s3cret", false}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

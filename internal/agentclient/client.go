@@ -89,6 +89,9 @@ func (c *Client) Init(ctx context.Context, addr string, init sandbox.AgentInit) 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if init.AgentSecret != "" {
+		req.Header.Set(secretHeader, init.AgentSecret)
+	}
 	if init.AccessToken != "" {
 		req.Header.Set("X-Access-Token", init.AccessToken)
 	}

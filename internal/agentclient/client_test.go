@@ -33,7 +33,7 @@ func newAgent(t *testing.T, secret string) (*server.Server, *state.State) {
 		Process:      processconnect.UnimplementedProcessHandler{},
 		Filesystem:   filesystemconnect.UnimplementedFilesystemHandler{},
 		Files:        http.NotFoundHandler(),
-		TunnelSecret: secret,
+		ServerSecret: secret,
 	})
 	t.Cleanup(func() { srv.Close() })
 	return srv, st
@@ -109,6 +109,22 @@ func TestInitWaitsForLateAgent(t *testing.T) {
 	init.AccessToken = "other"
 	if err := c.Init(ctx, addr, init); err == nil {
 		t.Error("Init with another token succeeded")
+	}
+}
+
+// Init proves the agent secret: an agent started with one refuses an
+// init without it.
+func TestInitSendsAgentSecret(t *testing.T) {
+	addr, _, st := startAgent(t, "s3cret")
+	c := New()
+	if err := c.Init(context.Background(), addr, sandbox.AgentInit{AccessToken: "tok"}); err == nil {
+		t.Fatal("Init without the agent secret succeeded")
+	}
+	if err := c.Init(context.Background(), addr, sandbox.AgentInit{AgentSecret: "s3cret", AccessToken: "tok"}); err != nil {
+		t.Fatalf("Init with the agent secret: %v", err)
+	}
+	if got := st.AccessToken(); got != "tok" {
+		t.Errorf("access token %q after Init, want tok", got)
 	}
 }
 

@@ -409,6 +409,7 @@ func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout tim
 		user = m.cfg.DefaultUser
 	}
 	return m.cfg.Agent.Init(ctx, sb.AgentAddr, sandbox.AgentInit{
+		AgentSecret:    sb.AgentSecret,
 		EnvVars:        sb.EnvVars,
 		AccessToken:    sb.EnvdAccessToken,
 		DefaultUser:    user,

@@ -31,7 +31,7 @@ func TestCreate(t *testing.T) {
 		t.Errorf("tokens: envd %q traffic %q, want envd only", sb.EnvdAccessToken, sb.TrafficAccessToken)
 	}
 	init, ok := e.agent.Inited(sb.AgentAddr)
-	want := sandbox.AgentInit{EnvVars: map[string]string{"A": "1"}, AccessToken: sb.EnvdAccessToken, DefaultUser: "user"}
+	want := sandbox.AgentInit{AgentSecret: sb.AgentSecret, EnvVars: map[string]string{"A": "1"}, AccessToken: sb.EnvdAccessToken, DefaultUser: "user"}
 	if diff := cmp.Diff(want, init); !ok || diff != "" {
 		t.Errorf("agent init (-want +got):\n%s", diff)
 	}

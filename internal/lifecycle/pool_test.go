@@ -75,7 +75,7 @@ func TestPoolClaimAndRefill(t *testing.T) {
 			t.Error("sandbox's agent secret is not its container's")
 		}
 		init, ok := e.agent.Inited(sb.AgentAddr)
-		want := sandbox.AgentInit{EnvVars: map[string]string{"FOO": "bar"}, AccessToken: sb.EnvdAccessToken, DefaultUser: "user"}
+		want := sandbox.AgentInit{AgentSecret: sb.AgentSecret, EnvVars: map[string]string{"FOO": "bar"}, AccessToken: sb.EnvdAccessToken, DefaultUser: "user"}
 		if !ok || sb.EnvdAccessToken == "" {
 			t.Fatalf("agent of the claimed container not initialised (token %q)", sb.EnvdAccessToken)
 		}

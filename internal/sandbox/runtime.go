@@ -124,6 +124,9 @@ type RuntimeChecker interface {
 
 // AgentInit is what the server tells a freshly started agent.
 type AgentInit struct {
+	// AgentSecret is the sandbox's agent secret: an agent started with
+	// one takes /init only from who knows it.
+	AgentSecret    string
 	EnvVars        map[string]string
 	AccessToken    string
 	DefaultUser    string

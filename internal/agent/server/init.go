@@ -89,6 +89,10 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if s.cfg.ServerSecret != "" && !equalSecret(r.Header.Get(secretHeader), s.cfg.ServerSecret) {
+		writeError(w, http.StatusUnauthorized, "invalid agent secret")
+		return
+	}
 	st := s.cfg.State
 	if !req.authorized(st.AccessToken(), r.Header.Get("X-Access-Token")) {
 		writeError(w, http.StatusUnauthorized, "access token does not match the one set by the first init")

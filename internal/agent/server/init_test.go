@@ -138,6 +138,36 @@ func TestInitSequence(t *testing.T) {
 	}
 }
 
+// An agent started with a server secret takes /init only with it: a local
+// process that reaches its published port past the proxy's filter cannot
+// configure a fresh agent (a warm pool's) nor one without an access token.
+func TestInitNeedsServerSecret(t *testing.T) {
+	h := newHarness(t, "s3cret")
+	fresh := settings{Env: map[string]string{}, User: "root"}
+	body := `{"accessToken":"tok1","defaultUser":"user"}`
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		status int
+		want   settings
+	}{
+		{"no secret", nil, 401, fresh},
+		{"wrong secret", map[string]string{"X-Warren-Agent-Secret": "s3cres"}, 401, fresh},
+		{"secret", map[string]string{"X-Warren-Agent-Secret": "s3cret"}, 204, settings{Env: map[string]string{}, Token: "tok1", User: "user"}},
+	} {
+		resp, got := h.do("POST", "/init", body, tc.header)
+		if resp.StatusCode != tc.status {
+			t.Fatalf("%s: status %d, want %d (%s)", tc.name, resp.StatusCode, tc.status, got)
+		}
+		if tc.status == 401 && got != `{"code":401,"message":"invalid agent secret"}`+"\n" {
+			t.Errorf("%s: body %q", tc.name, got)
+		}
+		if diff := cmp.Diff(tc.want, h.settings()); diff != "" {
+			t.Errorf("%s: settings (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
 // TestInitConcurrent holds one /init open by not finishing its body; a
 // second one meanwhile must get 503, and one after it 204.
 func TestInitConcurrent(t *testing.T) {

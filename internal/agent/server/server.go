@@ -36,9 +36,13 @@ type Config struct {
 	Filesystem filesystemconnect.FilesystemHandler
 	Files      http.Handler // GET and POST /files; does its own auth
 
-	// TunnelSecret authenticates the Warren server on /_warren/tunnel.
-	// "" disables the tunnel (every attempt gets 403).
-	TunnelSecret string
+	// ServerSecret authenticates the Warren server on the paths only it
+	// calls: /_warren/tunnel and /init (X-Warren-Agent-Secret), so that a
+	// local process reaching the agent's published port, past the proxy's
+	// filter of those paths, can neither tunnel nor (re)configure the
+	// agent. "" disables the tunnel (every attempt gets 403) and leaves
+	// /init to its token rules alone (a standalone agent).
+	ServerSecret string
 	// ShutdownGrace bounds how long Close waits for requests in flight
 	// before cutting them. Zero means 2 s.
 	ShutdownGrace time.Duration

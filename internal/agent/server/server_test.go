@@ -42,7 +42,7 @@ func newHarness(t *testing.T, secret string) *harness {
 		Process:      processconnect.UnimplementedProcessHandler{},
 		Filesystem:   filesystemconnect.UnimplementedFilesystemHandler{},
 		Files:        files,
-		TunnelSecret: secret,
+		ServerSecret: secret,
 	})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
