@@ -29,6 +29,7 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store/sqlite"
 	"github.com/warrenhq/warren/internal/template"
+	"github.com/warrenhq/warren/internal/web"
 )
 
 // serveConfig is what warren serve runs with, from flags and WARREN_*
@@ -262,12 +263,18 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		extra = append(extra, cfg.APIKey)
 	}
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Logger: log})
+	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs,
+		Info:   web.ServerInfo{Version: versionString(), Engine: "Docker", StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
+		Checks: serverChecks(cfg, deps), Logger: log})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if proxy.IsSandboxRequest(r, cfg.Domain) {
+		switch {
+		case proxy.IsSandboxRequest(r, cfg.Domain):
 			px.ServeHTTP(w, r)
-			return
+		case r.URL.Path == "/dashboard" || strings.HasPrefix(r.URL.Path, web.Prefix):
+			dash.ServeHTTP(w, r)
+		default:
+			control.ServeHTTP(w, r)
 		}
-		control.ServeHTTP(w, r)
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)

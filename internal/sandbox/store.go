@@ -26,6 +26,17 @@ type APIKey struct {
 	CreatedAt time.Time
 }
 
+// DashboardSession is a dashboard login as stored (internal/web): only
+// the hash of its cookie's token is kept, with the CSRF token its
+// state-changing requests must carry.
+type DashboardSession struct {
+	Hash      string
+	TeamID    string
+	CSRF      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
 // Snapshot is a sandbox's filesystem saved as an image; its ID can be used
 // as a template ID to create sandboxes from it.
 type Snapshot struct {

@@ -144,6 +144,20 @@ var migrations = []string{
 	CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt);
 	CREATE INDEX webhook_deliveries_order ON webhook_deliveries(webhook_id, sandbox_id, status, seq);
 	CREATE INDEX webhook_deliveries_event ON webhook_deliveries(event_id);`,
+	// The dashboard's single-use login links and its sessions
+	// (internal/web); only hashes of their tokens are kept.
+	`CREATE TABLE dashboard_logins (
+		hash TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL REFERENCES teams(id) ON DELETE CASCADE,
+		expires_at INTEGER NOT NULL
+	);
+	CREATE TABLE dashboard_sessions (
+		hash TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL REFERENCES teams(id) ON DELETE CASCADE,
+		csrf TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL
+	);`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and
