@@ -19,7 +19,8 @@ Subcommands:
                                (debootstrap) imported into the Docker engine (the default)
             code-interpreter   warren/code-interpreter, the "code-interpreter-v1" template:
                                warren/base plus Python's ipykernel, numpy, pandas, matplotlib,
-                               TypeScript, and R with IRkernel, built by the engine with apt-get
+                               TypeScript, R with IRkernel, and OpenJDK 17 with Warren's JShell
+                               kernel, built by the engine with apt-get
             mcp-gateway        warren/mcp-gateway, the "mcp-gateway" template of the SDK's
                                Sandbox.create({ mcp }): warren/base plus the mcp-gateway binary
 
@@ -125,7 +126,8 @@ func siblingPath(name string) string {
 func (m *Main) parseLayerBuild(args []string) (baseimage.LayerConfig, error) {
 	fs := m.newFlagSet("image build code-interpreter", "warren image build code-interpreter [--force] [--tag NAME] [--from NAME]",
 		"Build the code interpreter's image FROM the local base image with the Docker engine's builder,\n"+
-			"apt-installing "+strings.Join(baseimage.CodeInterpreterRecipe().Packages, " ")+".\n"+
+			"apt-installing "+strings.Join(baseimage.CodeInterpreterRecipe().Packages, " ")+",\n"+
+			"and compiling Warren's Java kernel.\n"+
 			"Needs the base image (warren image build) and the engine's access to a Debian mirror; not root.")
 	var cfg baseimage.LayerConfig
 	fs.BoolVar(&cfg.Force, "force", false, "build even if an image from the same recipe exists")

@@ -16,6 +16,8 @@ import (
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/api/types/jsonstream"
 	"github.com/moby/moby/client"
+
+	"github.com/warrenhq/warren/internal/agent/codeinterp/javakernel"
 )
 
 // Images built on the base image: those of the code-interpreter-v1 and
@@ -31,8 +33,14 @@ const (
 type LayerRecipe struct {
 	// Packages are installed without their recommends; none = no apt-get.
 	Packages []string
+	// Excludes are paths (globs) of the packages' files that dpkg does
+	// not install, then or later, as dpkg's path-exclude. Default none.
+	Excludes []string
 	// Files are added after the packages.
 	Files []LayerFile
+	// Script is a shell script run last, e.g. to compile one of Files.
+	// Default none.
+	Script string
 }
 
 // LayerFile is a file a LayerRecipe adds to the image.
@@ -53,8 +61,11 @@ func MCPGatewayRecipe(gateway []byte) LayerRecipe {
 // CodeInterpreterRecipe is the recipe for warren/code-interpreter: what
 // the agent's code interpreter needs for Python (ipykernel, with numpy,
 // pandas and matplotlib, which E2B's image has too), JavaScript and
-// TypeScript (node is in the base image; typescript compiles TS), and R
-// (R itself and IRkernel; bash needs nothing more).
+// TypeScript (node is in the base image; typescript compiles TS), R
+// (R itself and IRkernel; bash needs nothing more), and Java (the JDK,
+// for JShell and javac, and Warren's JShell kernel compiled with it,
+// about 200 MB in all; the JDK's jmods, 75 MB that only jlink reads, are
+// left out).
 //
 // R comes without its recommends, r-recommended (Matrix, lattice, mgcv
 // and the other recommended packages: about 27 MB more) and r-base-dev (a
@@ -66,12 +77,18 @@ func MCPGatewayRecipe(gateway []byte) LayerRecipe {
 // chosen apt does not install scipy, whose pythran dependency pulls in
 // g++, Boost and the Python headers (about 700 MB).
 func CodeInterpreterRecipe() LayerRecipe {
-	return LayerRecipe{Packages: []string{
-		"python3-munkres",
-		"python3-ipykernel", "python3-matplotlib-inline", "python3-numpy", "python3-pandas", "python3-matplotlib",
-		"nodejs", "node-typescript",
-		"r-base-core", "r-cran-irkernel",
-	}}
+	return LayerRecipe{
+		Packages: []string{
+			"python3-munkres",
+			"python3-ipykernel", "python3-matplotlib-inline", "python3-numpy", "python3-pandas", "python3-matplotlib",
+			"nodejs", "node-typescript",
+			"r-base-core", "r-cran-irkernel",
+			"openjdk-17-jdk-headless",
+		},
+		Excludes: []string{"/usr/lib/jvm/*/jmods/*"},
+		Files:    []LayerFile{{Path: javakernel.SourcePath, Mode: 0o644, Data: javakernel.Source}},
+		Script:   javakernel.BuildScript(),
+	}
 }
 
 // Dockerfile is the build's Dockerfile, FROM the parent image; file i
@@ -80,7 +97,15 @@ func (r LayerRecipe) Dockerfile(from string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "FROM %s\n", from)
 	if len(r.Packages) > 0 {
-		fmt.Fprintf(&b, `RUN apt-get update \
+		b.WriteString("RUN ")
+		if len(r.Excludes) > 0 {
+			var globs []string
+			for _, g := range r.Excludes {
+				globs = append(globs, "'"+strings.ReplaceAll(g, "'", `'\''`)+"'")
+			}
+			fmt.Fprintf(&b, "printf 'path-exclude=%%s\\n' %s > /etc/dpkg/dpkg.cfg.d/warren-excludes \\\n && ", strings.Join(globs, " "))
+		}
+		fmt.Fprintf(&b, `apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends %s \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/*
@@ -88,6 +113,12 @@ func (r LayerRecipe) Dockerfile(from string) string {
 	}
 	for i, f := range r.Files {
 		fmt.Fprintf(&b, "COPY files/%d %s\n", i, f.Path)
+	}
+	if r.Script != "" {
+		// The JSON form of RUN takes the script as one sh -c argument, so
+		// that it needs no quoting here.
+		script, _ := json.Marshal([]string{"/bin/sh", "-c", r.Script})
+		fmt.Fprintf(&b, "RUN %s\n", script)
 	}
 	return b.String()
 }
@@ -105,7 +136,7 @@ func (r LayerRecipe) hash(parentID string) string {
 	for i, f := range r.Files {
 		files[i] = file{f.Path, f.Mode, sha256.Sum256(f.Data)}
 	}
-	if len(files) == 0 {
+	if len(files) == 0 && len(r.Excludes) == 0 && r.Script == "" {
 		// The hash of a packages-only recipe is what it was before recipes
 		// had files, so existing images are reused.
 		return shortHash(struct {
@@ -113,11 +144,20 @@ func (r LayerRecipe) hash(parentID string) string {
 			Parent   string
 		}{r.Packages, parentID})
 	}
+	if len(r.Excludes) == 0 && r.Script == "" {
+		return shortHash(struct {
+			Packages []string
+			Files    []file
+			Parent   string
+		}{r.Packages, files, parentID})
+	}
 	return shortHash(struct {
 		Packages []string
+		Excludes []string
 		Files    []file
+		Script   string
 		Parent   string
-	}{r.Packages, files, parentID})
+	}{r.Packages, r.Excludes, files, r.Script, parentID})
 }
 
 // LayerConfig says what a LayerBuilder builds from and tags.

@@ -2,6 +2,7 @@ package baseimage
 
 import (
 	"archive/tar"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,8 +15,15 @@ func TestCodeInterpreterRecipe(t *testing.T) {
 		"apt-get install -y --no-install-recommends python3-munkres python3-ipykernel ",
 		" node-typescript ",
 		" r-base-core r-cran-irkernel ",
+		" openjdk-17-jdk-headless ",
+		"RUN printf 'path-exclude=%s\\n' '/usr/lib/jvm/*/jmods/*' > /etc/dpkg/dpkg.cfg.d/warren-excludes \\\n && apt-get update",
 		"apt-get clean",
 		"rm -rf /var/lib/apt/lists/*",
+		"\nCOPY files/0 /usr/local/lib/warren/jshell-kernel/",
+		`/JShellKernel.java` + "\n",
+		`RUN ["/bin/sh","-c","set -e; d=/usr/local/lib/warren/jshell-kernel/`,
+		`javac -nowarn -XDsuppressNotes -d \"$d/classes\" \"$d/JShellKernel.java\";`,
+		`-XX:ArchiveClassesAtExit=\"$d/kernel.jsa\"`,
 	} {
 		if !strings.Contains(df, want) {
 			t.Errorf("Dockerfile lacks %q:\n%s", want, df)
@@ -24,9 +32,26 @@ func TestCodeInterpreterRecipe(t *testing.T) {
 	if r.hash("sha256:a") == r.hash("sha256:b") {
 		t.Error("a rebuilt parent image does not change the recipe hash")
 	}
-	more := LayerRecipe{Packages: append(r.Packages, "r-recommended")}
+	more := r
+	more.Packages = append(slices.Clone(r.Packages), "r-recommended")
 	if r.hash("sha256:a") != CodeInterpreterRecipe().hash("sha256:a") || more.hash("sha256:a") == r.hash("sha256:a") {
 		t.Error("the hash does not follow the package list")
+	}
+	for name, change := range map[string]func(*LayerRecipe){
+		"excludes": func(r *LayerRecipe) { r.Excludes = nil },
+		"files": func(r *LayerRecipe) {
+			r.Files = []LayerFile{{Path: r.Files[0].Path, Mode: 0o644, Data: []byte("class X {}")}}
+		},
+		"script": func(r *LayerRecipe) { r.Script += "; true" },
+	} {
+		other := CodeInterpreterRecipe()
+		change(&other)
+		if other.hash("sha256:a") == r.hash("sha256:a") {
+			t.Errorf("the hash does not follow the %s", name)
+		}
+	}
+	if plain := (LayerRecipe{Packages: []string{"curl"}}).Dockerfile("sha256:abc"); strings.Contains(plain, "COPY") || strings.Contains(plain, "path-exclude") || strings.Count(plain, "RUN") != 1 {
+		t.Errorf("a recipe of packages only copies, excludes or runs something else:\n%s", plain)
 	}
 }
 

@@ -2,7 +2,7 @@
 // API on port 49999 that E2B's @e2b/code-interpreter SDK talks to (execute
 // code with streamed NDJSON output, manage contexts), backed by kernels it
 // starts itself — ipykernel (and IRkernel) over the Jupyter protocol, and
-// our own bash and node kernels. It owns the kernel processes and their
+// our own bash, node and Java (JShell) kernels. It owns the kernel processes and their
 // contexts; it does not listen on a port, install interpreters, or know
 // the agent's other services beyond GET /envs.
 package codeinterp
@@ -33,10 +33,12 @@ type Config struct {
 	// Workdir is the cwd of contexts created without one. Default: the
 	// home of User (of the agent's user when not root).
 	Workdir string
-	// Python, Node, Bash and R are the interpreters, looked up on PATH
-	// unless absolute. Defaults "python3", "node", "bash", "R". A language
-	// whose interpreter (or kernel package) is missing fails to start.
-	Python, Node, Bash, R string
+	// Python, Node, Bash, R and Java are the interpreters, looked up on
+	// PATH unless absolute. Defaults "python3", "node", "bash", "R",
+	// "java". A language whose interpreter (or kernel package) is missing
+	// fails to start. Java runs the kernel compiled into the image, or
+	// else compiles it with the javac next to Java (or on PATH).
+	Python, Node, Bash, R, Java string
 	// AgentURL is where the agent serves GET /envs. Default
 	// "http://localhost:49983"; "-" disables sandbox-wide env vars.
 	AgentURL string
@@ -70,6 +72,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Node, "node")
 	def(&c.Bash, "bash")
 	def(&c.R, "R")
+	def(&c.Java, "java")
 	def(&c.AgentURL, "http://localhost:49983")
 	if c.AgentURL == "-" {
 		c.AgentURL = ""
@@ -111,6 +114,9 @@ type Server struct {
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	javaMu       sync.Mutex // serializes compiling the Java kernel
+	javaCompiled bool       // guarded by javaMu; the kernel is in runtimeDir
 
 	seq      atomic.Uint64 // numbers contexts in order of creation
 	mu       sync.Mutex

@@ -100,6 +100,7 @@ func TestInContainer(t *testing.T) {
 		t.Fatalf("bash: %q %+v", e.stdout, e.err)
 	}
 	checkR(t, c, "/home/user", "/tmp", tok...)
+	checkJava(t, c, "/home/user", "/tmp", tok...)
 }
 
 func waitHealthy(t *testing.T, c *client) {

@@ -6,11 +6,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/warrenhq/warren/internal/agent/codeinterp/javakernel"
 )
 
 // Env var changes are made by silent executions in the kernel itself, so
 // that user code sees them in its own environment (os.environ,
-// process.env, $VAR, Sys.getenv) and they never shift line numbers in the
+// process.env, $VAR, Sys.getenv; in Java System.getProperty, where E2B
+// puts them, and System.getenv) and they never shift line numbers in the
 // user's tracebacks. Names are validated shell identifiers; values are
 // quoted here for each language.
 
@@ -25,6 +28,8 @@ func envSetCode(lang string, vars map[string]string) string {
 		return bashExports(vars)
 	case langR:
 		return rSetenv(vars)
+	case langJava:
+		return javaCall("setEnv", vars)
 	}
 	return ""
 }
@@ -46,6 +51,8 @@ func envOverrideCode(lang string, vars map[string]string) string {
 		// names = TRUE: by default Sys.getenv names its result only when
 		// asked for more than one variable.
 		return fmt.Sprintf(".warren_env_saved <- Sys.getenv(c(%s), unset = NA, names = TRUE)\n%s", rStrings(names), rSetenv(vars))
+	case langJava:
+		return javaCall("overrideEnv", vars)
 	}
 	return ""
 }
@@ -68,6 +75,8 @@ func envRestoreCode(lang string, vars map[string]string) string {
 		// global environment.
 		return "local(for (k in names(.warren_env_saved)) { v <- .warren_env_saved[[k]]; " +
 			"if (is.na(v)) Sys.unsetenv(k) else do.call(Sys.setenv, setNames(list(v), k)) })\nrm(.warren_env_saved)"
+	case langJava:
+		return javaCall("restoreEnv", nil)
 	}
 	return ""
 }
@@ -77,6 +86,18 @@ func envRestoreCode(lang string, vars map[string]string) string {
 func jsonLit(v any) string {
 	raw, _ := json.Marshal(v) // strings, slices and maps of strings always encode
 	return string(raw)
+}
+
+// javaCall calls one of the Java kernel's env var methods with the names
+// and values in turn. JSON strings are Java string literals too: Go's
+// encoder writes line breaks as \n and \r, never as the \u escapes Java
+// would turn into raw line breaks before parsing.
+func javaCall(method string, vars map[string]string) string {
+	var args []string
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		args = append(args, jsonLit(k), jsonLit(vars[k]))
+	}
+	return fmt.Sprintf("%s.%s(%s);", javakernel.MainClass, method, strings.Join(args, ", "))
 }
 
 func bashExports(vars map[string]string) string {

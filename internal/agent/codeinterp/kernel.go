@@ -62,7 +62,13 @@ func (s *Server) startKernel(ctx context.Context, lang, cwd string) (kernel, err
 		if lang == langTypeScript {
 			argv = append(argv, "--typescript")
 		}
-		return startNodeKernel(ctx, launch{argv: argv, dir: cwd, env: kernelEnv(as), as: as, stderr: out}, log)
+		return startJSONKernel(ctx, launch{argv: argv, dir: cwd, env: kernelEnv(as), as: as, stderr: out}, log)
+	case langJava:
+		argv, err := s.javaCommand(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return startJSONKernel(ctx, launch{argv: argv, dir: cwd, env: kernelEnv(as), as: as}, log)
 	}
 	return nil, fmt.Errorf("unsupported language %q", lang)
 }

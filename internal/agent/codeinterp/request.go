@@ -15,6 +15,7 @@ const (
 	langTypeScript = "typescript"
 	langBash       = "bash"
 	langR          = "r"
+	langJava       = "java"
 )
 
 // maxBodyBytes bounds request bodies; code cells are small, and a runaway
@@ -110,6 +111,8 @@ func normalizeLanguage(s string) (string, bool) {
 		return langBash, true
 	case "r":
 		return langR, true
+	case "java":
+		return langJava, true
 	}
 	return "", false
 }

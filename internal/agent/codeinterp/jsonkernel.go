@@ -12,22 +12,23 @@ import (
 	"time"
 )
 
-// nodeKernel is our JavaScript/TypeScript kernel: kernels/kernel.js in a
-// node process, spoken to by JSON lines (requests on its stdin, messages
-// on its fd 3). What the process's children write straight to fd 1 and 2
+// jsonKernel is a kernel process of our own, spoken to by JSON lines
+// (requests on its stdin, messages on its fd 3): kernels/kernel.js in node
+// for JavaScript and TypeScript, javakernel's JShellKernel in a JVM for
+// Java. What the process (or its children) writes straight to fd 1 and 2
 // is forwarded to the running execution too, without ordering guarantees.
-type nodeKernel struct {
+type jsonKernel struct {
 	proc  *process
 	stdin io.WriteCloser
 	log   *slog.Logger
 	next  int      // request ids; only Execute touches it
 	out   execSink // the running execution, if any
 
-	done chan nodeReply // replies to requests, by the reader
+	done chan kernelReply // replies to requests, by the reader
 }
 
-// nodeMessage is a line the kernel writes on fd 3.
-type nodeMessage struct {
+// kernelMessage is a line the kernel writes on fd 3.
+type kernelMessage struct {
 	Type      string `json:"type"`
 	ID        int    `json:"id"`
 	Text      string `json:"text"`
@@ -36,10 +37,10 @@ type nodeMessage struct {
 	Traceback string `json:"traceback"`
 }
 
-type nodeReply struct{ id int }
+type kernelReply struct{ id int }
 
-func startNodeKernel(ctx context.Context, l launch, log *slog.Logger) (*nodeKernel, error) {
-	k := &nodeKernel{log: log, done: make(chan nodeReply, 1)}
+func startJSONKernel(ctx context.Context, l launch, log *slog.Logger) (*jsonKernel, error) {
+	k := &jsonKernel{log: log, done: make(chan kernelReply, 1)}
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -64,12 +65,12 @@ func startNodeKernel(ctx context.Context, l launch, log *slog.Logger) (*nodeKern
 	// A first, empty execution proves the kernel is up and the REPL ready.
 	if err := k.Execute(ctx, "", true, nil); err != nil {
 		k.Close()
-		return nil, fmt.Errorf("node kernel did not start (%v): %w", k.proc.err, err)
+		return nil, fmt.Errorf("kernel did not start (%v): %w", k.proc.err, err)
 	}
 	return k, nil
 }
 
-func (k *nodeKernel) read(r io.ReadCloser) {
+func (k *jsonKernel) read(r io.ReadCloser) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
@@ -83,10 +84,10 @@ func (k *nodeKernel) read(r io.ReadCloser) {
 	}
 }
 
-func (k *nodeKernel) handle(line []byte) {
-	var m nodeMessage
+func (k *jsonKernel) handle(line []byte) {
+	var m kernelMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		k.log.Warn("bad message from node kernel", "err", err)
+		k.log.Warn("bad message from kernel", "err", err)
 		return
 	}
 	now := time.Now().UTC().Format(time.RFC3339Nano)
@@ -101,13 +102,13 @@ func (k *nodeKernel) handle(line []byte) {
 		k.out.send(errorLine(m.Name, m.Value, m.Traceback))
 	case "done":
 		select {
-		case k.done <- nodeReply{id: m.ID}:
+		case k.done <- kernelReply{id: m.ID}:
 		case <-k.proc.done:
 		}
 	}
 }
 
-func (k *nodeKernel) Execute(ctx context.Context, code string, silent bool, emit func(Output)) error {
+func (k *jsonKernel) Execute(ctx context.Context, code string, silent bool, emit func(Output)) error {
 	k.next++
 	id := k.next
 	req, _ := json.Marshal(struct {
@@ -132,11 +133,11 @@ func (k *nodeKernel) Execute(ctx context.Context, code string, silent bool, emit
 	}
 }
 
-func (k *nodeKernel) Interrupt() error { return k.proc.signal(syscall.SIGINT) }
+func (k *jsonKernel) Interrupt() error { return k.proc.signal(syscall.SIGINT) }
 
-func (k *nodeKernel) Done() <-chan struct{} { return k.proc.done }
+func (k *jsonKernel) Done() <-chan struct{} { return k.proc.done }
 
-func (k *nodeKernel) Close() error {
+func (k *jsonKernel) Close() error {
 	k.stdin.Close()
 	k.proc.kill()
 	return nil
@@ -145,7 +146,7 @@ func (k *nodeKernel) Close() error {
 // sinkWriter forwards a kernel's raw stdout or stderr to the running
 // execution.
 type sinkWriter struct {
-	k    *nodeKernel
+	k    *jsonKernel
 	line func(text, ts string) Output
 }
 
