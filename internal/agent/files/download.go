@@ -252,7 +252,7 @@ func qValue(params string) float64 {
 			continue
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || f < 0 || f > 1 {
+		if err != nil || !(f >= 0 && f <= 1) { // NaN too: it compares false with everything
 			return 1
 		}
 		return f
