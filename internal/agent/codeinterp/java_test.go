@@ -85,6 +85,10 @@ func checkJava(t *testing.T, c *client, wantCwd, otherCwd string, header ...stri
 	if e := java("y", nil); e.text() != "1" {
 		t.Fatalf("snippets before a failing one ran: %q %+v", e.text(), e.err)
 	}
+	e = java("void g() { h(); }\ng()", nil)
+	if e.err == nil || e.err.Name != "jdk.jshell.UnresolvedReferenceException" || e.err.Value != "g cannot be used until method h() is declared" {
+		t.Fatalf("a method calling an undeclared one: %+v", e.err)
+	}
 	if e := java("int z = ", nil); e.err == nil || e.err.Name != "CompilationException" {
 		t.Fatalf("unfinished code: %+v", e.err)
 	}

@@ -207,8 +207,8 @@ public final class JShellKernel {
         if (ex instanceof EvalException) {
             name = ((EvalException) ex).getExceptionClassName();
         } else if (ex instanceof UnresolvedReferenceException) {
-            Snippet s = ((UnresolvedReferenceException) ex).getSnippet();
-            value = s + " cannot be used until " + String.join(", ", shell.unresolvedDependencies((jdk.jshell.DeclarationSnippet) s).toList()) + " is declared";
+            jdk.jshell.DeclarationSnippet s = ((UnresolvedReferenceException) ex).getSnippet();
+            value = s.name() + " cannot be used until " + String.join(", ", shell.unresolvedDependencies(s).toList()) + " is declared";
         }
         if (value == null) {
             value = "";
