@@ -64,6 +64,13 @@ func (s *Service) startWatchAs(u *users.User, root string, opts watchOptions) (*
 	if !fi.IsDir() {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path '%s' is not a directory", root))
 	}
+	// Watching shows the names inside: the user must be able to list the
+	// directory. Linux's inotify checks that itself; gVisor's does not.
+	d, err := os.Open(root)
+	if err != nil {
+		return nil, s.fsError("watch", root, err)
+	}
+	d.Close()
 	if !opts.allowNetwork {
 		fsType, network, err := networkFilesystem(root)
 		if err != nil {

@@ -10,25 +10,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Do runs fn with u's filesystem identity, so that the kernel checks every
-// path fn opens, creates or removes against u's permissions: each
-// component, symlinks included, at the moment it is resolved. There is no
-// window between a check and a use to race, as there would be if the agent
-// resolved a path and judged it itself.
+// Do runs fn with u's identity for the filesystem, so that the kernel
+// checks every path fn opens, creates or removes against u's permissions:
+// each component, symlinks included, at the moment it is resolved. There
+// is no window between a check and a use to race, as there would be if the
+// agent resolved a path and judged it itself.
 //
-// fn runs on an OS thread of its own whose filesystem uid and gid are u's
-// and whose supplementary groups are u's groups. Linux keeps these per
-// thread (setfsuid, setfsgid and the raw setgroups system call change only
-// the calling thread; libc and Go's syscall.Setgroups broadcast to every
-// thread), so the rest of the agent stays root meanwhile. Files fn creates
-// are owned by u. fn must do its filesystem work on its own goroutine:
-// another goroutine runs on another thread, as root. What fn opens stays
-// usable after Do returns: permissions are checked at open.
+// fn runs on an OS thread of its own whose effective uid and gid are u's
+// (the real and saved ones stay root's, which is what lets the thread
+// become root again) and whose supplementary groups are u's. Linux and
+// gVisor keep credentials per thread: the raw setresuid, setresgid and
+// setgroups system calls change only the calling thread (libc and Go's
+// syscall.Setuid broadcast to every thread), so the rest of the agent stays
+// root meanwhile. setfsuid would be narrower, but gVisor does not have it.
+// Files fn creates are owned by u. fn must do its filesystem work on its
+// own goroutine: another goroutine runs on another thread, as root. What fn
+// opens stays usable after Do returns: permissions are checked at open.
 //
 // When u is the agent's own user, or the agent is not root and so cannot
 // take on another identity, fn runs as the agent.
 func (u *User) Do(fn func() error) error {
-	euid := uint32(unix.Geteuid())
+	euid := geteuid()
 	if u.UID == euid || euid != 0 {
 		return fn()
 	}
@@ -87,12 +89,16 @@ func call(fn func() error) (res result) {
 
 // savedIdentity is what the thread had before become.
 type savedIdentity struct {
-	groups   []uint32
-	uid, gid uint32
+	groups     []uint32
+	euid, egid uint32
 }
 
-// become gives the calling thread u's filesystem identity. On failure the
-// thread may be half changed; restore still undoes it.
+// keep is the id argument of setresuid and setresgid that leaves an id as
+// it is.
+const keep = ^uintptr(0)
+
+// become gives the calling thread u's identity. On failure the thread may
+// be half changed; restore still undoes it.
 func become(u *User) (savedIdentity, error) {
 	var saved savedIdentity
 	groups, err := getgroups()
@@ -100,16 +106,16 @@ func become(u *User) (savedIdentity, error) {
 		return saved, err
 	}
 	saved.groups = groups
-	saved.uid = setfsuid(^uint32(0)) // an invalid id changes nothing and reports the current one
-	saved.gid = setfsgid(^uint32(0))
+	saved.euid, saved.egid = geteuid(), getegid()
 	if err := setgroups(u.Groups); err != nil {
 		return saved, fmt.Errorf("take on the groups of user %s: %w", u.Name, err)
 	}
-	if setfsgid(u.GID); setfsgid(^uint32(0)) != u.GID {
-		return saved, fmt.Errorf("take on the group of user %s: refused", u.Name)
+	// The gid first: once the uid is u's, the thread may no longer change it.
+	if err := setresgid(u.GID); err != nil || getegid() != u.GID {
+		return saved, fmt.Errorf("take on the group of user %s: %w", u.Name, refused(err))
 	}
-	if setfsuid(u.UID); setfsuid(^uint32(0)) != u.UID {
-		return saved, fmt.Errorf("take on the identity of user %s: refused", u.Name)
+	if err := setresuid(u.UID); err != nil || geteuid() != u.UID {
+		return saved, fmt.Errorf("take on the identity of user %s: %w", u.Name, refused(err))
 	}
 	return saved, nil
 }
@@ -117,11 +123,11 @@ func become(u *User) (savedIdentity, error) {
 // restore gives the calling thread back what become saved. The uid goes
 // first: it brings back the capabilities that allow the rest.
 func restore(s savedIdentity) error {
-	if setfsuid(s.uid); setfsuid(^uint32(0)) != s.uid {
-		return errors.New("restore the agent's filesystem uid: refused")
+	if err := setresuid(s.euid); err != nil || geteuid() != s.euid {
+		return fmt.Errorf("restore the agent's uid: %w", refused(err))
 	}
-	if setfsgid(s.gid); setfsgid(^uint32(0)) != s.gid {
-		return errors.New("restore the agent's filesystem gid: refused")
+	if err := setresgid(s.egid); err != nil || getegid() != s.egid {
+		return fmt.Errorf("restore the agent's gid: %w", refused(err))
 	}
 	if err := setgroups(s.groups); err != nil {
 		return fmt.Errorf("restore the agent's groups: %w", err)
@@ -129,14 +135,39 @@ func restore(s savedIdentity) error {
 	return nil
 }
 
-func setfsuid(id uint32) uint32 {
-	prev, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, uintptr(id), 0, 0)
-	return uint32(prev)
+// refused is err, or an error saying the change did not take when the
+// call said nothing.
+func refused(err error) error {
+	if err != nil {
+		return err
+	}
+	return errors.New("the identity did not change")
 }
 
-func setfsgid(id uint32) uint32 {
-	prev, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, uintptr(id), 0, 0)
-	return uint32(prev)
+// setresuid sets the calling thread's effective uid only.
+func setresuid(id uint32) error {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, keep, uintptr(id), keep); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// setresgid sets the calling thread's effective gid only.
+func setresgid(id uint32) error {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, keep, uintptr(id), keep); e != 0 {
+		return e
+	}
+	return nil
+}
+
+func geteuid() uint32 {
+	id, _, _ := unix.RawSyscall(unix.SYS_GETEUID, 0, 0, 0)
+	return uint32(id)
+}
+
+func getegid() uint32 {
+	id, _, _ := unix.RawSyscall(unix.SYS_GETEGID, 0, 0, 0)
+	return uint32(id)
 }
 
 // setgroups sets the calling thread's supplementary groups only.
