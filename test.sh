@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Warren's whole test suite: makes sure Docker and debootstrap are there, builds the
 # binaries and the images (base and code interpreter), then go vet, the Go tests, and the
-# end-to-end tests that drive a real server with the official E2B SDKs (test/e2e), under runc and
+# end-to-end tests that drive a real server with the official E2B SDKs (test/e2e) and the
+# dashboard's browser tests (Debian's chromium, installed when missing), under runc and
 # again under gVisor (WARREN_TEST_GVISOR=0 leaves gVisor out). Every step has a time cap and the
 # whole run a budget (see step), so a hang fails its step instead of the run. Exits non-zero if
 # any step fails; a summary of every step and its time is printed at the end.
@@ -119,6 +120,7 @@ if [ $ready = 1 ] && step "end-to-end: npm ci (test/e2e)" 600 e2e_install; then
 	if [ -x test/e2e/server-run.sh ]; then
 		step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 test/e2e/server-run.sh
 	fi
+	step "dashboard: embedded build matches web/, browser tests in chromium (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
 	if [ "${WARREN_TEST_GVISOR:-1}" = 0 ]; then
 		results+=("skipped        gVisor runtime (WARREN_TEST_GVISOR=0)")
 	else

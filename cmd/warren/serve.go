@@ -87,6 +87,8 @@ type serveDeps struct {
 	Builder template.Engine
 	// Commands runs templates' start and ready commands in sandboxes.
 	Commands lifecycle.CommandRunner
+	// Terminals opens the dashboard's terminals; nil = none.
+	Terminals web.Terminals
 	// Ready, when set, is called with the address once the server listens.
 	Ready func(addr string)
 }
@@ -127,7 +129,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	}
 	defer builder.Close()
 	ac := agentclient.New()
-	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: builder, Commands: ac}, log)
+	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: builder, Commands: ac, Terminals: ac}, log)
 }
 
 // parseEgressDNS parses --egress-dns: IP:port resolvers, comma-separated.
@@ -263,7 +265,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		extra = append(extra, cfg.APIKey)
 	}
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Logger: log})
-	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs,
+	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals,
 		Info:   web.ServerInfo{Version: versionString(), Engine: "Docker", StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
 		Checks: serverChecks(cfg, deps), Logger: log})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

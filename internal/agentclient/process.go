@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -30,14 +31,20 @@ func commandRequest(accessToken, user, workdir, cmd string, env map[string]strin
 		cfg.Cwd = &workdir
 	}
 	req := connect.NewRequest(&process.StartRequest{Process: cfg})
+	setAuth(req.Header(), accessToken, user)
+	return req
+}
+
+// setAuth gives a request to the agent the sandbox's access token and
+// the user it runs as.
+func setAuth(h http.Header, accessToken, user string) {
 	if accessToken != "" {
-		req.Header().Set("X-Access-Token", accessToken)
+		h.Set("X-Access-Token", accessToken)
 	}
 	if name, _, _ := strings.Cut(user, ":"); name != "" {
 		// The agent takes the user from Basic auth, with no password.
-		req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(name+":")))
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(name+":")))
 	}
-	return req
 }
 
 // StartCommand starts cmd in the sandbox whose agent is at addr, as user in

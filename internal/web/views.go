@@ -16,7 +16,6 @@ func (s *server) routes(mux *http.ServeMux) {
 		pattern string
 		h       teamHandler
 	}{
-		{"GET /dashboard/api/session", s.getSession},
 		{"GET /dashboard/api/sandboxes", s.listSandboxes},
 		{"GET /dashboard/api/sandboxes/stream", s.streamSandboxes},
 		{"GET /dashboard/api/sandboxes/{id}", s.getSandbox},
@@ -38,19 +37,28 @@ func (s *server) routes(mux *http.ServeMux) {
 		mux.Handle(rt.pattern, s.authed(rt.h))
 	}
 	s.templateRoutes(mux)
+	s.agentRoutes(mux)
 }
 
-func (s *server) getSession(w http.ResponseWriter, r *http.Request, team string) error {
-	ds, err := s.session(r) // authed checked it; this reads its CSRF token
-	if err != nil {
-		return err
+// getSession answers the request's session, or 204 when there is none:
+// the page asks it at load to know whether to show the login form, and
+// an answer of no session is not an error there.
+func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
+	ds, err := s.session(r)
+	if sandbox.KindOf(err) == sandbox.KindUnauthenticated {
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+		return
 	}
-	tm, err := s.st.GetTeam(r.Context(), team)
-	if err != nil {
-		return err
+	var tm sandbox.Team
+	if err == nil {
+		tm, err = s.st.GetTeam(r.Context(), ds.TeamID)
 	}
-	writeJSON(w, http.StatusOK, sessionInfo{TeamID: team, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt})
-	return nil
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionInfo{TeamID: ds.TeamID, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt})
 }
 
 // sandboxJSON is a sandbox as the views show it.

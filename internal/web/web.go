@@ -86,6 +86,8 @@ type Config struct {
 	ExtraKeys []string
 	Templates *template.Registry // nil = no templates view
 	Events    *events.Service    // nil = no events
+	// Terminals opens the sandbox view's terminal; nil = none.
+	Terminals Terminals
 	// Info and Checks feed the server view; Checks may be nil.
 	Info   ServerInfo
 	Checks func(ctx context.Context) []Check
@@ -133,6 +135,7 @@ func New(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /dashboard/api/login", s.login)
 	mux.HandleFunc("POST /dashboard/api/logout", s.logout)
+	mux.HandleFunc("GET /dashboard/api/session", s.getSession)
 	s.routes(mux)
 	mux.HandleFunc("/dashboard/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(sandbox.KindNotFound, "%s %s not found", r.Method, r.URL.Path))

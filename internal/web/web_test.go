@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/fake"
@@ -68,7 +69,7 @@ func newWeb(t *testing.T) *testWeb {
 			t.Fatal(err)
 		}
 	}
-	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Now: w.clock.now, Poll: 20 * time.Millisecond}))
+	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Terminals: agentclient.New(), Now: w.clock.now, Poll: 20 * time.Millisecond}))
 	t.Cleanup(w.srv.Close)
 	return w
 }
@@ -237,7 +238,10 @@ func TestCookieFlags(t *testing.T) {
 func TestNoSessionNothingServed(t *testing.T) {
 	w := newWeb(t)
 	id := w.create(t, sandbox.DefaultTeamID)
-	for _, p := range []string{"/dashboard/api/session", "/dashboard/api/sandboxes", "/dashboard/api/sandboxes/stream",
+	if r := w.do(t, nil, "GET", "/dashboard/api/session", nil); r.status != http.StatusNoContent {
+		t.Errorf("session without one: %d %s, want 204", r.status, r.body)
+	}
+	for _, p := range []string{"/dashboard/api/sandboxes", "/dashboard/api/sandboxes/stream",
 		"/dashboard/api/sandboxes/" + id, "/dashboard/api/sandboxes/" + id + "/logs/stream", "/dashboard/api/keys",
 		"/dashboard/api/server", "/dashboard/api/snapshots", "/dashboard/api/templates"} {
 		for _, c := range []*client{nil, {cookie: "0123"}} {
@@ -471,5 +475,45 @@ func TestStaticAssets(t *testing.T) {
 	}
 	if r := w.do(t, nil, "GET", "/dashboard/api/nope", nil); r.status != http.StatusNotFound {
 		t.Errorf("unknown API path: %d", r.status)
+	}
+}
+
+// TestTerminalNeedsCSRFAndOrigin: the terminal's WebSocket handshake is
+// a GET, so it needs the CSRF token (query) and this server's Origin.
+func TestTerminalNeedsCSRFAndOrigin(t *testing.T) {
+	w := newWeb(t)
+	id := w.create(t, sandbox.DefaultTeamID)
+	theirs := w.create(t, "other")
+	c := w.login(t, loginRequest{APIKey: w.key})
+	host := strings.TrimPrefix(w.srv.URL, "http://")
+	for _, tc := range []struct {
+		name, id, csrf, origin string
+		want                   int
+	}{
+		{"no csrf", id, "", "http://" + host, http.StatusForbidden},
+		{"wrong csrf", id, "bad", "http://" + host, http.StatusForbidden},
+		{"other origin", id, c.csrf, "http://evil.example", http.StatusForbidden},
+		{"no origin", id, c.csrf, "", http.StatusForbidden},
+		{"another team's sandbox", theirs, c.csrf, "http://" + host, http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", w.srv.URL+"/dashboard/api/sandboxes/"+tc.id+"/terminal?csrf="+tc.csrf, nil)
+			req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+			req.Header.Set("Sec-WebSocket-Version", "13")
+			req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Errorf("status %d, want %d", res.StatusCode, tc.want)
+			}
+		})
 	}
 }

@@ -136,6 +136,10 @@ export function setSession(s: Session | null): void {
   csrf = s ? s.csrfToken : "";
 }
 
+export function csrfToken(): string {
+  return csrf;
+}
+
 export function whenUnauthorized(f: () => void): void {
   onUnauthorized = f;
 }

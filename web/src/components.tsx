@@ -23,7 +23,9 @@ export function Sparkline(props: { values: number[]; max?: number; label: string
   const h = 24;
   const vs = props.values;
   const max = props.max || Math.max(1, ...vs);
-  const pts = vs.map((v, i) => `${vs.length === 1 ? w : (i / (vs.length - 1)) * w},${h - (Math.min(v, max) / max) * (h - 2) - 1}`);
+  const y = (v: number) => h - (Math.min(v, max) / max) * (h - 2) - 1;
+  // One sample is a flat line: there is no change to show yet.
+  const pts = vs.length === 1 ? [`0,${y(vs[0])}`, `${w},${y(vs[0])}`] : vs.map((v, i) => `${(i / (vs.length - 1)) * w},${y(v)}`);
   return (
     <svg class={"spark " + (props.class ?? "")} viewBox={`0 0 ${w} ${h}`} preserveAspectRatio="none" role="img" aria-label={props.label}>
       {vs.length > 0 && <polyline points={pts.join(" ")} fill="none" vector-effect="non-scaling-stroke" />}

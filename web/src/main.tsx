@@ -32,8 +32,8 @@ function App() {
   useEffect(() => {
     whenUnauthorized(() => loggedIn(null));
     api
-      .get<Session>("session")
-      .then(loggedIn)
+      .get<Session | undefined>("session")
+      .then((s) => loggedIn(s ?? null))
       .catch(() => loggedIn(null));
   }, []);
 

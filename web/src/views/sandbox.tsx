@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, stream, type LifecycleEvent, type LogLine, type Metric, type Sandbox } from "../api";
 import { Chart, Confirm, ErrorNote, Link, StateBadge, useNow } from "../components";
 import { ago, bytes, duration, time } from "../util";
+import { Terminal } from "./terminal";
 
 type Action = "pause" | "resume" | "kill" | "timeout" | "snapshot";
 
@@ -20,13 +21,18 @@ export function SandboxDetail(props: { id: string }) {
   const [received, setReceived] = useState(Date.now());
   const now = useNow();
 
+  const goneRef = useRef(false);
   const load = async () => {
+    if (goneRef.current) return;
     try {
       setSb(await api.get<Sandbox>(`sandboxes/${props.id}`));
       setReceived(Date.now());
       setGone(false);
     } catch (e) {
-      if (e instanceof ApiError && e.status === 404) setGone(true);
+      if (e instanceof ApiError && e.status === 404) {
+        goneRef.current = true;
+        setGone(true);
+      }
       else setError(String(e instanceof Error ? e.message : e));
     }
     api.get<Metric[]>(`sandboxes/${props.id}/metrics`).then(setMetrics, () => {});
@@ -54,9 +60,15 @@ export function SandboxDetail(props: { id: string }) {
           setNotice(`Snapshot ${sn.snapshotId} taken.`);
           break;
         }
+        case "kill":
+          await api.post(`sandboxes/${props.id}/kill`);
+          goneRef.current = true; // it is known to be gone: ask no more
+          setGone(true);
+          setNotice("Killed.");
+          return;
         default:
           await api.post(`sandboxes/${props.id}/${a}`);
-          setNotice(a === "kill" ? "Killed." : a === "pause" ? "Paused." : "Resumed.");
+          setNotice(a === "pause" ? "Paused." : "Resumed.");
       }
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
@@ -160,6 +172,12 @@ export function SandboxDetail(props: { id: string }) {
           <label for="snap-name">Name (optional)</label>
           <input id="snap-name" value={snapName} onInput={(e) => setSnapName(e.currentTarget.value)} />
         </Confirm>
+      )}
+      {sb && !gone && sb.state === "running" && (
+        <>
+          <h2>Terminal</h2>
+          <Terminal id={props.id} />
+        </>
       )}
       <h2>Metrics</h2>
       <div class="charts">

@@ -1,0 +1,211 @@
+// Browser tests of the dashboard (/dashboard/ of `warren serve`): Debian's chromium, driven by
+// playwright-core, against a private server of the harness, with sandboxes made by the e2b SDK.
+//
+// Covers: login by the link of `warren dashboard` (single use: a second use fails) and by API
+// key, the live list showing SDK sandboxes, a sandbox's page, a command typed into its terminal
+// and its output read back, a kill reflected live in the list, a build's logs, the other views,
+// logout; no console errors anywhere. Screenshots go to $WARREN_DASHBOARD_SHOTS (default a temp
+// dir, printed at the end); with WARREN_DASHBOARD_DOCS=1 one of each view is copied into
+// docs/dashboard/. Run: test/e2e/dashboard/run.sh
+import { describe, it, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { mkdtempSync, mkdirSync, copyFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { chromium } from 'playwright-core'
+import { Sandbox, Template } from 'e2b'
+import { useServer, WARREN_BIN, REPO } from '../server/harness.mjs'
+
+const run = promisify(execFile)
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium'
+const shots = process.env.WARREN_DASHBOARD_SHOTS || mkdtempSync(join(tmpdir(), 'warren-dashboard-shots-'))
+mkdirSync(shots, { recursive: true })
+const docs = process.env.WARREN_DASHBOARD_DOCS === '1' ? join(REPO, 'docs/dashboard') : ''
+
+// Metrics every second, so that sparklines and charts have a shape within the test.
+const srv = await useServer({ private: true, args: ['--metrics-interval', '1s'] })
+
+// loginLink runs `warren dashboard` on the server's state dir; the link is its last line.
+async function loginLink() {
+  const { stdout } = await run(WARREN_BIN, ['dashboard', '--state-dir', srv.server.stateDir, '--url', srv.url])
+  const last = stdout.trim().split('\n').at(-1)
+  assert.match(last, /^http:\/\/127\.0\.0\.1:\d+\/dashboard\/login#token=[0-9a-f]{64}$/)
+  return last
+}
+
+describe('dashboard in chromium', () => {
+  let browser, userDir
+  const errors = [] // console errors and page errors, of every page
+  const sandboxes = []
+
+  before(async () => {
+    userDir = mkdtempSync(join(tmpdir(), 'warren-chromium-'))
+    browser = await chromium.launch({
+      downloadsPath: userDir,
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+        '--disable-sync', '--no-first-run'],
+    })
+    // launch() gives chromium a fresh user-data-dir of its own each time; userDir is its
+    // scratch space for downloads and traces.
+  })
+  after(async () => {
+    await browser?.close()
+    rmSync(userDir, { recursive: true, force: true })
+    for (const sb of sandboxes) await sb.kill().catch(() => {})
+    console.log(`dashboard screenshots: ${shots}`)
+  })
+
+  async function newPage(viewport = { width: 1280, height: 860 }) {
+    const ctx = await browser.newContext({ viewport, deviceScaleFactor: 1 })
+    const page = await ctx.newPage()
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(`${page.url()}: ${m.text()}`)
+    })
+    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`))
+    page.setDefaultTimeout(20_000)
+    return page
+  }
+
+  // refused runs f, a step whose request the server refuses on purpose, and drops the
+  // browser's report of that refusal (a console error of Chromium's own) from errors.
+  async function refused(f) {
+    const n = errors.length
+    await f()
+    const extra = errors.splice(n)
+    assert.ok(extra.every((e) => /status of 401/.test(e)), `unexpected errors: ${extra.join('; ')}`)
+  }
+
+  async function shot(page, name) {
+    const file = join(shots, `${name}.png`)
+    await page.screenshot({ path: file, fullPage: false })
+    if (docs) {
+      mkdirSync(docs, { recursive: true })
+      copyFileSync(file, join(docs, `${name}.png`))
+    }
+  }
+
+  it('logs in by a single-use link, lists SDK sandboxes, runs a terminal command, sees a kill live, shows a build, logs out', async () => {
+    const a = await Sandbox.create({ metadata: { owner: 'dashboard-e2e', role: 'kept' }, timeoutMs: 300_000 })
+    const b = await Sandbox.create({ metadata: { owner: 'dashboard-e2e', role: 'killed' }, timeoutMs: 300_000 })
+    sandboxes.push(a, b)
+    await a.commands.run('head -c 20000000 /dev/urandom | sha256sum') // a little CPU for the charts
+
+    const link = await loginLink()
+    const page = await newPage()
+    const unauth = await page.request.get(`${srv.url}/dashboard/api/sandboxes`)
+    assert.equal(unauth.status(), 401, 'no session, no sandboxes')
+
+    await page.goto(link)
+    await page.getByRole('heading', { name: 'Sandboxes' }).waitFor()
+    assert.doesNotMatch(page.url(), /token=/, 'the token is dropped from the address bar')
+    const rowA = page.locator(`tr[data-id="${a.sandboxId}"]`)
+    const rowB = page.locator(`tr[data-id="${b.sandboxId}"]`)
+    await rowA.waitFor()
+    await rowB.waitFor()
+    assert.match(await rowA.innerText(), /owner=dashboard-e2e/)
+    assert.match(await rowA.innerText(), /running/)
+    await page.waitForFunction(
+      (id) => (document.querySelector(`tr[data-id="${id}"] .spark polyline`)?.getAttribute('points') ?? '').split(' ').length >= 4,
+      a.sandboxId, { timeout: 30_000 })
+    await shot(page, 'sandboxes')
+
+    // Search filters the list.
+    await page.getByLabel('Search sandboxes').fill('role=killed')
+    await rowA.waitFor({ state: 'detached' })
+    await page.getByLabel('Search sandboxes').fill('')
+    await rowA.waitFor()
+
+    // A kill by the SDK leaves the list live, without a reload.
+    await b.kill()
+    await rowB.waitFor({ state: 'detached', timeout: 15_000 })
+
+    // The link was single-use.
+    await refused(async () => {
+      const second = await newPage()
+      await second.goto(link)
+      await second.getByRole('alert').filter({ hasText: /unknown, used or expired/ }).waitFor()
+      await second.getByLabel('API key').waitFor()
+      await second.context().close()
+    })
+
+    // The sandbox's page: facts, charts, logs, events, and the terminal.
+    await rowA.getByRole('link', { name: a.sandboxId }).click()
+    await page.getByRole('heading', { name: a.sandboxId }).waitFor()
+    await page.getByText('sandbox.lifecycle.created'.replace('sandbox.lifecycle.', ''), { exact: true }).first().waitFor()
+    await page.locator('pre.logs .line').first().waitFor()
+    await page.locator('.chart polyline').first().waitFor()
+    const term = page.getByRole('log', { name: /Terminal \(connected\)/ })
+    await term.waitFor()
+    await term.click()
+    await page.keyboard.type('echo "dash-$((6*7))-board"')
+    await page.keyboard.press('Enter')
+    await page.waitForFunction(() => /dash-42-board/.test(document.querySelector('pre.terminal')?.textContent ?? ''), null, { timeout: 20_000 })
+    await shot(page, 'sandbox')
+
+    // Actions, with confirmations: extend the timeout, then kill from the page.
+    await page.getByRole('button', { name: 'Extend timeout' }).click()
+    await page.getByRole('dialog').getByRole('button', { name: 'Extend' }).click()
+    await page.getByRole('status').filter({ hasText: 'Timeout extended' }).waitFor()
+    await page.getByRole('button', { name: 'Kill' }).click()
+    await page.getByRole('dialog').getByRole('button', { name: 'Kill' }).click()
+    await page.getByText('killed or gone').waitFor()
+
+    // A build and its logs.
+    const name = `dash-e2e-${Date.now().toString(36)}`
+    await Template.build(Template().fromImage('warren/base').runCmd('echo building-for-the-dashboard').runCmd('echo second-step'), name)
+    await page.getByRole('link', { name: 'Templates' }).click()
+    await page.getByRole('cell', { name }).waitFor()
+    await shot(page, 'templates')
+    await page.getByRole('row', { name: new RegExp(name) }).getByRole('link').first().click()
+    await page.locator('pre.logs').getByText('building-for-the-dashboard').first().waitFor()
+    await page.locator('.progress').getByText(/2\/2 steps/).waitFor()
+    await shot(page, 'build')
+
+    // The other views.
+    await page.getByRole('link', { name: 'Snapshots' }).click()
+    await page.getByRole('heading', { name: 'Snapshots' }).waitFor()
+    await shot(page, 'snapshots')
+    await page.getByRole('link', { name: 'API keys' }).click()
+    await page.getByLabel('Name').fill('from-the-browser')
+    await page.getByRole('button', { name: 'Create key' }).click()
+    const shown = await page.getByLabel('New API key').inputValue()
+    assert.match(shown, /^e2b_[0-9a-f]{40}$/)
+    await page.getByRole('cell', { name: 'from-the-browser' }).waitFor()
+    await shot(page, 'keys')
+    await page.getByRole('link', { name: 'Server' }).click()
+    await page.getByText('docker engine').waitFor()
+    await shot(page, 'server')
+
+    // Logout ends the session: the API answers 401 again.
+    await page.getByRole('button', { name: 'Log out' }).click()
+    await page.getByLabel('API key').waitFor()
+    const after = await page.request.get(`${srv.url}/dashboard/api/sandboxes`)
+    assert.equal(after.status(), 401, 'logged out, no sandboxes')
+    await shot(page, 'login')
+    await page.context().close()
+  })
+
+  it('logs in by API key, on a phone-sized screen', async () => {
+    const sb = await Sandbox.create({ metadata: { owner: 'dashboard-e2e', on: 'phone' } })
+    sandboxes.push(sb)
+    const page = await newPage({ width: 390, height: 844 })
+    await page.goto(`${srv.url}/dashboard/`)
+    await refused(async () => {
+      await page.getByLabel('API key').fill('e2b_0000000000000000000000000000000000000000')
+      await page.getByRole('button', { name: 'Log in' }).click()
+      await page.getByRole('alert').filter({ hasText: 'invalid API key' }).waitFor()
+    })
+    await page.getByLabel('API key').fill(srv.apiKey)
+    await page.keyboard.press('Enter')
+    await page.locator(`tr[data-id="${sb.sandboxId}"]`).waitFor()
+    await shot(page, 'phone')
+    await page.context().close()
+  })
+
+  it('logged no console errors', () => {
+    assert.deepEqual(errors, [])
+  })
+})
