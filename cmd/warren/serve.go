@@ -87,8 +87,10 @@ type serveDeps struct {
 	Builder template.Engine
 	// Commands runs templates' start and ready commands in sandboxes.
 	Commands lifecycle.CommandRunner
-	// Terminals opens the dashboard's terminals; nil = none.
+	// Terminals and Files serve the dashboard's terminals and file
+	// browser; nil = none.
 	Terminals web.Terminals
+	Files     web.Files
 	// Ready, when set, is called with the address once the server listens.
 	Ready func(addr string)
 }
@@ -129,7 +131,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	}
 	defer builder.Close()
 	ac := agentclient.New()
-	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: builder, Commands: ac, Terminals: ac}, log)
+	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: builder, Commands: ac, Terminals: ac, Files: ac}, log)
 }
 
 // parseEgressDNS parses --egress-dns: IP:port resolvers, comma-separated.
@@ -265,7 +267,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		extra = append(extra, cfg.APIKey)
 	}
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Logger: log})
-	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals,
+	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals, Files: deps.Files,
 		Info:   web.ServerInfo{Version: versionString(), Engine: "Docker", StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
 		Checks: serverChecks(cfg, deps), Logger: log})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -88,6 +88,8 @@ type Config struct {
 	Events    *events.Service    // nil = no events
 	// Terminals opens the sandbox view's terminal; nil = none.
 	Terminals Terminals
+	// Files serves the sandbox view's file browser; nil = none.
+	Files Files
 	// Info and Checks feed the server view; Checks may be nil.
 	Info   ServerInfo
 	Checks func(ctx context.Context) []Check

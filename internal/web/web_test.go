@@ -69,7 +69,7 @@ func newWeb(t *testing.T) *testWeb {
 			t.Fatal(err)
 		}
 	}
-	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Terminals: agentclient.New(), Now: w.clock.now, Poll: 20 * time.Millisecond}))
+	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Terminals: agentclient.New(), Files: agentclient.New(), Now: w.clock.now, Poll: 20 * time.Millisecond}))
 	t.Cleanup(w.srv.Close)
 	return w
 }
@@ -311,12 +311,12 @@ func TestTeamScoping(t *testing.T) {
 	if !strings.Contains(string(r.body), mine) || strings.Contains(string(r.body), theirs) {
 		t.Fatalf("list %s: want %s and not %s", r.body, mine, theirs)
 	}
-	for _, p := range []string{"", "/metrics", "/logs/stream"} {
+	for _, p := range []string{"", "/metrics", "/logs/stream", "/files", "/files/download?path=/etc/passwd"} {
 		if r := w.do(t, c, "GET", "/dashboard/api/sandboxes/"+theirs+p, nil); r.status != http.StatusNotFound {
 			t.Errorf("GET another team's sandbox%s: %d %s, want 404", p, r.status, r.body)
 		}
 	}
-	for _, a := range []string{"pause", "kill", "snapshot", "resume"} {
+	for _, a := range []string{"pause", "kill", "snapshot", "resume", "files/upload?path=/tmp/x"} {
 		if r := w.do(t, c, "POST", "/dashboard/api/sandboxes/"+theirs+"/"+a, nil); r.status != http.StatusNotFound {
 			t.Errorf("%s another team's sandbox: %d %s, want 404", a, r.status, r.body)
 		}

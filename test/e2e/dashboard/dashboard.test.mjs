@@ -3,7 +3,7 @@
 //
 // Covers: login by the link of `warren dashboard` (single use: a second use fails) and by API
 // key, the live list showing SDK sandboxes, a sandbox's page, a command typed into its terminal
-// and its output read back, a kill reflected live in the list, a build's logs, the other views,
+// and its output read back, its file browser (download, upload), a kill reflected live in the list, a build's logs, the other views,
 // logout; no console errors anywhere. Screenshots go to $WARREN_DASHBOARD_SHOTS (default a temp
 // dir, printed at the end); with WARREN_DASHBOARD_DOCS=1 one of each view is copied into
 // docs/dashboard/. Run: test/e2e/dashboard/run.sh
@@ -11,7 +11,7 @@ import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { mkdtempSync, mkdirSync, copyFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, mkdirSync, copyFileSync, rmSync, writeFileSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium } from 'playwright-core'
@@ -144,6 +144,21 @@ describe('dashboard in chromium', () => {
     await page.keyboard.press('Enter')
     await page.waitForFunction(() => /dash-42-board/.test(document.querySelector('pre.terminal')?.textContent ?? ''), null, { timeout: 20_000 })
     await shot(page, 'sandbox')
+    await page.locator('.files').scrollIntoViewIfNeeded()
+
+    // The file browser: a file the SDK wrote is listed and downloads; an upload lands in the sandbox.
+    await a.files.write('/home/user/from-sdk.txt', 'written by the SDK\n')
+    const upload = join(userDir, 'from-browser.txt')
+    writeFileSync(upload, 'uploaded from chromium\n')
+    await page.getByLabel('Files to upload').setInputFiles(upload)
+    await page.getByRole('button', { name: 'Upload here' }).click()
+    await page.getByRole('status').filter({ hasText: 'Uploaded /home/user/from-browser.txt' }).waitFor()
+    assert.equal(await a.files.read('/home/user/from-browser.txt'), 'uploaded from chromium\n')
+    const fileLink = page.locator('.file-list').getByRole('link', { name: 'from-sdk.txt' })
+    await fileLink.waitFor()
+    const [download] = await Promise.all([page.waitForEvent('download'), fileLink.click()])
+    assert.equal(readFileSync(await download.path(), 'utf8'), 'written by the SDK\n')
+    await shot(page, 'files')
 
     // Actions, with confirmations: extend the timeout, then kill from the page.
     await page.getByRole('button', { name: 'Extend timeout' }).click()

@@ -3,6 +3,7 @@ import { api, ApiError, stream, type LifecycleEvent, type LogLine, type Metric, 
 import { Chart, Confirm, ErrorNote, Link, StateBadge, useNow } from "../components";
 import { ago, bytes, duration, time } from "../util";
 import { Terminal } from "./terminal";
+import { Files } from "./files";
 
 type Action = "pause" | "resume" | "kill" | "timeout" | "snapshot";
 
@@ -177,6 +178,8 @@ export function SandboxDetail(props: { id: string }) {
         <>
           <h2>Terminal</h2>
           <Terminal id={props.id} />
+          <h2>Files</h2>
+          <Files id={props.id} />
         </>
       )}
       <h2>Metrics</h2>
