@@ -39,6 +39,7 @@ func (s *server) routes(mux *http.ServeMux) {
 	s.templateRoutes(mux)
 	s.agentRoutes(mux)
 	s.fileRoutes(mux)
+	s.webhookRoutes(mux)
 }
 
 // getSession answers the request's session, or 204 when there is none:

@@ -517,3 +517,35 @@ func TestTerminalNeedsCSRFAndOrigin(t *testing.T) {
 		})
 	}
 }
+
+func TestWebhooksTeamScoped(t *testing.T) {
+	w := newWeb(t)
+	c := w.login(t, loginRequest{APIKey: w.key})
+	r := w.do(t, c, "POST", "/dashboard/api/webhooks", map[string]any{"name": "h", "url": "http://127.0.0.1:1/x", "signatureSecret": "s"})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create webhook: %d %s", r.status, r.body)
+	}
+	var h webhookJSON
+	json.Unmarshal(r.body, &h)
+	if strings.Contains(string(r.body), `"s"`) {
+		t.Errorf("the answer shows the secret: %s", r.body)
+	}
+	if r := w.do(t, c, "POST", "/dashboard/api/webhooks", map[string]any{"url": "http://127.0.0.1:1/x"}); r.status != http.StatusBadRequest {
+		t.Errorf("webhook without a secret: %d", r.status)
+	}
+	if r := w.do(t, c, "GET", "/dashboard/api/webhooks/"+h.ID+"/deliveries", nil); r.status != http.StatusOK {
+		t.Errorf("deliveries: %d %s", r.status, r.body)
+	}
+	o := w.login(t, loginRequest{APIKey: w.otherKey})
+	if r := w.do(t, o, "GET", "/dashboard/api/webhooks", nil); strings.Contains(string(r.body), h.ID) {
+		t.Errorf("another team lists the webhook: %s", r.body)
+	}
+	for _, rq := range []struct{ method, path string }{{"GET", "/deliveries"}, {"DELETE", ""}} {
+		if r := w.do(t, o, rq.method, "/dashboard/api/webhooks/"+h.ID+rq.path, nil); r.status != http.StatusNotFound {
+			t.Errorf("%s another team's webhook%s: %d, want 404", rq.method, rq.path, r.status)
+		}
+	}
+	if r := w.do(t, c, "DELETE", "/dashboard/api/webhooks/"+h.ID, nil); r.status != http.StatusNoContent {
+		t.Errorf("delete: %d", r.status)
+	}
+}

@@ -10,12 +10,14 @@ import { Templates, TemplateDetail } from "./views/templates";
 import { Snapshots } from "./views/snapshots";
 import { Keys } from "./views/keys";
 import { Server } from "./views/server";
+import { Webhooks } from "./views/webhooks";
 import "./style.css";
 
 const nav: [string, string][] = [
   ["", "Sandboxes"],
   ["templates", "Templates"],
   ["snapshots", "Snapshots"],
+  ["webhooks", "Webhooks"],
   ["keys", "API keys"],
   ["server", "Server"],
 ];
@@ -43,7 +45,7 @@ function App() {
       <Login
         onLogin={(s) => {
           loggedIn(s);
-          navigate("", true);
+          if (path === "login") navigate("", true); // else stay on the page asked for
         }}
       />
     );
@@ -99,6 +101,8 @@ function Route(props: { path: string }) {
       return parts[1] ? <TemplateDetail id={parts[1]} build={parts[2]} key={parts.join("/")} /> : <Templates />;
     case "snapshots":
       return <Snapshots />;
+    case "webhooks":
+      return <Webhooks />;
     case "keys":
       return <Keys />;
     case "server":

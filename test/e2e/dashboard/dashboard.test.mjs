@@ -3,7 +3,7 @@
 //
 // Covers: login by the link of `warren dashboard` (single use: a second use fails) and by API
 // key, the live list showing SDK sandboxes, a sandbox's page, a command typed into its terminal
-// and its output read back, its file browser (download, upload), a kill reflected live in the list, a build's logs, the other views,
+// and its output read back, its file browser (download, upload), a webhook and its delivery log, a kill reflected live in the list, a build's logs, the other views,
 // logout; no console errors anywhere. Screenshots go to $WARREN_DASHBOARD_SHOTS (default a temp
 // dir, printed at the end); with WARREN_DASHBOARD_DOCS=1 one of each view is copied into
 // docs/dashboard/. Run: test/e2e/dashboard/run.sh
@@ -11,6 +11,7 @@ import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
+import { createServer } from 'node:http'
 import { mkdtempSync, mkdirSync, copyFileSync, rmSync, writeFileSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -218,6 +219,39 @@ describe('dashboard in chromium', () => {
     await page.locator(`tr[data-id="${sb.sandboxId}"]`).waitFor()
     await shot(page, 'phone')
     await page.context().close()
+  })
+
+  it('adds a webhook and shows its delivery log', async () => {
+    const got = []
+    const receiver = createServer((req, res) => {
+      let body = ''
+      req.on('data', (c) => (body += c))
+      req.on('end', () => {
+        got.push(JSON.parse(body))
+        res.end('ok')
+      })
+    })
+    await new Promise((ok) => receiver.listen(0, '127.0.0.1', ok))
+    try {
+      const page = await newPage()
+      await page.goto(`${srv.url}/dashboard/webhooks`)
+      await page.getByLabel('API key').fill(srv.apiKey)
+      await page.keyboard.press('Enter')
+      await page.getByRole('heading', { name: 'Webhooks' }).waitFor()
+      await page.getByLabel('Name').fill('e2e-receiver')
+      await page.getByLabel('URL').fill(`http://127.0.0.1:${receiver.address().port}/hook`)
+      await page.getByLabel('Signature secret').fill('s3cret')
+      await page.getByRole('button', { name: 'Add webhook' }).click()
+      await page.getByRole('button', { name: 'Deliveries of e2e-receiver' }).waitFor()
+      const sb = await Sandbox.create({ metadata: { owner: 'dashboard-e2e', for: 'webhook' } })
+      sandboxes.push(sb)
+      await page.locator('table.deliveries').getByText('delivered').first().waitFor({ timeout: 30_000 })
+      assert.ok(got.some((e) => e.sandboxId === sb.sandboxId && e.type === 'sandbox.lifecycle.created'), 'the receiver got the created event')
+      await shot(page, 'webhooks')
+      await page.context().close()
+    } finally {
+      receiver.close()
+    }
   })
 
   it('logged no console errors', () => {
