@@ -43,8 +43,12 @@ func (s *DB) UseDashboardLogin(ctx context.Context, hash string, now time.Time) 
 	return team, nil
 }
 
-// CreateDashboardSession stores a session.
+// CreateDashboardSession stores a session, and deletes the expired
+// ones, which nobody may come back to end.
 func (s *DB) CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSession) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM dashboard_sessions WHERE expires_at <= ?`, unixNano(ds.CreatedAt)); err != nil {
+		return fmt.Errorf("expire dashboard sessions: %w", err)
+	}
 	_, err := s.db.ExecContext(ctx,
 		`INSERT INTO dashboard_sessions (hash, team_id, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
 		ds.Hash, ds.TeamID, ds.CSRF, unixNano(ds.CreatedAt), unixNano(ds.ExpiresAt))
