@@ -106,6 +106,14 @@ func TestServeInProcess(t *testing.T) {
 	if code, _ := call("GET", "/health", "", nil); code != 204 {
 		t.Errorf("health: %d", code)
 	}
+	// The dashboard is mounted before the control plane, from the
+	// embedded build.
+	if code, body := call("GET", "/dashboard/", "", nil); code != 200 || !strings.Contains(body, `<div id="app">`) {
+		t.Errorf("dashboard: %d %.200s", code, body)
+	}
+	if code, body := call("GET", "/dashboard/api/sandboxes", "", nil); code != 401 || !strings.Contains(body, "not logged in to the dashboard") {
+		t.Errorf("dashboard API without a session: %d %s", code, body)
+	}
 	code, body := call("POST", "/v2/sandboxes", `{"templateID":"base","timeout":3600}`, nil)
 	if code != 201 {
 		t.Fatalf("create: %d %s", code, body)
