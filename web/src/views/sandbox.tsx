@@ -19,6 +19,7 @@ export function SandboxDetail(props: { id: string }) {
   const [asking, setAsking] = useState<Action | null>(null);
   const [minutes, setMinutes] = useState(5);
   const [snapName, setSnapName] = useState("");
+  const [keepMemory, setKeepMemory] = useState(true);
   const [received, setReceived] = useState(Date.now());
   const now = useNow();
 
@@ -67,9 +68,13 @@ export function SandboxDetail(props: { id: string }) {
           setGone(true);
           setNotice("Killed.");
           return;
+        case "pause":
+          await api.post(`sandboxes/${props.id}/pause`, { keepMemory });
+          setNotice("Paused.");
+          break;
         default:
-          await api.post(`sandboxes/${props.id}/${a}`);
-          setNotice(a === "pause" ? "Paused." : "Resumed.");
+          await api.post(`sandboxes/${props.id}/resume`);
+          setNotice("Resumed.");
       }
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
@@ -150,7 +155,11 @@ export function SandboxDetail(props: { id: string }) {
       )}
       {asking === "pause" && (
         <Confirm title="Pause this sandbox?" confirm="Pause" onConfirm={() => run("pause")} onCancel={() => setAsking(null)}>
-          <p>Its processes stop; memory is kept, and a resume continues them.</p>
+          <p>Its processes stop; a resume continues them.</p>
+          <label class="check">
+            <input type="checkbox" checked={keepMemory} onChange={(e) => setKeepMemory(e.currentTarget.checked)} /> Keep memory (else only its files are kept, and
+            a resume restarts it)
+          </label>
         </Confirm>
       )}
       {asking === "resume" && (
@@ -186,6 +195,12 @@ export function SandboxDetail(props: { id: string }) {
       <div class="charts">
         <Chart title="CPU" points={metrics.map((m) => ({ t: Date.parse(m.timestamp), v: m.cpuUsedPct }))} max={100} format={(v) => `${v.toFixed(0)}%`} />
         <Chart title="Memory" points={metrics.map((m) => ({ t: Date.parse(m.timestamp), v: m.memUsed }))} max={memMax} format={bytes} />
+        <Chart
+          title="Disk"
+          points={metrics.map((m) => ({ t: Date.parse(m.timestamp), v: m.diskUsed }))}
+          max={metrics.length ? metrics[metrics.length - 1].diskTotal : 0}
+          format={bytes}
+        />
       </div>
       <h2>Logs</h2>
       <Logs path={`sandboxes/${props.id}/logs/stream`} />

@@ -135,16 +135,37 @@ export function Terminal(props: { id: string }) {
     const sock = new WebSocket(`${proto}//${location.host}${base}api/sandboxes/${props.id}/terminal?csrf=${encodeURIComponent(csrfToken())}`);
     sock.binaryType = "arraybuffer";
     ws.current = sock;
+    // The terminal's size follows its element: columns of the monospace
+    // font's width, rows of its line height.
+    const resize = () => {
+      const el = pre.current;
+      if (!el || sock.readyState !== WebSocket.OPEN) return;
+      const style = getComputedStyle(el);
+      const probe = document.createElement("span");
+      probe.textContent = "M".repeat(10);
+      el.appendChild(probe);
+      const cw = probe.getBoundingClientRect().width / 10 || 8;
+      el.removeChild(probe);
+      const lh = parseFloat(style.lineHeight) || 16;
+      const cols = Math.max(20, Math.floor((el.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)) / cw));
+      const rows = Math.max(5, Math.floor((el.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom)) / lh));
+      sock.send(JSON.stringify({ type: "resize", cols, rows }));
+    };
+    const observer = new ResizeObserver(resize);
     sock.onopen = () => {
       setStatus("connected");
-      sock.send(JSON.stringify({ type: "resize", cols: 100, rows: 30 }));
+      resize();
+      if (pre.current) observer.observe(pre.current);
     };
     sock.onmessage = (ev) => {
       screen.write(typeof ev.data === "string" ? ev.data : decoder.decode(ev.data as ArrayBuffer, { stream: true }));
       setText(screen.lines.join("\n"));
     };
     sock.onclose = () => setStatus("closed");
-    return () => sock.close();
+    return () => {
+      observer.disconnect();
+      sock.close();
+    };
   }, [props.id]);
 
   useEffect(() => {
