@@ -403,6 +403,71 @@ func TestActions(t *testing.T) {
 	}
 }
 
+// readEvents streams the server-sent events of path to the returned
+// channel, until ctx ends.
+func (w *testWeb) readEvents(t *testing.T, ctx context.Context, c *client, path string) <-chan string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", w.srv.URL+path, nil)
+	req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET %s: %d %s", path, res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	out := make(chan string)
+	go func() {
+		defer res.Body.Close()
+		defer close(out)
+		buf := make([]byte, 64<<10)
+		var acc string
+		for {
+			n, err := res.Body.Read(buf)
+			acc += string(buf[:n])
+			for {
+				i := strings.Index(acc, "\n\n")
+				if i < 0 {
+					break
+				}
+				select {
+				case out <- acc[:i]:
+				case <-ctx.Done():
+					return
+				}
+				acc = acc[i+2:]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// TestLogsStream: a sandbox's log comes as "logs" events, and a line
+// written after the stream opened comes too.
+func TestLogsStream(t *testing.T) {
+	w := newWeb(t)
+	id := w.create(t, sandbox.DefaultTeamID)
+	c := w.login(t, loginRequest{APIKey: w.key})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	evs := w.readEvents(t, ctx, c, "/dashboard/api/sandboxes/"+id+"/logs/stream")
+	if ev := <-evs; !strings.HasPrefix(ev, "event: logs\n") {
+		t.Fatalf("first event %q", ev)
+	}
+	if err := w.m.Pause(context.Background(), sandbox.DefaultTeamID, id, true); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range evs {
+		if strings.Contains(ev, "paus") {
+			return
+		}
+	}
+	t.Fatal("no log line of the pause came")
+}
+
 // TestListStreamsKill reads the list's server-sent events: a kill is in
 // the next one.
 func TestListStreamsKill(t *testing.T) {
