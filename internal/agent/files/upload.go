@@ -233,11 +233,24 @@ func createFile(u *users.User, abs string) (*os.File, error) {
 	if err == nil && !fi.Mode().IsRegular() {
 		err = errorf(http.StatusBadRequest, "path '%s' is not a regular file", abs)
 	}
+	if err == nil {
+		err = touchOwner(f, fi, u)
+	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
+}
+
+// touchOwner chowns f, which u owns, to u: a chown that changes nothing.
+// E2B's agent chowns what it writes, and watchers count on the attribute
+// event (create, chmod, write) that it makes.
+func touchOwner(f *os.File, fi os.FileInfo, u *users.User) error {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == u.UID && st.Gid == u.GID {
+		return f.Chown(int(u.UID), int(u.GID))
+	}
+	return nil
 }
 
 // copyFull copies src to dst, filling buf before each write. Readers like

@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/warrenhq/warren/internal/agent/filesystem"
@@ -252,4 +255,32 @@ func TestUploadNoSpace(t *testing.T) {
 	t.Cleanup(func() { syscall.Unmount(mnt, 0) })
 	r := do(t, newRequest(t, http.MethodPost, f.fileURL("path", filepath.Join(mnt, "big")), bytes.NewReader(make([]byte, 1<<20)), "Content-Type", "application/octet-stream"))
 	wantError(t, r, http.StatusInsufficientStorage, "")
+}
+
+// A new file is created, chowned and written, as E2B's agent does it:
+// watchers see create, chmod, write, and E2B's own tests count them.
+func TestUploadEventsAsE2B(t *testing.T) {
+	f := newFixture(t)
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(f.dir); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(f.dir, "watched.txt")
+	do(t, newRequest(t, http.MethodPost, f.fileURL("path", dst), strings.NewReader("hi"), "Content-Type", "application/octet-stream"))
+	var ops []string
+	for timeout := time.After(2 * time.Second); len(ops) < 3; {
+		select {
+		case ev := <-w.Events:
+			ops = append(ops, ev.Op.String())
+		case <-timeout:
+			t.Fatalf("events %v, want CREATE, CHMOD, WRITE", ops)
+		}
+	}
+	if want := []string{"CREATE", "CHMOD", "WRITE"}; !slices.Equal(ops, want) {
+		t.Errorf("events %v, want %v", ops, want)
+	}
 }
