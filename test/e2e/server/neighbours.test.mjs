@@ -30,6 +30,21 @@ async function curl(sbx, url) {
   return r.exitCode === 0 ? r.stdout : `exit ${r.exitCode}`
 }
 
+/**
+ * curl for a request that must get through: up to three tries a second apart, each one that
+ * failed reported, since CI once saw a named pair refused once under load (the cause is not
+ * known; a pair that never opens still fails).
+ */
+async function reaches(sbx, url, what) {
+  let got
+  for (let i = 1; i <= 3; i++) {
+    if ((got = await curl(sbx, url)) === '200') return got
+    console.error(`neighbours: ${what}: try ${i} got ${got}`)
+    await new Promise((r) => setTimeout(r, 1000))
+  }
+  return got
+}
+
 it('no sandbox reaches another but one of its team naming its address', { timeout: 240_000 }, async () => {
   const metadata = { e2e: `neighbours-${uid()}` }
   const otherTeamKey = await otherTeam()
@@ -54,8 +69,8 @@ it('no sandbox reaches another but one of its team naming its address', { timeou
       create({ apiKey: otherTeamKey, network: { allowOut: [ip] } }),
       create({ apiKey: otherTeamKey }),
     ])
-    assert.equal(await curl(named, url), '200', 'same team, allowOut names the IP')
-    assert.equal(await curl(named32, url), '200', 'same team, allowOut names the IP as a /32, all else denied')
+    assert.equal(await reaches(named, url, 'named'), '200', 'same team, allowOut names the IP')
+    assert.equal(await reaches(named32, url, 'named /32'), '200', 'same team, allowOut names the IP as a /32, all else denied')
     for (const [what, sbx] of Object.entries({ plain, allowAll, allowAllClosed, wide, otherNamed, otherPlain })) {
       assert.match(await curl(sbx, url), /^exit /, `${what} reached the target`)
     }
@@ -64,7 +79,7 @@ it('no sandbox reaches another but one of its team naming its address', { timeou
 
     // Naming the address later, on the running sandbox, opens it; within the team only.
     await Sandbox.updateNetwork(plain.sandboxId, { allowOut: [ip] })
-    assert.equal(await curl(plain, url), '200', 'same team, after PUT network names the IP')
+    assert.equal(await reaches(plain, url, 'named by PUT'), '200', 'same team, after PUT network names the IP')
     await Sandbox.updateNetwork(otherPlain.sandboxId, { allowOut: [ip] }, { apiKey: otherTeamKey })
     assert.match(await curl(otherPlain, url), /^exit /, 'another team, after PUT network names the IP')
   } finally {
