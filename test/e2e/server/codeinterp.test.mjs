@@ -136,74 +136,81 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
   })
 
   it('java: JShell keeps state, streams output, reports exceptions, and reads env vars as properties', async () => {
-    const java = { language: 'java' }
-    const start = Date.now()
-    assertText(await sbx.runCode('int x = 1 + 1; x', java), '2', 'java')
-    const first = Date.now() - start
-    assertText(await sbx.runCode('int twice(int n) { return 2 * n; }\nrecord P(int v) {}\ntwice(new P(x).v()) * 10 + x', java), '42', 'java state: variables, methods, classes')
-    assertText(await sbx.runCode('import java.time.Duration;\nList.of(Duration.ofMinutes(1).toSeconds())', java), '[60]', 'imports')
-    assertText(await sbx.runCode('String s = "text"; s', java), 'text', 'a string is its text')
-    assertText(await sbx.runCode('System.getProperty("user.dir")', java), '/home/user', 'java cwd')
-    const decl = await sbx.runCode('x = 5;', java)
-    assert.equal(decl.error, undefined)
-    assert.deepEqual(decl.results, [], 'a statement ended by a semicolon has no result')
+    // A sandbox of its own: a JVM takes 100–150 MB, which the other tests' kernels need (under
+    // gVisor, going past the memory limit ends the whole sandbox).
+    const jsb = await create({ envs: { WARREN_SBX_VAR: 'sandbox-wide' } })
+    try {
+      const java = { language: 'java' }
+      const start = Date.now()
+      assertText(await jsb.runCode('int x = 1 + 1; x', java), '2', 'java')
+      const first = Date.now() - start
+      assertText(await jsb.runCode('int twice(int n) { return 2 * n; }\nrecord P(int v) {}\ntwice(new P(x).v()) * 10 + x', java), '42', 'java state: variables, methods, classes')
+      assertText(await jsb.runCode('import java.time.Duration;\nList.of(Duration.ofMinutes(1).toSeconds())', java), '[60]', 'imports')
+      assertText(await jsb.runCode('String s = "text"; s', java), 'text', 'a string is its text')
+      assertText(await jsb.runCode('System.getProperty("user.dir")', java), '/home/user', 'java cwd')
+      const decl = await jsb.runCode('x = 5;', java)
+      assert.equal(decl.error, undefined)
+      assert.deepEqual(decl.results, [], 'a statement ended by a semicolon has no result')
 
-    // println arrives as the text, then its newline, as from E2B's Java kernel (its Python
-    // tests expect logs.stdout[0] to be "Hello, World!"); each as it is printed.
-    const hello = await sbx.runCode('System.out.println("Hello, World!")', java)
-    assert.equal(hello.logs.stdout[0], 'Hello, World!')
-    assert.equal(hello.logs.stdout.join(''), 'Hello, World!\n')
-    const seen = []
-    const t0 = Date.now()
-    const streamed = await sbx.runCode(
-      'for (int i = 0; i < 3; i++) { System.out.println("line " + i); Thread.sleep(700); }\nSystem.err.print("done")',
-      { ...java, onStdout: (m) => seen.push([m.line, Date.now() - t0]), onStderr: (m) => seen.push([m.line, Date.now() - t0]) },
-    )
-    const took = Date.now() - t0
-    assert.equal(streamed.logs.stdout.join(''), 'line 0\nline 1\nline 2\n')
-    assert.deepEqual(streamed.logs.stderr, ['done'])
-    assert.equal(seen[0][0], 'line 0')
-    assert.ok(seen[0][1] < took - 1000, `the first line came at ${seen[0][1]} ms of ${took}: not streamed`)
+      // println arrives as the text, then its newline, as from E2B's Java kernel (its Python
+      // tests expect logs.stdout[0] to be "Hello, World!"); each as it is printed.
+      const hello = await jsb.runCode('System.out.println("Hello, World!")', java)
+      assert.equal(hello.logs.stdout[0], 'Hello, World!')
+      assert.equal(hello.logs.stdout.join(''), 'Hello, World!\n')
+      const seen = []
+      const t0 = Date.now()
+      const streamed = await jsb.runCode(
+        'for (int i = 0; i < 3; i++) { System.out.println("line " + i); Thread.sleep(700); }\nSystem.err.print("done")',
+        { ...java, onStdout: (m) => seen.push([m.line, Date.now() - t0]), onStderr: (m) => seen.push([m.line, Date.now() - t0]) },
+      )
+      const took = Date.now() - t0
+      assert.equal(streamed.logs.stdout.join(''), 'line 0\nline 1\nline 2\n')
+      assert.deepEqual(streamed.logs.stderr, ['done'])
+      assert.equal(seen[0][0], 'line 0')
+      assert.ok(seen[0][1] < took - 1000, `the first line came at ${seen[0][1]} ms of ${took}: not streamed`)
 
-    const errors = []
-    const ex = await sbx.runCode('int div(int a) { return 10 / a; }\ndiv(0)', { ...java, onError: (e) => errors.push(e) })
-    assert.equal(ex.error?.name, 'java.lang.ArithmeticException')
-    assert.equal(ex.error?.value, '/ by zero')
-    assert.match(ex.error?.traceback ?? '', /^java\.lang\.ArithmeticException: \/ by zero\n\tat div\(#\d+:1\)/)
-    assert.deepEqual(errors.map((e) => e.name), ['java.lang.ArithmeticException'])
-    const bad = await sbx.runCode('int y = 1;\nundefinedName + 1;\ny = 2;', java)
-    assert.equal(bad.error?.name, 'CompilationException')
-    assert.match(bad.error?.value ?? '', /^cannot find symbol/)
-    assertText(await sbx.runCode('y', java), '1', 'snippets before the failing one ran, none after')
+      const errors = []
+      const ex = await jsb.runCode('int div(int a) { return 10 / a; }\ndiv(0)', { ...java, onError: (e) => errors.push(e) })
+      assert.equal(ex.error?.name, 'java.lang.ArithmeticException')
+      assert.equal(ex.error?.value, '/ by zero')
+      assert.match(ex.error?.traceback ?? '', /^java\.lang\.ArithmeticException: \/ by zero\n\tat div\(#\d+:1\)/)
+      assert.deepEqual(errors.map((e) => e.name), ['java.lang.ArithmeticException'])
+      const bad = await jsb.runCode('int y = 1;\nundefinedName + 1;\ny = 2;', java)
+      assert.equal(bad.error?.name, 'CompilationException')
+      assert.match(bad.error?.value ?? '', /^cannot find symbol/)
+      assertText(await jsb.runCode('y', java), '1', 'snippets before the failing one ran, none after')
 
-    // Env vars are System properties, as in E2B's Java kernel (and System.getenv sees them).
-    assertText(await sbx.runCode('System.getProperty("WARREN_SBX_VAR")', java), 'sandbox-wide', 'java sandbox-wide')
-    assertText(await sbx.runCode('System.getProperty("RUN_VAR") + System.getenv("WARREN_SBX_VAR")', {
-      ...java, envs: { RUN_VAR: 'j-', WARREN_SBX_VAR: 'overridden' },
-    }), 'j-overridden', 'java per execution')
-    assertText(await sbx.runCode('System.getProperty("RUN_VAR", "unset") + " " + System.getProperty("WARREN_SBX_VAR")', java),
-      'unset sandbox-wide', 'java after the execution')
+      // Env vars are System properties, as in E2B's Java kernel (and System.getenv sees them).
+      assertText(await jsb.runCode('System.getProperty("WARREN_SBX_VAR")', java), 'sandbox-wide', 'java sandbox-wide')
+      assertText(await jsb.runCode('System.getProperty("RUN_VAR") + System.getenv("WARREN_SBX_VAR")', {
+        ...java, envs: { RUN_VAR: 'j-', WARREN_SBX_VAR: 'overridden' },
+      }), 'j-overridden', 'java per execution')
+      assertText(await jsb.runCode('System.getProperty("RUN_VAR", "unset") + " " + System.getProperty("WARREN_SBX_VAR")', java),
+        'unset sandbox-wide', 'java after the execution')
 
-    // A client timeout stops the running code (Thread.stop in JShell); the kernel and its
-    // state stay.
-    await rejectsTimeout(sbx.runCode('while (true) { x++; }', { ...java, timeoutMs: 2000 }))
-    await rejectsTimeout(sbx.runCode('Thread.sleep(60_000);', { ...java, timeoutMs: 2000 }))
-    const t = Date.now()
-    assertText(await sbx.runCode('twice(21)', java), '42', 'java after a timeout')
-    assert.ok(Date.now() - t < 10_000, `the next execution took ${Date.now() - t} ms`)
+      // A client timeout stops the running code (Thread.stop in JShell); the kernel and its
+      // state stay.
+      await rejectsTimeout(jsb.runCode('while (true) { x++; }', { ...java, timeoutMs: 2000 }))
+      await rejectsTimeout(jsb.runCode('Thread.sleep(60_000);', { ...java, timeoutMs: 2000 }))
+      const t = Date.now()
+      assertText(await jsb.runCode('twice(21)', java), '42', 'java after a timeout')
+      assert.ok(Date.now() - t < 10_000, `the next execution took ${Date.now() - t} ms`)
 
-    // A context of its own: another JShell, its own cwd and state.
-    const ctx = await sbx.createCodeContext({ language: 'java', cwd: '/tmp' })
-    assert.deepEqual({ language: ctx.language, cwd: ctx.cwd }, { language: 'java', cwd: '/tmp' })
-    assertText(await sbx.runCode('System.getProperty("user.dir")', { context: ctx }), '/tmp', 'java context cwd')
-    const isolated = await sbx.runCode('x', { context: ctx })
-    assert.equal(isolated.error?.name, 'CompilationException', 'a new context does not see the default one\'s x')
-    assertText(await sbx.runCode('int c = 3; c', { context: ctx }), '3')
-    await sbx.restartCodeContext(ctx)
-    assert.equal((await sbx.runCode('c', { context: ctx })).error?.name, 'CompilationException', 'restart forgets state')
-    await sbx.removeCodeContext(ctx)
-    await assert.rejects(sbx.runCode('1', { context: ctx }), NotFoundError)
-    console.log(`first java execution (a JVM starts) ${first} ms`)
+      // A context of its own: another JShell, its own cwd and state.
+      const ctx = await jsb.createCodeContext({ language: 'java', cwd: '/tmp' })
+      assert.deepEqual({ language: ctx.language, cwd: ctx.cwd }, { language: 'java', cwd: '/tmp' })
+      assertText(await jsb.runCode('System.getProperty("user.dir")', { context: ctx }), '/tmp', 'java context cwd')
+      const isolated = await jsb.runCode('x', { context: ctx })
+      assert.equal(isolated.error?.name, 'CompilationException', 'a new context does not see the default one\'s x')
+      assertText(await jsb.runCode('int c = 3; c', { context: ctx }), '3')
+      await jsb.restartCodeContext(ctx)
+      assert.equal((await jsb.runCode('c', { context: ctx })).error?.name, 'CompilationException', 'restart forgets state')
+      await jsb.removeCodeContext(ctx)
+      await assert.rejects(jsb.runCode('1', { context: ctx }), NotFoundError)
+      console.log(`first java execution (a JVM starts) ${first} ms`)
+    } finally {
+      await jsb.kill()
+    }
   })
 
   it('callbacks get stdout, stderr, results and errors as they come', async () => {
