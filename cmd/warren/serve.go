@@ -29,22 +29,26 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store/sqlite"
 	"github.com/warrenhq/warren/internal/template"
+	"github.com/warrenhq/warren/internal/volume"
 	"github.com/warrenhq/warren/internal/web"
 )
 
 // serveConfig is what warren serve runs with, from flags and WARREN_*
 // environment variables.
 type serveConfig struct {
-	Addr      string // listen address
-	TLSAddr   string // HTTPS address of the same handler (serve_tls.go); "" = none
-	DNSAddr   string // UDP address answering DNS for *.<Domain>; "" = none
-	Domain    string // sandbox domain: <port>-<id>.<Domain>
-	StateDir  string // holds warren.db
-	AgentPath string // the warren-agent binary mounted into sandboxes
-	APIKey    string // WARREN_API_KEY: accepted besides stored keys
-	LogFormat string // "text" or "json"
-	Network   string // Docker network of sandboxes, created if missing
-	Firewall  string // "iptables" (isolation and egress rules) or "off"
+	Addr     string // listen address
+	TLSAddr  string // HTTPS address of the same handler (serve_tls.go); "" = none
+	DNSAddr  string // UDP address answering DNS for *.<Domain>; "" = none
+	Domain   string // sandbox domain: <port>-<id>.<Domain>
+	StateDir string // holds warren.db
+	// VolumesDir holds the volumes' directory trees; "" =
+	// <StateDir>/volumes.
+	VolumesDir string
+	AgentPath  string // the warren-agent binary mounted into sandboxes
+	APIKey     string // WARREN_API_KEY: accepted besides stored keys
+	LogFormat  string // "text" or "json"
+	Network    string // Docker network of sandboxes, created if missing
+	Firewall   string // "iptables" (isolation and egress rules) or "off"
 	// EgressDNS lists the resolvers (IP:port) the firewall's egress
 	// server forwards sandboxes' queries to; none = those of
 	// /etc/resolv.conf.
@@ -266,7 +270,15 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	if cfg.APIKey != "" {
 		extra = append(extra, cfg.APIKey)
 	}
-	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Logger: log})
+	volDir := cfg.VolumesDir
+	if volDir == "" {
+		volDir = filepath.Join(cfg.StateDir, "volumes")
+	}
+	vols, err := volume.New(volume.Config{Store: st, Dir: volDir, KeyFile: filepath.Join(cfg.StateDir, "volume-token.key")})
+	if err != nil {
+		return err
+	}
+	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols, Logger: log})
 	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals, Files: deps.Files,
 		Info:   web.ServerInfo{Version: versionString(), Engine: "Docker", StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
 		Checks: serverChecks(cfg, deps), Logger: log})
@@ -496,6 +508,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.DNSAddr, "dns-addr", "", "answer DNS (UDP) for *.<domain> with 127.0.0.1 here (e.g. 127.0.0.1:5353)")
 	e.String(&cfg.Domain, "domain", "localhost", "sandbox domain: sandbox hosts are <port>-<id>.<domain>")
 	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
+	e.String(&cfg.VolumesDir, "volumes-dir", "", "directory of the volumes' content (default: <state-dir>/volumes)")
 	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
 	e.String(&cfg.LogFormat, "log-format", "", "text or json (default: text on a terminal, else json)")
 	e.String(&cfg.Network, "network", docker.DefaultNetwork, "Docker network of sandboxes (a bridge, created if missing)")

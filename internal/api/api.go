@@ -18,6 +18,7 @@ import (
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/template"
+	"github.com/warrenhq/warren/internal/volume"
 )
 
 // KeyLookup finds a stored API key by its hash, and teams; the store
@@ -40,6 +41,8 @@ type Config struct {
 	// Events serves the lifecycle events and webhooks API (events.go);
 	// nil = none.
 	Events *events.Service
+	// Volumes serves the volumes API (volumes.go); nil = none.
+	Volumes *volume.Service
 }
 
 // ClientID is E2B's deprecated per-node client ID; clients only need it
@@ -54,6 +57,7 @@ type server struct {
 	envdVer string
 	tpl     *template.Registry // nil = no template API
 	events  *events.Service    // nil = no events API
+	vol     *volume.Service    // nil = no volumes API
 }
 
 // New returns the control-plane handler.
@@ -62,7 +66,7 @@ func New(cfg Config) http.Handler {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	mc := cfg.Manager.Config()
-	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events}
+	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes}
 	for _, k := range cfg.ExtraKeys {
 		s.extra = append(s.extra, []byte(sandbox.HashAPIKey(k)))
 	}
@@ -102,6 +106,7 @@ func New(cfg Config) http.Handler {
 	s.registerTemplates(mux)
 	s.registerEvents(mux)
 	s.registerTeams(mux)
+	s.registerVolumes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))

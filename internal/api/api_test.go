@@ -20,6 +20,7 @@ import (
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store/sqlite"
+	"github.com/warrenhq/warren/internal/volume"
 )
 
 const (
@@ -62,7 +63,12 @@ func newAPI(t testing.TB) *testAPI {
 			t.Fatal(err)
 		}
 	}
-	a.srv = httptest.NewServer(New(Config{Manager: m, Keys: st, ExtraKeys: []string{extraKey}, Events: evs}))
+	dir := t.TempDir()
+	vols, err := volume.New(volume.Config{Store: st, Dir: filepath.Join(dir, "volumes"), KeyFile: filepath.Join(dir, "volume.key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.srv = httptest.NewServer(New(Config{Manager: m, Keys: st, ExtraKeys: []string{extraKey}, Events: evs, Volumes: vols}))
 	t.Cleanup(a.srv.Close)
 	return a
 }

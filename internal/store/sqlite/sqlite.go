@@ -158,6 +158,14 @@ var migrations = []string{
 		created_at INTEGER NOT NULL,
 		expires_at INTEGER NOT NULL
 	);`,
+	// Volumes, one name per team (volumes.go).
+	`CREATE TABLE volumes (
+		id TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL,
+		name TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		UNIQUE (team_id, name)
+	);`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and

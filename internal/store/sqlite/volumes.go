@@ -1,0 +1,76 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+var _ sandbox.VolumeStore = (*DB)(nil)
+
+// PutVolume inserts a volume; a second volume of the same name in a team
+// is a conflict.
+func (s *DB) PutVolume(ctx context.Context, v sandbox.Volume) error {
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO volumes (id, team_id, name, created_at) VALUES (?, ?, ?, ?)`,
+		v.ID, v.TeamID, v.Name, unixNano(v.CreatedAt))
+	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: volumes.team_id, volumes.name") {
+		return sandbox.Errorf(sandbox.KindConflict, "volume with name %q already exists", v.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("put volume %s: %w", v.ID, err)
+	}
+	return nil
+}
+
+func scanVolume(row scanner) (sandbox.Volume, error) {
+	var v sandbox.Volume
+	var created int64
+	if err := row.Scan(&v.ID, &v.TeamID, &v.Name, &created); err != nil {
+		return sandbox.Volume{}, err
+	}
+	v.CreatedAt = fromUnixNano(created)
+	return v, nil
+}
+
+// GetVolume returns a volume by ID.
+func (s *DB) GetVolume(ctx context.Context, id string) (sandbox.Volume, error) {
+	v, err := scanVolume(s.db.QueryRowContext(ctx, `SELECT id, team_id, name, created_at FROM volumes WHERE id = ?`, id))
+	if err != nil {
+		return sandbox.Volume{}, notFound(err, "volume")
+	}
+	return v, nil
+}
+
+// ListVolumes returns a team's volumes, oldest first.
+func (s *DB) ListVolumes(ctx context.Context, teamID string) ([]sandbox.Volume, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT id, team_id, name, created_at FROM volumes WHERE team_id = ? ORDER BY created_at, id`, teamID)
+	if err != nil {
+		return nil, fmt.Errorf("list volumes: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.Volume
+	for rows.Next() {
+		v, err := scanVolume(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list volumes: %w", err)
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// DeleteVolume removes a volume's record.
+func (s *DB) DeleteVolume(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM volumes WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete volume %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sandbox.Errorf(sandbox.KindNotFound, "volume not found")
+	}
+	return nil
+}
