@@ -278,6 +278,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	if err != nil {
 		return err
 	}
+	volContent := vols.Handler()
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols, Logger: log})
 	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals, Files: deps.Files,
 		Info:   web.ServerInfo{Version: versionString(), Engine: "Docker", StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
@@ -286,6 +287,8 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		switch {
 		case proxy.IsSandboxRequest(r, cfg.Domain):
 			px.ServeHTTP(w, r)
+		case strings.HasPrefix(r.URL.Path, volume.ContentPrefix):
+			volContent.ServeHTTP(w, r)
 		case r.URL.Path == "/dashboard" || strings.HasPrefix(r.URL.Path, web.Prefix):
 			dash.ServeHTTP(w, r)
 		default:

@@ -5,11 +5,13 @@
 import { it, describe } from 'node:test'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { Volume, VolumeError, VolumeNotFoundError } from 'e2b'
+import { Volume, VolumeError, VolumeNotFoundError, VolumePathNotFoundError } from 'e2b'
 import { useServer, WARREN_BIN } from './harness.mjs'
 import { assert, uid } from './helpers.mjs'
 
 const srv = await useServer({ private: true })
+// before() of useServer has set E2B_API_URL; the content calls go to the same server.
+const contentEnv = () => { process.env.E2B_VOLUME_API_URL = process.env.E2B_API_URL }
 
 async function otherTeam() {
   const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, '--state-dir', srv.server.stateDir])
@@ -64,5 +66,70 @@ describe('volumes', () => {
     } finally {
       await Volume.destroy(vol.volumeId)
     }
+  })
+
+  it('content: text, binary and a 100 MB stream round trip; list, makeDir, stat, metadata, remove', async () => {
+    contentEnv()
+    const vol = await Volume.create(`content-${uid()}`)
+    try {
+      const w = await vol.writeFile('/docs/hello.txt', 'hello volume')
+      assert.equal(w.path, '/docs/hello.txt')
+      assert.equal(w.type, 'file')
+      assert.equal(await vol.readFile('/docs/hello.txt'), 'hello volume')
+      const bin = new Uint8Array(256).map((_, i) => i)
+      await vol.writeFile('/bin.dat', bin.buffer)
+      assert.deepEqual(await vol.readFile('/bin.dat', { format: 'bytes' }), bin)
+      const blob = await vol.readFile('/bin.dat', { format: 'blob' })
+      assert.equal(blob.size, 256)
+
+      const size = 100 * 1024 * 1024
+      const chunk = new Uint8Array(1024 * 1024).map((_, i) => (i * 7) & 255)
+      let sent = 0
+      const up = new ReadableStream({
+        pull(c) { if (sent >= size) return c.close(); c.enqueue(chunk); sent += chunk.length },
+      })
+      const big = await vol.writeFile('/big.bin', up)
+      assert.equal(big.size, size)
+      const down = await vol.readFile('/big.bin', { format: 'stream' })
+      let got = 0, same = true
+      for await (const part of down) {
+        for (let i = 0; i < part.length; i += 4099) if (part[i] !== chunk[(got + i) % chunk.length]) same = false
+        got += part.length
+      }
+      assert.equal(got, size)
+      assert.ok(same, 'the stream reads back what was written')
+
+      const dir = await vol.makeDir('/a/b/c', { force: true })
+      assert.equal(dir.type, 'directory')
+      await assert.rejects(vol.makeDir('/x/y'), VolumePathNotFoundError, 'no parents without force')
+      const names = (await vol.list('/', { depth: 3 })).map((e) => e.path).sort()
+      assert.ok(names.includes('/a/b/c') && names.includes('/docs/hello.txt'), names.join(' '))
+      assert.ok((await vol.getInfo('/docs')).mtime instanceof Date)
+      assert.equal(await vol.exists('/docs/hello.txt'), true)
+      assert.equal(await vol.exists('/nope'), false)
+      const md = await vol.updateMetadata('/docs/hello.txt', { mode: 0o600 })
+      assert.equal(md.mode, 0o600)
+      await vol.remove('/docs')
+      await assert.rejects(vol.readFile('/docs/hello.txt'), VolumePathNotFoundError)
+      await assert.rejects(vol.getInfo('/../../etc/passwd'), VolumePathNotFoundError, '.. stays in the volume')
+    } finally {
+      await Volume.destroy(vol.volumeId)
+    }
+  })
+
+  it('content: a wrong or deleted volume token is refused', async () => {
+    contentEnv()
+    const a = await Volume.create(`tok-a-${uid()}`)
+    const b = await Volume.create(`tok-b-${uid()}`)
+    await a.writeFile('/f', 'a')
+    const wrong = new Volume(a.volumeId, a.name, b.token)
+    await assert.rejects(wrong.readFile('/f'), (e) => e instanceof VolumeError && !(e instanceof VolumePathNotFoundError))
+    const res = await fetch(`${process.env.E2B_API_URL}/volumecontent/${a.volumeId}/file?path=/f`, { headers: { Authorization: `Bearer ${b.token}` } })
+    assert.equal(res.status, 403)
+    const none = await fetch(`${process.env.E2B_API_URL}/volumecontent/${a.volumeId}/file?path=/f`)
+    assert.equal(none.status, 401)
+    await Volume.destroy(a.volumeId)
+    await assert.rejects(a.readFile('/f'), VolumeError, 'a deleted volume\'s token is dead')
+    await Volume.destroy(b.volumeId)
   })
 })
