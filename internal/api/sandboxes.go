@@ -67,15 +67,20 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, team string, v2 
 	if req.AutoResume != nil {
 		lc.AutoResume = req.AutoResume.Enabled
 	}
+	mounts, err := s.volumeMounts(r.Context(), team, req.VolumeMounts)
+	if err != nil {
+		return err
+	}
 	sb, err := s.m.Create(r.Context(), lifecycle.CreateRequest{
-		TeamID:    team,
-		Template:  req.TemplateID,
-		Timeout:   timeoutOr(req.Timeout, def),
-		Metadata:  req.Metadata,
-		EnvVars:   req.EnvVars,
-		Secure:    v2 || (req.Secure != nil && *req.Secure),
-		Lifecycle: lc,
-		Network:   networkIn(req.Network, req.AllowInternetAccess),
+		VolumeMounts: mounts,
+		TeamID:       team,
+		Template:     req.TemplateID,
+		Timeout:      timeoutOr(req.Timeout, def),
+		Metadata:     req.Metadata,
+		EnvVars:      req.EnvVars,
+		Secure:       v2 || (req.Secure != nil && *req.Secure),
+		Lifecycle:    lc,
+		Network:      networkIn(req.Network, req.AllowInternetAccess),
 	})
 	if err != nil {
 		return err

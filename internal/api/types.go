@@ -21,6 +21,13 @@ type newSandboxJSON struct {
 	Network             *networkJSON      `json:"network"`
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
+	VolumeMounts        []volumeMountJSON `json:"volumeMounts"`
+}
+
+// volumeMountJSON is E2B's SandboxVolumeMount.
+type volumeMountJSON struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
 }
 
 type autoResumeJSON struct {
@@ -79,9 +86,9 @@ type listedSandboxJSON struct {
 	State      string            `json:"state"`
 	// PauseMode is Warren's own: frozen, stopped or checkpointed while
 	// paused, else absent.
-	PauseMode    string     `json:"pauseMode,omitempty"`
-	EnvdVersion  string     `json:"envdVersion"`
-	VolumeMounts []struct{} `json:"volumeMounts"`
+	PauseMode    string            `json:"pauseMode,omitempty"`
+	EnvdVersion  string            `json:"envdVersion"`
+	VolumeMounts []volumeMountJSON `json:"volumeMounts"`
 }
 
 // sandboxDetailJSON is E2B's SandboxDetail (GET /sandboxes/{id}).
@@ -157,7 +164,7 @@ func (s *server) listedJSON(sb sandbox.Sandbox) listedSandboxJSON {
 		State:        string(sb.State),
 		PauseMode:    string(sb.PauseMode),
 		EnvdVersion:  s.envdVer,
-		VolumeMounts: []struct{}{},
+		VolumeMounts: volumeMountsOut(sb.VolumeMounts),
 	}
 }
 

@@ -1,8 +1,13 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"path"
+	"slices"
+	"strings"
 
+	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -69,10 +74,93 @@ func (s *server) getVolume(w http.ResponseWriter, r *http.Request, team string) 
 	return nil
 }
 
+// deleteVolume refuses while a sandbox that is running or paused mounts
+// the volume: its mount would point at nothing, and a resume would fail.
 func (s *server) deleteVolume(w http.ResponseWriter, r *http.Request, team string) error {
+	id := r.PathValue("volumeID")
+	sbs, _, err := s.m.List(r.Context(), lifecycle.ListRequest{TeamID: team})
+	if err != nil {
+		return err
+	}
+	for _, sb := range sbs {
+		if slices.ContainsFunc(sb.VolumeMounts, func(m sandbox.VolumeMount) bool { return m.VolumeID == id }) {
+			return sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted by sandbox %s; kill it first", id, sb.ID)
+		}
+	}
 	if err := s.vol.Delete(r.Context(), team, r.PathValue("volumeID")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// systemDirs are where a volume may not be mounted: the kernel's and the
+// engine's own, and Warren's agent.
+var systemDirs = []string{"/proc", "/sys", "/dev", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/usr", "/boot", "/run", "/var/run", "/.warren", "/opt/warren"}
+
+// volumeMounts resolves a create's volumeMounts to the team's volumes.
+func (s *server) volumeMounts(ctx context.Context, team string, in []volumeMountJSON) ([]sandbox.VolumeMount, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	if s.vol == nil {
+		return nil, sandbox.Errorf(sandbox.KindInvalid, "volumes are not enabled on this server")
+	}
+	if len(in) > 16 {
+		return nil, sandbox.Errorf(sandbox.KindInvalid, "at most 16 volume mounts")
+	}
+	vols, err := s.vol.List(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	var out []sandbox.VolumeMount
+	seen := map[string]bool{}
+	for _, m := range in {
+		p, err := mountPath(m.Path)
+		if err != nil {
+			return nil, err
+		}
+		if seen[p] {
+			return nil, sandbox.Errorf(sandbox.KindInvalid, "volume mount path %q is given twice", p)
+		}
+		seen[p] = true
+		i := slices.IndexFunc(vols, func(v sandbox.Volume) bool { return v.Name == m.Name })
+		if i < 0 {
+			return nil, sandbox.Errorf(sandbox.KindInvalid, "volume '%s' not found", m.Name)
+		}
+		out = append(out, sandbox.VolumeMount{Name: m.Name, VolumeID: vols[i].ID, Path: p, Source: s.vol.Dir(vols[i].ID)})
+	}
+	for _, a := range out {
+		for _, b := range out {
+			if a.Path != b.Path && strings.HasPrefix(b.Path, a.Path+"/") {
+				return nil, sandbox.Errorf(sandbox.KindInvalid, "volume mount paths %q and %q overlap", a.Path, b.Path)
+			}
+		}
+	}
+	return out, nil
+}
+
+// mountPath checks a mount path: absolute, clean, not / nor a system
+// directory or under one.
+func mountPath(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.ContainsAny(p, "\x00:,") {
+		return "", sandbox.Errorf(sandbox.KindInvalid, "invalid volume mount path %q: must be an absolute, clean path", p)
+	}
+	if p == "/" {
+		return "", sandbox.Errorf(sandbox.KindInvalid, "a volume cannot be mounted at /")
+	}
+	for _, d := range systemDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return "", sandbox.Errorf(sandbox.KindInvalid, "a volume cannot be mounted at %q (under the system directory %s)", p, d)
+		}
+	}
+	return p, nil
+}
+
+func volumeMountsOut(ms []sandbox.VolumeMount) []volumeMountJSON {
+	out := make([]volumeMountJSON, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, volumeMountJSON{Name: m.Name, Path: m.Path})
+	}
+	return out
 }

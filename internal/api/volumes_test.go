@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -59,4 +61,58 @@ func TestVolumes(t *testing.T) {
 	wantAnswer(t, "delete", a.do(t, "DELETE", "/volumes/"+id, nil), http.StatusNoContent, "")
 	wantAnswer(t, "get after delete", a.do(t, "GET", "/volumes/"+id, nil), http.StatusNotFound, "not found")
 	wantAnswer(t, "delete again", a.do(t, "DELETE", "/volumes/"+id, nil), http.StatusNotFound, "not found")
+}
+
+func TestVolumeMounts(t *testing.T) {
+	a := newAPI(t)
+	var vol map[string]any
+	a.do(t, "POST", "/volumes", map[string]any{"name": "ws"}).decode(t, &vol)
+	a.doKey(t, a.otherKey, "POST", "/volumes", map[string]any{"name": "theirs"})
+	mount := func(name, path string) map[string]any {
+		return map[string]any{"templateID": "base", "volumeMounts": []map[string]any{{"name": name, "path": path}}}
+	}
+	for _, tt := range []struct {
+		name string
+		body map[string]any
+		msg  string
+	}{
+		{"unknown volume", mount("nope", "/mnt/x"), "volume 'nope' not found"},
+		{"another team's volume", mount("theirs", "/mnt/x"), "volume 'theirs' not found"},
+		{"relative path", mount("ws", "mnt/x"), "absolute"},
+		{"unclean path", mount("ws", "/mnt/../x"), "clean"},
+		{"root", mount("ws", "/"), "mounted at /"},
+		{"proc", mount("ws", "/proc/x"), "system directory"},
+		{"dev", mount("ws", "/dev"), "system directory"},
+		{"twice", map[string]any{"templateID": "base", "volumeMounts": []map[string]any{{"name": "ws", "path": "/a"}, {"name": "ws", "path": "/a"}}}, "twice"},
+		{"overlap", map[string]any{"templateID": "base", "volumeMounts": []map[string]any{{"name": "ws", "path": "/a"}, {"name": "ws", "path": "/a/b"}}}, "overlap"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wantAnswer(t, tt.name, a.do(t, "POST", "/v2/sandboxes", tt.body), http.StatusBadRequest, tt.msg)
+		})
+	}
+	if n := len(a.rt.Containers()); n != 0 {
+		t.Errorf("%d containers after refused creates, want 0", n)
+	}
+
+	sb := a.create(t, mount("ws", "/mnt/ws"))
+	want := []any{map[string]any{"name": "ws", "path": "/mnt/ws"}}
+	id := sb["sandboxID"].(string)
+	var got map[string]any
+	a.do(t, "GET", "/sandboxes/"+id, nil).decode(t, &got)
+	if diff := cmp.Diff(want, got["volumeMounts"]); diff != "" {
+		t.Errorf("get's volumeMounts (-want +got):\n%s", diff)
+	}
+	var list []map[string]any
+	a.do(t, "GET", "/v2/sandboxes", nil).decode(t, &list)
+	if len(list) != 1 || cmp.Diff(want, list[0]["volumeMounts"]) != "" {
+		t.Errorf("list: %v, want the sandbox with its volumeMounts", list)
+	}
+	info, _ := a.m.Get(context.Background(), "default", id)
+	ms := a.rt.MountsOf(info.ContainerID)
+	if len(ms) != 1 || ms[0].Target != "/mnt/ws" || !strings.HasSuffix(ms[0].Source, "/"+vol["volumeID"].(string)) {
+		t.Errorf("container mounts %v, want the volume's dir at /mnt/ws", ms)
+	}
+	wantAnswer(t, "delete a mounted volume", a.do(t, "DELETE", "/volumes/"+vol["volumeID"].(string), nil), http.StatusConflict, "is mounted by sandbox")
+	a.do(t, "DELETE", "/sandboxes/"+id, nil)
+	wantAnswer(t, "delete after the kill", a.do(t, "DELETE", "/volumes/"+vol["volumeID"].(string), nil), http.StatusNoContent, "")
 }

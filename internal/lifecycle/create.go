@@ -27,6 +27,9 @@ type CreateRequest struct {
 	Secure    bool
 	Lifecycle sandbox.Lifecycle
 	Network   sandbox.Network
+	// VolumeMounts are the volumes to mount, resolved by the caller to
+	// the team's own. nil = none.
+	VolumeMounts []sandbox.VolumeMount
 }
 
 // template is a resolved template: what a sandbox runs. A built
@@ -288,6 +291,9 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		Workdir:     tpl.workdir,
 		AgentArgs:   slices.Clone(tpl.agentArgs),
 		Runtime:     m.cfg.SandboxRuntime,
+		// A warm pool container has no mounts, so poolKindOf takes
+		// none for a sandbox that has some.
+		VolumeMounts: slices.Clone(req.VolumeMounts),
 	}
 	if tpl.runtime != "" {
 		sb.Runtime = tpl.runtime
@@ -381,6 +387,10 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 	if rt == "" {
 		rt = m.cfg.SandboxRuntime
 	}
+	var mounts []sandbox.Mount
+	for _, v := range sb.VolumeMounts {
+		mounts = append(mounts, sandbox.Mount{Source: v.Source, Target: v.Path})
+	}
 	return sandbox.ContainerSpec{
 		SandboxID: sb.ID,
 		Image:     sb.Image,
@@ -397,6 +407,7 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 		DiskMB:      sb.DiskSizeMB,
 		AgentSecret: sb.AgentSecret,
 		AgentArgs:   slices.Clone(sb.AgentArgs),
+		Mounts:      mounts,
 	}
 }
 

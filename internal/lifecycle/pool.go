@@ -82,6 +82,9 @@ func (m *Manager) poolKinds() []poolKind {
 // poolKindOf returns the kind that serves sb: a pool of its image and
 // agent arguments that is not disabled.
 func (m *Manager) poolKindOf(sb sandbox.Sandbox) (poolKind, bool) {
+	if len(sb.VolumeMounts) > 0 {
+		return poolKind{}, false // mounts are fixed at a container's create
+	}
 	for _, k := range m.poolKinds() {
 		if k.size > 0 && sb.Image == k.image && slices.Equal(sb.AgentArgs, k.agentArgs) {
 			return k, true

@@ -114,6 +114,9 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		Secure:    src.EnvdAccessToken != "",
 		Lifecycle: src.Lifecycle,
 		Network:   src.Network,
+		// A snapshot holds no volume (a commit leaves bind mounts out);
+		// the fork mounts the same volumes as its source.
+		VolumeMounts: slices.Clone(src.VolumeMounts),
 	}
 	tpl := template{id: src.TemplateID, alias: src.Alias, image: image, agentArgs: src.AgentArgs}
 	out := make([]ForkResult, count)

@@ -42,6 +42,14 @@ type ContainerSpec struct {
 	AgentArgs []string
 	// Runtime is what the container runs under; "" = runc.
 	Runtime OCIRuntime
+	// Mounts are host directories bind-mounted read-write into the
+	// container (volumes). nil = none.
+	Mounts []Mount
+}
+
+// Mount is a host directory mounted read-write at Target.
+type Mount struct {
+	Source, Target string
 }
 
 // Container is a sandbox's container as the runtime sees it.

@@ -117,6 +117,17 @@ type Sandbox struct {
 	// the template, e.g. "-code-interpreter"; snapshots and forks of the
 	// sandbox run their agent with them too. nil = none.
 	AgentArgs []string
+	// VolumeMounts are the volumes mounted into the sandbox; forks keep
+	// them. nil = none.
+	VolumeMounts []VolumeMount
+}
+
+// VolumeMount is a volume mounted read-write at Path in a sandbox.
+type VolumeMount struct {
+	Name     string // the volume's name, as the client gave it
+	VolumeID string
+	Path     string // absolute path in the sandbox
+	Source   string // the volume's directory on the host
 }
 
 // Lifecycle is what happens when a sandbox times out and on traffic.

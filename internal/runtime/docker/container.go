@@ -146,6 +146,9 @@ func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config
 			{Name: "nofile", Soft: int64(r.cfg.OpenFiles), Hard: int64(r.cfg.OpenFiles)},
 		}},
 	}
+	for _, mt := range spec.Mounts {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: mt.Source, Target: mt.Target})
+	}
 	if spec.Runtime == sandbox.RuntimeGVisor {
 		host.Runtime = r.cfg.GVisorRuntime
 		if r.cfg.GVisorResolvConf != "" {

@@ -28,6 +28,7 @@ type Runtime struct {
 	limits     map[string]Limits             // container ID → its resource limits
 	agentArgs  map[string][]string           // container ID → the agent's arguments
 	runtimes   map[string]sandbox.OCIRuntime // container ID → its runtime
+	mounts     map[string][]sandbox.Mount    // container ID → its mounts
 	// checkpoints holds the containers that have a checkpoint, with the
 	// agent address they had when checkpointed.
 	checkpoints map[string]string
@@ -53,6 +54,7 @@ func New(images ...string) *Runtime {
 		limits:      map[string]Limits{},
 		agentArgs:   map[string][]string{},
 		runtimes:    map[string]sandbox.OCIRuntime{},
+		mounts:      map[string][]sandbox.Mount{},
 		checkpoints: map[string]string{},
 		images:      map[string]string{},
 		imageLabels: map[string]map[string]string{},
@@ -159,6 +161,13 @@ func (r *Runtime) AgentArgsOf(id string) ([]string, bool) {
 	return slices.Clone(args), ok
 }
 
+// MountsOf returns the mounts a container was created with.
+func (r *Runtime) MountsOf(id string) []sandbox.Mount {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.mounts[id])
+}
+
 // Fail makes every later call of method (e.g. "Create", "Stats") return
 // err; a nil err clears the failure.
 func (r *Runtime) Fail(method string, err error) {
@@ -263,6 +272,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	r.limits[c.ID] = Limits{spec.CPUCount, spec.MemoryMB, spec.PidsLimit}
 	r.agentArgs[c.ID] = slices.Clone(spec.AgentArgs)
 	r.runtimes[c.ID] = spec.Runtime
+	r.mounts[c.ID] = slices.Clone(spec.Mounts)
 	return clone(c), nil
 }
 

@@ -5,7 +5,7 @@
 import { it, describe } from 'node:test'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { Volume, VolumeError, VolumeNotFoundError, VolumePathNotFoundError } from 'e2b'
+import { Sandbox, Volume, VolumeError, VolumeNotFoundError, VolumePathNotFoundError } from 'e2b'
 import { useServer, WARREN_BIN } from './harness.mjs'
 import { assert, uid } from './helpers.mjs'
 
@@ -131,5 +131,60 @@ describe('volumes', () => {
     await Volume.destroy(a.volumeId)
     await assert.rejects(a.readFile('/f'), VolumeError, 'a deleted volume\'s token is dead')
     await Volume.destroy(b.volumeId)
+  })
+
+  it('mounts: one volume in two sandboxes at once, each seeing the other\'s writes; kept across pause/resume and kill', async () => {
+    contentEnv()
+    const vol = await Volume.create(`mnt-${uid()}`)
+    const made = []
+    try {
+      const a = await Sandbox.create('base', { volumeMounts: { '/mnt/ws': vol }, timeoutMs: 120_000 })
+      made.push(a)
+      const b = await Sandbox.create('base', { volumeMounts: { '/data': vol.name }, timeoutMs: 120_000 })
+      made.push(b)
+      assert.deepEqual((await a.getInfo()).volumeMounts, [{ name: vol.name, path: '/mnt/ws' }])
+      const listed = (await Sandbox.list().nextItems()).find((s) => s.sandboxId === b.sandboxId)
+      assert.deepEqual(listed.volumeMounts, [{ name: vol.name, path: '/data' }])
+
+      await a.commands.run('echo from-a > /mnt/ws/a.txt')
+      assert.equal((await b.commands.run('cat /data/a.txt')).stdout.trim(), 'from-a', 'b sees a\'s write')
+      await b.files.write('/data/b.txt', 'from-b')
+      assert.equal((await a.commands.run('cat /mnt/ws/b.txt')).stdout.trim(), 'from-b', 'a sees b\'s write')
+      assert.equal(await vol.readFile('/b.txt'), 'from-b', 'the content API sees a sandbox\'s write')
+      await vol.writeFile('/c.txt', 'from-api')
+      assert.equal((await a.commands.run('cat /mnt/ws/c.txt')).stdout.trim(), 'from-api')
+
+      await assert.rejects(Volume.destroy(vol.volumeId), /mounted by sandbox/, 'a mounted volume is not deleted')
+
+      await a.pause()
+      const a2 = await Sandbox.connect(a.sandboxId)
+      assert.equal((await a2.commands.run('cat /mnt/ws/b.txt')).stdout.trim(), 'from-b', 'after pause/resume')
+      await a2.commands.run('echo again > /mnt/ws/after-resume.txt')
+
+      await Sandbox.kill(a.sandboxId)
+      await Sandbox.kill(b.sandboxId)
+      assert.equal(await vol.readFile('/after-resume.txt'), 'again\n', 'the data outlives the sandboxes')
+      const c = await Sandbox.create('base', { volumeMounts: { '/w': vol }, timeoutMs: 60_000 })
+      made.push(c)
+      assert.equal((await c.commands.run('cat /w/a.txt')).stdout.trim(), 'from-a', 'a new sandbox mounts the kept data')
+      await Sandbox.kill(c.sandboxId)
+    } finally {
+      for (const s of made) await Sandbox.kill(s.sandboxId).catch(() => {})
+      await Volume.destroy(vol.volumeId).catch(() => {})
+    }
+  })
+
+  it('mounts: an unknown or another team\'s volume and bad paths are refused', async () => {
+    const vol = await Volume.create(`bad-${uid()}`)
+    try {
+      await assert.rejects(Sandbox.create('base', { volumeMounts: { '/mnt/x': 'no-such-volume' } }), /volume 'no-such-volume' not found/)
+      const apiKey = await otherTeam()
+      await assert.rejects(Sandbox.create('base', { apiKey, volumeMounts: { '/mnt/x': vol.name } }), /not found/)
+      for (const p of ['relative', '/', '/proc', '/dev/shm', '/sys/x']) {
+        await assert.rejects(Sandbox.create('base', { volumeMounts: { [p]: vol } }), /volume|mount/, `path ${p}`)
+      }
+    } finally {
+      await Volume.destroy(vol.volumeId)
+    }
   })
 })
