@@ -1,7 +1,9 @@
 // Volumes' control plane against a real `warren serve` through the official SDK (Volume exists
 // from 2.3x, so this runs with 2.51): create, list, getInfo (with a token, no domain), connect,
 // destroy; duplicate and bad names; another team (a key made with `warren keys create --team`)
-// sees none of them: 404 on getInfo, false on destroy, an empty list.
+// sees none of them: 404 on getInfo, false on destroy, an empty list. The content API (text, binary,
+// a 100 MB stream, tokens), volumeMounts in two sandboxes at once, across pause/resume, kill and a
+// kill -9 of the server.
 import { it, describe } from 'node:test'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
@@ -185,6 +187,27 @@ describe('volumes', () => {
       }
     } finally {
       await Volume.destroy(vol.volumeId)
+    }
+  })
+
+  it('kill -9 of the server: the volume, its content, its token and a sandbox\'s mount are kept', async () => {
+    contentEnv()
+    const vol = await Volume.create(`k9-${uid()}`)
+    const sbx = await Sandbox.create('base', { volumeMounts: { '/mnt/k': vol }, timeoutMs: 120_000 })
+    try {
+      await sbx.commands.run('echo before > /mnt/k/f.txt')
+      await srv.server.kill9()
+      await srv.server.start()
+      Object.assign(process.env, srv.server.sdkEnv)
+      contentEnv()
+      assert.equal(await vol.readFile('/f.txt'), 'before\n', 'the old token still reads')
+      assert.deepEqual((await Sandbox.getInfo(sbx.sandboxId)).volumeMounts, [{ name: vol.name, path: '/mnt/k' }])
+      const again = await Sandbox.connect(sbx.sandboxId)
+      await again.commands.run('echo after > /mnt/k/g.txt')
+      assert.equal(await vol.readFile('/g.txt'), 'after\n')
+    } finally {
+      await Sandbox.kill(sbx.sandboxId).catch(() => {})
+      await Volume.destroy(vol.volumeId).catch(() => {})
     }
   })
 })
