@@ -44,11 +44,14 @@ type serveConfig struct {
 	// VolumesDir holds the volumes' directory trees; "" =
 	// <StateDir>/volumes.
 	VolumesDir string
-	AgentPath  string // the warren-agent binary mounted into sandboxes
-	APIKey     string // WARREN_API_KEY: accepted besides stored keys
-	LogFormat  string // "text" or "json"
-	Network    string // Docker network of sandboxes, created if missing
-	Firewall   string // "iptables" (isolation and egress rules) or "off"
+	// VolumeSizeMB bounds each volume's content written through the
+	// content API; 0 = no limit.
+	VolumeSizeMB int
+	AgentPath    string // the warren-agent binary mounted into sandboxes
+	APIKey       string // WARREN_API_KEY: accepted besides stored keys
+	LogFormat    string // "text" or "json"
+	Network      string // Docker network of sandboxes, created if missing
+	Firewall     string // "iptables" (isolation and egress rules) or "off"
 	// EgressDNS lists the resolvers (IP:port) the firewall's egress
 	// server forwards sandboxes' queries to; none = those of
 	// /etc/resolv.conf.
@@ -274,7 +277,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	if volDir == "" {
 		volDir = filepath.Join(cfg.StateDir, "volumes")
 	}
-	vols, err := volume.New(volume.Config{Store: st, Dir: volDir, KeyFile: filepath.Join(cfg.StateDir, "volume-token.key")})
+	vols, err := volume.New(volume.Config{Store: st, Dir: volDir, KeyFile: filepath.Join(cfg.StateDir, "volume-token.key"), SizeLimitMB: cfg.VolumeSizeMB})
 	if err != nil {
 		return err
 	}
@@ -512,6 +515,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.Domain, "domain", "localhost", "sandbox domain: sandbox hosts are <port>-<id>.<domain>")
 	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&cfg.VolumesDir, "volumes-dir", "", "directory of the volumes' content (default: <state-dir>/volumes)")
+	e.Int(&cfg.VolumeSizeMB, "volume-size-mb", 0, "size limit per volume in MiB, checked on each write through the content API (413 past it; writes through a sandbox's mount are not counted); 0: no limit")
 	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
 	e.String(&cfg.LogFormat, "log-format", "", "text or json (default: text on a terminal, else json)")
 	e.String(&cfg.Network, "network", docker.DefaultNetwork, "Docker network of sandboxes (a bridge, created if missing)")

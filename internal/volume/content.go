@@ -382,7 +382,22 @@ func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	if err != nil {
 		return fsError(err, p)
 	}
-	_, err = io.Copy(f, r.Body)
+	body := io.Reader(r.Body)
+	var allowed int64
+	if s.limit > 0 {
+		used, uerr := usage(root, p)
+		if uerr != nil {
+			f.Close()
+			root.Remove(tmp)
+			return uerr
+		}
+		allowed = max(s.limit-used, 0)
+		body = io.LimitReader(r.Body, allowed+1)
+	}
+	n, err := io.Copy(f, body)
+	if err == nil && s.limit > 0 && n > allowed {
+		err = &tooLarge{limit: s.limit}
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -394,7 +409,7 @@ func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	}
 	if err != nil {
 		root.Remove(tmp)
-		if sandbox.KindOf(err) != sandbox.KindInternal {
+		if _, ok := err.(*tooLarge); ok || sandbox.KindOf(err) != sandbox.KindInternal {
 			return err
 		}
 		return fsError(err, p)
@@ -405,6 +420,37 @@ func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	}
 	writeJSON(w, http.StatusCreated, e)
 	return nil
+}
+
+// usage is the size of a volume's regular files but skip's, which a
+// write replaces.
+func usage(root *os.Root, skip string) (int64, error) {
+	var n int64
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.Type().IsRegular() && p != skip {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("volume usage: %w", err)
+	}
+	return n, nil
+}
+
+// tooLarge is a write past the volume's size limit: 413.
+type tooLarge struct{ limit int64 }
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("the write would take the volume past its size limit of %d MiB", e.limit>>20)
 }
 
 type errorBody struct {
@@ -423,6 +469,10 @@ var kindStatus = map[sandbox.Kind]int{
 
 // writeError writes E2B's {code, message}; internal detail stays out.
 func writeError(w http.ResponseWriter, err error) {
+	if tl, ok := err.(*tooLarge); ok {
+		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Code: http.StatusRequestEntityTooLarge, Message: tl.Error()})
+		return
+	}
 	status, ok := kindStatus[sandbox.KindOf(err)]
 	msg := "internal error"
 	if ok {

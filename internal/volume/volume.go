@@ -35,6 +35,10 @@ type Config struct {
 	KeyFile string
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
+	// SizeLimitMB bounds what the content API lets a volume hold, in MiB,
+	// by counting its files on each write; 0 = no limit. Writes through a
+	// sandbox's mount are not counted (see docs/volumes.md).
+	SizeLimitMB int
 }
 
 // Service creates, finds and deletes volumes and signs their tokens.
@@ -43,6 +47,8 @@ type Service struct {
 	dir string
 	key []byte
 	now func() time.Time
+	// limit is Config.SizeLimitMB in bytes; 0 = none.
+	limit int64
 }
 
 // New opens the volumes directory and the signing key.
@@ -57,7 +63,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{st: cfg.Store, dir: cfg.Dir, key: key, now: cfg.Now}, nil
+	return &Service{st: cfg.Store, dir: cfg.Dir, key: key, now: cfg.Now, limit: int64(cfg.SizeLimitMB) << 20}, nil
 }
 
 // loadKey reads the signing key, or makes one: a restart must keep the
