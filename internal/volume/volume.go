@@ -56,6 +56,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.SizeLimitMB < 0 {
+		return nil, fmt.Errorf("--volume-size-mb must not be negative (0: no limit)")
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("volumes dir: %w", err)
 	}
