@@ -194,3 +194,45 @@ func TestContentSizeLimit(t *testing.T) {
 		t.Errorf("replacing /a with 900 KiB (the old 600 do not count): %d %s", st, b)
 	}
 }
+
+// A directory swapped for a symlink that leads out while requests run
+// never lets one read or write outside: os.Root resolves each step of a
+// path under the volume's directory, at the time of the open.
+func TestContentSymlinkRace(t *testing.T) {
+	c := newContent(t)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "f"), []byte("outside"), 0o644)
+	dir := c.s.Dir(c.id)
+	d := filepath.Join(dir, "d")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.RemoveAll(d)
+			os.Mkdir(d, 0o777)
+			os.WriteFile(filepath.Join(d, "f"), []byte("inside"), 0o644)
+			os.RemoveAll(d)
+			os.Symlink(outside, d)
+		}
+	}()
+	for range 300 {
+		if _, b := c.do(t, "GET", "file", "/d/f", "", nil); b == "outside" {
+			t.Fatal("read the file outside the volume")
+		}
+		c.do(t, "PUT", "file", "/d/f", "&force=true", strings.NewReader("pwn"))
+	}
+	close(stop)
+	<-done
+	if b, _ := os.ReadFile(filepath.Join(outside, "f")); string(b) != "outside" {
+		t.Errorf("the file outside was written: %q", b)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+		t.Errorf("files appeared outside: %v", entries)
+	}
+}
