@@ -112,6 +112,27 @@ func TestVolumeMounts(t *testing.T) {
 	if len(ms) != 1 || ms[0].Target != "/mnt/ws" || !strings.HasSuffix(ms[0].Source, "/"+vol["volumeID"].(string)) {
 		t.Errorf("container mounts %v, want the volume's dir at /mnt/ws", ms)
 	}
+	// A fork mounts the same volume (a snapshot holds none of it).
+	r := a.do(t, "POST", "/sandboxes/"+id+"/fork", map[string]any{"count": 1, "timeout": 60})
+	var forks []struct {
+		Sandbox *struct {
+			SandboxID string `json:"sandboxID"`
+		} `json:"sandbox"`
+	}
+	r.decode(t, &forks)
+	if r.status != http.StatusCreated || len(forks) != 1 || forks[0].Sandbox == nil {
+		t.Fatalf("fork: %d %s", r.status, r.body)
+	}
+	forkID := forks[0].Sandbox.SandboxID
+	a.do(t, "GET", "/sandboxes/"+forkID, nil).decode(t, &got)
+	if diff := cmp.Diff(want, got["volumeMounts"]); diff != "" {
+		t.Errorf("fork's volumeMounts (-want +got):\n%s", diff)
+	}
+	fi, _ := a.m.Get(context.Background(), "default", forkID)
+	if fm := a.rt.MountsOf(fi.ContainerID); len(fm) != 1 || fm[0] != ms[0] {
+		t.Errorf("fork's container mounts %v, want %v", fm, ms)
+	}
+	a.do(t, "DELETE", "/sandboxes/"+forkID, nil)
 	wantAnswer(t, "delete a mounted volume", a.do(t, "DELETE", "/volumes/"+vol["volumeID"].(string), nil), http.StatusConflict, "is mounted by sandbox")
 	a.do(t, "DELETE", "/sandboxes/"+id, nil)
 	wantAnswer(t, "delete after the kill", a.do(t, "DELETE", "/volumes/"+vol["volumeID"].(string), nil), http.StatusNoContent, "")
