@@ -321,6 +321,11 @@ func (s *Service) makeDir(w http.ResponseWriter, r *http.Request, root *os.Root,
 	if err != nil {
 		return fsError(err, p)
 	}
+	if o.Mode == nil {
+		if err := root.Chmod(p, 0o777); err != nil {
+			return fsError(err, p)
+		}
+	}
 	if err := o.apply(root, p); err != nil {
 		return err
 	}
@@ -400,6 +405,11 @@ func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && o.Mode == nil {
+		// Past the server's umask: a sandbox's user (another uid) may
+		// rewrite what the content API wrote, as on the sandbox's side.
+		err = root.Chmod(tmp, 0o666)
 	}
 	if err == nil {
 		err = o.apply(root, tmp)

@@ -52,6 +52,9 @@ func TestContentRoundTrip(t *testing.T) {
 	if st, b := c.do(t, "PUT", "file", "/a/b.txt", "", strings.NewReader("hello")); st != 201 || !strings.Contains(b, `"path":"/a/b.txt"`) {
 		t.Fatalf("write: %d %s", st, b)
 	}
+	if fi, err := os.Stat(filepath.Join(c.s.Dir(c.id), "a/b.txt")); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("written file: %v %v, want rw for every uid (sandbox users)", fi.Mode(), err)
+	}
 	if st, b := c.do(t, "GET", "file", "a/b.txt", "", nil); st != 200 || b != "hello" {
 		t.Fatalf("read: %d %q", st, b)
 	}

@@ -155,6 +155,8 @@ describe('volumes', () => {
       assert.equal(await vol.readFile('/b.txt'), 'from-b', 'the content API sees a sandbox\'s write')
       await vol.writeFile('/c.txt', 'from-api')
       assert.equal((await a.commands.run('cat /mnt/ws/c.txt')).stdout.trim(), 'from-api')
+      await a.commands.run('echo changed > /mnt/ws/c.txt')
+      assert.equal(await vol.readFile('/c.txt'), 'changed\n', "the sandbox's user rewrites what the content API wrote")
 
       await assert.rejects(Volume.destroy(vol.volumeId), /mounted by sandbox/, 'a mounted volume is not deleted')
 
