@@ -26,16 +26,22 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-func errorOf(err error) errorBody {
-	status, ok := statusOf[sandbox.KindOf(err)]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+// Status is the HTTP status of err, for every handler that answers in
+// E2B's {code, message} shape (the dashboard's too).
+func Status(err error) int {
 	// A body over the size cap is invalid input, but E2B's clients (and
 	// HTTP) have a status of its own for it.
 	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-		status = http.StatusRequestEntityTooLarge
+		return http.StatusRequestEntityTooLarge
 	}
+	if status, ok := statusOf[sandbox.KindOf(err)]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
+}
+
+func errorOf(err error) errorBody {
+	status := Status(err)
 	return errorBody{Code: status, Message: sandbox.Message(err)}
 }
 

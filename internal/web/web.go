@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warrenhq/warren/internal/api"
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -196,17 +197,6 @@ func (s *server) static(w http.ResponseWriter, r *http.Request) {
 	w.Write(index)
 }
 
-// statusOf maps error kinds to HTTP statuses, as the control-plane API.
-var statusOf = map[sandbox.Kind]int{
-	sandbox.KindInternal:        http.StatusInternalServerError,
-	sandbox.KindNotFound:        http.StatusNotFound,
-	sandbox.KindConflict:        http.StatusConflict,
-	sandbox.KindInvalid:         http.StatusBadRequest,
-	sandbox.KindUnauthenticated: http.StatusUnauthorized,
-	sandbox.KindForbidden:       http.StatusForbidden,
-	sandbox.KindUnavailable:     http.StatusServiceUnavailable,
-}
-
 // errorBody is E2B's {code, message} error shape.
 type errorBody struct {
 	Code    int    `json:"code"`
@@ -214,13 +204,7 @@ type errorBody struct {
 }
 
 func writeError(w http.ResponseWriter, err error) {
-	status, ok := statusOf[sandbox.KindOf(err)]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
-	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-		status = http.StatusRequestEntityTooLarge
-	}
+	status := api.Status(err)
 	writeJSON(w, status, errorBody{Code: status, Message: sandbox.Message(err)})
 }
 
