@@ -241,11 +241,7 @@ func FuzzUploadOctetStream(f *testing.F) {
 		os.Remove(dst)
 		sent := body
 		if compress {
-			var b bytes.Buffer
-			zw := gzip.NewWriter(&b)
-			zw.Write(body)
-			zw.Close()
-			sent = b.Bytes()
+			sent = gzipped(t, string(body)).Bytes()
 		}
 		req := httptest.NewRequest(http.MethodPost, target, bytes.NewReader(sent))
 		req.Header.Set("Content-Type", ctype)

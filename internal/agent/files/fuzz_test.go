@@ -2,7 +2,6 @@ package files
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io"
@@ -45,11 +44,7 @@ func FuzzUploadMultipart(f *testing.F) {
 		os.Remove(dst)
 		reqBody := body
 		if gz {
-			var b bytes.Buffer
-			zw := gzip.NewWriter(&b)
-			zw.Write(body)
-			zw.Close()
-			reqBody = b.Bytes()
+			reqBody = gzipped(t, string(body)).Bytes()
 		}
 		req := httptest.NewRequest(http.MethodPost, target, bytes.NewReader(reqBody))
 		req.Header.Set("Content-Type", ctype)
