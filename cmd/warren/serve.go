@@ -129,9 +129,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c, ok := fw.(io.Closer); ok {
-		defer c.Close() // stops the egress server; the rules stay
-	}
+	defer fw.Close() // stops the egress server; the rules stay
 	builder, err := template.NewDocker(buildNet)
 	if err != nil {
 		return fmt.Errorf("template builder: %w (run \"warren doctor\")", err)
@@ -192,9 +190,16 @@ func gvisorResolvConf(stateDir string, egressDNS []string, log *slog.Logger) (st
 	return path, nil
 }
 
+// hostFirewall is a firewall that runs on the host beside the server:
+// firewall.Firewall, whose Close stops its egress server, or firewall.Off.
+type hostFirewall interface {
+	sandbox.Firewall
+	io.Closer
+}
+
 // firewall makes the sandbox network and the firewall guarding it and the
 // template builds' bridge; the manager installs the rules when it starts.
-func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, buildBridge string, log *slog.Logger) (sandbox.Firewall, error) {
+func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, buildBridge string, log *slog.Logger) (hostFirewall, error) {
 	switch cfg.Firewall {
 	case "off":
 		log.Warn("firewall off: sandboxes can reach the host and each other, and egress rules are refused")

@@ -7,13 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/web"
 )
-
-// pinger is a runtime that can tell its engine's version.
-type pinger interface {
-	Ping(ctx context.Context) (string, error)
-}
 
 // serverChecks are the dashboard server view's checks: what `warren
 // doctor` checks, as the running server sees it.
@@ -29,7 +25,7 @@ func serverChecks(cfg serveConfig, deps serveDeps) func(ctx context.Context) []w
 			}
 			out = append(out, c)
 		}
-		if p, ok := deps.Runtime.(pinger); ok {
+		if p, ok := deps.Runtime.(sandbox.Pinger); ok {
 			v, err := p.Ping(ctx)
 			add("docker engine", false, "reachable, API version "+v, err)
 		}

@@ -29,3 +29,9 @@ func (Off) Sync(context.Context, map[string]sandbox.Egress) error { return nil }
 
 // Restore does nothing.
 func (Off) Restore(context.Context) error { return nil }
+
+// Uninstall does nothing.
+func (Off) Uninstall(context.Context) error { return nil }
+
+// Close does nothing: Off runs no egress server.
+func (Off) Close() error { return nil }

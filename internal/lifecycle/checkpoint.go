@@ -22,8 +22,8 @@ import (
 // checkpointer returns the runtime's checkpointing side when sb can be
 // checkpointed.
 func (m *Manager) checkpointer(sb sandbox.Sandbox) (sandbox.Checkpointer, bool) {
-	cp, ok := m.cfg.Runtime.(sandbox.Checkpointer)
-	return cp, ok && sb.Runtime == sandbox.RuntimeGVisor
+	cp := m.caps.checkpointer
+	return cp, cp != nil && sb.Runtime == sandbox.RuntimeGVisor
 }
 
 // Stop moves a sandbox to disk, freeing its memory: a running or frozen
@@ -116,7 +116,7 @@ func (m *Manager) fallBack(ctx context.Context, sb sandbox.Sandbox, want sandbox
 	case want == sandbox.PauseFrozen && c.Paused:
 		return sandbox.PauseFrozen, nil
 	case want == sandbox.PauseFrozen:
-		if err := m.cfg.Runtime.Freeze(ctx, c.ID); err == nil {
+		if err := m.caps.freeze(ctx, c.ID); err == nil {
 			return sandbox.PauseFrozen, nil
 		}
 	}
@@ -206,7 +206,7 @@ func (m *Manager) dropCheckpoint(ctx context.Context, id string) {
 	if !ok || sb.State != sandbox.StatePaused || sb.PauseMode != sandbox.PauseCheckpointed {
 		return
 	}
-	if cp, ok := m.cfg.Runtime.(sandbox.Checkpointer); ok {
+	if cp := m.caps.checkpointer; cp != nil {
 		if err := cp.DeleteCheckpoint(ctx, sb.ContainerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
 			m.log.Warn("cannot delete old checkpoint", logSandbox, id, "err", err)
 			return

@@ -218,7 +218,7 @@ func (m *Manager) requiredRuntime(ctx context.Context, tpl template) (sandbox.OC
 	if rt != sandbox.RuntimeGVisor {
 		return "", nil
 	}
-	if c, ok := m.cfg.Runtime.(sandbox.RuntimeChecker); ok && rt != m.cfg.SandboxRuntime {
+	if c := m.caps.checker; c != nil && rt != m.cfg.SandboxRuntime {
 		if err := c.CheckRuntime(ctx, rt); err != nil {
 			return "", sandbox.Errorf(sandbox.KindInvalid, "template '%s' needs the %s runtime (its image's label %s), which this server cannot give: %s",
 				tpl.id, rt, sandbox.LabelRuntime, err.Error())

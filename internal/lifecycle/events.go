@@ -29,8 +29,8 @@ const (
 // subscribe opens the runtime's event stream, when it has one; nil when
 // it has none or refused (watchEvents retries).
 func (m *Manager) subscribe(ctx context.Context) <-chan sandbox.ContainerEvent {
-	w, ok := m.cfg.Runtime.(sandbox.EventWatcher)
-	if !ok {
+	w := m.caps.events
+	if w == nil {
 		return nil
 	}
 	events, err := w.WatchContainers(ctx)
@@ -47,8 +47,8 @@ func (m *Manager) subscribe(ctx context.Context) <-chan sandbox.ContainerEvent {
 // immediate, later ones back off, so an engine that is down, or that
 // accepts and drops streams, costs little.
 func (m *Manager) watchEvents(ctx context.Context, events <-chan sandbox.ContainerEvent) {
-	w, ok := m.cfg.Runtime.(sandbox.EventWatcher)
-	if !ok {
+	w := m.caps.events
+	if w == nil {
 		return
 	}
 	var backoff time.Duration // 0 after a stream that lived

@@ -33,12 +33,13 @@ func (m *Manager) Logs(ctx context.Context, teamID, id string, q sandbox.LogQuer
 }
 
 // agentLogs returns the agent's log lines within q's time range. A log the
-// engine cannot give (the container is gone, say) leaves only the events.
+// engine cannot give (the container is gone, say, or the engine keeps no
+// log: no sandbox.LogReader) leaves only the events.
 func (m *Manager) agentLogs(ctx context.Context, sb sandbox.Sandbox, q sandbox.LogQuery) []sandbox.LogEntry {
-	if sb.ContainerID == "" {
+	if sb.ContainerID == "" || m.caps.logs == nil {
 		return nil
 	}
-	lines, err := m.cfg.Runtime.Logs(ctx, sb.ContainerID, q.Since)
+	lines, err := m.caps.logs.Logs(ctx, sb.ContainerID, q.Since)
 	if err != nil {
 		if sandbox.KindOf(err) != sandbox.KindNotFound {
 			m.log.Warn("cannot read the agent's log", logSandbox, sb.ID, "err", err)

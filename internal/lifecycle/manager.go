@@ -206,6 +206,7 @@ type Manager struct {
 	pausing map[string]struct{}
 
 	pool *warmPool
+	caps capabilities // the optional parts of cfg.Runtime
 
 	reconciling sync.Mutex // held by Reconcile: the loops' and events' never overlap
 
@@ -229,6 +230,7 @@ func New(cfg Config) (*Manager, error) {
 		sandboxes: map[string]sandbox.Sandbox{},
 		pausing:   map[string]struct{}{},
 		pool:      newWarmPool(),
+		caps:      capabilitiesOf(cfg.Runtime),
 	}, nil
 }
 
@@ -293,8 +295,8 @@ func (m *Manager) Close() error {
 	for _, e := range m.pool.drop(func(pooled) bool { return false }) {
 		m.discardPooled(ctx, e.container.ID, e.sandboxID, "server stopped with no sandbox")
 	}
-	if fw, ok := m.cfg.Firewall.(interface{ Uninstall(context.Context) error }); ok {
-		if err := fw.Uninstall(ctx); err != nil {
+	if m.cfg.Firewall != nil {
+		if err := m.cfg.Firewall.Uninstall(ctx); err != nil {
 			m.log.Warn("cannot remove firewall rules", "err", err)
 		}
 	}

@@ -57,6 +57,13 @@ func (f *fakeFirewall) Restore(context.Context) error {
 	return nil
 }
 
+func (f *fakeFirewall) Uninstall(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = map[string]sandbox.Network{}
+	return nil
+}
+
 func (f *fakeFirewall) ids() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -108,7 +108,7 @@ func (m *Manager) reconcileOne(ctx context.Context, id string) {
 			m.removeEgress(ctx, id)
 		}
 	case sb.PauseMode == sandbox.PauseFrozen && c.Running:
-		if err := m.cfg.Runtime.Freeze(ctx, c.ID); err != nil {
+		if err := m.caps.freeze(ctx, c.ID); err != nil {
 			log.Warn("cannot re-freeze sandbox", "err", err)
 			return
 		}

@@ -20,6 +20,9 @@ func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbo
 	if err != nil {
 		return sandbox.Snapshot{}, err
 	}
+	if m.caps.committer == nil {
+		return sandbox.Snapshot{}, errNoCommit
+	}
 	sn := sandbox.Snapshot{
 		ID:        sandbox.NewSnapshotID(),
 		TeamID:    teamID,
@@ -28,7 +31,7 @@ func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbo
 		CreatedAt: time.Now().UTC(),
 		AgentArgs: slices.Clone(sb.AgentArgs),
 	}
-	sn.Image, err = m.cfg.Runtime.Commit(ctx, sb.ContainerID, sandbox.SnapshotRepo+":"+sn.ID)
+	sn.Image, err = m.caps.committer.Commit(ctx, sb.ContainerID, sandbox.SnapshotRepo+":"+sn.ID)
 	if err != nil {
 		return sandbox.Snapshot{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to snapshot sandbox")
 	}
@@ -99,8 +102,12 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		unlock()
 		return nil, err
 	}
+	if m.caps.committer == nil {
+		unlock()
+		return nil, errNoCommit
+	}
 	commitCtx, cancel := engineWork(ctx, changeLimit)
-	image, err := m.cfg.Runtime.Commit(commitCtx, src.ContainerID, sandbox.ForkRepo+":"+sandbox.NewID())
+	image, err := m.caps.committer.Commit(commitCtx, src.ContainerID, sandbox.ForkRepo+":"+sandbox.NewID())
 	cancel()
 	unlock()
 	if err != nil {

@@ -23,11 +23,6 @@ type ServerStats struct {
 	CheckpointErr   error
 }
 
-// checkpointSizer is a Runtime that can measure containers' checkpoints.
-type checkpointSizer interface {
-	CheckpointsSize(ctx context.Context, containerIDs []string) (int64, error)
-}
-
 // ServerStats counts the live sandboxes by state and pause mode, and
 // measures the checkpoints on disk.
 func (m *Manager) ServerStats(ctx context.Context) ServerStats {
@@ -48,8 +43,8 @@ func (m *Manager) ServerStats(ctx context.Context) ServerStats {
 		}
 	}
 	st.Checkpoints = len(checkpointed)
-	if sizer, ok := m.cfg.Runtime.(checkpointSizer); ok {
-		st.CheckpointBytes, st.CheckpointErr = sizer.CheckpointsSize(ctx, checkpointed)
+	if cp := m.caps.checkpointer; cp != nil {
+		st.CheckpointBytes, st.CheckpointErr = cp.CheckpointsSize(ctx, checkpointed)
 	} else if len(checkpointed) > 0 {
 		st.CheckpointErr = sandbox.Errorf(sandbox.KindUnavailable, "the runtime cannot measure checkpoints")
 	}
@@ -74,12 +69,11 @@ func (m *Manager) sampleMetrics(ctx context.Context) {
 		if sb.State != sandbox.StateRunning {
 			continue
 		}
-		st, err := m.cfg.Runtime.Stats(ctx, sb.ContainerID)
+		st, err := m.sample(ctx, sb)
 		if err != nil {
 			m.log.Debug("cannot sample sandbox", logSandbox, sb.ID, "err", err)
 			continue
 		}
-		m.sampleDisk(ctx, sb, &st)
 		if st.Time.IsZero() {
 			st.Time = time.Now()
 		}
@@ -88,6 +82,27 @@ func (m *Manager) sampleMetrics(ctx context.Context) {
 			m.log.Warn("cannot store metric", logSandbox, sb.ID, "err", err)
 		}
 	}
+}
+
+// sample is one resource sample of running sb: the engine's, with the disk
+// figures the agent gives, or the agent's alone on an engine that cannot
+// sample containers (no sandbox.StatsReader).
+func (m *Manager) sample(ctx context.Context, sb sandbox.Sandbox) (sandbox.Stats, error) {
+	if m.caps.stats == nil {
+		agent, ok := m.cfg.Agent.(agentMetrics)
+		if !ok {
+			return sandbox.Stats{}, sandbox.Errorf(sandbox.KindUnavailable, "neither the engine nor the agent can sample sandboxes")
+		}
+		ctx, cancel := context.WithTimeout(ctx, agentMetricsTimeout)
+		defer cancel()
+		return agent.Metrics(ctx, sb.AgentAddr, sb.EnvdAccessToken)
+	}
+	st, err := m.caps.stats.Stats(ctx, sb.ContainerID)
+	if err != nil {
+		return st, err
+	}
+	m.sampleDisk(ctx, sb, &st)
+	return st, nil
 }
 
 // sampleDisk fills in st's disk figures from the sandbox's agent: its root

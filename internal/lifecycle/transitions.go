@@ -132,14 +132,14 @@ func (m *Manager) Pause(ctx context.Context, teamID, id string, keepMemory bool)
 // pause pauses running sb. The caller holds its lock.
 func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool, reason string) error {
 	defer m.beginPause(sb.ID)()
-	if _, ok := m.checkpointer(sb); ok && keepMemory && m.cfg.PauseToDisk {
+	if _, ok := m.checkpointer(sb); ok && keepMemory && (m.cfg.PauseToDisk || m.caps.freezer == nil) {
 		_, err := m.toDisk(ctx, sb, sandbox.PauseFrozen, reason)
 		return err
 	}
 	mode := sandbox.PauseStopped
-	if keepMemory {
+	if keepMemory && m.caps.freezer != nil {
 		mode = sandbox.PauseFrozen
-		if err := m.cfg.Runtime.Freeze(ctx, sb.ContainerID); err != nil {
+		if err := m.caps.freezer.Freeze(ctx, sb.ContainerID); err != nil {
 			return sandbox.Wrap(sandbox.KindInternal, err, "failed to pause sandbox")
 		}
 	} else if err := m.cfg.Runtime.Stop(ctx, sb.ContainerID); err != nil {
@@ -238,7 +238,7 @@ func (m *Manager) forgetMemory(ctx context.Context, sb sandbox.Sandbox) (sandbox
 			return sb, err
 		}
 	case sandbox.PauseCheckpointed:
-		if cp, ok := m.cfg.Runtime.(sandbox.Checkpointer); ok {
+		if cp := m.caps.checkpointer; cp != nil {
 			if err := cp.DeleteCheckpoint(ctx, sb.ContainerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
 				return sb, err
 			}
@@ -259,7 +259,7 @@ func (m *Manager) forgetMemory(ctx context.Context, sb sandbox.Sandbox) (sandbox
 func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration) (sandbox.Sandbox, error) {
 	mode := sb.PauseMode
 	if mode == sandbox.PauseFrozen {
-		if err := m.cfg.Runtime.Thaw(ctx, sb.ContainerID); err != nil {
+		if err := m.caps.thaw(ctx, sb.ContainerID); err != nil {
 			return sandbox.Sandbox{}, m.resumeFailed(ctx, sb, err)
 		}
 	} else {

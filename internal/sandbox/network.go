@@ -24,6 +24,9 @@ type Firewall interface {
 	// Restore reinstalls the host-wide rules and every sandbox's rules,
 	// in case something (an engine restart, an operator) removed them.
 	Restore(ctx context.Context) error
+	// Uninstall removes every rule the firewall installed. The manager
+	// calls it when it stops with no live sandbox left to isolate.
+	Uninstall(ctx context.Context) error
 }
 
 // Egress is one sandbox's address, team and rules, as the firewall

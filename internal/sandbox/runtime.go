@@ -82,33 +82,47 @@ type Stats struct {
 	DiskTotal  int64
 }
 
-// Runtime runs sandboxes' containers. Implementations: runtime/docker (the
-// Docker engine) and runtime/fake (in memory, for tests). Every method
-// returns an *Error with KindNotFound when the container does not exist.
+// An engine runs sandboxes' containers and keeps their images. What the
+// lifecycle manager needs of every engine is Runtime: Containers and
+// Images. Everything else is an optional capability, an interface of its
+// own that the manager looks for on the Runtime it is given (as Nomad asks
+// a task driver for its capabilities): an engine implements the ones it can
+// and leaves out the rest, and each capability's comment says what the
+// manager does without it. Implementations: runtime/docker (the Docker
+// engine, every capability) and runtime/fake (in memory, for tests, every
+// capability).
+//
+// Every method of every capability returns an *Error with KindNotFound
+// when the container (or image) does not exist.
+
+// Runtime is what the lifecycle manager requires of an engine.
 type Runtime interface {
+	Containers
+	Images
+}
+
+// Containers creates, starts, stops and removes sandboxes' containers.
+// Required.
+type Containers interface {
 	// Create creates and starts a container with the agent as its
 	// entrypoint, and returns it running with AgentAddr set.
 	Create(ctx context.Context, spec ContainerSpec) (Container, error)
 	// Start starts a stopped container; AgentAddr may differ from before.
+	// The container keeps its filesystem across a Stop and a Start.
 	Start(ctx context.Context, id string) (Container, error)
 	Stop(ctx context.Context, id string) error
 	// Update changes a container's resource limits while it runs; a zero
 	// limit is left as it is.
 	Update(ctx context.Context, id string, cpuCount, memoryMB, pidsLimit int) error
-	Freeze(ctx context.Context, id string) error
-	Thaw(ctx context.Context, id string) error
 	Remove(ctx context.Context, id string) error
 	Inspect(ctx context.Context, id string) (Container, error)
 	// List returns every container labelled LabelManaged.
 	List(ctx context.Context) ([]Container, error)
-	Stats(ctx context.Context, id string) (Stats, error)
-	// Logs returns what the container wrote to stdout and stderr at or
-	// after since (zero = from the start), oldest first.
-	Logs(ctx context.Context, id string, since time.Time) ([]LogLine, error)
-	// Commit saves the container's filesystem as an image and returns its
-	// reference; used for snapshots.
-	Commit(ctx context.Context, id, ref string) (string, error)
-	RemoveImage(ctx context.Context, ref string) error
+}
+
+// Images reads and removes the engine's images: those templates are built
+// into, and snapshots'. Required.
+type Images interface {
 	// ImageExists reports whether an image is present locally.
 	ImageExists(ctx context.Context, ref string) (bool, error)
 	// ImageID returns the ID of the image ref names now; it changes when
@@ -122,12 +136,58 @@ type Runtime interface {
 	// be able to use (see ParseImageRef and Image.NamedBy). KindNotFound
 	// when absent.
 	InspectImage(ctx context.Context, ref string) (Image, error)
+	RemoveImage(ctx context.Context, ref string) error
 }
 
-// RuntimeChecker is a Runtime that can tell whether the engine runs
-// containers under an OCIRuntime; its error says how to set it up.
+// Freezer is an engine that can freeze a running container's processes
+// in memory and thaw them (a cgroup freeze). Without it a pause that
+// keeps memory stops the container instead (PauseStopped: the sandbox
+// keeps its filesystem and reboots on resume), unless the engine is a
+// Checkpointer and the sandbox runs under gVisor, when it is checkpointed
+// (PauseCheckpointed) as Config.PauseToDisk would.
+type Freezer interface {
+	Freeze(ctx context.Context, id string) error
+	Thaw(ctx context.Context, id string) error
+}
+
+// Committer is an engine that can save a container's filesystem as an
+// image. Without it snapshots and forks are refused (KindUnavailable).
+type Committer interface {
+	// Commit saves the container's filesystem as an image named ref and
+	// returns its reference.
+	Commit(ctx context.Context, id, ref string) (string, error)
+}
+
+// StatsReader is an engine that can sample a running container's
+// resource use. Without it each sample is the agent's own (what the
+// sandbox sees of its CPUs, memory and disk), and none when the agent
+// cannot tell.
+type StatsReader interface {
+	Stats(ctx context.Context, id string) (Stats, error)
+}
+
+// LogReader is an engine that keeps what a container wrote to stdout and
+// stderr, the agent's log. Without it a sandbox's log holds its lifecycle
+// events only.
+type LogReader interface {
+	// Logs returns what the container wrote to stdout and stderr at or
+	// after since (zero = from the start), oldest first.
+	Logs(ctx context.Context, id string, since time.Time) ([]LogLine, error)
+}
+
+// RuntimeChecker is an engine that can tell whether it runs containers
+// under an OCIRuntime; its error says how to set it up. Without it a
+// sandbox may ask for any OCIRuntime, and one the engine cannot run fails
+// at Create.
 type RuntimeChecker interface {
 	CheckRuntime(ctx context.Context, rt OCIRuntime) error
+}
+
+// Pinger is an engine that can say whether it answers, and its version,
+// for the server's health checks. Without it the checks leave the engine
+// out.
+type Pinger interface {
+	Ping(ctx context.Context) (version string, err error)
 }
 
 // AgentInit is what the server tells a freshly started agent.
@@ -147,10 +207,13 @@ type Agent interface {
 	Init(ctx context.Context, addr string, init AgentInit) error
 }
 
-// Checkpointer is a Runtime that can save a container's processes and
-// memory to disk and bring them back (gVisor's checkpoint and restore).
-// runtime/docker implements it; whether a given container can be
-// checkpointed depends on the runtime it runs under.
+// Checkpointer is an engine that can save a container's processes and
+// memory to disk and bring them back (gVisor's checkpoint and restore);
+// whether a given container can be checkpointed depends on the runtime it
+// runs under, and the manager only asks it of gVisor sandboxes. Without it
+// a frozen sandbox demoted (by age, by the cap on frozen ones, by an
+// operator) is stopped, losing its memory, and Config.PauseToDisk does
+// nothing.
 type Checkpointer interface {
 	// Checkpoint saves a running or frozen container's processes and
 	// memory to disk and stops it. On error the container may be left
@@ -163,6 +226,9 @@ type Checkpointer interface {
 	Restore(ctx context.Context, id string) (Container, error)
 	// DeleteCheckpoint removes a container's checkpoint, if any.
 	DeleteCheckpoint(ctx context.Context, id string) error
+	// CheckpointsSize adds up the size on disk of the checkpoints of the
+	// given containers, for the server's statistics.
+	CheckpointsSize(ctx context.Context, containerIDs []string) (int64, error)
 }
 
 // ContainerEvent is something that happened to a container, as its engine
@@ -186,10 +252,10 @@ const (
 	ContainerUnpaused  ContainerAction = "unpause" // thawed
 )
 
-// EventWatcher is a Runtime that reports changes to its containers as they
+// EventWatcher is an engine that reports changes to its containers as they
 // happen, so that one killed, stopped or removed behind Warren's back is
-// noticed at once rather than at the next periodic reconcile.
-// runtime/docker implements it with the engine's event stream.
+// noticed at once. Without it such changes are noticed at the next
+// periodic reconcile (Config.ReconcileInterval).
 type EventWatcher interface {
 	// WatchContainers subscribes to the events of the containers List
 	// returns. It returns once subscribed: every event from then on is

@@ -21,8 +21,6 @@ import (
 // deletes it.
 const checkpointName = "warren"
 
-var _ sandbox.Checkpointer = (*Runtime)(nil)
-
 // Checkpoint saves a container's processes and memory to disk and stops
 // it. It needs the engine in experimental mode and a runtime that can
 // checkpoint (runsc). A frozen container is checkpointed as it is, then

@@ -99,7 +99,18 @@ type Runtime struct {
 	networkOK bool                   // EnsureNetwork succeeded once
 }
 
-var _ sandbox.Runtime = (*Runtime)(nil)
+// The Docker engine has every capability (see sandbox.Runtime).
+var (
+	_ sandbox.Runtime        = (*Runtime)(nil)
+	_ sandbox.Freezer        = (*Runtime)(nil)
+	_ sandbox.Committer      = (*Runtime)(nil)
+	_ sandbox.StatsReader    = (*Runtime)(nil)
+	_ sandbox.LogReader      = (*Runtime)(nil)
+	_ sandbox.Checkpointer   = (*Runtime)(nil)
+	_ sandbox.RuntimeChecker = (*Runtime)(nil)
+	_ sandbox.EventWatcher   = (*Runtime)(nil)
+	_ sandbox.Pinger         = (*Runtime)(nil)
+)
 
 // New connects to the engine named by the DOCKER_* environment (the local
 // socket by default). It does not contact the engine; call Ping for that.

@@ -9,8 +9,6 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-var _ sandbox.EventWatcher = (*Runtime)(nil)
-
 // WatchContainers follows the engine's event stream, filtered by the
 // engine itself to this server's containers and the actions of
 // sandbox.ContainerAction.

@@ -6,8 +6,6 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-var _ sandbox.Checkpointer = (*Runtime)(nil)
-
 // RuntimeOf returns the runtime a container was created with.
 func (r *Runtime) RuntimeOf(id string) (sandbox.OCIRuntime, bool) {
 	r.mu.Lock()

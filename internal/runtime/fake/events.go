@@ -6,8 +6,6 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-var _ sandbox.EventWatcher = (*Runtime)(nil)
-
 // watch is one WatchContainers subscription.
 type watch struct {
 	ch   chan sandbox.ContainerEvent

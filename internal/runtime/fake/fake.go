@@ -45,7 +45,19 @@ type Runtime struct {
 	calls       []string
 }
 
-var _ sandbox.Runtime = (*Runtime)(nil)
+// The fake has every capability the manager looks for (see
+// sandbox.Runtime), so that tests reach every path; it has no Pinger, the
+// server's health check of a real engine.
+var (
+	_ sandbox.Runtime        = (*Runtime)(nil)
+	_ sandbox.Freezer        = (*Runtime)(nil)
+	_ sandbox.Committer      = (*Runtime)(nil)
+	_ sandbox.StatsReader    = (*Runtime)(nil)
+	_ sandbox.LogReader      = (*Runtime)(nil)
+	_ sandbox.Checkpointer   = (*Runtime)(nil)
+	_ sandbox.RuntimeChecker = (*Runtime)(nil)
+	_ sandbox.EventWatcher   = (*Runtime)(nil)
+)
 
 // New returns an empty runtime holding the given images.
 func New(images ...string) *Runtime {
