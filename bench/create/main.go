@@ -3,7 +3,7 @@
 //
 // It runs two lifecycle managers side by side, each with its own SQLite
 // store and its own container label (so neither sees the other's, nor any
-// other Warren's), one with Config.WarmPool = 0 and one with -pool. Their
+// other Warren's), one with Settings.WarmPool = 0 and one with -pool. Their
 // creates alternate, and each waits for the pool to be full and the engine
 // quiet, so both see the same machine. Per create it times:
 //
@@ -120,7 +120,7 @@ func run(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	fmt.Printf("%d creates per mode, image %s, %d CPUs per sandbox\n", *n, *image, lifecycle.Defaults().CPUCount)
+	fmt.Printf("%d creates per mode, image %s, %d CPUs per sandbox\n", *n, *image, lifecycle.DefaultSettings().CPUCount)
 	fmt.Printf("%-8s  %-26s  %-26s\n", "", "create -> agent ready", "create -> first command")
 	fmt.Printf("%-8s  %8s %8s %8s  %8s %8s %8s\n", "mode", "p50", "p95", "max", "p50", "p95", "max")
 	for _, md := range modes {
@@ -151,10 +151,9 @@ func (md *mode) open(ctx context.Context, log *slog.Logger, ac *agentclient.Clie
 	if err != nil {
 		return err
 	}
-	md.mgr, err = lifecycle.New(lifecycle.Config{
-		Runtime: md.rt, Agent: ac, Store: md.st, Logger: log.With("mode", md.name),
-		BaseImage: imageID, WarmPool: md.pool,
-	})
+	set := lifecycle.DefaultSettings()
+	set.BaseImage, set.WarmPool, set.WarmPoolCodeInterpreter = imageID, md.pool, 0
+	md.mgr, err = lifecycle.New(lifecycle.Deps{Runtime: md.rt, Agent: ac, Store: md.st, Logger: log.With("mode", md.name)}, set)
 	if err != nil {
 		return err
 	}

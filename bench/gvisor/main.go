@@ -144,8 +144,11 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		defer st.Close()
-		m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: bn.ac, Store: st, Logger: log, BaseImage: *image,
-			SandboxRuntime: r, FreezeMaxAge: -1, MaxFrozen: -1, MemoryMB: max(*holdMB, *pausedMB) + 512})
+		set := lifecycle.DefaultSettings()
+		set.WarmPool, set.WarmPoolCodeInterpreter = 0, 0
+		set.BaseImage, set.SandboxRuntime, set.FreezeMaxAge, set.MaxFrozen = *image, r, -1, -1
+		set.MemoryMB = max(*holdMB, *pausedMB) + 512
+		m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: bn.ac, Store: st, Logger: log}, set)
 		if err != nil {
 			return err
 		}

@@ -79,7 +79,7 @@ type serveConfig struct {
 	// Conns caps each client's connections and paces request bodies, on
 	// the HTTP and the HTTPS port alike.
 	Conns     httpguard.Config
-	Lifecycle lifecycle.Config
+	Lifecycle lifecycle.Settings
 }
 
 // serveDeps are the engine-facing parts, swapped for fakes in tests.
@@ -254,14 +254,12 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	defer evs.Close()
 
 	var px *proxy.Proxy // set before the manager starts, so OnStop sees it
-	lc := cfg.Lifecycle
-	lc.Runtime, lc.Agent, lc.Store, lc.Logger = deps.Runtime, deps.Agent, st, log
-	lc.Firewall, lc.Events = deps.Firewall, evs
+	lc := lifecycle.Deps{Runtime: deps.Runtime, Agent: deps.Agent, Store: st, Logger: log, Firewall: deps.Firewall, Events: evs,
+		OnStop: func(id string) { px.Disconnect(id) }}
 	if tpl != nil {
 		lc.Templates, lc.Commands = tpl, deps.Commands
 	}
-	lc.OnStop = func(id string) { px.Disconnect(id) }
-	mgr, err := lifecycle.New(lc)
+	mgr, err := lifecycle.New(lc, cfg.Lifecycle)
 	if err != nil {
 		return err
 	}
@@ -468,52 +466,15 @@ func (e *envFlags) Duration(p *time.Duration, name string, def time.Duration, us
 	e.fs.DurationVar(p, name, def, e.usage(usage, name))
 }
 
-// checkLimits refuses limits of 0, which the lifecycle manager would
-// silently take as its default: sizes and periods must be positive, and
-// the limits that have a "never" take a negative value for it.
-func checkLimits(l *lifecycle.Config) error {
-	for _, f := range []struct {
-		name  string
-		value int64
-		never bool // negative means never, or no limit
-	}{
-		{"cpu-count", int64(l.CPUCount), false},
-		{"memory-mb", int64(l.MemoryMB), false},
-		{"max-cpu-count", int64(l.MaxCPUCount), false},
-		{"max-memory-mb", int64(l.MaxMemoryMB), false},
-		{"disk-size-mb", int64(l.DiskSizeMB), false},
-		{"pids-limit", int64(l.PidsLimit), true},
-		{"max-timeout", int64(l.MaxTimeout), false},
-		{"init-timeout", int64(l.InitTimeout), false},
-		{"ready-timeout", int64(l.ReadyTimeout), false},
-		{"freeze-max-age", int64(l.FreezeMaxAge), true},
-		{"max-frozen", int64(l.MaxFrozen), true},
-		{"stopped-max-age", int64(l.StoppedMaxAge), true},
-		{"checkpoint-max-age", int64(l.CheckpointMaxAge), true},
-		{"killed-retention", int64(l.KilledRetention), false},
-		{"metrics-interval", int64(l.MetricsInterval), false},
-		{"metrics-history", int64(l.MetricsHistory), false},
-		{"reconcile-interval", int64(l.ReconcileInterval), false},
-	} {
-		switch {
-		case f.value == 0 && f.never:
-			return usageError{fmt.Sprintf("--%s must not be 0: give a positive value, or a negative one for never (no limit)", f.name)}
-		case f.value <= 0 && !f.never:
-			return usageError{fmt.Sprintf("--%s must be positive", f.name)}
-		}
-	}
-	return nil
-}
-
 func (m *Main) parseServe(args []string) (serveConfig, error) {
 	fs := m.newFlagSet("serve", "warren serve [flags]",
 		"Serve E2B's control-plane API and the sandbox proxy on one port, keeping sandboxes as\n"+
 			"containers on the local Docker engine. Every flag can also be set with the WARREN_*\n"+
 			"environment variable shown beside it; WARREN_API_KEY adds an accepted API key.")
 	e := &envFlags{fs: fs, getenv: m.Getenv}
-	var cfg serveConfig
-	d := lifecycle.Defaults()
-	l := &cfg.Lifecycle
+	// The lifecycle settings that are no flags keep their defaults.
+	cfg := serveConfig{Lifecycle: lifecycle.DefaultSettings()}
+	d, l := cfg.Lifecycle, &cfg.Lifecycle
 	e.String(&cfg.Addr, "addr", "127.0.0.1:3000", "address to listen on")
 	e.String(&cfg.TLSAddr, "tls-addr", "", "also serve over HTTPS here (e.g. 127.0.0.1:3443), with a wildcard certificate for *.<domain> from a CA kept in <state-dir>/tls; needs a domain of two labels or more")
 	e.String(&cfg.DNSAddr, "dns-addr", "", "answer DNS (UDP) for *.<domain> with 127.0.0.1 here (e.g. 127.0.0.1:5353)")
@@ -591,7 +552,11 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	if cfg.LogFormat != "" && cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		return serveConfig{}, usageError{fmt.Sprintf("--log-format must be text or json, not %q", cfg.LogFormat)}
 	}
-	if err := checkLimits(l); err != nil {
+	// The lifecycle's setting names are the flags' names.
+	var bad *lifecycle.SettingError
+	if err := l.Validate(); errors.As(err, &bad) {
+		return serveConfig{}, usageError{"--" + bad.Name + " " + bad.Problem}
+	} else if err != nil {
 		return serveConfig{}, err
 	}
 	if cfg.ProxyDialTimeout <= 0 {

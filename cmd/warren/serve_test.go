@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -336,6 +337,26 @@ func TestParseServeMaxima(t *testing.T) {
 	}
 	if l := cfg.Lifecycle; l.MaxCPUCount != runtime.NumCPU() || l.MaxMemoryMB != lifecycle.DefaultMaxMemoryMB(0) || l.MaxMemoryMB < 128 || l.MaxMemoryMB%128 != 0 {
 		t.Errorf("default maxima = %d CPUs, %d MiB; want %d and half the machine's memory", l.MaxCPUCount, l.MaxMemoryMB, runtime.NumCPU())
+	}
+}
+
+// parseServe reports a lifecycle setting it refuses as the flag of the
+// setting's name: every setting is a flag but those serve leaves at their
+// defaults.
+func TestServeFlagsNameSettings(t *testing.T) {
+	_, help, _ := run(t, nil, "serve", "-h")
+	notFlags := map[string]bool{"envd-version": true, "default-user": true, "tick-interval": true}
+	typ := reflect.TypeFor[lifecycle.Settings]()
+	for i := range typ.NumField() {
+		s := lifecycle.DefaultSettings()
+		reflect.ValueOf(&s).Elem().Field(i).SetZero()
+		var se *lifecycle.SettingError
+		if !errors.As(s.Validate(), &se) {
+			continue // a zero it takes
+		}
+		if has := strings.Contains(help, "\n  -"+se.Name+" "); has == notFlags[se.Name] {
+			t.Errorf("setting %s (%s): serve flag --%s %v, want %v", se.Name, typ.Field(i).Name, se.Name, has, !notFlags[se.Name])
+		}
 	}
 }
 

@@ -65,7 +65,7 @@ func New(cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	mc := cfg.Manager.Config()
+	mc := cfg.Manager.Settings()
 	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes}
 	for _, k := range cfg.ExtraKeys {
 		s.extra = append(s.extra, []byte(sandbox.HashAPIKey(k)))

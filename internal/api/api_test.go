@@ -47,7 +47,7 @@ func newAPI(t testing.TB) *testAPI {
 	evs := events.New(events.Config{Store: st})
 	evs.Start(ctx)
 	t.Cleanup(evs.Close)
-	m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: fake.NewAgent(), Store: st, Events: evs})
+	m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: fake.NewAgent(), Store: st, Events: evs}, noPools())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +77,14 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+}
+
+// noPools are the default settings without warm pools, so that the fake
+// runtime holds only the tests' containers.
+func noPools() lifecycle.Settings {
+	s := lifecycle.DefaultSettings()
+	s.WarmPool, s.WarmPoolCodeInterpreter = 0, 0
+	return s
 }
 
 func (r response) decode(t testing.TB, v any) {

@@ -86,7 +86,7 @@ func TestCrossTeamTemplateByImage(t *testing.T) {
 // build API, and makes no template; the maxima themselves are accepted.
 func TestTemplateMaxima(t *testing.T) {
 	a, _ := newTemplateAPI(t)
-	mc := a.m.Config()
+	mc := a.m.Settings()
 	dockerfile := "FROM warren/base\nRUN true\n"
 	for _, tc := range []struct {
 		name, path string

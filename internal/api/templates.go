@@ -341,7 +341,7 @@ type templateJSON struct {
 
 // templateJSON describes t by its build b (the latest) among builds.
 func (s *server) templateJSON(t template.Template, b template.Build, builds []template.Build) templateJSON {
-	mc := s.m.Config()
+	mc := s.m.Settings()
 	out := templateJSON{
 		TemplateID: t.ID, BuildID: b.ID, CPUCount: t.CPUCount, MemoryMB: t.MemoryMB, DiskSizeMB: mc.DiskSizeMB,
 		Public: t.Public, Aliases: t.Names, Names: t.Names, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,

@@ -77,8 +77,9 @@ func newTemplateAPI(t *testing.T) (*testAPI, *commands) {
 	reg.Start(ctx)
 	t.Cleanup(func() { reg.Close() })
 	cmds := &commands{}
-	m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: fake.NewAgent(), Store: st,
-		Templates: reg, Commands: cmds, ReadyTimeout: 300 * time.Millisecond})
+	set := noPools()
+	set.ReadyTimeout = 300 * time.Millisecond
+	m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: fake.NewAgent(), Store: st, Templates: reg, Commands: cmds}, set)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 // then holds no RAM, and resuming restores it as it was, agent included,
 // without re-initialising anything. Frozen sandboxes are demoted this way
 // (by age, by the cap on frozen ones, or by an operator's Stop); a pause
-// that keeps memory goes straight there when Config.PauseToDisk is set.
+// that keeps memory goes straight there when Settings.PauseToDisk is set.
 // Under runc the same demotion stops the container (PauseStopped).
 //
 // A checkpoint that fails never loses the sandbox: it stays paused in a

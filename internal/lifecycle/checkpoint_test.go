@@ -11,7 +11,7 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-func gvisor(c *Config) { c.SandboxRuntime = sandbox.RuntimeGVisor }
+func gvisor(c *config) { c.SandboxRuntime = sandbox.RuntimeGVisor }
 
 // logText joins a sandbox's log messages and their fields.
 func (e *env) logText(t *testing.T, id string) string {
@@ -44,7 +44,7 @@ func TestDemotionModeByRuntime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := newEnv(t, func(c *Config) { c.SandboxRuntime, c.FreezeMaxAge = tc.runtime, time.Minute })
+				e := newEnv(t, func(c *config) { c.SandboxRuntime, c.FreezeMaxAge = tc.runtime, time.Minute })
 				sb := e.create(t, CreateRequest{})
 				if rt, _ := e.rt.RuntimeOf(sb.ContainerID); rt != tc.runtime {
 					t.Errorf("container runtime %q, want %q", rt, tc.runtime)
@@ -99,7 +99,7 @@ func TestPauseToDisk(t *testing.T) {
 		{"memory false stops", true, false, sandbox.PauseStopped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, func(c *Config) { gvisor(c); c.PauseToDisk = tc.pauseToDisk })
+			e := newEnv(t, func(c *config) { gvisor(c); c.PauseToDisk = tc.pauseToDisk })
 			sb := e.create(t, CreateRequest{})
 			if err := e.m.Pause(context.Background(), team, sb.ID, tc.keepMemory); err != nil {
 				t.Fatal(err)
@@ -140,7 +140,7 @@ func TestCheckpointFailureFallsBack(t *testing.T) {
 		}, sandbox.PauseStopped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, func(c *Config) { gvisor(c); c.PauseToDisk = true })
+			e := newEnv(t, func(c *config) { gvisor(c); c.PauseToDisk = true })
 			sb := e.create(t, CreateRequest{})
 			e.rt.Fail("Checkpoint", diskFull)
 			if err := tc.op(e, sb.ID); err != nil {
@@ -208,7 +208,7 @@ func TestStopUnderRunc(t *testing.T) {
 // checkpoint.
 func TestCheckpointGCAndKill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, func(c *Config) { gvisor(c); c.CheckpointMaxAge = time.Hour })
+		e := newEnv(t, func(c *config) { gvisor(c); c.CheckpointMaxAge = time.Hour })
 		old := e.create(t, CreateRequest{})
 		gone := e.create(t, CreateRequest{})
 		for _, id := range []string{old.ID, gone.ID} {

@@ -20,7 +20,7 @@ import (
 type CreateRequest struct {
 	TeamID   string
 	Template string        // "base", a snapshot ID or name, or a local image reference
-	Timeout  time.Duration // must be > 0 and <= Config.MaxTimeout
+	Timeout  time.Duration // must be > 0 and <= Settings.MaxTimeout
 	Metadata map[string]string
 	EnvVars  map[string]string
 	// Secure issues an envd access token the agent then requires.

@@ -12,9 +12,9 @@ import (
 )
 
 // newEventEnv is newEnv on a runtime that reports events.
-func newEventEnv(t *testing.T, tweak func(*Config)) *env {
+func newEventEnv(t *testing.T, tweak func(*config)) *env {
 	t.Helper()
-	e := newEnv(t, func(c *Config) {
+	e := newEnv(t, func(c *config) {
 		c.Runtime.(interface{ ReportEvents() }).ReportEvents()
 		if tweak != nil {
 			tweak(c)
@@ -41,7 +41,7 @@ func (e *env) logged(t *testing.T, id, msg string) bool {
 func TestEngineEventsReconcileAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fw := &fakeFirewall{rules: map[string]sandbox.Network{}}
-		e := newEventEnv(t, func(c *Config) { c.Firewall = fw })
+		e := newEventEnv(t, func(c *config) { c.Firewall = fw })
 		killed := e.create(t, CreateRequest{Template: "base"})
 		removed := e.create(t, CreateRequest{Template: "base"})
 		frozen := e.create(t, CreateRequest{Template: "base"})
@@ -93,7 +93,7 @@ func TestEngineEventsReconcileAtOnce(t *testing.T) {
 func TestEngineEventsOfOwnOperations(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		tweak func(*Config)
+		tweak func(*config)
 	}{
 		{"runc", nil},
 		{"gvisor", gvisor}, // demotion and Stop checkpoint

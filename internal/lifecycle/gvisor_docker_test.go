@@ -46,19 +46,19 @@ func gvisorRuntime(t *testing.T) *docker.Runtime {
 	return rt
 }
 
-func gvisorManager(t *testing.T, rt *docker.Runtime, dir string, tweak func(*lifecycle.Config)) *lifecycle.Manager {
+func gvisorManager(t *testing.T, rt *docker.Runtime, dir string, tweak func(*lifecycle.Settings)) *lifecycle.Manager {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "warren.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ac := agentclient.New()
-	cfg := lifecycle.Config{Runtime: rt, Agent: ac, Store: st, Commands: ac, SandboxRuntime: sandbox.RuntimeGVisor,
-		FreezeMaxAge: -1, MaxFrozen: -1}
+	set := noPools()
+	set.SandboxRuntime, set.FreezeMaxAge, set.MaxFrozen = sandbox.RuntimeGVisor, -1, -1
 	if tweak != nil {
-		tweak(&cfg)
+		tweak(&set)
 	}
-	m, err := lifecycle.New(cfg)
+	m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: ac, Store: st, Commands: ac}, set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ for i in $(seq 50); do [ -s /tmp/mem ] && break; sleep 0.1; done`)
 // and that resume restores it.
 func TestGVisorDemoteFrozenDocker(t *testing.T) {
 	rt := gvisorRuntime(t)
-	m := gvisorManager(t, rt, t.TempDir(), func(c *lifecycle.Config) {
+	m := gvisorManager(t, rt, t.TempDir(), func(c *lifecycle.Settings) {
 		c.FreezeMaxAge, c.TickInterval = 500*time.Millisecond, 100*time.Millisecond
 	})
 	ctx := t.Context()

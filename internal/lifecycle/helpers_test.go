@@ -35,29 +35,29 @@ func (e *env) stopped() []string {
 
 // newEnv starts a manager on a fake runtime, a fake agent and a SQLite
 // store in a temp dir. In a synctest bubble, call it inside the bubble.
-func newEnv(t *testing.T, tweak func(*Config)) *env {
+func newEnv(t *testing.T, tweak func(*config)) *env {
 	t.Helper()
 	e := &env{rt: fake.New("warren/base", "python:3.12"), agent: fake.NewAgent(), dir: t.TempDir()}
 	e.start(t, tweak)
 	return e
 }
 
-func (e *env) start(t testing.TB, tweak func(*Config)) {
+func (e *env) start(t testing.TB, tweak func(*config)) {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(e.dir, "warren.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.store = st
-	cfg := Config{Runtime: e.rt, Agent: e.agent, Store: st, OnStop: func(id string) {
+	cfg := config{Deps{Runtime: e.rt, Agent: e.agent, Store: st, OnStop: func(id string) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.stops = append(e.stops, id)
-	}}
+	}}, testSettings()}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	m, err := New(cfg)
+	m, err := New(cfg.Deps, cfg.Settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +66,14 @@ func (e *env) start(t testing.TB, tweak func(*Config)) {
 	}
 	e.m = m
 	t.Cleanup(e.stop)
+}
+
+// testSettings are the defaults without warm pools, which tests that
+// want one ask for.
+func testSettings() Settings {
+	s := DefaultSettings()
+	s.WarmPool, s.WarmPoolCodeInterpreter = 0, 0
+	return s
 }
 
 // stop closes the manager and store; safe to call twice.

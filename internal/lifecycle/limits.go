@@ -10,7 +10,7 @@ import (
 )
 
 // MachineMemoryShare is the share of the machine's memory that is the
-// default maximum of one sandbox (Config.MaxMemoryMB): one sandbox may
+// default maximum of one sandbox (Settings.MaxMemoryMB): one sandbox may
 // take half of it, no more.
 const MachineMemoryShare = 0.5
 
@@ -59,18 +59,4 @@ func (m *Manager) CheckResources(cpuCount, memoryMB int) error {
 		return sandbox.Errorf(sandbox.KindInvalid, "memoryMB %d is above this server's maximum of %d MiB per sandbox (--max-memory-mb)", memoryMB, m.cfg.MaxMemoryMB)
 	}
 	return nil
-}
-
-// clampResources holds the server's own per-sandbox resources to its
-// maxima, and says which it lowered.
-func (c *Config) clampResources() (lowered []string) {
-	if c.CPUCount > c.MaxCPUCount {
-		c.CPUCount = c.MaxCPUCount
-		lowered = append(lowered, "cpu")
-	}
-	if c.MemoryMB > c.MaxMemoryMB {
-		c.MemoryMB = c.MaxMemoryMB
-		lowered = append(lowered, "memory")
-	}
-	return lowered
 }

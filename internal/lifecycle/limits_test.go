@@ -23,8 +23,8 @@ func (h hugeTemplates) Resolve(ctx context.Context, teamID, ref string) (templat
 	return templates.Resolved{ID: "thuge", Alias: "huge", Image: h.image, CPUCount: 100000, MemoryMB: 99999999}, nil
 }
 
-func withMaxima(cpus, memMB int, more ...func(*Config)) func(*Config) {
-	return func(c *Config) {
+func withMaxima(cpus, memMB int, more ...func(*config)) func(*config) {
+	return func(c *config) {
 		c.MaxCPUCount, c.MaxMemoryMB = cpus, memMB
 		for _, f := range more {
 			f(c)
@@ -46,7 +46,7 @@ func TestTemplateHeldToMaxima(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := newEnv(t, withMaxima(2, 1024, withPool(tc.pool), func(c *Config) { c.Templates = hugeTemplates{tc.image} }))
+				e := newEnv(t, withMaxima(2, 1024, withPool(tc.pool), func(c *config) { c.Templates = hugeTemplates{tc.image} }))
 				synctest.Wait()
 				pool := e.pooledContainers(t)
 				sb := e.create(t, CreateRequest{Template: "huge"})
@@ -70,8 +70,8 @@ func TestTemplateHeldToMaxima(t *testing.T) {
 
 // The server's own per-sandbox resources are held to its maxima too.
 func TestServerResourcesHeldToMaxima(t *testing.T) {
-	e := newEnv(t, withMaxima(1, 256, func(c *Config) { c.CPUCount, c.MemoryMB = 8, 4096 }))
-	if c := e.m.Config(); c.CPUCount != 1 || c.MemoryMB != 256 {
+	e := newEnv(t, withMaxima(1, 256, func(c *config) { c.CPUCount, c.MemoryMB = 8, 4096 }))
+	if c := e.m.Settings(); c.CPUCount != 1 || c.MemoryMB != 256 {
 		t.Errorf("config %d CPUs, %d MiB; want 1, 256", c.CPUCount, c.MemoryMB)
 	}
 	sb := e.create(t, CreateRequest{Template: "python:3.12"})
@@ -103,7 +103,7 @@ func TestCheckResources(t *testing.T) {
 }
 
 func TestDefaultMaxima(t *testing.T) {
-	c := Defaults()
+	c := DefaultSettings()
 	if c.MaxCPUCount < 1 || c.MaxMemoryMB < 128 || c.MaxMemoryMB%128 != 0 {
 		t.Errorf("default maxima %d CPUs, %d MiB", c.MaxCPUCount, c.MaxMemoryMB)
 	}

@@ -10,7 +10,7 @@ import (
 // Logs returns a sandbox's log: the lifecycle events from the store merged
 // in time order with what its agent logged, which the engine keeps for as
 // long as the container exists. Killed sandboxes keep their events until
-// their record is deleted (Config.KilledRetention), but not the agent's
+// their record is deleted (Settings.KilledRetention), but not the agent's
 // lines.
 func (m *Manager) Logs(ctx context.Context, teamID, id string, q sandbox.LogQuery) ([]sandbox.LogEntry, error) {
 	sb, ok := m.cached(id)

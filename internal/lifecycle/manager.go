@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"runtime"
 	"sync"
 	"time"
 
@@ -32,9 +31,10 @@ type EventRecorder interface {
 	Record(ctx context.Context, ev sandbox.Event)
 }
 
-// Config configures a Manager. Zero durations and counts take the
-// documented default; a negative value disables the limit where noted.
-type Config struct {
+// Deps are what a Manager works through: the engine, the agents, the
+// store and the optional parts around them. They are not settings: a
+// Manager's values are its Settings.
+type Deps struct {
 	Runtime sandbox.Runtime // required
 	Agent   sandbox.Agent   // required
 	Store   sandbox.Store   // required
@@ -53,149 +53,32 @@ type Config struct {
 	// "base", snapshots and local images.
 	Templates TemplateResolver
 	// Commands runs templates' start and ready commands in new sandboxes;
-	// required with Templates.
+	// nil = creating a sandbox of a template that has one fails.
 	Commands CommandRunner
 	// Events is told of every lifecycle change (created, updated, paused,
 	// resumed, killed) once it is saved; nil = none.
 	Events EventRecorder
-
-	BaseImage   string // image of the "base" template; default "warren/base"
-	EnvdVersion string // reported to clients; default "0.6.13"
-	DefaultUser string // the agent's default user; default "user"
-	// CodeInterpreterImage is the image of the "code-interpreter-v1"
-	// template (warren image build code-interpreter); default
-	// "warren/code-interpreter".
-	CodeInterpreterImage string
-	// MCPGatewayImage is the image of the "mcp-gateway" template (warren
-	// image build mcp-gateway); default "warren/mcp-gateway".
-	MCPGatewayImage string
-
-	CPUCount int // CPUs per sandbox unless its template asks; default 2
-	MemoryMB int // memory per sandbox unless its template asks, in MiB; default 512
-	// MaxCPUCount and MaxMemoryMB are the most CPUs and memory (MiB) one
-	// sandbox gets, whatever its template asks: CheckResources refuses a
-	// client more, a template that asked for more before is held to them
-	// at each create, and so are CPUCount and MemoryMB. Defaults: the
-	// machine's CPUs (runtime.NumCPU) and half its memory
-	// (DefaultMaxMemoryMB).
-	MaxCPUCount int
-	MaxMemoryMB int
-	// DiskSizeMB is each sandbox's disk size: reported to clients, and the
-	// limit of its writable layer where the engine's storage has quotas
-	// (overlay2 on xfs mounted with pquota). Default 10240.
-	DiskSizeMB int
-	PidsLimit  int // max processes per sandbox; default 4096, negative = none
-
-	// WarmPool is how many started, not yet initialised containers of the
-	// base template are kept for creates to claim (see pool.go). 0 = no
-	// pool; Defaults has DefaultWarmPool, for warren serve.
-	WarmPool int
-	// WarmPoolCodeInterpreter is the same for the code-interpreter-v1
-	// template: containers whose python and javascript kernels are up.
-	// None are kept while CodeInterpreterImage is not built. 0 = no pool;
-	// Defaults has DefaultWarmPoolCodeInterpreter.
-	WarmPoolCodeInterpreter int
-
-	MaxTimeout  time.Duration // longest TTL a client may ask for; default 24h
-	InitTimeout time.Duration // how long to wait for the agent; default 30s
-	// ReadyTimeout bounds how long a template's ready command may keep
-	// failing before create gives up; default 60s.
-	ReadyTimeout time.Duration
-
-	// FreezeMaxAge demotes frozen sandboxes to stopped after this long;
-	// default 10m, negative = never.
-	FreezeMaxAge time.Duration
-	// MaxFrozen caps frozen sandboxes; the oldest beyond it are demoted to
-	// stopped. Default 16, negative = no cap.
-	MaxFrozen int
-	// StoppedMaxAge removes sandboxes paused (stopped or checkpointed)
-	// for longer than this; default 168h (7 days), negative = never.
-	StoppedMaxAge time.Duration
-	// SandboxRuntime is what new sandboxes' containers run under;
-	// default sandbox.RuntimeRunc. Under sandbox.RuntimeGVisor, with a
-	// Runtime that is a sandbox.Checkpointer, demotion checkpoints frozen
-	// sandboxes (PauseCheckpointed) instead of stopping them.
-	SandboxRuntime sandbox.OCIRuntime
-	// PauseToDisk makes a pause that keeps memory checkpoint a gVisor
-	// sandbox straight away instead of freezing it: no RAM is held, and
-	// resume takes a restore (a fraction of a second) instead of a thaw.
-	// Default false.
-	PauseToDisk bool
-	// CheckpointMaxAge deletes the checkpoints of sandboxes paused this
-	// long, freeing their disk; they become stopped (filesystem kept,
-	// memory lost). Default 24h, negative = never.
-	CheckpointMaxAge time.Duration
-	// KilledRetention keeps killed sandboxes' records (and their logs)
-	// this long before deleting them; default 1h.
-	KilledRetention time.Duration
-
-	TickInterval      time.Duration // how often timers are checked; default 1s
-	ReconcileInterval time.Duration // how often the engine is re-checked; default 30s
-	MetricsInterval   time.Duration // metrics sampling period; default 5s
-	MetricsHistory    int           // samples per sandbox kept at full resolution, older ones thinned; default 720
 }
 
-// Defaults returns a Config holding every default, for flags to show.
-func Defaults() Config {
-	var c Config
-	c.setDefaults()
-	c.Logger = nil
-	c.WarmPool = DefaultWarmPool
-	c.WarmPoolCodeInterpreter = DefaultWarmPoolCodeInterpreter
-	return c
+// check refuses Deps without the parts a Manager cannot work without.
+func (d Deps) check() error {
+	if d.Runtime == nil || d.Agent == nil || d.Store == nil {
+		return errors.New("lifecycle: Deps.Runtime, Agent and Store are required")
+	}
+	return nil
 }
 
-func (c *Config) setDefaults() {
-	def := func(p *time.Duration, d time.Duration) {
-		if *p == 0 {
-			*p = d
-		}
-	}
-	defInt := func(p *int, d int) {
-		if *p == 0 {
-			*p = d
-		}
-	}
-	defStr := func(p *string, d string) {
-		if *p == "" {
-			*p = d
-		}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	defStr(&c.BaseImage, "warren/base")
-	defStr(&c.CodeInterpreterImage, "warren/code-interpreter")
-	defStr(&c.MCPGatewayImage, "warren/mcp-gateway")
-	defStr(&c.EnvdVersion, "0.6.13")
-	defStr(&c.DefaultUser, "user")
-	defInt(&c.CPUCount, 2)
-	defInt(&c.MemoryMB, 512)
-	defInt(&c.MaxCPUCount, runtime.NumCPU())
-	if c.MaxMemoryMB == 0 {
-		c.MaxMemoryMB = DefaultMaxMemoryMB(c.MemoryMB)
-	}
-	defInt(&c.DiskSizeMB, 10240)
-	defInt(&c.PidsLimit, 4096)
-	def(&c.MaxTimeout, 24*time.Hour)
-	def(&c.InitTimeout, 30*time.Second)
-	def(&c.ReadyTimeout, time.Minute)
-	def(&c.FreezeMaxAge, 10*time.Minute)
-	defInt(&c.MaxFrozen, 16)
-	def(&c.StoppedMaxAge, 7*24*time.Hour)
-	def(&c.CheckpointMaxAge, 24*time.Hour)
-	defStr((*string)(&c.SandboxRuntime), string(sandbox.RuntimeRunc))
-	def(&c.KilledRetention, time.Hour)
-	def(&c.TickInterval, time.Second)
-	def(&c.ReconcileInterval, 30*time.Second)
-	def(&c.MetricsInterval, 5*time.Second)
-	defInt(&c.MetricsHistory, 720)
+// config is what a Manager was made with. Its fields are read as
+// m.cfg.Runtime or m.cfg.MaxFrozen: Deps and Settings never share a name.
+type config struct {
+	Deps
+	Settings
 }
 
 // Manager owns sandbox state. Create it with New, call Start, and Close
 // when done.
 type Manager struct {
-	cfg   Config
+	cfg   config
 	log   *slog.Logger
 	locks keyedMutex
 
@@ -214,19 +97,25 @@ type Manager struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a Manager; it does nothing until Start.
-func New(cfg Config) (*Manager, error) {
-	if cfg.Runtime == nil || cfg.Agent == nil || cfg.Store == nil {
-		return nil, errors.New("lifecycle: Runtime, Agent and Store are required")
+// New returns a Manager; it does nothing until Start. It refuses
+// settings that Settings.Validate refuses.
+func New(deps Deps, settings Settings) (*Manager, error) {
+	if err := deps.check(); err != nil {
+		return nil, err
 	}
-	cfg.setDefaults()
-	if lowered := cfg.clampResources(); len(lowered) > 0 {
-		cfg.Logger.Warn("sandbox resources lowered to the server's maxima", "lowered", lowered,
-			"cpu_count", cfg.CPUCount, "memory_mb", cfg.MemoryMB)
+	if err := settings.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if lowered := settings.clampResources(); len(lowered) > 0 {
+		deps.Logger.Warn("sandbox resources lowered to the server's maxima", "lowered", lowered,
+			"cpu_count", settings.CPUCount, "memory_mb", settings.MemoryMB)
 	}
 	return &Manager{
-		cfg:       cfg,
-		log:       cfg.Logger,
+		cfg:       config{deps, settings},
+		log:       deps.Logger,
 		sandboxes: map[string]sandbox.Sandbox{},
 		pausing:   map[string]struct{}{},
 		pool:      newWarmPool(),
@@ -234,8 +123,9 @@ func New(cfg Config) (*Manager, error) {
 	}, nil
 }
 
-// Config returns the manager's configuration with defaults applied.
-func (m *Manager) Config() Config { return m.cfg }
+// Settings returns the settings the manager runs with: those given to
+// New, CPUCount and MemoryMB held to the maxima.
+func (m *Manager) Settings() Settings { return m.cfg.Settings }
 
 // Start loads the store, reconciles it with the runtime and launches the
 // timer, reconcile, metrics and engine event loops, which run until Close.
@@ -403,7 +293,7 @@ func (m *Manager) event(ctx context.Context, id, level, msg string, kv ...string
 	}
 }
 
-// record tells Config.Events of a change to sb; data adds to the
+// record tells Deps.Events of a change to sb; data adds to the
 // sandbox's metadata in the event.
 func (m *Manager) record(ctx context.Context, sb sandbox.Sandbox, t sandbox.EventType, data map[string]any) {
 	if m.cfg.Events == nil {

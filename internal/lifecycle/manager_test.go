@@ -112,7 +112,7 @@ func TestCreateOutlivesItsClient(t *testing.T) {
 	client, leave := context.WithCancel(context.Background())
 	defer leave()
 	agent := &leavingClient{Agent: fake.NewAgent(), leave: leave}
-	e := newEnv(t, func(c *Config) { c.Agent = agent })
+	e := newEnv(t, func(c *config) { c.Agent = agent })
 	_, err := e.m.Create(client, CreateRequest{TeamID: team, Template: "base", Timeout: time.Minute})
 	wantKind(t, "create", err, sandbox.KindUnavailable)
 	if agent.initErr != nil {

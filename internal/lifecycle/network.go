@@ -16,7 +16,7 @@ import (
 // address to the next container; kept while frozen, which keeps the
 // address. On Start every rule is rewritten from the store and the
 // engine's addresses; each reconcile reinstalls them in case they were
-// lost. Without a Config.Firewall nothing is enforced.
+// lost. Without a Deps.Firewall nothing is enforced.
 
 // applyEgress installs sb's egress rules for its container's address ip.
 // The caller holds sb's lock.

@@ -75,7 +75,7 @@ func (f *fakeFirewall) ids() []string {
 // UpdateNetwork.
 func TestEgressFollowsContainer(t *testing.T) {
 	fw := &fakeFirewall{rules: map[string]sandbox.Network{}}
-	e := newEnv(t, func(c *Config) { c.Firewall = fw })
+	e := newEnv(t, func(c *config) { c.Firewall = fw })
 	ctx := context.Background()
 	deny := sandbox.Network{AllowPublicTraffic: true, DenyOut: []string{"10.0.0.0/8"}}
 	sb := e.create(t, CreateRequest{Template: "base", Network: deny})
@@ -130,7 +130,7 @@ func TestEgressFollowsContainer(t *testing.T) {
 	// addresses, so nothing is kept) and restores on every reconcile.
 	fw.rules["stale"] = sandbox.Network{}
 	e.stop()
-	e.start(t, func(c *Config) { c.Firewall = fw })
+	e.start(t, func(c *config) { c.Firewall = fw })
 	want("after restart")
 	if err := e.m.Reconcile(ctx); err != nil {
 		t.Fatal(err)

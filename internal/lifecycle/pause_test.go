@@ -43,7 +43,7 @@ func TestPauseCutsStreamsFirst(t *testing.T) {
 				mu   sync.Mutex
 				cuts []cut
 			)
-			e = newEnv(t, func(c *Config) {
+			e = newEnv(t, func(c *config) {
 				if tc.gvisor {
 					gvisor(c)
 					c.PauseToDisk = true
@@ -113,7 +113,7 @@ func TestRouteWaitsForPause(t *testing.T) {
 		admitSaw  sandbox.State
 		errRefuse = errors.New("no credentials")
 	)
-	e = newEnv(t, func(c *Config) {
+	e = newEnv(t, func(c *config) {
 		c.Runtime = freezeHook{c.Runtime.(*fake.Runtime), func() {
 			once.Do(func() {
 				go func() {

@@ -14,8 +14,8 @@ import (
 
 // The warm pool keeps started containers of the built-in templates, their
 // agents up but not initialised, so that creating a sandbox skips the
-// engine's container start (most of a cold create): Config.WarmPool of
-// the base template, and Config.WarmPoolCodeInterpreter of
+// engine's container start (most of a cold create): Settings.WarmPool of
+// the base template, and Settings.WarmPoolCodeInterpreter of
 // code-interpreter-v1, whose agents start their kernels at boot, so a
 // claimed one runs its first code without waiting for python's start.
 // Each kind is a template's image and agent arguments; one refill loop
@@ -34,8 +34,8 @@ import (
 // containers running while sandboxes live, so a restarted server starts
 // with a full pool.
 
-// Defaults of warren serve's pool sizes, Config.WarmPool and
-// Config.WarmPoolCodeInterpreter. One code-interpreter container holds
+// DefaultSettings' pool sizes, Settings.WarmPool and
+// Settings.WarmPoolCodeInterpreter. One code-interpreter container holds
 // idle python and javascript kernels, about 75 MiB.
 const (
 	DefaultWarmPool                = 2

@@ -41,7 +41,9 @@ func TestPoolLatencyDocker(t *testing.T) {
 		}
 		defer st.Close()
 		// The image is pinned by ID: a rebuild elsewhere must not empty the pool.
-		m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: ac, Store: st, BaseImage: imageID, WarmPool: pool})
+		set := noPools()
+		set.BaseImage, set.WarmPool = imageID, pool
+		m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: ac, Store: st}, set)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +96,9 @@ func TestPoolCodeInterpreterDocker(t *testing.T) {
 	defer st.Close()
 	ac := agentclient.New()
 	// Pinned by ID, as above; only the code interpreter's pool.
-	m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: ac, Store: st, CodeInterpreterImage: imageID, WarmPoolCodeInterpreter: 1})
+	set := noPools()
+	set.CodeInterpreterImage, set.WarmPoolCodeInterpreter = imageID, 1
+	m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: ac, Store: st}, set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +154,14 @@ func execute(t *testing.T, ac *agentclient.Client, sb sandbox.Sandbox, code stri
 		t.Fatalf("execute: %d %s, %v", res.StatusCode, out, err)
 	}
 	return string(out)
+}
+
+// noPools are the default settings without warm pools, which tests that
+// want one ask for.
+func noPools() lifecycle.Settings {
+	s := lifecycle.DefaultSettings()
+	s.WarmPool, s.WarmPoolCodeInterpreter = 0, 0
+	return s
 }
 
 func waitPool(t *testing.T, m *lifecycle.Manager, n int) {

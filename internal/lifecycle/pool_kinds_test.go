@@ -24,12 +24,12 @@ const ciImage = "warren/code-interpreter"
 
 var ciArgs = []string{"-code-interpreter"}
 
-func withPools(base, ci int) func(*Config) {
-	return func(c *Config) { c.WarmPool, c.WarmPoolCodeInterpreter = base, ci }
+func withPools(base, ci int) func(*config) {
+	return func(c *config) { c.WarmPool, c.WarmPoolCodeInterpreter = base, ci }
 }
 
 // newCIEnv is newEnv with the code-interpreter image built.
-func newCIEnv(t *testing.T, tweak func(*Config)) *env {
+func newCIEnv(t *testing.T, tweak func(*config)) *env {
 	t.Helper()
 	e := &env{rt: fake.New("warren/base", "python:3.12", ciImage), agent: fake.NewAgent(), dir: t.TempDir()}
 	e.start(t, tweak)
@@ -247,7 +247,7 @@ func (r *recorder) above(level slog.Level) []string {
 func TestPoolCodeInterpreterImageMissing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &recorder{}
-		e := newEnv(t, func(c *Config) { c.WarmPool, c.WarmPoolCodeInterpreter, c.Logger = 1, 1, slog.New(log) })
+		e := newEnv(t, func(c *config) { c.WarmPool, c.WarmPoolCodeInterpreter, c.Logger = 1, 1, slog.New(log) })
 		synctest.Wait()
 		if base, ci := len(e.pooledOf(t, nil)), len(e.pooledOf(t, ciArgs)); base != 1 || ci != 0 {
 			t.Fatalf("pool: %d base, %d code-interpreter; want 1 and 0", base, ci)
@@ -339,7 +339,7 @@ func TestPoolCodeInterpreterRuntimeLabel(t *testing.T) {
 // restart the pooled containers' kind cannot be told, so they are replaced.
 func TestPoolOneImageForBothKinds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		same := func(c *Config) { c.WarmPool, c.WarmPoolCodeInterpreter, c.CodeInterpreterImage = 1, 1, "warren/base" }
+		same := func(c *config) { c.WarmPool, c.WarmPoolCodeInterpreter, c.CodeInterpreterImage = 1, 1, "warren/base" }
 		e := newEnv(t, same)
 		synctest.Wait()
 		base, ci := e.pooledOf(t, nil), e.pooledOf(t, ciArgs)

@@ -17,7 +17,7 @@ import (
 	"github.com/warrenhq/warren/internal/store/sqlite"
 )
 
-func withPool(n int) func(*Config) { return func(c *Config) { c.WarmPool = n } }
+func withPool(n int) func(*config) { return func(c *config) { c.WarmPool = n } }
 
 // pooledContainers returns the containers labelled as the pool's that no
 // sandbox in the store owns, sorted by ID.
@@ -206,7 +206,7 @@ func TestPoolDeadContainerFallsBackQuickly(t *testing.T) {
 
 func TestPoolDisabled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, nil) // the zero Config has no pool
+		e := newEnv(t, nil) // testSettings keep no pool
 		synctest.Wait()
 		if got := len(e.rt.Containers()); got != 0 {
 			t.Fatalf("%d containers before any create", got)
@@ -421,7 +421,7 @@ func TestPoolDropsStoppedContainers(t *testing.T) {
 func TestPoolClaimAppliesEgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fw := &fakeFirewall{rules: map[string]sandbox.Network{}}
-		e := newEnv(t, func(c *Config) { c.WarmPool, c.Firewall = 1, fw })
+		e := newEnv(t, func(c *config) { c.WarmPool, c.Firewall = 1, fw })
 		synctest.Wait()
 		deny := sandbox.Network{AllowPublicTraffic: true, DenyOut: []string{"10.0.0.0/8"}}
 		sb := e.create(t, CreateRequest{Template: "base", Network: deny})

@@ -173,7 +173,7 @@ func contains(list []string, s string) bool {
 
 func TestMetricsAndLogs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, func(c *Config) { c.MetricsInterval = 5 * time.Second })
+		e := newEnv(t, func(c *config) { c.MetricsInterval = 5 * time.Second })
 		ctx := context.Background()
 		sb := e.create(t, CreateRequest{Template: "base"})
 		start := time.Now()

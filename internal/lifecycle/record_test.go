@@ -38,7 +38,7 @@ func (l *eventLog) of(id string) []sandbox.Event {
 // metadata and run; a resume starts a new run.
 func TestLifecycleEvents(t *testing.T) {
 	log := &eventLog{}
-	e := newEnv(t, func(c *Config) { c.Events = log })
+	e := newEnv(t, func(c *config) { c.Events = log })
 	ctx := context.Background()
 	sb := e.create(t, CreateRequest{Template: "base", Timeout: time.Hour, Metadata: map[string]string{"k": "v"}})
 	if err := e.m.SetTimeout(ctx, team, sb.ID, 10*time.Minute); err != nil {

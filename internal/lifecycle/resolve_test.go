@@ -48,7 +48,7 @@ func newTwoTeams(t testing.TB) *twoTeams {
 	ctx := context.Background()
 	e := &env{rt: fake.New("warren/base", "python:3.12", "busybox@sha256:"+strings.Repeat("5e", 32)), agent: fake.NewAgent(), dir: t.TempDir()}
 	var reg *templates.Registry
-	e.start(t, func(c *Config) {
+	e.start(t, func(c *config) {
 		var err error
 		reg, err = templates.New(templates.Config{Store: e.store, Engine: rtEngine{e.rt}, Dir: e.dir})
 		if err != nil {

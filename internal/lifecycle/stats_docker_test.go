@@ -26,8 +26,9 @@ func TestDiskMetricsDocker(t *testing.T) {
 	}
 	defer st.Close()
 	ac := agentclient.New()
-	m, err := lifecycle.New(lifecycle.Config{Runtime: rt, Agent: ac, Store: st, Commands: ac, BaseImage: image,
-		MetricsInterval: 200 * time.Millisecond})
+	set := noPools()
+	set.BaseImage, set.MetricsInterval = image, 200*time.Millisecond
+	m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: ac, Store: st, Commands: ac}, set)
 	if err != nil {
 		t.Fatal(err)
 	}

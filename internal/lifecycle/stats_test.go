@@ -14,7 +14,7 @@ import (
 )
 
 func TestServerStats(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.SandboxRuntime = sandbox.RuntimeGVisor })
+	e := newEnv(t, func(c *config) { c.SandboxRuntime = sandbox.RuntimeGVisor })
 	ctx := context.Background()
 	var ids []string
 	for range 3 {
@@ -70,7 +70,7 @@ func (a *diskAgent) set(used, size int64, err error) {
 func TestSampleDisk(t *testing.T) {
 	const gib = 1 << 30
 	var agent *diskAgent
-	e := newEnv(t, func(c *Config) {
+	e := newEnv(t, func(c *config) {
 		agent = &diskAgent{Agent: c.Agent.(*fake.Agent)}
 		c.Agent = agent
 		c.MetricsInterval = time.Hour // samples are taken by hand

@@ -38,7 +38,7 @@ func TestTimeoutKills(t *testing.T) {
 
 func TestTimeoutPausesAndPausedTimeIsNotCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, func(c *Config) { c.FreezeMaxAge = -1 })
+		e := newEnv(t, func(c *config) { c.FreezeMaxAge = -1 })
 		ctx := context.Background()
 		auto := e.create(t, CreateRequest{Template: "base", Timeout: time.Minute,
 			Lifecycle: sandbox.Lifecycle{OnTimeout: sandbox.TimeoutPause, KeepMemory: false}})
@@ -79,7 +79,7 @@ func TestTimeoutPausesAndPausedTimeIsNotCounted(t *testing.T) {
 
 func TestFrozenDemotion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, func(c *Config) { c.FreezeMaxAge = 10 * time.Minute; c.MaxFrozen = 2 })
+		e := newEnv(t, func(c *config) { c.FreezeMaxAge = 10 * time.Minute; c.MaxFrozen = 2 })
 		ctx := context.Background()
 		var ids []string
 		for range 3 {
@@ -121,7 +121,7 @@ func TestFrozenDemotion(t *testing.T) {
 
 func TestGarbageCollection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, func(c *Config) {
+		e := newEnv(t, func(c *config) {
 			c.StoppedMaxAge = time.Hour
 			c.KilledRetention = 10 * time.Minute
 			c.TickInterval = 10 * time.Second

@@ -113,7 +113,7 @@ func (m *Manager) setEnd(ctx context.Context, teamID, id string, d time.Duration
 }
 
 // Pause pauses a running sandbox: frozen when keepMemory (checkpointed
-// when Config.PauseToDisk is set and it runs under gVisor), else stopped.
+// when Settings.PauseToDisk is set and it runs under gVisor), else stopped.
 // An already paused sandbox is KindConflict.
 func (m *Manager) Pause(ctx context.Context, teamID, id string, keepMemory bool) error {
 	ctx, cancel := engineWork(ctx, changeLimit)

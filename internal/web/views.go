@@ -430,7 +430,7 @@ type serverJSON struct {
 // the team's: they say what the machine carries.
 func (s *server) serverView(w http.ResponseWriter, r *http.Request, team string) error {
 	st := s.m.ServerStats(r.Context())
-	mc := s.m.Config()
+	mc := s.m.Settings()
 	out := serverJSON{ServerInfo: s.cfg.Info, Runtime: string(mc.SandboxRuntime), Running: st.Running, Paused: map[string]int{},
 		PoolReady: st.PoolReady, PoolSize: st.PoolSize, Checkpoints: st.Checkpoints, CheckpointBytes: st.CheckpointBytes,
 		MaxTimeoutSec: int64(mc.MaxTimeout / time.Second), DefaultCPU: mc.CPUCount, DefaultMemoryMB: mc.MemoryMB, Checks: []Check{}}

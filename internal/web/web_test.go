@@ -54,7 +54,9 @@ func newWeb(t *testing.T) *testWeb {
 	evs := events.New(events.Config{Store: st})
 	evs.Start(ctx)
 	t.Cleanup(evs.Close)
-	m, err := lifecycle.New(lifecycle.Config{Runtime: fake.New("warren/base"), Agent: fake.NewAgent(), Store: st, Events: evs})
+	set := lifecycle.DefaultSettings()
+	set.WarmPool, set.WarmPoolCodeInterpreter = 0, 0
+	m, err := lifecycle.New(lifecycle.Deps{Runtime: fake.New("warren/base"), Agent: fake.NewAgent(), Store: st, Events: evs}, set)
 	if err != nil {
 		t.Fatal(err)
 	}

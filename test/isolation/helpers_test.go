@@ -141,11 +141,11 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e.m, err = lifecycle.New(lifecycle.Config{
-		Runtime: e.rt, Agent: healthAgent{}, Store: st, Firewall: e.fw, SandboxRuntime: tg.runtime,
-		BaseImage: e.image, CPUCount: 1, MemoryMB: testMemoryMB, PidsLimit: testPids,
-		ReconcileInterval: time.Hour, // the tests reconcile when they mean to
-	})
+	set := lifecycle.DefaultSettings()
+	set.WarmPool, set.WarmPoolCodeInterpreter = 0, 0
+	set.SandboxRuntime, set.BaseImage, set.CPUCount, set.MemoryMB, set.PidsLimit = tg.runtime, e.image, 1, testMemoryMB, testPids
+	set.ReconcileInterval = time.Hour // the tests reconcile when they mean to
+	e.m, err = lifecycle.New(lifecycle.Deps{Runtime: e.rt, Agent: healthAgent{}, Store: st, Firewall: e.fw}, set)
 	if err != nil {
 		t.Fatal(err)
 	}
