@@ -26,7 +26,7 @@ type checkpointingEngine struct {
 func TestBareEngine(t *testing.T) {
 	var agent *diskAgent
 	var rt *fake.Runtime
-	e := newEnv(t, func(c *Config) {
+	e := newEnv(t, func(c *config) {
 		rt = c.Runtime.(*fake.Runtime)
 		c.Runtime = bareEngine{rt}
 		agent = &diskAgent{Agent: c.Agent.(*fake.Agent)}
@@ -82,7 +82,7 @@ func TestBareEngine(t *testing.T) {
 // TestCheckpointWithoutFreezer: on an engine that checkpoints but cannot
 // freeze, a gVisor sandbox's pause that keeps memory checkpoints it.
 func TestCheckpointWithoutFreezer(t *testing.T) {
-	e := newEnv(t, func(c *Config) {
+	e := newEnv(t, func(c *config) {
 		rt := c.Runtime.(*fake.Runtime)
 		c.Runtime = checkpointingEngine{rt, rt}
 		gvisor(c)

@@ -119,7 +119,7 @@ func New(deps Deps, settings Settings) (*Manager, error) {
 		sandboxes: map[string]sandbox.Sandbox{},
 		pausing:   map[string]struct{}{},
 		pool:      newWarmPool(),
-		caps:      capabilitiesOf(cfg.Runtime),
+		caps:      capabilitiesOf(deps.Runtime),
 	}, nil
 }
 
