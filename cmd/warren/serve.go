@@ -44,8 +44,8 @@ type serveConfig struct {
 	// VolumesDir holds the volumes' directory trees; "" =
 	// <StateDir>/volumes.
 	VolumesDir string
-	// VolumeSizeMB bounds each volume's content written through the
-	// content API; 0 = no limit.
+	// VolumeSizeMB is each new volume's size limit, enforced by its own
+	// filesystem; 0 = no limit.
 	VolumeSizeMB int
 	AgentPath    string // the warren-agent binary mounted into sandboxes
 	APIKey       string // WARREN_API_KEY: accepted besides stored keys
@@ -249,6 +249,17 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		defer tpl.Close()
 	}
 
+	// Before the manager starts sandboxes: they bind volumes' mounted
+	// filesystems.
+	volDir := cfg.VolumesDir
+	if volDir == "" {
+		volDir = filepath.Join(cfg.StateDir, "volumes")
+	}
+	vols, err := volume.New(ctx, volume.Config{Store: st, Dir: volDir, KeyFile: filepath.Join(cfg.StateDir, "volume-token.key"), SizeLimitMB: cfg.VolumeSizeMB, Logger: log})
+	if err != nil {
+		return err
+	}
+
 	evs := events.New(events.Config{Store: st, Logger: log, Retention: cfg.EventsRetention, Timeout: cfg.WebhookTimeout})
 	evs.Start(ctx)
 	defer evs.Close()
@@ -275,14 +286,6 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	var extra []string
 	if cfg.APIKey != "" {
 		extra = append(extra, cfg.APIKey)
-	}
-	volDir := cfg.VolumesDir
-	if volDir == "" {
-		volDir = filepath.Join(cfg.StateDir, "volumes")
-	}
-	vols, err := volume.New(volume.Config{Store: st, Dir: volDir, KeyFile: filepath.Join(cfg.StateDir, "volume-token.key"), SizeLimitMB: cfg.VolumeSizeMB})
-	if err != nil {
-		return err
 	}
 	volContent := vols.Handler()
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols, Logger: log})
@@ -481,7 +484,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.Domain, "domain", "localhost", "sandbox domain: sandbox hosts are <port>-<id>.<domain>")
 	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&cfg.VolumesDir, "volumes-dir", "", "directory of the volumes' content (default: <state-dir>/volumes)")
-	e.Int(&cfg.VolumeSizeMB, "volume-size-mb", 0, "size limit per volume in MiB, checked on each write through the content API (413 past it; writes through a sandbox's mount are not counted); 0: no limit")
+	e.Int(&cfg.VolumeSizeMB, "volume-size-mb", 0, "size of each volume made, in MiB: its own ext4 filesystem on a loop device, so a write past it fails inside sandboxes (ENOSPC) and through the content API (413); needs loop devices and mkfs.ext4; 0: a plain directory, no limit")
 	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
 	e.String(&cfg.LogFormat, "log-format", "", "text or json (default: text on a terminal, else json)")
 	e.String(&cfg.Network, "network", docker.DefaultNetwork, "Docker network of sandboxes (a bridge, created if missing)")

@@ -64,7 +64,7 @@ func newAPI(t testing.TB) *testAPI {
 		}
 	}
 	dir := t.TempDir()
-	vols, err := volume.New(volume.Config{Store: st, Dir: filepath.Join(dir, "volumes"), KeyFile: filepath.Join(dir, "volume.key")})
+	vols, err := volume.New(context.Background(), volume.Config{Store: st, Dir: filepath.Join(dir, "volumes"), KeyFile: filepath.Join(dir, "volume.key")})
 	if err != nil {
 		t.Fatal(err)
 	}

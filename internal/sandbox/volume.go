@@ -37,5 +37,9 @@ type VolumeStore interface {
 	GetVolume(ctx context.Context, id string) (Volume, error)
 	// ListVolumes returns a team's volumes, oldest first.
 	ListVolumes(ctx context.Context, teamID string) ([]Volume, error)
+	// ListAllVolumes returns every team's volumes, oldest first: for the
+	// server's own bookkeeping and the operator's dashboard, never for a
+	// team's API call.
+	ListAllVolumes(ctx context.Context) ([]Volume, error)
 	DeleteVolume(ctx context.Context, id string) error
 }

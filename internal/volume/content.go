@@ -119,6 +119,8 @@ func fsError(err error, p string) error {
 		return sandbox.Errorf(sandbox.KindInvalid, "path %s is a directory", shown)
 	case errors.Is(err, syscall.ENOTEMPTY):
 		return sandbox.Errorf(sandbox.KindConflict, "directory %s is not empty", shown)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return &full{path: shown}
 	case strings.Contains(err.Error(), "escapes from parent"):
 		return sandbox.Errorf(sandbox.KindInvalid, "path %s leads out of the volume", shown)
 	}
@@ -387,22 +389,7 @@ func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	if err != nil {
 		return fsError(err, p)
 	}
-	body := io.Reader(r.Body)
-	var allowed int64
-	if s.limit > 0 {
-		used, uerr := usage(root, p)
-		if uerr != nil {
-			f.Close()
-			root.Remove(tmp)
-			return uerr
-		}
-		allowed = max(s.limit-used, 0)
-		body = io.LimitReader(r.Body, allowed+1)
-	}
-	n, err := io.Copy(f, body)
-	if err == nil && s.limit > 0 && n > allowed {
-		err = &tooLarge{limit: s.limit}
-	}
+	_, err = io.Copy(f, r.Body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -419,7 +406,7 @@ func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	}
 	if err != nil {
 		root.Remove(tmp)
-		if _, ok := err.(*tooLarge); ok || sandbox.KindOf(err) != sandbox.KindInternal {
+		if sandbox.KindOf(err) != sandbox.KindInternal {
 			return err
 		}
 		return fsError(err, p)
@@ -432,9 +419,8 @@ func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	return nil
 }
 
-// usage is the size of a volume's regular files but skip's, which a
-// write replaces.
-func usage(root *os.Root, skip string) (int64, error) {
+// usage is the size of a volume's regular files.
+func usage(root *os.Root) (int64, error) {
 	var n int64
 	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -443,7 +429,7 @@ func usage(root *os.Root, skip string) (int64, error) {
 			}
 			return err
 		}
-		if d.Type().IsRegular() && p != skip {
+		if d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
 				n += fi.Size()
 			}
@@ -456,11 +442,12 @@ func usage(root *os.Root, skip string) (int64, error) {
 	return n, nil
 }
 
-// tooLarge is a write past the volume's size limit: 413.
-type tooLarge struct{ limit int64 }
+// full is a write past the volume's size limit (its filesystem's ENOSPC,
+// EDQUOT where the host has quotas): 413, with what to do.
+type full struct{ path string }
 
-func (e *tooLarge) Error() string {
-	return fmt.Sprintf("the write would take the volume past its size limit of %d MiB", e.limit>>20)
+func (e *full) Error() string {
+	return fmt.Sprintf("no space left in the volume for %s: it is at its size limit (--volume-size-mb); remove files from it, or write to a volume made with a larger limit", e.path)
 }
 
 type errorBody struct {
@@ -479,8 +466,8 @@ var kindStatus = map[sandbox.Kind]int{
 
 // writeError writes E2B's {code, message}; internal detail stays out.
 func writeError(w http.ResponseWriter, err error) {
-	if tl, ok := err.(*tooLarge); ok {
-		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Code: http.StatusRequestEntityTooLarge, Message: tl.Error()})
+	if f := (*full)(nil); errors.As(err, &f) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Code: http.StatusRequestEntityTooLarge, Message: f.Error()})
 		return
 	}
 	status, ok := kindStatus[sandbox.KindOf(err)]

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/warrenhq/warren/internal/store/sqlite"
 )
 
 type contentAPI struct {
@@ -168,33 +166,30 @@ func FuzzCleanPath(f *testing.F) {
 	})
 }
 
+// A volume with a size limit is its own filesystem: the content API's
+// write past it is 413 and leaves nothing behind. (disk_test.go has the
+// filesystem's side.)
 func TestContentSizeLimit(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), ":memory:")
+	s := newLimited(t, minSizeMB)
+	v, err := s.Create(context.Background(), "team", "small")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	dir := t.TempDir()
-	s, err := New(Config{Store: st, Dir: filepath.Join(dir, "v"), KeyFile: filepath.Join(dir, "k"), SizeLimitMB: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := s.Create(context.Background(), "team", "small")
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	c := &contentAPI{srv: srv, s: s, id: v.ID, token: s.Token(v)}
-	kb := func(n int) io.Reader { return strings.NewReader(strings.Repeat("x", n<<10)) }
-	if st, b := c.do(t, "PUT", "file", "/a", "", kb(600)); st != 201 {
-		t.Fatalf("600 KiB: %d %s", st, b)
+	mb := func(n int) io.Reader { return strings.NewReader(strings.Repeat("x", n<<20)) }
+	if st, b := c.do(t, "PUT", "file", "/a", "", mb(6)); st != 201 {
+		t.Fatalf("6 MiB: %d %s", st, b)
 	}
-	if st, b := c.do(t, "PUT", "file", "/b", "", kb(600)); st != 413 || !strings.Contains(b, "size limit of 1 MiB") {
-		t.Errorf("600 KiB more: %d %s, want 413", st, b)
+	if st, b := c.do(t, "PUT", "file", "/b", "", mb(6)); st != 413 || !strings.Contains(b, "size limit") {
+		t.Errorf("6 MiB more: %d %s, want 413", st, b)
 	}
 	if st, _ := c.do(t, "GET", "path", "/b", "", nil); st != 404 {
 		t.Errorf("refused write left /b: %d", st)
 	}
-	if st, b := c.do(t, "PUT", "file", "/a", "&force=true", kb(900)); st != 201 {
-		t.Errorf("replacing /a with 900 KiB (the old 600 do not count): %d %s", st, b)
+	if st, b := c.do(t, "PUT", "file", "/c", "", mb(1)); st != 201 {
+		t.Errorf("1 MiB after the refused write (its space is back): %d %s", st, b)
 	}
 }
 

@@ -2,7 +2,8 @@
 // directory (<state-dir>/volumes, or --volumes-dir), their records in the
 // store, and the signed tokens that let a client reach one volume's
 // content. It does not mount volumes into sandboxes; the lifecycle manager
-// and the runtime do that with the directory Dir returns.
+// and the runtime do that with the directory Dir returns. With a size
+// limit each volume is its own loop-mounted ext4 filesystem (disk.go).
 package volume
 
 import (
@@ -13,6 +14,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,11 +37,17 @@ type Config struct {
 	KeyFile string
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
-	// SizeLimitMB bounds what the content API lets a volume hold, in MiB,
-	// by counting its files on each write; 0 = no limit. Writes through a
-	// sandbox's mount are not counted (see docs/volumes.md).
+	// SizeLimitMB is the size of each volume made, in MiB: its own ext4
+	// filesystem, so that a write past it fails (ENOSPC) inside a sandbox
+	// as through the content API; 0 = a plain directory, no limit.
 	SizeLimitMB int
+	// Logger reports what New's reconciling finds; nil = discard.
+	Logger *slog.Logger
 }
+
+// minSizeMB is the smallest limit: below it ext4's own metadata would be
+// most of the filesystem.
+const minSizeMB = 8
 
 // Service creates, finds and deletes volumes and signs their tokens.
 type Service struct {
@@ -47,17 +55,32 @@ type Service struct {
 	dir string
 	key []byte
 	now func() time.Time
-	// limit is Config.SizeLimitMB in bytes; 0 = none.
-	limit int64
+	// sizeMB is Config.SizeLimitMB; 0 = none.
+	sizeMB int
+	log    *slog.Logger
 }
 
-// New opens the volumes directory and the signing key.
-func New(cfg Config) (*Service, error) {
+// New opens the volumes directory and the signing key and reconciles the
+// directory with the store, which is the source of truth: each volume's
+// filesystem is mounted again (after a reboot; a server killed with -9
+// leaves them mounted), and content whose record is gone (a delete cut
+// short) is removed. It must run before sandboxes that mount volumes are
+// started, so that they bind the mounted filesystem, not the directory
+// under it.
+func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.SizeLimitMB < 0 {
-		return nil, fmt.Errorf("--volume-size-mb must not be negative (0: no limit)")
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SizeLimitMB < 0 || (cfg.SizeLimitMB > 0 && cfg.SizeLimitMB < minSizeMB) {
+		return nil, fmt.Errorf("--volume-size-mb must be 0 (no limit) or at least %d", minSizeMB)
+	}
+	if cfg.SizeLimitMB > 0 {
+		if err := checkLoops(); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("volumes dir: %w", err)
@@ -66,7 +89,47 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{st: cfg.Store, dir: cfg.Dir, key: key, now: cfg.Now, limit: int64(cfg.SizeLimitMB) << 20}, nil
+	s := &Service{st: cfg.Store, dir: cfg.Dir, key: key, now: cfg.Now, sizeMB: cfg.SizeLimitMB, log: cfg.Logger}
+	if err := s.reconcile(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) reconcile(ctx context.Context) error {
+	vols, err := s.st.ListAllVolumes(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, v := range vols {
+		known[v.ID] = true
+		switch _, err := os.Stat(s.image(v.ID)); {
+		case err == nil:
+			if err := mountImage(s.image(v.ID), s.Dir(v.ID)); err != nil {
+				return fmt.Errorf("volume %s (%s of team %s): %w", v.ID, v.Name, v.TeamID, err)
+			}
+		case !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("volume %s: %w", v.ID, err)
+		case s.sizeMB > 0:
+			s.log.Warn("volume was made without --volume-size-mb and keeps no size limit", "volume", v.ID, "name", v.Name, "team", v.TeamID)
+		}
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("volumes dir: %w", err)
+	}
+	for _, e := range entries {
+		id := strings.TrimSuffix(e.Name(), imageExt)
+		if known[id] || !strings.HasPrefix(id, "v") {
+			continue
+		}
+		s.log.Info("removing the content of a deleted volume", "volume", id)
+		if err := s.removeContent(id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadKey reads the signing key, or makes one: a restart must keep the
@@ -93,20 +156,49 @@ func (s *Service) Create(ctx context.Context, team, name string) (sandbox.Volume
 		return sandbox.Volume{}, err
 	}
 	v := sandbox.Volume{ID: sandbox.NewVolumeID(), TeamID: team, Name: name, CreatedAt: s.now().UTC()}
-	if err := os.Mkdir(s.Dir(v.ID), 0o777|os.ModeSticky); err != nil {
-		return sandbox.Volume{}, fmt.Errorf("create volume dir: %w", err)
-	}
-	// The umask trims the mode Mkdir is given; sandbox users of any uid
-	// share the tree, as /tmp's users do (see docs/volumes.md).
-	if err := os.Chmod(s.Dir(v.ID), 0o777|os.ModeSticky); err != nil {
-		os.Remove(s.Dir(v.ID))
-		return sandbox.Volume{}, fmt.Errorf("create volume dir: %w", err)
+	if err := s.makeContent(v.ID); err != nil {
+		s.removeContent(v.ID)
+		return sandbox.Volume{}, err
 	}
 	if err := s.st.PutVolume(ctx, v); err != nil {
-		os.Remove(s.Dir(v.ID))
+		s.removeContent(v.ID)
 		return sandbox.Volume{}, err
 	}
 	return v, nil
+}
+
+// makeContent makes a volume's empty tree: a directory, or with a size
+// limit a filesystem mounted on it.
+func (s *Service) makeContent(id string) error {
+	if s.sizeMB > 0 {
+		if err := makeImage(s.image(id), s.sizeMB); err != nil {
+			return err
+		}
+		return mountImage(s.image(id), s.Dir(id))
+	}
+	if err := os.Mkdir(s.Dir(id), 0o777|os.ModeSticky); err != nil {
+		return fmt.Errorf("create volume dir: %w", err)
+	}
+	// The umask trims the mode Mkdir is given; sandbox users of any uid
+	// share the tree, as /tmp's users do (see docs/volumes.md).
+	if err := os.Chmod(s.Dir(id), 0o777|os.ModeSticky); err != nil {
+		return fmt.Errorf("create volume dir: %w", err)
+	}
+	return nil
+}
+
+// removeContent removes a volume's tree and filesystem, whichever exist.
+func (s *Service) removeContent(id string) error {
+	if err := unmount(s.Dir(id)); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(s.Dir(id)); err != nil {
+		return fmt.Errorf("remove volume dir: %w", err)
+	}
+	if err := os.Remove(s.image(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove volume image: %w", err)
+	}
+	return nil
 }
 
 // Get returns a team's volume; another team's is not found.
@@ -135,14 +227,30 @@ func (s *Service) Delete(ctx context.Context, team, id string) error {
 	if err := s.st.DeleteVolume(ctx, v.ID); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(s.Dir(v.ID)); err != nil {
-		return fmt.Errorf("remove volume dir: %w", err)
-	}
-	return nil
+	return s.removeContent(v.ID)
 }
 
 // Dir returns the directory of a volume's content.
 func (s *Service) Dir(id string) string { return filepath.Join(s.dir, id) }
+
+// image returns the path of a volume's filesystem image.
+func (s *Service) image(id string) string { return filepath.Join(s.dir, id+imageExt) }
+
+// Usage reports how much a volume holds: from its filesystem when it has
+// a size limit (TotalBytes is then the limit), else by adding up its
+// files (TotalBytes 0).
+func (s *Service) Usage(id string) (Usage, error) {
+	if _, err := os.Stat(s.image(id)); err == nil {
+		return statUsage(s.Dir(id))
+	}
+	root, err := os.OpenRoot(s.Dir(id))
+	if err != nil {
+		return Usage{}, fmt.Errorf("volume usage: %w", err)
+	}
+	defer root.Close()
+	n, err := usage(root)
+	return Usage{UsedBytes: n}, err
+}
 
 // Token signs a token for v's content, good for TokenTTL.
 func (s *Service) Token(v sandbox.Volume) string {

@@ -19,7 +19,7 @@ func newService(t *testing.T, now func() time.Time) *Service {
 	}
 	t.Cleanup(func() { st.Close() })
 	dir := t.TempDir()
-	s, err := New(Config{Store: st, Dir: filepath.Join(dir, "volumes"), KeyFile: filepath.Join(dir, "key"), Now: now})
+	s, err := New(context.Background(), Config{Store: st, Dir: filepath.Join(dir, "volumes"), KeyFile: filepath.Join(dir, "key"), Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,11 @@ cleanup() {
       docker rm -f -v $ids >/dev/null 2>&1 || true
     fi
     dir="$(cat "${f%.label}.dir" 2>/dev/null || true)"
-    if [ -n "$dir" ] && [ "${WARREN_E2E_KEEP:-}" != 1 ]; then rm -rf "$dir"; fi
+    if [ -n "$dir" ] && [ "${WARREN_E2E_KEEP:-}" != 1 ]; then
+      # Volumes' filesystems (--volume-size-mb) stay mounted after their server.
+      awk -v p="$dir/" 'index($2, p) == 1 {print $2}' /proc/self/mounts | xargs -r -n1 umount -l 2>/dev/null || true
+      rm -rf "$dir"
+    fi
   done
   for ns in $(ip netns list 2>/dev/null | awk -v p="warren-e2e-$WARREN_E2E_RUN_ID-out-" 'index($1, p) == 1 {print $1}'); do
     say "removing leftover network namespace $ns"

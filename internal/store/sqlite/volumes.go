@@ -46,8 +46,17 @@ func (s *DB) GetVolume(ctx context.Context, id string) (sandbox.Volume, error) {
 
 // ListVolumes returns a team's volumes, oldest first.
 func (s *DB) ListVolumes(ctx context.Context, teamID string) ([]sandbox.Volume, error) {
+	return s.listVolumes(ctx, `WHERE team_id = ?`, teamID)
+}
+
+// ListAllVolumes returns every team's volumes, oldest first.
+func (s *DB) ListAllVolumes(ctx context.Context) ([]sandbox.Volume, error) {
+	return s.listVolumes(ctx, ``)
+}
+
+func (s *DB) listVolumes(ctx context.Context, where string, args ...any) ([]sandbox.Volume, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, team_id, name, created_at FROM volumes WHERE team_id = ? ORDER BY created_at, id`, teamID)
+		`SELECT id, team_id, name, created_at FROM volumes `+where+` ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}

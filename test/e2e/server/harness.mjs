@@ -248,7 +248,10 @@ export class WarrenServer {
     if (left.length) problems.push(`removed ${left.length} container(s) left after the server stopped (warm pool?): ${left.join(' ')}`)
     const dir = process.env.WARREN_E2E_RUN_DIR
     if (dir) for (const ext of ['pid', 'label', 'dir']) rmQuiet(join(dir, `${this.name}.${ext}`))
-    if (this.dir && process.env.WARREN_E2E_KEEP !== '1') await rm(this.dir, { recursive: true, force: true })
+    if (this.dir && process.env.WARREN_E2E_KEEP !== '1') {
+      await unmountUnder(this.dir)
+      await rm(this.dir, { recursive: true, force: true })
+    }
     return problems
   }
 
@@ -353,4 +356,17 @@ async function main(argv) {
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   process.exitCode = await main(process.argv.slice(2))
+}
+
+/**
+ * Unmounts what is mounted under dir: a server run with --volume-size-mb leaves its volumes'
+ * filesystems mounted when it stops (sandboxes outlive the server), and a test may leave a volume.
+ */
+async function unmountUnder(dir) {
+  const mounts = await readFile('/proc/self/mounts', 'utf8').catch(() => '')
+  const unescape = (p) => p.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
+  for (const line of mounts.split('\n')) {
+    const target = unescape(line.split(' ')[1] ?? '')
+    if (target.startsWith(dir + '/')) await promisify(execFile)('umount', ['-l', target]).catch(() => {})
+  }
 }

@@ -3,7 +3,9 @@
 // destroy; duplicate and bad names; another team (a key made with `warren keys create --team`)
 // sees none of them: 404 on getInfo, false on destroy, an empty list. The content API (text, binary,
 // a 100 MB stream, tokens), volumeMounts in two sandboxes at once, across pause/resume, kill and a
-// kill -9 of the server.
+// kill -9 of the server. The server runs with --volume-size-mb, so each volume is its own
+// loop-mounted filesystem: a sandbox's write past the limit fails with ENOSPC, the content API's
+// with 413.
 import { it, describe } from 'node:test'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
@@ -11,7 +13,8 @@ import { Sandbox, Volume, VolumeError, VolumeNotFoundError, VolumePathNotFoundEr
 import { useServer, WARREN_BIN } from './harness.mjs'
 import { assert, uid } from './helpers.mjs'
 
-const srv = await useServer({ private: true })
+const limitMB = 128
+const srv = await useServer({ private: true, args: ['--volume-size-mb', String(limitMB)] })
 // before() of useServer has set E2B_API_URL; the content calls go to the same server.
 const contentEnv = () => { process.env.E2B_VOLUME_API_URL = process.env.E2B_API_URL }
 
@@ -174,6 +177,31 @@ describe('volumes', () => {
       await Sandbox.kill(c.sandboxId)
     } finally {
       for (const s of made) await Sandbox.kill(s.sandboxId).catch(() => {})
+      await Volume.destroy(vol.volumeId).catch(() => {})
+    }
+  })
+
+  it('size limit: a sandbox writing past it gets ENOSPC, the content API 413; freeing space lets both write', async () => {
+    contentEnv()
+    const vol = await Volume.create(`quota-${uid()}`)
+    const sbx = await Sandbox.create('base', { volumeMounts: { '/mnt/q': vol }, timeoutMs: 120_000 })
+    try {
+      const r = await sbx.commands.run(`dd if=/dev/zero of=/mnt/q/fill bs=1M count=${2 * limitMB} 2>&1; echo rc=$?`)
+      assert.match(r.stdout, /No space left on device/, r.stdout)
+      assert.doesNotMatch(r.stdout, /rc=0/)
+      const df = await sbx.commands.run('df -B1M --output=size /mnt/q | tail -1')
+      const sizeMB = Number(df.stdout.trim())
+      assert.ok(sizeMB >= limitMB && sizeMB < limitMB * 1.2, `the mount's size is the limit: ${sizeMB} MiB`)
+      const filled = await sbx.commands.run('stat -c %s /mnt/q/fill')
+      assert.ok(Number(filled.stdout) >= limitMB * 1024 * 1024, `at least the limit fits: ${filled.stdout}`)
+      await assert.rejects(vol.writeFile('/more.bin', new Uint8Array(1024 * 1024)),
+        (e) => e instanceof VolumeError && /size limit/.test(e.message))
+      assert.equal(await vol.exists('/more.bin'), false, 'a refused write leaves nothing')
+      await sbx.commands.run('rm /mnt/q/fill')
+      await vol.writeFile('/more.bin', new Uint8Array(1024 * 1024))
+      await sbx.commands.run('head -c 1048576 /dev/zero > /mnt/q/again')
+    } finally {
+      await Sandbox.kill(sbx.sandboxId).catch(() => {})
       await Volume.destroy(vol.volumeId).catch(() => {})
     }
   })

@@ -1,0 +1,197 @@
+package volume
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A volume with a size limit is its own ext4 filesystem: a sparse image
+// file beside the volume's directory, loop-mounted on it. The kernel then
+// refuses a write past the limit (ENOSPC) wherever it comes from, a
+// sandbox's mount or the content API, and statfs tells the usage. The
+// host's filesystem needs no quota support (this machine's ext4 overlay
+// has none, nor XFS project quotas); the cost is one loop device per
+// volume.
+
+// imageExt ends an image's name; volume IDs have no dot, so an image
+// cannot be taken for a volume's directory.
+const imageExt = ".img"
+
+// checkLoops tells whether this host can loop-mount ext4 images, and what
+// to do when it cannot.
+func checkLoops() error {
+	hint := "--volume-size-mb gives each volume its own ext4 filesystem on a loop device"
+	for _, tool := range []string{"mkfs.ext4", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s, which needs %s (install e2fsprogs and util-linux), or run without --volume-size-mb: %w", hint, tool, err)
+		}
+	}
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err == nil {
+		_, err = unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		ctl.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("%s, and no loop device can be had here (%v): load the loop module (modprobe loop), run warren as root with /dev/loop-control (in a container: --privileged), or run without --volume-size-mb", hint, err)
+	}
+	return nil
+}
+
+// makeImage writes an empty ext4 image at img in which mb MiB of files
+// fit, and not much more. ext4's journal and inode tables take 3–12 % of a filesystem (more
+// of a small one), so a first image of a guessed size is measured and
+// made again with the difference. The image is sparse: it takes host
+// disk only as the volume fills.
+func makeImage(img string, mb int) error {
+	// ext4 keeps back 2 % of its free space, at most 4096 blocks, for
+	// delayed allocation: files cannot use it.
+	want := int64(mb) << 20
+	want += min(want/50, 4096*4096) + 1<<20
+	slack := want/100 + 1<<20 // what may fit beyond the limit
+	size := want + want/16 + 4<<20
+	for try := 0; ; try++ {
+		free, err := mkfs(img, size)
+		if err != nil {
+			os.Remove(img)
+			return fmt.Errorf("volume image: %w", err)
+		}
+		if (free >= want && free <= want+slack) || (free >= want && try == 3) {
+			return nil
+		}
+		if try == 3 {
+			os.Remove(img)
+			return fmt.Errorf("volume image: %d MiB fit in a %d MiB image, short of %d MiB", free>>20, size>>20, mb)
+		}
+		// Overhead grows with the filesystem: aim a little past want.
+		size += want - free + slack/2
+	}
+}
+
+// mkfs makes an ext4 filesystem of size bytes in the file img and returns
+// its free bytes.
+func mkfs(img string, size int64) (int64, error) {
+	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return 0, err
+	}
+	// -m 0: no blocks kept back for root, the limit is the user's. Lazy
+	// init: mkfs writes only the metadata it needs now.
+	if err := run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", img); err != nil {
+		return 0, err
+	}
+	return superblockFree(f)
+}
+
+// superblockFree reads the free bytes from an ext4 superblock (1024 bytes
+// into the filesystem; fields little-endian, as ext4 defines them).
+func superblockFree(f *os.File) (int64, error) {
+	sb := make([]byte, 1024)
+	if _, err := f.ReadAt(sb, 1024); err != nil {
+		return 0, fmt.Errorf("read superblock: %w", err)
+	}
+	if binary.LittleEndian.Uint16(sb[0x38:]) != 0xEF53 {
+		return 0, errors.New("read superblock: not an ext4 filesystem")
+	}
+	blocks := uint64(binary.LittleEndian.Uint32(sb[0x0C:])) // s_free_blocks_count_lo
+	const incompat64bit = 0x80
+	if binary.LittleEndian.Uint32(sb[0x60:])&incompat64bit != 0 {
+		blocks |= uint64(binary.LittleEndian.Uint32(sb[0x158:])) << 32 // _hi
+	}
+	blockSize := int64(1024) << binary.LittleEndian.Uint32(sb[0x18:]) // s_log_block_size
+	return int64(blocks) * blockSize, nil
+}
+
+// mountImage loop-mounts img on dir, unless something is mounted there
+// already (a server killed with -9 leaves its mounts), and makes the
+// filesystem's root a shared drwxrwxrwt tree.
+func mountImage(img, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("volume mount point: %w", err)
+	}
+	if on, err := isMountPoint(dir); err != nil || on {
+		return err
+	}
+	// mount(8) picks a free loop device and retries when another process
+	// takes it first; autoclear frees the device on unmount.
+	if err := run("mount", "-t", "ext4", "-o", "loop,nosuid,nodev", img, dir); err != nil {
+		return fmt.Errorf("mount volume image %s: %w (check it with e2fsck -f %s)", filepath.Base(img), err, img)
+	}
+	// mkfs makes lost+found; a volume lists only what its users put in.
+	os.Remove(filepath.Join(dir, "lost+found"))
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		unmount(dir)
+		return fmt.Errorf("volume mount point: %w", err)
+	}
+	return nil
+}
+
+// unmount takes a volume's filesystem off dir. A mount still in use (a
+// container being torn down holds it a moment longer) is detached: the
+// kernel frees it, and its loop device, when the last user goes.
+func unmount(dir string) error {
+	on, err := isMountPoint(dir)
+	if err != nil || !on {
+		return err
+	}
+	err = unix.Unmount(dir, 0)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	if err != nil {
+		return fmt.Errorf("unmount volume %s: %w", filepath.Base(dir), err)
+	}
+	return nil
+}
+
+// isMountPoint tells whether a filesystem is mounted on dir: its device
+// differs from its parent's.
+func isMountPoint(dir string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("volume mount point: %w", err)
+	}
+	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
+		return false, fmt.Errorf("volume mount point: %w", err)
+	}
+	return st.Dev != parent.Dev, nil
+}
+
+// Usage is a volume's disk use, from its filesystem.
+type Usage struct {
+	UsedBytes  int64 `json:"usedBytes"`
+	TotalBytes int64 `json:"totalBytes"`
+}
+
+func statUsage(dir string) (Usage, error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return Usage{}, fmt.Errorf("volume usage: %w", err)
+	}
+	bs := int64(fs.Bsize)
+	return Usage{UsedBytes: int64(fs.Blocks-fs.Bfree) * bs, TotalBytes: int64(fs.Blocks) * bs}, nil
+}
+
+func run(name string, args ...string) error {
+	var out bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
