@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string) error {
 
 func (md *mode) open(ctx context.Context, log *slog.Logger, ac *agentclient.Client, agentPath, image, dir string) error {
 	var err error
-	md.rt, err = docker.New(docker.Config{AgentPath: agentPath, ManagedValue: "warren-bench-" + randomHex(), Logger: log})
+	md.rt, err = docker.New(docker.Config{AgentPath: agentPath, Instance: "warren-bench-" + randomHex(), Logger: log})
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	for _, r := range []sandbox.OCIRuntime{sandbox.RuntimeRunc, sandbox.RuntimeGVisor} {
-		rt, err := docker.New(docker.Config{AgentPath: agentPath, Network: *network, ManagedValue: label + "-" + string(r),
+		rt, err := docker.New(docker.Config{AgentPath: agentPath, Network: *network, Instance: label + "-" + string(r),
 			GVisorRuntime: *gvName, Logger: log})
 		if err != nil {
 			return err

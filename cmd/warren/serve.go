@@ -57,7 +57,8 @@ type serveConfig struct {
 	// /etc/resolv.conf.
 	EgressDNS []string
 	// Instance tells this server's containers and firewall chains from
-	// those of other servers on the same Docker engine. Default "true".
+	// those of other servers on the same Docker engine. Default
+	// sandbox.DefaultInstance.
 	Instance string
 	// TemplateBuilds is how many template builds run at once; 0 = the
 	// builder's default (2).
@@ -112,7 +113,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, ManagedValue: cfg.Instance,
+	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, Instance: cfg.Instance,
 		GVisorRuntime: cfg.GVisorName, GVisorResolvConf: resolv, Logger: log})
 	if err != nil {
 		return fmt.Errorf("%w (run \"warren doctor\")", err)
@@ -491,7 +492,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
 	var egressDNS string
 	e.String(&egressDNS, "egress-dns", "", "resolvers (IP:port, comma-separated) that answer the DNS of sandboxes with domains in allowOut (default: the nameservers of /etc/resolv.conf)")
-	e.String(&cfg.Instance, "instance", "true", "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
+	e.String(&cfg.Instance, "instance", sandbox.DefaultInstance, "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
 		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
 	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
 	e.Duration(&cfg.EventsRetention, "events-retention", 7*24*time.Hour, "how long sandbox lifecycle events (GET /events/sandboxes, webhooks) are kept")

@@ -64,8 +64,8 @@ type Config struct {
 	// reach another build. Default "": builds are not covered.
 	BuildBridge string
 	// Instance names this server among those sharing the bridge (serve's
-	// --instance); each has its own chains. Default "true", the
-	// runtime's default label value.
+	// --instance); each has its own chains. Default
+	// sandbox.DefaultInstance, as the runtime's.
 	Instance string
 	// DNSUpstream lists the resolvers the egress server forwards sandboxes'
 	// queries to, as host:port. Default: those of /etc/resolv.conf.
@@ -116,7 +116,7 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Instance == "" {
-		cfg.Instance = "true"
+		cfg.Instance = sandbox.DefaultInstance
 	}
 	v4, err := usableIPv4(ctx)
 	if err != nil {

@@ -34,7 +34,7 @@ func gvisorRuntime(t *testing.T) *docker.Runtime {
 	}
 	t.Setenv("DOCKER_HOST", host)
 	agent := buildAgent(t)
-	rt, err := docker.New(docker.Config{AgentPath: agent, Network: "wgvtest", ManagedValue: testLabel("test-gv-")})
+	rt, err := docker.New(docker.Config{AgentPath: agent, Network: "wgvtest", Instance: testLabel("test-gv-")})
 	if err != nil {
 		t.Fatal(err)
 	}

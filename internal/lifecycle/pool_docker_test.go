@@ -200,7 +200,7 @@ func dockerRuntime(t *testing.T) *docker.Runtime {
 		t.Skip("skipping: needs Docker (-short)")
 	}
 	agent := buildAgent(t)
-	rt, err := docker.New(docker.Config{AgentPath: agent, ManagedValue: testLabel("test-pool-")})
+	rt, err := docker.New(docker.Config{AgentPath: agent, Instance: testLabel("test-pool-")})
 	if err != nil {
 		t.Fatal(err)
 	}

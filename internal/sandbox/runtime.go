@@ -9,7 +9,7 @@ import (
 // Labels Warren puts on every container it creates, so that reconciliation
 // can tell its own containers from the rest of the engine.
 const (
-	LabelManaged = "dev.warren.managed" // "true"
+	LabelManaged = "dev.warren.managed" // the server's instance name
 	LabelSandbox = "dev.warren.sandbox" // the sandbox ID
 	LabelTeam    = "dev.warren.team"
 	// LabelPool marks a container made for the warm pool, for a sandbox
@@ -21,6 +21,12 @@ const (
 	// default (LABEL dev.warren.runtime=gvisor in a Dockerfile).
 	LabelRuntime = "dev.warren.runtime"
 )
+
+// DefaultInstance is the instance name of a server not given one (serve's
+// --instance): the value of LabelManaged on its containers, and the tag
+// of its firewall chains. Servers sharing an engine need names of their
+// own.
+const DefaultInstance = "true"
 
 // AgentPort is the agent's port inside every sandbox.
 const AgentPort = 49983

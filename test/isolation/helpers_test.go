@@ -94,7 +94,7 @@ func newEnv(t *testing.T) *env {
 	e.probe = buildStatic(t, dir, "probe", "./testdata/probe")
 
 	name := tg.networkName()
-	e.rt, err = docker.New(docker.Config{AgentPath: agent, Network: name, ManagedValue: "test-" + name, StopTimeout: time.Second})
+	e.rt, err = docker.New(docker.Config{AgentPath: agent, Network: name, Instance: "test-" + name, StopTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

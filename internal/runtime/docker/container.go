@@ -107,7 +107,7 @@ func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[sandbox.LabelManaged] = r.cfg.ManagedValue
+	labels[sandbox.LabelManaged] = r.cfg.Instance
 	labels[sandbox.LabelSandbox] = spec.SandboxID
 
 	cfg := &container.Config{
@@ -315,7 +315,7 @@ func (r *Runtime) Inspect(ctx context.Context, id string) (sandbox.Container, er
 
 // List returns every container labelled as this server's.
 func (r *Runtime) List(ctx context.Context) ([]sandbox.Container, error) {
-	filters := client.Filters{}.Add("label", sandbox.LabelManaged+"="+r.cfg.ManagedValue)
+	filters := client.Filters{}.Add("label", sandbox.LabelManaged+"="+r.cfg.Instance)
 	res, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
 		return nil, classify(err, "cannot list containers")

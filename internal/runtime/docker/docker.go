@@ -55,11 +55,12 @@ type Config struct {
 	// BuildNetwork is the Docker network template builds run on;
 	// EnsureBuildNetwork makes it. Default Network + "-build".
 	BuildNetwork string
-	// ManagedValue is the value of sandbox.LabelManaged on the containers
-	// this runtime creates, and the only value List returns, so that two
-	// servers sharing one engine never adopt each other's containers.
-	// Default "true".
-	ManagedValue string
+	// Instance names this server among those sharing the engine (serve's
+	// --instance): it is the value of sandbox.LabelManaged on the
+	// containers this runtime creates, and the only value List returns, so
+	// that two servers never adopt each other's containers. Default
+	// sandbox.DefaultInstance.
+	Instance string
 	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
 	// Default 2s; it is rounded down to whole seconds (Docker's unit).
 	StopTimeout time.Duration
@@ -130,8 +131,8 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.OpenFiles == 0 {
 		cfg.OpenFiles = 16384
 	}
-	if cfg.ManagedValue == "" {
-		cfg.ManagedValue = "true"
+	if cfg.Instance == "" {
+		cfg.Instance = sandbox.DefaultInstance
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 2 * time.Second

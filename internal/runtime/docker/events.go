@@ -16,7 +16,7 @@ func (r *Runtime) WatchContainers(ctx context.Context) (<-chan sandbox.Container
 	ctx, cancel := context.WithCancel(ctx)
 	filters := client.Filters{}.
 		Add("type", string(events.ContainerEventType)).
-		Add("label", sandbox.LabelManaged+"="+r.cfg.ManagedValue).
+		Add("label", sandbox.LabelManaged+"="+r.cfg.Instance).
 		Add("event", string(sandbox.ContainerDied), string(sandbox.ContainerDestroyed),
 			string(sandbox.ContainerPaused), string(sandbox.ContainerUnpaused))
 	// Events returns once the engine answered, or failed to.

@@ -35,9 +35,9 @@ func newTestRuntime(t testing.TB) *Runtime {
 		t.Skipf("skipping: no Docker engine reachable (set DOCKER_HOST or start dockerd): %v", err)
 	}
 	rt, err := New(Config{
-		AgentPath:    buildFakeAgent(t),
-		ManagedValue: "test-" + randomID(t),
-		StopTimeout:  time.Second,
+		AgentPath:   buildFakeAgent(t),
+		Instance:    "test-" + randomID(t),
+		StopTimeout: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -57,7 +57,7 @@ func (r *Runtime) ensureBridge(ctx context.Context, name, what string) (string, 
 		Driver:     "bridge",
 		EnableIPv6: &noIPv6,
 		Options:    opts,
-		Labels:     map[string]string{LabelNetwork: r.cfg.ManagedValue},
+		Labels:     map[string]string{LabelNetwork: r.cfg.Instance},
 	})
 	if err != nil {
 		if res, ierr := r.cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{}); ierr == nil {
