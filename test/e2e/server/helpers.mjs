@@ -5,7 +5,12 @@
 import { describe, after } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
+import { execFile } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { loadSdks, sleep, uid } from '../common.mjs'
+import { REPO } from './harness.mjs'
 
 export { rejectsWith, sleep, uid } from '../common.mjs'
 
@@ -120,6 +125,38 @@ export async function startHttpServer(sbx, port, dir, files = {}) {
     { timeoutMs: 20_000, intervalMs: 200, what: `the http server on port ${port} to listen` },
   )
   return h
+}
+
+/**
+ * Whether tests may restart the Docker engine: it stops every container on the main engine, so
+ * only in CI (CI=true, unless WARREN_E2E_RESTART_DOCKERD=0) or with WARREN_E2E_RESTART_DOCKERD=1.
+ */
+export const dockerd = process.env.WARREN_E2E_RESTART_DOCKERD === '1' ||
+  (!!process.env.CI && process.env.CI !== 'false' && process.env.WARREN_E2E_RESTART_DOCKERD !== '0')
+
+/**
+ * Stops dockerd (SIGTERM, as a service manager would) and starts it the way scripts/ensure-docker.sh
+ * does; on the gVisor test engine (DOCKER_HOST at /run/warren-gvisor), with scripts/setup-gvisor.sh.
+ */
+export async function restartDockerd() {
+  const run = promisify(execFile)
+  if (process.env.DOCKER_HOST?.includes('/run/warren-gvisor/')) {
+    await run(join(REPO, 'scripts/setup-gvisor.sh'), ['restart'], { timeout: 180_000 })
+    return
+  }
+  let pid = (await readFile('/var/run/docker.pid', 'utf8').catch(() => '')).trim()
+  if (!pid) pid = (await run('pidof', ['dockerd'])).stdout.trim().split(/\s+/)[0]
+  assert.ok(pid, 'no dockerd pid found')
+  process.kill(Number(pid), 'SIGTERM')
+  await waitFor(async () => {
+    try {
+      process.kill(Number(pid), 0)
+      return false
+    } catch {
+      return true
+    }
+  }, { timeoutMs: 90_000, intervalMs: 250, what: `dockerd (pid ${pid}) to exit` })
+  await run(join(REPO, 'scripts/ensure-docker.sh'), [], { timeout: 120_000 })
 }
 
 export { assert }

@@ -10,44 +10,11 @@
 //     everything else on the engine, so it runs only in CI (env CI set) or with
 //     WARREN_E2E_RESTART_DOCKERD=1.
 import { it } from 'node:test'
-import { execFile } from 'node:child_process'
-import { readFile } from 'node:fs/promises'
-import { promisify } from 'node:util'
-import { join } from 'node:path'
-import { useServer, REPO } from './harness.mjs'
-import { assert, describeEachSdk, waitFor, listTagged, proxyFetch, startHttpServer, uid } from './helpers.mjs'
+import { useServer } from './harness.mjs'
+import { assert, describeEachSdk, waitFor, listTagged, proxyFetch, startHttpServer, uid, dockerd, restartDockerd } from './helpers.mjs'
 
-const run = promisify(execFile)
 const h = await useServer({ private: true, args: ['--reconcile-interval', '2s'] })
-// On in CI (CI=true, unless WARREN_E2E_RESTART_DOCKERD=0) or with WARREN_E2E_RESTART_DOCKERD=1.
-const dockerd = process.env.WARREN_E2E_RESTART_DOCKERD === '1' ||
-  (!!process.env.CI && process.env.CI !== 'false' && process.env.WARREN_E2E_RESTART_DOCKERD !== '0')
-
 const alive = async (sbx, pid) => (await sbx.commands.run(`kill -0 ${pid}`).catch((e) => e)).exitCode === 0
-
-/**
- * Stops dockerd (SIGTERM, as a service manager would) and starts it the way scripts/ensure-docker.sh
- * does; on the gVisor test engine (DOCKER_HOST at /run/warren-gvisor), with scripts/setup-gvisor.sh.
- */
-async function restartDockerd() {
-  if (process.env.DOCKER_HOST?.includes('/run/warren-gvisor/')) {
-    await run(join(REPO, 'scripts/setup-gvisor.sh'), ['restart'], { timeout: 180_000 })
-    return
-  }
-  let pid = (await readFile('/var/run/docker.pid', 'utf8').catch(() => '')).trim()
-  if (!pid) pid = (await run('pidof', ['dockerd'])).stdout.trim().split(/\s+/)[0]
-  assert.ok(pid, 'no dockerd pid found')
-  process.kill(Number(pid), 'SIGTERM')
-  await waitFor(async () => {
-    try {
-      process.kill(Number(pid), 0)
-      return false
-    } catch {
-      return true
-    }
-  }, { timeoutMs: 90_000, intervalMs: 250, what: `dockerd (pid ${pid}) to exit` })
-  await run(join(REPO, 'scripts/ensure-docker.sh'), [], { timeout: 120_000 })
-}
 
 describeEachSdk('server restart', (ctx) => {
   it('kill -9 of the server, restart on the same state dir: running and paused sandboxes are there and usable', async () => {

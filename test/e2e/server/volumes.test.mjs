@@ -5,16 +5,18 @@
 // a 100 MB stream, tokens), volumeMounts in two sandboxes at once, across pause/resume, kill and a
 // kill -9 of the server. The server runs with --volume-size-mb, so each volume is its own
 // loop-mounted filesystem: a sandbox's write past the limit fails with ENOSPC, the content API's
-// with 413.
+// with 413. Under gVisor (test.sh's gvisor_suite) a checkpoint of a sandbox with a volume
+// mounted; where engine restarts are allowed (CI, see helpers.mjs), one with volumes mounted in a
+// running and a paused sandbox.
 import { it, describe } from 'node:test'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { Sandbox, Volume, VolumeError, VolumeNotFoundError, VolumePathNotFoundError } from 'e2b'
 import { useServer, WARREN_BIN } from './harness.mjs'
-import { assert, uid } from './helpers.mjs'
+import { assert, uid, waitFor, dockerd, restartDockerd } from './helpers.mjs'
 
 const limitMB = 128
-const srv = await useServer({ private: true, args: ['--volume-size-mb', String(limitMB)] })
+const srv = await useServer({ private: true, args: ['--volume-size-mb', String(limitMB), '--reconcile-interval', '2s'] })
 // before() of useServer has set E2B_API_URL; the content calls go to the same server.
 const contentEnv = () => { process.env.E2B_VOLUME_API_URL = process.env.E2B_API_URL }
 
@@ -202,6 +204,72 @@ describe('volumes', () => {
       await sbx.commands.run('head -c 1048576 /dev/zero > /mnt/q/again')
     } finally {
       await Sandbox.kill(sbx.sandboxId).catch(() => {})
+      await Volume.destroy(vol.volumeId).catch(() => {})
+    }
+  })
+
+  it('gVisor checkpoint with a volume mounted: memory and processes come back, the volume is not in the checkpoint', {
+    skip: process.env.WARREN_RUNTIME !== 'gvisor' && 'checkpoints are gVisor\'s (test.sh gvisor_suite runs this)', timeout: 180_000,
+  }, async () => {
+    contentEnv()
+    const vol = await Volume.create(`ckpt-${uid()}`)
+    const sbx = await Sandbox.create('base', { volumeMounts: { '/mnt/c': vol }, timeoutMs: 120_000 })
+    try {
+      await sbx.commands.run('echo before > /mnt/c/before.txt')
+      // A value only in a process's memory, and a file on the volume the process keeps open.
+      await sbx.commands.run(`nohup sh -c 'v=$(cat /proc/sys/kernel/random/uuid); exec 3>>/mnt/c/log; while true; do echo $v > /tmp/mem.new; mv /tmp/mem.new /tmp/mem; echo $v >&3; sleep 0.2; done' >/dev/null 2>&1 &
+sleep 0.5`)
+      const value = (await sbx.commands.run('cat /tmp/mem')).stdout.trim()
+      const res = await srv.server.api(`/sandboxes/${sbx.sandboxId}/stop`, { method: 'POST' })
+      assert.ok(res.ok, `stop (checkpoint): ${res.status} ${await res.text()}`)
+      await vol.writeFile('/during.txt', 'written while checkpointed')
+      const logged = (await vol.readFile('/log')).length
+
+      const back = await Sandbox.connect(sbx.sandboxId)
+      assert.equal((await back.commands.run('sleep 0.5; pgrep -f mem.new >/dev/null && cat /tmp/mem')).stdout.trim(), value,
+        'the process came back with the value in its memory')
+      assert.equal((await back.commands.run('cat /mnt/c/during.txt')).stdout, 'written while checkpointed',
+        'the restored sandbox sees what was written to the volume meanwhile: the volume is not in the checkpoint')
+      assert.equal((await back.commands.run('cat /mnt/c/before.txt')).stdout, 'before\n')
+      await waitFor(async () => (await vol.readFile('/log')).length > logged, { timeoutMs: 10_000, what: 'the restored process to write to its open volume file' })
+      await back.commands.run('echo after > /mnt/c/after.txt')
+      assert.equal(await vol.readFile('/after.txt'), 'after\n')
+    } finally {
+      await Sandbox.kill(sbx.sandboxId).catch(() => {})
+      await Volume.destroy(vol.volumeId).catch(() => {})
+    }
+  })
+
+  it('engine restart: running and paused sandboxes come back with their volumes mounted (WARREN_E2E_RESTART_DOCKERD=1 only)', {
+    skip: !dockerd && 'set WARREN_E2E_RESTART_DOCKERD=1 (CI does)', timeout: 300_000,
+  }, async () => {
+    contentEnv()
+    const vol = await Volume.create(`engine-${uid()}`)
+    const made = []
+    try {
+      const a = await Sandbox.create('base', { volumeMounts: { '/mnt/e': vol }, timeoutMs: 600_000 })
+      made.push(a)
+      const b = await Sandbox.create('base', { volumeMounts: { '/mnt/e': vol }, timeoutMs: 600_000 })
+      made.push(b)
+      await a.commands.run('echo from-a > /mnt/e/a.txt')
+      await b.commands.run('echo from-b > /mnt/e/b.txt')
+      assert.equal(await b.pause(), true)
+
+      await restartDockerd()
+
+      assert.equal(await vol.readFile('/a.txt'), 'from-a\n', 'the content API reads the volume after the restart')
+      for (const [sbx, mine] of [[a, 'a'], [b, 'b']]) {
+        const again = await waitFor(async () => {
+          const s = await Sandbox.connect(sbx.sandboxId)
+          return (await s.commands.run('cat /mnt/e/a.txt /mnt/e/b.txt')).stdout === 'from-a\nfrom-b\n' ? s : undefined
+        }, { timeoutMs: 90_000, intervalMs: 1_000, what: `sandbox ${sbx.sandboxId} to be back with its volume` })
+        await again.commands.run(`echo after > /mnt/e/after-${mine}.txt`)
+        assert.equal(await vol.readFile(`/after-${mine}.txt`), 'after\n', 'a write after the restart lands in the volume')
+      }
+      const df = await a.commands.run('df -B1M --output=size /mnt/e | tail -1')
+      assert.ok(Number(df.stdout.trim()) < limitMB * 1.2, `still the volume's own filesystem: ${df.stdout}`)
+    } finally {
+      for (const s of made) await Sandbox.kill(s.sandboxId).catch(() => {})
       await Volume.destroy(vol.volumeId).catch(() => {})
     }
   })
