@@ -27,6 +27,9 @@ type CreateRequest struct {
 	Secure    bool
 	Lifecycle sandbox.Lifecycle
 	Network   sandbox.Network
+	// IAM is the sandbox's workload identity, checked by the caller
+	// (sandbox.IAM.Validate). Zero = none.
+	IAM sandbox.IAM
 	// VolumeMounts are the volumes to mount, resolved by the caller to
 	// the team's own. nil = none.
 	VolumeMounts []sandbox.VolumeMount
@@ -285,6 +288,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		Timeout:     req.Timeout,
 		Lifecycle:   req.Lifecycle,
 		Network:     req.Network,
+		IAM:         req.IAM,
 		StartCmd:    tpl.startCmd,
 		ReadyCmd:    tpl.readyCmd,
 		User:        tpl.user,

@@ -121,6 +121,7 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		Secure:    src.EnvdAccessToken != "",
 		Lifecycle: src.Lifecycle,
 		Network:   src.Network,
+		IAM:       src.IAM,
 		// A snapshot holds no volume (a commit leaves bind mounts out);
 		// the fork mounts the same volumes as its source.
 		VolumeMounts: slices.Clone(src.VolumeMounts),

@@ -174,21 +174,8 @@ func (n Network) Restricted() bool {
 func domainPattern(s string) (string, bool) {
 	d := strings.ToLower(strings.TrimSuffix(s, "."))
 	host := strings.TrimPrefix(d, "*.")
-	if host == "" || len(host) > 253 || !strings.Contains(host, ".") {
+	if !strings.Contains(host, ".") || !hostLabels(host) {
 		return "", false
-	}
-	if tld := host[strings.LastIndexByte(host, '.')+1:]; strings.Trim(tld, "0123456789") == "" {
-		return "", false
-	}
-	for label := range strings.SplitSeq(host, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return "", false
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-				return "", false
-			}
-		}
 	}
 	return d, true
 }

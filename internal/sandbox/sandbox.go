@@ -108,6 +108,9 @@ type Sandbox struct {
 
 	Lifecycle Lifecycle
 	Network   Network
+	// IAM is the workload identity its network rules may use; zero =
+	// none.
+	IAM IAM
 
 	StartCmd string // from the template, run by the agent after start
 	ReadyCmd string // polled until it succeeds before create returns
@@ -154,8 +157,9 @@ type Network struct {
 	MaskRequestHost     string
 	EgressProxy         *EgressProxy // nil = none
 	HTTPSPorts          []int
-	// Rules maps a destination domain to header transforms applied to
-	// outgoing requests.
+	// Rules maps a destination (a RuleKey in normal form) to header
+	// transforms applied, in order, to outgoing requests to it (rules.go).
+	// nil = none.
 	Rules map[string][]NetworkRule
 }
 
@@ -166,9 +170,11 @@ type EgressProxy struct {
 	Password string
 }
 
-// NetworkRule is one transform of outgoing requests to a domain.
+// NetworkRule is one transform of outgoing requests to a destination.
 type NetworkRule struct {
-	Headers map[string]string // headers set on the request
+	// Headers are set on the request, replacing any of the same name;
+	// values may hold placeholders (see ParsePlaceholders).
+	Headers map[string]string
 }
 
 // Running reports whether the sandbox is running.
