@@ -23,6 +23,7 @@ import (
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/httpguard"
+	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/runtime/docker"
@@ -77,6 +78,12 @@ type serveConfig struct {
 	// IdleTimeout closes a client's keep-alive connection idle this long
 	// between requests; negative = never.
 	IdleTimeout time.Duration
+	// SecretsKeyFile holds the key that seals secrets; "" =
+	// <StateDir>/secrets.key, made on first start.
+	SecretsKeyFile string
+	// OIDCIssuer is the issuer URL of workload tokens; "" = the API's
+	// URL (http://<listen address>).
+	OIDCIssuer string
 	// Conns caps each client's connections and paces request bodies, on
 	// the HTTP and the HTTPS port alike.
 	Conns     httpguard.Config
@@ -230,6 +237,17 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		return err
 	}
 	defer st.Close()
+	// Listening first gives the address, which is the default issuer of
+	// workload tokens, before anything is built.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	secretsSvc, issuer, err := openSecrets(cfg, st, "http://"+ln.Addr().String())
+	if err != nil {
+		return err
+	}
 
 	var tpl *template.Registry
 	if deps.Builder != nil {
@@ -289,7 +307,8 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		extra = append(extra, cfg.APIKey)
 	}
 	volContent := vols.Handler()
-	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols, Logger: log})
+	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols,
+		Secrets: secretsSvc, Identity: issuer, Logger: log})
 	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals, Files: deps.Files,
 		Info:   web.ServerInfo{Version: versionString(), Engine: "Docker", StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
 		Checks: serverChecks(cfg, deps), Logger: log})
@@ -306,10 +325,6 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		}
 	})
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return err
-	}
 	conns := cfg.Conns
 	conns.Logger = log
 	guard := httpguard.New(conns)
@@ -484,6 +499,8 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.DNSAddr, "dns-addr", "", "answer DNS (UDP) for *.<domain> with 127.0.0.1 here (e.g. 127.0.0.1:5353)")
 	e.String(&cfg.Domain, "domain", "localhost", "sandbox domain: sandbox hosts are <port>-<id>.<domain>")
 	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
+	e.String(&cfg.SecretsKeyFile, "secrets-key-file", "", "file of the key that encrypts secrets at rest, 64 hexadecimal digits (openssl rand -hex 32); default <state-dir>/secrets.key, made on first start")
+	e.String(&cfg.OIDCIssuer, "oidc-issuer", "", "issuer URL of sandboxes' workload tokens, where clouds fetch /.well-known/openid-configuration and /.well-known/jwks.json (default: http://<addr>)")
 	e.String(&cfg.VolumesDir, "volumes-dir", "", "directory of the volumes' content (default: <state-dir>/volumes)")
 	e.Int(&cfg.VolumeSizeMB, "volume-size-mb", 0, "size of each volume made, in MiB: its own ext4 filesystem on a loop device, so a write past it fails inside sandboxes (ENOSPC) and through the content API (413); needs loop devices and mkfs.ext4; 0: a plain directory, no limit")
 	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
@@ -552,6 +569,11 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	}
 	if cfg.Instance == "" {
 		return serveConfig{}, usageError{"--instance must not be empty"}
+	}
+	if cfg.OIDCIssuer != "" {
+		if _, err := identity.ParseIssuer(cfg.OIDCIssuer); err != nil {
+			return serveConfig{}, usageError{"--oidc-issuer: " + err.Error()}
+		}
 	}
 	if cfg.LogFormat != "" && cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		return serveConfig{}, usageError{fmt.Sprintf("--log-format must be text or json, not %q", cfg.LogFormat)}

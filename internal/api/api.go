@@ -15,8 +15,10 @@ import (
 	"strings"
 
 	"github.com/warrenhq/warren/internal/events"
+	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/secrets"
 	"github.com/warrenhq/warren/internal/template"
 	"github.com/warrenhq/warren/internal/volume"
 )
@@ -43,6 +45,13 @@ type Config struct {
 	Events *events.Service
 	// Volumes serves the volumes API (volumes.go); nil = none.
 	Volumes *volume.Service
+	// Secrets serves the secrets API (secrets.go) and checks the
+	// placeholders of network rules; nil = no secrets API, and rules
+	// that name secrets are refused.
+	Secrets *secrets.Service
+	// Identity serves the OIDC discovery document and JWKS of workload
+	// tokens, without authentication; nil = none.
+	Identity *identity.Issuer
 }
 
 // ClientID is E2B's deprecated per-node client ID; clients only need it
@@ -58,6 +67,7 @@ type server struct {
 	tpl     *template.Registry // nil = no template API
 	events  *events.Service    // nil = no events API
 	vol     *volume.Service    // nil = no volumes API
+	secrets *secrets.Service   // nil = no secrets API
 }
 
 // New returns the control-plane handler.
@@ -66,7 +76,8 @@ func New(cfg Config) http.Handler {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	mc := cfg.Manager.Settings()
-	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes}
+	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes,
+		secrets: cfg.Secrets}
 	for _, k := range cfg.ExtraKeys {
 		s.extra = append(s.extra, []byte(sandbox.HashAPIKey(k)))
 	}
@@ -107,6 +118,10 @@ func New(cfg Config) http.Handler {
 	s.registerEvents(mux)
 	s.registerTeams(mux)
 	s.registerVolumes(mux)
+	s.registerSecrets(mux)
+	if cfg.Identity != nil {
+		cfg.Identity.Register(mux, cfg.Logger)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))

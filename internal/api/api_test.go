@@ -16,9 +16,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/warrenhq/warren/internal/events"
+	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/secrets"
 	"github.com/warrenhq/warren/internal/store/sqlite"
 	"github.com/warrenhq/warren/internal/volume"
 )
@@ -33,6 +35,8 @@ type testAPI struct {
 	rt       *fake.Runtime
 	key      string // a stored key of the default team
 	otherKey string // a stored key of team "other"
+	secrets  *secrets.Service
+	iss      *identity.Issuer
 }
 
 func newAPI(t testing.TB) *testAPI {
@@ -68,7 +72,16 @@ func newAPI(t testing.TB) *testAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.srv = httptest.NewServer(New(Config{Manager: m, Keys: st, ExtraKeys: []string{extraKey}, Events: evs, Volumes: vols}))
+	a.iss, err = identity.New(identity.Config{Issuer: "https://warren.test", KeyFile: filepath.Join(dir, "oidc-keys.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.secrets, err = secrets.New(secrets.Config{Store: st, KeyFile: filepath.Join(dir, "secrets.key"), CreateKey: true, Sandboxes: st, Tokens: a.iss})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.srv = httptest.NewServer(New(Config{Manager: m, Keys: st, ExtraKeys: []string{extraKey}, Events: evs, Volumes: vols,
+		Secrets: a.secrets, Identity: a.iss}))
 	t.Cleanup(a.srv.Close)
 	return a
 }

@@ -166,7 +166,15 @@ func (s *server) updateNetwork(w http.ResponseWriter, r *http.Request, team stri
 	if err := req.validate(); err != nil {
 		return err
 	}
-	if err := s.m.UpdateNetwork(r.Context(), team, id, networkIn(&req, nil)); err != nil {
+	sb, err := s.m.Get(r.Context(), team, id)
+	if err != nil {
+		return err
+	}
+	network := networkIn(&req, nil)
+	if err := s.networkRules(r.Context(), team, &network, sb.IAM); err != nil {
+		return err
+	}
+	if err := s.m.UpdateNetwork(r.Context(), team, id, network); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -71,6 +71,11 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, team string, v2 
 	if err != nil {
 		return err
 	}
+	iam := iamIn(req.IAM)
+	network := networkIn(req.Network, req.AllowInternetAccess)
+	if err := s.networkRules(r.Context(), team, &network, iam); err != nil {
+		return err
+	}
 	sb, err := s.m.Create(r.Context(), lifecycle.CreateRequest{
 		VolumeMounts: mounts,
 		TeamID:       team,
@@ -80,7 +85,8 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, team string, v2 
 		EnvVars:      req.EnvVars,
 		Secure:       v2 || (req.Secure != nil && *req.Secure),
 		Lifecycle:    lc,
-		Network:      networkIn(req.Network, req.AllowInternetAccess),
+		Network:      network,
+		IAM:          iam,
 	})
 	if err != nil {
 		return err

@@ -22,6 +22,28 @@ type newSandboxJSON struct {
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
 	VolumeMounts        []volumeMountJSON `json:"volumeMounts"`
+	IAM                 *iamJSON          `json:"iam"`
+}
+
+// iamJSON is E2B's SandboxIam.
+type iamJSON struct {
+	Tokens map[string]iamTokenJSON `json:"tokens"`
+}
+
+type iamTokenJSON struct {
+	Audience  string `json:"audience"`
+	TokenType string `json:"tokenType"`
+}
+
+func iamIn(in *iamJSON) sandbox.IAM {
+	if in == nil || len(in.Tokens) == 0 {
+		return sandbox.IAM{}
+	}
+	out := sandbox.IAM{Tokens: make(map[string]sandbox.IAMToken, len(in.Tokens))}
+	for name, t := range in.Tokens {
+		out.Tokens[name] = sandbox.IAMToken{Audience: t.Audience, TokenType: t.TokenType}
+	}
+	return out
 }
 
 // volumeMountJSON is E2B's SandboxVolumeMount.
@@ -206,9 +228,11 @@ func networkIn(n *networkJSON, allowInternet *bool) sandbox.Network {
 	if len(n.Rules) > 0 {
 		out.Rules = map[string][]sandbox.NetworkRule{}
 		for domain, rules := range n.Rules {
+			list := make([]sandbox.NetworkRule, 0, len(rules))
 			for _, r := range rules {
-				out.Rules[domain] = append(out.Rules[domain], sandbox.NetworkRule{Headers: r.Transform.Headers})
+				list = append(list, sandbox.NetworkRule{Headers: r.Transform.Headers})
 			}
+			out.Rules[domain] = list
 		}
 	}
 	return out
@@ -229,11 +253,13 @@ func networkOut(n sandbox.Network) networkJSON {
 	if len(n.Rules) > 0 {
 		out.Rules = map[string][]ruleJSON{}
 		for domain, rules := range n.Rules {
+			list := make([]ruleJSON, 0, len(rules))
 			for _, r := range rules {
 				var rj ruleJSON
 				rj.Transform.Headers = r.Headers
-				out.Rules[domain] = append(out.Rules[domain], rj)
+				list = append(list, rj)
 			}
+			out.Rules[domain] = list
 		}
 	}
 	return out

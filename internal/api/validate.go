@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"strings"
@@ -36,6 +37,9 @@ func (req newSandboxJSON) validate(v2 bool) error {
 			return sandbox.Errorf(sandbox.KindInvalid, "envVars: the value of %q contains a NUL byte", k)
 		}
 	}
+	if err := iamIn(req.IAM).Validate(); err != nil {
+		return err
+	}
 	autoPause := req.AutoPause != nil && *req.AutoPause
 	keepMemory := req.AutoPauseMemory == nil || *req.AutoPauseMemory
 	if autoPause && !keepMemory && req.AutoResume != nil && req.AutoResume.Enabled {
@@ -58,6 +62,11 @@ func (n *networkJSON) validate() error {
 			return sandbox.Errorf(sandbox.KindInvalid, "network.httpsPorts cannot list the envd port %d", sandbox.AgentPort)
 		}
 	}
+	if n.MaskRequestHost != "" {
+		if err := sandbox.ValidateMaskRequestHost(n.MaskRequestHost); err != nil {
+			return err
+		}
+	}
 	if px := n.EgressProxy; px != nil {
 		host, port, err := net.SplitHostPort(px.Address)
 		if num, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || host == "" || num == 0 {
@@ -67,5 +76,29 @@ func (n *networkJSON) validate() error {
 			return sandbox.Errorf(sandbox.KindInvalid, "network.egressProxy username and password are at most %d bytes each", maxProxyCredentials)
 		}
 	}
+	return nil
+}
+
+// networkRules puts n's rules in normal form and checks that each of
+// their placeholders can resolve for a sandbox of team with iam: on
+// create with the request's iam, on PUT network with the sandbox's.
+func (s *server) networkRules(ctx context.Context, team string, n *sandbox.Network, iam sandbox.IAM) error {
+	rules, err := sandbox.NormalizeRules(n.Rules)
+	if err != nil {
+		return err
+	}
+	if s.secrets != nil {
+		err = s.secrets.CheckRules(ctx, team, rules, iam)
+	} else if err = sandbox.CheckTokens(rules, iam); err == nil {
+		for _, p := range sandbox.RulePlaceholders(rules) {
+			if p.Kind == sandbox.PlaceholderSecret {
+				return sandbox.Errorf(sandbox.KindInvalid, "network.rules: placeholder %s names a secret, but this server has no secrets", p.Text)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	n.Rules = rules
 	return nil
 }

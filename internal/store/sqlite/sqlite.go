@@ -1,6 +1,6 @@
 // Package sqlite is Warren's persistent store: sandboxes, teams, API keys
-// (hashed), snapshots, sandbox logs and metric samples in one SQLite file
-// (modernc.org/sqlite, pure Go) in WAL mode. It implements sandbox.Store and
+// (hashed), snapshots, secrets (sealed), sandbox logs and metric samples
+// in one SQLite file (modernc.org/sqlite, pure Go) in WAL mode. It implements sandbox.Store and
 // owns the schema and its migrations; it knows nothing of lifecycle rules,
 // which belong to the lifecycle manager, its only writer of sandboxes.
 package sqlite
@@ -164,6 +164,19 @@ var migrations = []string{
 		team_id TEXT NOT NULL,
 		name TEXT NOT NULL,
 		created_at INTEGER NOT NULL,
+		UNIQUE (team_id, name)
+	);`,
+	// Secrets, one name per team; only the current version's value,
+	// sealed by internal/secrets (secrets.go).
+	`CREATE TABLE secrets (
+		id TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL,
+		name TEXT NOT NULL,
+		version INTEGER NOT NULL,
+		metadata TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		sealed BLOB NOT NULL,
 		UNIQUE (team_id, name)
 	);`,
 }

@@ -1,0 +1,174 @@
+package identity
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// signingKey is one ES256 key of the issuer.
+type signingKey struct {
+	id      string // the kid: the key's JWK thumbprint (RFC 7638)
+	created time.Time
+	priv    *ecdsa.PrivateKey
+	signer  jose.Signer
+}
+
+func (k signingKey) public() jose.JSONWebKey {
+	return jose.JSONWebKey{Key: &k.priv.PublicKey, KeyID: k.id, Algorithm: string(jose.ES256), Use: "sig"}
+}
+
+// storedKey is a key as the key file keeps it.
+type storedKey struct {
+	Created time.Time `json:"created"`
+	PKCS8   string    `json:"pkcs8"` // base64 of the private key's PKCS #8 DER
+}
+
+func newKey(priv *ecdsa.PrivateKey, created time.Time) (signingKey, error) {
+	tp, err := (&jose.JSONWebKey{Key: &priv.PublicKey}).Thumbprint(crypto.SHA256)
+	if err != nil {
+		return signingKey{}, err
+	}
+	id := base64.RawURLEncoding.EncodeToString(tp)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: priv, KeyID: id}},
+		(&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		return signingKey{}, err
+	}
+	return signingKey{id: id, created: created, priv: priv, signer: signer}, nil
+}
+
+func generateKey(now time.Time) (signingKey, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return signingKey{}, err
+	}
+	return newKey(priv, now)
+}
+
+// loadKeys reads the key file; a missing one is no keys.
+func loadKeys(path string) ([]signingKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workload identity keys: %w", err)
+	}
+	var stored []storedKey
+	if err := json.Unmarshal(b, &stored); err != nil {
+		return nil, fmt.Errorf("workload identity keys %s: %w (remove the file to start with a new key; tokens already issued stop verifying)", path, err)
+	}
+	var keys []signingKey
+	for _, s := range stored {
+		der, err := base64.StdEncoding.DecodeString(s.PKCS8)
+		if err != nil {
+			return nil, fmt.Errorf("workload identity keys %s: %w", path, err)
+		}
+		p, err := x509.ParsePKCS8PrivateKey(der)
+		if err != nil {
+			return nil, fmt.Errorf("workload identity keys %s: %w", path, err)
+		}
+		priv, ok := p.(*ecdsa.PrivateKey)
+		if !ok || priv.Curve != elliptic.P256() {
+			return nil, fmt.Errorf("workload identity keys %s: a key is not ECDSA P-256", path)
+		}
+		k, err := newKey(priv, s.Created)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// saveKeys writes the key file whole, through a new file renamed over
+// the old, so that a crash leaves one or the other.
+func saveKeys(path string, keys []signingKey) error {
+	stored := make([]storedKey, 0, len(keys))
+	for _, k := range keys {
+		der, err := x509.MarshalPKCS8PrivateKey(k.priv)
+		if err != nil {
+			return err
+		}
+		stored = append(stored, storedKey{Created: k.created.UTC(), PKCS8: base64.StdEncoding.EncodeToString(der)})
+	}
+	b, err := json.MarshalIndent(stored, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".oidc-keys-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// rotate brings the keys up to date and returns the one that signs now.
+// The newest key older than the overlap signs (on a first start, with
+// only younger keys, the oldest). A key is made when the newest is due
+// to sign no longer than the overlap from now, so it is published for the
+// overlap before it signs; a key that stopped signing is dropped an
+// overlap after, when no token it signed can be alive. The caller holds
+// i.mu.
+func (i *Issuer) rotate() (signingKey, error) {
+	now := i.cfg.Now()
+	keys, changed := i.keys, false
+	if len(keys) == 0 || now.Sub(keys[len(keys)-1].created) >= i.cfg.RotateEvery-i.cfg.Overlap {
+		k, err := generateKey(now)
+		if err != nil {
+			return signingKey{}, err
+		}
+		keys, changed = append(keys[:len(keys):len(keys)], k), true
+	}
+	signer := 0
+	for j, k := range keys {
+		if now.Sub(k.created) >= i.cfg.Overlap {
+			signer = j
+		}
+	}
+	// Key j stopped signing when key j+1 began to, an overlap after
+	// j+1 was made.
+	drop := 0
+	for drop < signer && now.Sub(keys[drop+1].created) >= 2*i.cfg.Overlap {
+		drop++
+	}
+	if drop > 0 {
+		keys, signer, changed = keys[drop:], signer-drop, true
+	}
+	if changed {
+		// Only a saved change counts: a key that signed must survive a
+		// restart.
+		if err := saveKeys(i.cfg.KeyFile, keys); err != nil {
+			return signingKey{}, fmt.Errorf("save workload identity keys: %w", err)
+		}
+		i.keys = keys
+	}
+	return keys[signer], nil
+}
