@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string) error {
 	rand.Read(b)
 	label := "bench-gvisor-" + hex.EncodeToString(b)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cli, err := client.New(client.FromEnv)
+	cli, err := docker.Connect()
 	if err != nil {
 		return err
 	}

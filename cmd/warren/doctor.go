@@ -14,6 +14,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/baseimage"
 	"github.com/warrenhq/warren/internal/firewall"
+	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -81,7 +82,7 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	var cli *client.Client
 	checks := []check{
 		{"docker engine", false, func(ctx context.Context) (string, error) {
-			c, err := client.New(client.FromEnv)
+			c, err := docker.Connect()
 			if err != nil {
 				return "", err
 			}

@@ -7,7 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/moby/moby/client"
+
 	"github.com/warrenhq/warren/internal/baseimage"
+	"github.com/warrenhq/warren/internal/runtime/docker"
 )
 
 const imageUsage = `Usage: warren image build [base|code-interpreter|mcp-gateway] [flags]
@@ -59,11 +62,26 @@ func (m *Main) buildBaseImage(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := baseimage.NewBuilder(cfg, m.Stdout)
+	return buildImage(ctx, func(cli *client.Client) (imageBuilder, error) { return baseimage.NewBuilder(cfg, cli, m.Stdout) })
+}
+
+// imageBuilder is baseimage's Builder or LayerBuilder.
+type imageBuilder interface {
+	Build(ctx context.Context) (baseimage.Result, error)
+}
+
+// buildImage runs the builder newBuilder makes on a connection to the
+// Docker engine.
+func buildImage(ctx context.Context, newBuilder func(*client.Client) (imageBuilder, error)) error {
+	cli, err := docker.Connect()
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer cli.Close()
+	b, err := newBuilder(cli)
+	if err != nil {
+		return err
+	}
 	_, err = b.Build(ctx)
 	return err
 }
@@ -73,13 +91,9 @@ func (m *Main) buildCodeInterpreterImage(ctx context.Context, args []string) err
 	if err != nil {
 		return err
 	}
-	b, err := baseimage.NewLayerBuilder(cfg, baseimage.CodeInterpreterRecipe(), m.Stdout)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	_, err = b.Build(ctx)
-	return err
+	return buildImage(ctx, func(cli *client.Client) (imageBuilder, error) {
+		return baseimage.NewLayerBuilder(cfg, baseimage.CodeInterpreterRecipe(), cli, m.Stdout)
+	})
 }
 
 func (m *Main) buildMCPGatewayImage(ctx context.Context, args []string) error {
@@ -103,13 +117,9 @@ func (m *Main) buildMCPGatewayImage(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("the mcp-gateway binary: %w (build it with scripts/build.sh, or pass --gateway)", err)
 	}
-	b, err := baseimage.NewLayerBuilder(cfg, baseimage.MCPGatewayRecipe(bin), m.Stdout)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	_, err = b.Build(ctx)
-	return err
+	return buildImage(ctx, func(cli *client.Client) (imageBuilder, error) {
+		return baseimage.NewLayerBuilder(cfg, baseimage.MCPGatewayRecipe(bin), cli, m.Stdout)
+	})
 }
 
 // siblingPath is name in the directory of this executable, where

@@ -138,13 +138,8 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer fw.Close() // stops the egress server; the rules stay
-	builder, err := template.NewDocker(buildNet)
-	if err != nil {
-		return fmt.Errorf("template builder: %w (run \"warren doctor\")", err)
-	}
-	defer builder.Close()
 	ac := agentclient.New()
-	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: builder, Commands: ac, Terminals: ac, Files: ac}, log)
+	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: rt.Builder(buildNet), Commands: ac, Terminals: ac, Files: ac}, log)
 }
 
 // parseEgressDNS parses --egress-dns: IP:port resolvers, comma-separated.

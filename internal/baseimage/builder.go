@@ -87,23 +87,15 @@ type Builder struct {
 	out     *progress
 }
 
-// NewBuilder checks cfg and prepares a Docker client from the environment (DOCKER_HOST etc.);
-// progress lines go to out. Close the builder when done.
-func NewBuilder(cfg Config, out io.Writer) (*Builder, error) {
+// NewBuilder checks cfg; the builder works on the engine connection docker
+// (runtime/docker's Connect), which the caller closes. Progress lines go to
+// out.
+func NewBuilder(cfg Config, docker *client.Client, out io.Writer) (*Builder, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
 		return nil, err
 	}
-	docker, err := client.New(client.FromEnv)
-	if err != nil {
-		return nil, fmt.Errorf("configure the Docker client (check DOCKER_HOST and related variables): %w", err)
-	}
 	return &Builder{cfg: cfg, recipe: DefaultRecipe(), aptRoot: os.DirFS("/"), docker: docker, out: newProgress(out)}, nil
-}
-
-// Close releases the Docker client.
-func (b *Builder) Close() error {
-	return b.docker.Close()
 }
 
 // Build makes sure an image from the current recipe is tagged cfg.Tag, building it unless one

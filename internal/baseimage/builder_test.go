@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/internal/runtime/docker"
 )
 
 func TestConfigNormalize(t *testing.T) {
@@ -100,11 +102,15 @@ func TestBuild(t *testing.T) {
 	}
 	const tag = "warren/base:test"
 	build := func(force bool) Result {
-		b, err := NewBuilder(Config{Tag: tag, CacheDir: cacheDir, Force: force}, t.Output())
+		cli, err := docker.Connect()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer b.Close()
+		defer cli.Close()
+		b, err := NewBuilder(Config{Tag: tag, CacheDir: cacheDir, Force: force}, cli, t.Output())
+		if err != nil {
+			t.Fatal(err)
+		}
 		res, err := b.Build(ctx)
 		if err != nil {
 			t.Fatalf("Build: %v", err)

@@ -193,22 +193,16 @@ type LayerBuilder struct {
 	out    *progress
 }
 
-// NewLayerBuilder checks cfg and prepares a Docker client from the
-// environment; progress lines go to out. Close the builder when done.
-func NewLayerBuilder(cfg LayerConfig, recipe LayerRecipe, out io.Writer) (*LayerBuilder, error) {
+// NewLayerBuilder checks cfg; the builder works on the engine connection
+// docker (runtime/docker's Connect), which the caller closes. Progress
+// lines go to out.
+func NewLayerBuilder(cfg LayerConfig, recipe LayerRecipe, docker *client.Client, out io.Writer) (*LayerBuilder, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
 		return nil, err
 	}
-	docker, err := client.New(client.FromEnv)
-	if err != nil {
-		return nil, fmt.Errorf("configure the Docker client (check DOCKER_HOST and related variables): %w", err)
-	}
 	return &LayerBuilder{cfg: cfg, recipe: recipe, docker: docker, out: newProgress(out)}, nil
 }
-
-// Close releases the Docker client.
-func (b *LayerBuilder) Close() error { return b.docker.Close() }
 
 // Build makes sure an image from the recipe on the current parent is
 // tagged cfg.Tag, building it unless one exists (or cfg.Force is set).

@@ -19,6 +19,13 @@ type Image struct {
 	Labels      map[string]string
 }
 
+// BuildFailure is an image build the engine ran and that failed: a
+// command that exited non-zero, a missing file, an image it could not
+// pull. Message is the engine's account of it, for the build's log.
+type BuildFailure struct{ Message string }
+
+func (e *BuildFailure) Error() string { return e.Message }
+
 // ParseImageRef parses a client's reference to a local image: a name with
 // a tag or a digest, or neither (":latest" then). It returns it in full
 // ("docker.io/library/python:3.12", a tag dropped when a digest is given),

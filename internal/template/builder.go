@@ -260,7 +260,7 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 	pr.Close()
 	if err != nil {
 		failed := built{lastLayer: lastLayer}
-		var bf *BuildFailure
+		var bf *sandbox.BuildFailure
 		if errors.As(err, &bf) {
 			msg := bf.Message
 			if instr >= 0 {

@@ -8,22 +8,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/template"
 )
 
 // dockerEngine returns the Docker engine with warren/base present, or
 // skips: these tests need both (CI has them).
-func dockerEngine(t *testing.T) *template.Docker {
+func dockerEngine(t *testing.T) *docker.Builder {
 	t.Helper()
 	if err := exec.Command("docker", "image", "inspect", "warren/base").Run(); err != nil {
 		t.Skip("skipping: needs a Docker engine with the warren/base image (bin/warren image build)")
 	}
-	d, err := template.NewDocker("")
+	cli, err := docker.Connect()
 	if err != nil {
 		t.Skipf("skipping: no Docker engine: %v", err)
 	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	t.Cleanup(func() { cli.Close() })
+	return docker.NewBuilder(cli, "")
 }
 
 // waitBuild polls until the build is done and returns it with its log.

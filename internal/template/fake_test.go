@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/warrenhq/warren/internal/sandbox"
-	"github.com/warrenhq/warren/internal/template"
 )
 
 // fakeEngine "builds" by reading the Dockerfile from the context and
@@ -64,7 +63,7 @@ func (f *fakeEngine) Build(ctx context.Context, contextTar io.Reader, tag string
 		out(fmt.Sprintf("Step %d/%d : %s", i+1, len(lines), l))
 		if m := exitRE.FindStringSubmatch(l); m != nil && strings.HasPrefix(l, "RUN") && m[1] != "0" {
 			out("output before failing")
-			return &template.BuildFailure{Message: "The command returned a non-zero code: " + m[1]}
+			return &sandbox.BuildFailure{Message: "The command returned a non-zero code: " + m[1]}
 		}
 		out(fmt.Sprintf(" ---> %012x", i+1)) // layer i+1
 	}

@@ -1,8 +1,9 @@
 // Package template is Warren's template registry and builder: it keeps
 // templates (names, tags, resource defaults, start and ready commands),
 // their builds and build logs, accepts the build context uploads of E2B's
-// SDK, and turns the SDK's build steps into images on the Docker engine,
-// one layer per step so that unchanged steps come from the engine's cache.
+// SDK, and turns the SDK's build steps into images on an Engine (the Docker
+// engine's builder: runtime/docker), one layer per step so that unchanged
+// steps come from the engine's cache.
 //
 // It owns no HTTP (internal/api serves the wire format) and does not run
 // sandboxes: the lifecycle manager asks Resolve for a template's image and
@@ -12,10 +13,33 @@ package template
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
+
+// Engine is what the registry needs from a container engine to build
+// templates: runtime/docker's Builder, or a fake in tests.
+type Engine interface {
+	// Build builds the Dockerfile in the context tar and tags the result;
+	// each line of the engine's output goes to out as it comes. A failed
+	// step returns a *sandbox.BuildFailure.
+	Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(line string)) error
+	// InspectImage returns the image the engine finds for ref, by name or
+	// by ID (see sandbox.Images). KindNotFound when it has none.
+	InspectImage(ctx context.Context, ref string) (sandbox.Image, error)
+	// ImageEnv returns an image's environment as KEY=value strings.
+	ImageEnv(ctx context.Context, ref string) ([]string, error)
+	// RemoveImage removes an image reference and the step layers no other
+	// image builds on; one already gone is no error.
+	RemoveImage(ctx context.Context, ref string) error
+	// RemoveLayer removes an untagged image by ID (a build step's layer),
+	// with its untagged parents no other image uses. A tagged image, or
+	// one already gone, is left alone; one that other images build on is
+	// a KindConflict error.
+	RemoveLayer(ctx context.Context, id string) error
+}
 
 // Status is where a build is.
 type Status string

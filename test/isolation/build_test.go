@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
-
-	"github.com/warrenhq/warren/internal/template"
 )
 
 // TestBuildIsolation: a template build's RUN step, which the engine's
@@ -81,11 +79,7 @@ func TestBuildIsolation(t *testing.T) {
 	}
 	tw.Close()
 
-	d, err := template.NewDocker(e.buildNet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := e.rt.Builder(e.buildNet)
 	tag := "warren-isolation-build:" + randomHex(6)
 	t.Cleanup(func() { e.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
 	var out []string

@@ -1,5 +1,9 @@
-// Package docker implements sandbox.Runtime on a Docker engine through its
-// HTTP API (github.com/moby/moby/client).
+// Package docker is Warren's one adapter to a Docker engine, through its
+// HTTP API (github.com/moby/moby/client): Runtime implements
+// sandbox.Runtime and its capabilities, Builder builds templates' images,
+// and Connect makes the engine connection every other user of the engine
+// (the base image builder, warren doctor) shares. Engine errors become
+// *sandbox.Error in one place, classify.
 //
 // It owns the shape of a sandbox's container: the agent binary bind-mounted
 // read-only and run as the entrypoint, as root; the agent port published on
@@ -146,14 +150,26 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cli, err := client.New(client.FromEnv)
+	cli, err := Connect()
 	if err != nil {
 		return nil, fmt.Errorf("docker runtime: %w", err)
 	}
 	return &Runtime{cfg: cfg, cli: cli, log: cfg.Logger, samples: map[string]statsSample{}}, nil
 }
 
-// Close releases the engine connection.
+// Connect returns a connection to the engine named by the DOCKER_*
+// environment (the local socket by default), negotiating the API version
+// on first use. It does not contact the engine. It is the one place Warren
+// makes an engine client.
+func Connect() (*client.Client, error) {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("configure the Docker client (check DOCKER_HOST and related variables): %w", err)
+	}
+	return cli, nil
+}
+
+// Close releases the engine connection, the Builders' included.
 func (r *Runtime) Close() error { return r.cli.Close() }
 
 // Ping checks that the engine answers and returns its API version.
@@ -166,7 +182,11 @@ func (r *Runtime) Ping(ctx context.Context) (string, error) {
 }
 
 // classify turns an engine error into a *sandbox.Error whose kind the
-// edges understand. msg is the client-safe message.
+// edges understand, by the engine's error class (containerd's errdefs, as
+// the client decodes the engine's HTTP status). msg is the client-safe
+// message. A refused precondition or an existing object is a conflict, a
+// request the engine finds malformed is invalid, and an engine that cannot
+// be reached, or does not answer in time, is unavailable.
 func classify(err error, msg string) error {
 	var kind sandbox.Kind
 	switch {

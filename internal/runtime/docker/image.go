@@ -70,7 +70,13 @@ func jsonArray(args []string) string {
 // RemoveImage removes an image reference. An image still used by a
 // container is a conflict.
 func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
-	_, err := r.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{PruneChildren: true})
+	return removeImage(ctx, r.cli, ref)
+}
+
+// removeImage removes an image reference and, with the image, its untagged
+// parents no other image uses.
+func removeImage(ctx context.Context, cli *client.Client, ref string) error {
+	_, err := cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{PruneChildren: true})
 	return classify(err, "cannot remove the image")
 }
 
@@ -110,7 +116,11 @@ func (r *Runtime) ImageID(ctx context.Context, ref string) (string, error) {
 
 // InspectImage implements sandbox.Runtime.
 func (r *Runtime) InspectImage(ctx context.Context, ref string) (sandbox.Image, error) {
-	res, err := r.cli.ImageInspect(ctx, ref)
+	return inspectImage(ctx, r.cli, ref)
+}
+
+func inspectImage(ctx context.Context, cli *client.Client, ref string) (sandbox.Image, error) {
+	res, err := cli.ImageInspect(ctx, ref)
 	if err != nil {
 		return sandbox.Image{}, classify(err, "cannot inspect the image")
 	}
