@@ -1,18 +1,14 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/warrenhq/warren/internal/template"
@@ -57,10 +53,11 @@ func (m *Main) runTemplate(ctx context.Context, args []string) error {
 	if c.key == "" {
 		return usageError{"no API key: set WARREN_API_KEY or pass --api-key"}
 	}
-	ctxTar, err := tarDir(dir)
-	if err != nil {
+	var archive bytes.Buffer
+	if err := template.WriteUpload(&archive, dir); err != nil {
 		return fmt.Errorf("archive the build context: %w", err)
 	}
+	ctxTar := archive.Bytes()
 	sum := sha256.Sum256(ctxTar)
 	hash := hex.EncodeToString(sum[:])
 	spec, warnings, err := template.ParseDockerfile(string(text), hash)
@@ -158,65 +155,6 @@ func (m *Main) followBuild(ctx context.Context, c *apiClient, tplID, buildID str
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-}
-
-// tarDir returns dir as a gzipped tar, names relative to dir.
-func tarDir(dir string) ([]byte, error) {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		h.Name = filepath.ToSlash(rel)
-		h.ModTime = time.Unix(0, 0)
-		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // putUpload sends a build context to the upload URL the server gave.

@@ -1,15 +1,12 @@
 package template
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -365,61 +362,4 @@ func logLine(line string) (string, bool) {
 		return "CACHED", true
 	}
 	return line, true
-}
-
-// writeContext writes dir as the build context tar, with fixed owners and
-// times so that the engine's cache sees only content and modes, and with
-// the modes the COPY steps set (see contextMode).
-func writeContext(w io.Writer, dir string, modes map[string]int64) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		h.Name = path.Clean(filepath.ToSlash(rel))
-		if m, ok := contextMode(modes, h.Name, link != ""); ok {
-			h.Mode = m & 0o7777
-		}
-		if fi.IsDir() {
-			h.Name += "/"
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
-		h.ModTime, h.AccessTime, h.ChangeTime = time.Unix(0, 0), time.Time{}, time.Time{}
-		h.Format = tar.FormatPAX
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }
