@@ -106,7 +106,7 @@ func (m *Main) runTemplate(ctx context.Context, args []string) error {
 
 func hasCopy(spec template.BuildSpec) bool {
 	for _, s := range spec.Steps {
-		if s.Type == "COPY" {
+		if s.Type == template.StepCopy {
 			return true
 		}
 	}

@@ -150,7 +150,7 @@ func (s *server) requestBuildV1(w http.ResponseWriter, r *http.Request, team str
 		return err
 	}
 	for _, st := range spec.Steps {
-		if st.Type == "COPY" {
+		if st.Type == template.StepCopy {
 			return sandbox.Errorf(sandbox.KindInvalid, "COPY needs a build context, which this API cannot upload; use Template.build or warren template build")
 		}
 	}

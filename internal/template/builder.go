@@ -55,12 +55,13 @@ func (r *Registry) StartBuild(ctx context.Context, team, templateID, buildID str
 			return sandbox.Errorf(sandbox.KindInvalid, "fromTemplate '%s': %s", spec.FromTemplate, sandbox.Message(err))
 		}
 	}
-	if err := validateSteps(spec.Steps); err != nil {
+	steps, err := checkSteps(spec.Steps)
+	if err != nil {
 		return err
 	}
-	for i, s := range spec.Steps {
-		if s.Type == "COPY" && !r.uploads.present(team, s.FilesHash) {
-			return sandbox.Errorf(sandbox.KindInvalid, "step %d (COPY %s): the files with hash %s were not uploaded", i+1, s.Args[0], s.FilesHash)
+	for i, s := range steps {
+		if c, ok := s.act.(copyStep); ok && !r.uploads.present(team, c.filesHash) {
+			return sandbox.Errorf(sandbox.KindInvalid, "step %d (COPY %s): the files with hash %s were not uploaded", i+1, c.src, c.filesHash)
 		}
 	}
 	b.Spec = spec
@@ -215,20 +216,27 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 		return built{}, &Reason{Message: "cannot prepare the build context", Step: stepBase}
 	}
 	defer os.RemoveAll(dir)
+	// Checked when the build started; a build saved by another version of
+	// Warren may have steps this one does not take.
+	steps, err := checkSteps(b.Spec.Steps)
+	if err != nil {
+		return built{}, &Reason{Message: sandbox.Message(err), Step: stepBase}
+	}
 	copies := map[int]copySource{}
 	modes := map[string]int64{}
-	for i, s := range b.Spec.Steps {
-		if s.Type != "COPY" {
+	for i, s := range steps {
+		c, ok := s.act.(copyStep)
+		if !ok {
 			continue
 		}
-		cs, err := r.prepareCopy(b.TeamID, dir, i, s)
+		cs, err := r.prepareCopy(b.TeamID, dir, i, c)
 		if err != nil {
 			return built{}, &Reason{Message: copyFailed(sandbox.Message(err)), Step: strconv.Itoa(i + 1)}
 		}
 		copies[i] = cs
 		maps.Copy(modes, cs.Modes)
 	}
-	p := translate(base, b.Spec.Steps, copies, b.ID)
+	p := translate(base, steps, copies, b.ID)
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(p.Dockerfile), 0o600); err != nil {
 		return built{}, &Reason{Message: "cannot prepare the build context", Step: stepBase}
 	}

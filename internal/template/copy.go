@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -46,13 +45,13 @@ type copySource struct {
 
 // prepareCopy extracts a COPY step's upload into the context directory
 // s<i> and sets out what the engine copies where.
-func (r *Registry) prepareCopy(team, dir string, i int, s Step) (copySource, error) {
+func (r *Registry) prepareCopy(team, dir string, i int, c copyStep) (copySource, error) {
 	sub := fmt.Sprintf("s%d", i+1)
 	dest := filepath.Join(dir, sub)
 	if err := os.Mkdir(dest, 0o700); err != nil {
 		return copySource{}, err
 	}
-	f, err := r.uploads.open(team, s.FilesHash)
+	f, err := r.uploads.open(team, c.filesHash)
 	if err != nil {
 		return copySource{}, err
 	}
@@ -60,17 +59,12 @@ func (r *Registry) prepareCopy(team, dir string, i int, s Step) (copySource, err
 	if err := Extract(f, dest); err != nil {
 		return copySource{}, err
 	}
-	var mode int64
-	hasMode := len(s.Args) > 3 && s.Args[3] != ""
-	if hasMode {
-		mode, _ = strconv.ParseInt(s.Args[3], 8, 32) // validated octal
-	}
-	src, err := cleanRel(staticPrefix(s.Args[0]))
+	src, err := cleanRel(staticPrefix(c.src))
 	if err != nil {
-		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "invalid source '%s': %v", s.Args[0], err)
+		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "invalid source '%s': %v", c.src, err)
 	}
 	from := path.Join(sub, src)
-	to := s.Args[1]
+	to := c.dest
 	// Through an os.Root, and no link on the way: the links of the upload
 	// point into the image, never at the host's files.
 	root, err := os.OpenRoot(dest)
@@ -79,21 +73,21 @@ func (r *Registry) prepareCopy(team, dir string, i int, s Step) (copySource, err
 	}
 	defer root.Close()
 	if under, err := underLink(root, src); err != nil || under {
-		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "source path goes through a symbolic link or does not exist: %s", s.Args[0])
+		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "source path goes through a symbolic link or does not exist: %s", c.src)
 	}
 	fi, err := root.Lstat(src)
 	if err != nil {
-		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "source path does not exist: %s", s.Args[0])
+		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "source path does not exist: %s", c.src)
 	}
 	cs := copySource{From: from, To: to, Modes: map[string]int64{}}
 	switch {
 	case fi.IsDir():
-		if hasMode {
-			cs.Modes[from+"/"] = mode
+		if c.hasMode {
+			cs.Modes[from+"/"] = c.mode
 		}
 	case fi.Mode().IsRegular():
-		if hasMode {
-			cs.Modes[from] = mode
+		if c.hasMode {
+			cs.Modes[from] = c.mode
 		}
 	case fi.Mode()&fs.ModeSymlink != 0:
 		// The engine follows a link it is told to copy, and copies the
@@ -113,7 +107,7 @@ func (r *Registry) prepareCopy(team, dir string, i int, s Step) (copySource, err
 		}
 		cs.From, cs.To = stage, into
 	default:
-		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "source path is not a file, directory or link: %s", s.Args[0])
+		return copySource{}, sandbox.Errorf(sandbox.KindInvalid, "source path is not a file, directory or link: %s", c.src)
 	}
 	return cs, nil
 }
@@ -150,19 +144,6 @@ func linkDest(dest, name string) (into, linkName string) {
 		return strings.TrimSuffix(dest, "/") + "/", name
 	}
 	return path.Dir(dest) + "/", base
-}
-
-// copyOwner is the --chown of a COPY step: its user, else the template's
-// user at that point, with the group of the same name unless it says one.
-func copyOwner(s Step, user string) string {
-	owner := user
-	if len(s.Args) > 2 && s.Args[2] != "" {
-		owner = s.Args[2]
-	}
-	if !strings.Contains(owner, ":") {
-		owner += ":" + owner
-	}
-	return owner
 }
 
 // contextMode is the mode the context gives the entry at name (slash

@@ -29,31 +29,74 @@ func FuzzTranslate(f *testing.F) {
 		case 4:
 			s = Step{Type: "USER", Args: []string{a}}
 		}
-		steps := []Step{s, {Type: "RUN", Args: []string{"true"}}}
-		if validateSteps(steps) != nil {
+		checked, err := checkSteps([]Step{s, {Type: "RUN", Args: []string{"true"}}})
+		if err != nil {
 			return
 		}
-		base := baseState{Image: "warren/base", User: DefaultBuildUser, Workdir: DefaultBuildWorkdir, EnsureUser: true}
-		copies := map[int]copySource{0: {From: "s1/app", To: b}}
-		p := translate(base, steps, copies, "nonce")
-		lines := strings.Split(strings.TrimSuffix(p.Dockerfile, "\n"), "\n")
-		if len(lines) != len(p.StepOf) {
-			t.Fatalf("%d lines for %d instructions:\n%s", len(lines), len(p.StepOf), p.Dockerfile)
+		checkPlan(t, translate(fuzzBase, checked, map[int]copySource{0: {From: "s1/app", To: b}}, "nonce"))
+	})
+}
+
+var fuzzBase = baseState{Image: "warren/base", User: DefaultBuildUser, Workdir: DefaultBuildWorkdir, EnsureUser: true}
+
+// checkPlan fails t unless p is one Dockerfile instruction per line,
+// none continued onto the next, and the image ends as root.
+func checkPlan(t *testing.T, p plan) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(p.Dockerfile, "\n"), "\n")
+	if len(lines) != len(p.StepOf) {
+		t.Fatalf("%d lines for %d instructions:\n%s", len(lines), len(p.StepOf), p.Dockerfile)
+	}
+	for _, l := range lines {
+		if strings.HasSuffix(l, `\`) {
+			t.Fatalf("line %q continues onto the next:\n%s", l, p.Dockerfile)
 		}
-		for _, l := range lines {
-			if strings.HasSuffix(l, `\`) {
-				t.Fatalf("line %q continues onto the next:\n%s", l, p.Dockerfile)
+	}
+	lastUser := ""
+	for _, l := range lines {
+		if strings.HasPrefix(l, "USER ") {
+			lastUser = l
+		}
+	}
+	if lastUser != "USER root" {
+		t.Fatalf("the image ends with %q, want USER root (the agent starts as root):\n%s", lastUser, p.Dockerfile)
+	}
+}
+
+// FuzzCheckSteps feeds checkSteps any type with any number of args, as a
+// POST /v2/templates/{id}/builds/{build} body may: it must not panic, and
+// what it accepts must translate as FuzzTranslate's steps do, every COPY
+// with its source prepared.
+func FuzzCheckSteps(f *testing.F) {
+	hash := strings.Repeat("ab", 32)
+	f.Add("RUN", "echo hi\x00user", hash)
+	f.Add("COPY", "app\x00/opt/app\x00\x000755", hash)
+	f.Add("COPY", "app", "")
+	f.Add("ENV", "A\x001\x00B", "")
+	f.Add("WORKDIR", "", "")
+	f.Add("USER", "root\x00root", "")
+	f.Add("FROB", "x", "")
+	f.Fuzz(func(t *testing.T, typ, args, filesHash string) {
+		// The NUL byte, which checkSteps refuses in an arg, splits them.
+		s := Step{Type: StepType(typ), Args: strings.Split(args, "\x00"), FilesHash: filesHash}
+		if args == "" {
+			s.Args = nil
+		}
+		checked, err := checkSteps([]Step{s})
+		if err != nil {
+			if !strings.Contains(err.Error(), "step 1") {
+				t.Fatalf("error %q does not name the step", err)
 			}
+			return
 		}
-		lastUser := ""
-		for _, l := range lines {
-			if strings.HasPrefix(l, "USER ") {
-				lastUser = l
-			}
+		if _, ok := stepKinds[s.Type]; !ok {
+			t.Fatalf("accepted step type %q", typ)
 		}
-		if lastUser != "USER root" {
-			t.Fatalf("the image ends with %q, want USER root (the agent starts as root):\n%s", lastUser, p.Dockerfile)
+		copies := map[int]copySource{}
+		if c, ok := checked[0].act.(copyStep); ok {
+			copies[0] = copySource{From: "s1/" + c.src, To: c.dest}
 		}
+		checkPlan(t, translate(fuzzBase, checked, copies, "nonce"))
 	})
 }
 
@@ -72,6 +115,6 @@ func FuzzParseDockerfile(f *testing.F) {
 		if spec.FromImage == "" && spec.FromTemplate == "" {
 			t.Fatalf("accepted without a base: %+v", spec)
 		}
-		validateSteps(spec.Steps)
+		checkSteps(spec.Steps)
 	})
 }

@@ -19,12 +19,12 @@ func ParseDockerfile(text, contextHash string) (spec BuildSpec, warnings []strin
 	bad := func(line int, format string, args ...any) error {
 		return sandbox.Errorf(sandbox.KindInvalid, "Dockerfile line %d: %s", line, fmt.Sprintf(format, args...))
 	}
-	steps := []Step{{Type: "USER", Args: []string{"root"}}, {Type: "WORKDIR", Args: []string{"/"}}}
-	var setUser, setWorkdir bool
+	steps := []Step{{Type: StepUser, Args: []string{"root"}}, {Type: StepWorkdir, Args: []string{"/"}}}
+	set := map[StepType]bool{} // the types the Dockerfile has steps of
 	for _, ins := range dockerfileLines(text) {
 		kw, rest, _ := strings.Cut(ins.text, " ")
 		rest = strings.TrimSpace(rest)
-		switch strings.ToUpper(kw) {
+		switch upper := strings.ToUpper(kw); upper {
 		case "FROM":
 			if spec.FromImage != "" {
 				return BuildSpec{}, nil, bad(ins.line, "multi-stage Dockerfiles are not supported")
@@ -34,76 +34,30 @@ func ParseDockerfile(text, contextHash string) (spec BuildSpec, warnings []strin
 				return BuildSpec{}, nil, bad(ins.line, "expected FROM image")
 			}
 			spec.FromImage = f[0]
-		case "RUN":
-			steps = append(steps, Step{Type: "RUN", Args: []string{shellOrExec(rest)}})
-		case "COPY", "ADD":
-			words := shellWords(rest)
-			var chown, chmod string
-			for len(words) > 0 && strings.HasPrefix(words[0], "--") {
-				k, v, _ := strings.Cut(strings.TrimPrefix(words[0], "--"), "=")
-				switch k {
-				case "chown":
-					chown = v
-				case "chmod":
-					chmod = v
-				default:
-					return BuildSpec{}, nil, bad(ins.line, "%s --%s is not supported", kw, k)
-				}
-				words = words[1:]
-			}
-			if strings.HasPrefix(strings.TrimSpace(strings.Join(words, " ")), "[") {
-				if err := json.Unmarshal([]byte(strings.Join(words, " ")), &words); err != nil {
-					return BuildSpec{}, nil, bad(ins.line, "invalid JSON form")
-				}
-			}
-			if len(words) < 2 {
-				return BuildSpec{}, nil, bad(ins.line, "expected %s src... dest", kw)
-			}
-			dest := words[len(words)-1]
-			if len(words) > 2 && !strings.HasSuffix(dest, "/") {
-				dest += "/"
-			}
-			for _, src := range words[:len(words)-1] {
-				if strings.Contains(src, "://") {
-					return BuildSpec{}, nil, bad(ins.line, "ADD from a URL is not supported; download it in a RUN step")
-				}
-				steps = append(steps, Step{Type: "COPY", Args: []string{src, dest, chown, chmod}, FilesHash: contextHash})
-			}
-		case "ENV":
-			words := shellWords(rest)
-			var args []string
-			if len(words) >= 2 && !strings.Contains(words[0], "=") {
-				args = []string{words[0], strings.TrimSpace(strings.TrimPrefix(rest, words[0]))}
-			} else {
-				for _, w := range words {
-					k, v, ok := strings.Cut(w, "=")
-					if !ok {
-						return BuildSpec{}, nil, bad(ins.line, "expected ENV key=value")
-					}
-					args = append(args, k, v)
-				}
-			}
-			steps = append(steps, Step{Type: "ENV", Args: args})
-		case "WORKDIR":
-			steps = append(steps, Step{Type: "WORKDIR", Args: []string{rest}})
-			setWorkdir = true
-		case "USER":
-			steps = append(steps, Step{Type: "USER", Args: []string{rest}})
-			setUser = true
 		case "CMD", "ENTRYPOINT":
 			spec.StartCmd = shellOrExec(rest)
 		default:
-			warnings = append(warnings, fmt.Sprintf("Dockerfile line %d: %s is ignored", ins.line, strings.ToUpper(kw)))
+			typ, ok := dockerfileSteps[upper]
+			if !ok {
+				warnings = append(warnings, fmt.Sprintf("Dockerfile line %d: %s is ignored", ins.line, upper))
+				continue
+			}
+			more, err := stepKinds[typ].fromDockerfile(kw, rest, contextHash)
+			if err != nil {
+				return BuildSpec{}, nil, bad(ins.line, "%s", err)
+			}
+			steps = append(steps, more...)
+			set[typ] = true
 		}
 	}
 	if spec.FromImage == "" {
 		return BuildSpec{}, nil, sandbox.Errorf(sandbox.KindInvalid, "the Dockerfile has no FROM")
 	}
-	if !setUser {
-		steps = append(steps, Step{Type: "USER", Args: []string{DefaultBuildUser}})
+	if !set[StepUser] {
+		steps = append(steps, Step{Type: StepUser, Args: []string{DefaultBuildUser}})
 	}
-	if !setWorkdir {
-		steps = append(steps, Step{Type: "WORKDIR", Args: []string{DefaultBuildWorkdir}})
+	if !set[StepWorkdir] {
+		steps = append(steps, Step{Type: StepWorkdir, Args: []string{DefaultBuildWorkdir}})
 	}
 	spec.Steps = steps
 	return spec, warnings, nil

@@ -10,11 +10,19 @@ import (
 // builder, which the SDK shows as the BuildError's message (and its tests
 // match): the step is the reason's Step, not part of the message.
 
-// instr is what one Dockerfile instruction does for its template step.
+// instr is what one Dockerfile instruction does for its template step:
+// how its failure reads in E2B's words. The zero instr is one of Warren's
+// own, whose failure is the engine's message.
 type instr struct {
-	kind string // FROM, RUN, COPY, WORKDIR or USER; "" for Warren's own
-	arg  string // FROM: the image; RUN: the step's command; COPY: the owner; WORKDIR: the path; USER: the user
-	user string // RUN: who runs it
+	explain func(msg string) string
+}
+
+// failure turns the engine's message for a failed instruction into E2B's.
+func (in instr) failure(msg string) string {
+	if in.explain == nil {
+		return msg
+	}
+	return in.explain(msg)
 }
 
 var (
@@ -23,37 +31,51 @@ var (
 	chownRE       = regexp.MustCompile(`can't find (uid|gid) for (user|group)`)
 )
 
-// failure turns the engine's message for a failed instruction into E2B's.
-func (in instr) failure(msg string) string {
-	switch in.kind {
-	case "FROM":
-		return pullFailed(in.arg, msg)
-	case "RUN":
+// fromInstr is the FROM of image.
+func fromInstr(image string) instr {
+	return instr{func(msg string) string { return pullFailed(image, msg) }}
+}
+
+// runInstr is a RUN step's command, run as user.
+func runInstr(cmd, user string) instr {
+	return instr{func(msg string) string {
 		if unknownUserRE.MatchString(msg) {
-			return fmt.Sprintf("failed to run command '%s': command failed: unauthenticated: invalid username: '%s'", in.arg, in.user)
+			return fmt.Sprintf("failed to run command '%s': command failed: unauthenticated: invalid username: '%s'", cmd, user)
 		}
 		if m := exitCodeRE.FindStringSubmatch(msg); m != nil {
-			return fmt.Sprintf("failed to run command '%s': exit status %s", in.arg, m[1])
+			return fmt.Sprintf("failed to run command '%s': exit status %s", cmd, m[1])
 		}
-		return fmt.Sprintf("failed to run command '%s': %s", in.arg, msg)
-	case "COPY":
+		return fmt.Sprintf("failed to run command '%s': %s", cmd, msg)
+	}}
+}
+
+// copyInstr is a COPY step's copy, chowned to owner.
+func copyInstr(owner string) instr {
+	return instr{func(msg string) string {
 		if m := chownRE.FindStringSubmatch(msg); m != nil {
 			what := "user"
 			if m[1] == "gid" {
 				what = "group"
 			}
-			return copyFailed(fmt.Sprintf("chown: invalid %s: '%s'", what, in.arg))
+			return copyFailed(fmt.Sprintf("chown: invalid %s: '%s'", what, owner))
 		}
 		return copyFailed(strings.TrimPrefix(msg, "COPY failed: "))
-	case "WORKDIR":
-		return "failed to create workdir: " + msg
-	case "USER":
+	}}
+}
+
+// workdirInstr is a WORKDIR step's WORKDIR.
+func workdirInstr() instr {
+	return instr{func(msg string) string { return "failed to create workdir: " + msg }}
+}
+
+// userInstr is a USER step's creation of its user.
+func userInstr() instr {
+	return instr{func(msg string) string {
 		if m := exitCodeRE.FindStringSubmatch(msg); m != nil {
 			return "failed to create user: exit status " + m[1]
 		}
 		return "failed to create user: " + msg
-	}
-	return msg
+	}}
 }
 
 // copyFailed is E2B's message for a COPY step that failed because of why.

@@ -130,7 +130,7 @@ type BuildSpec struct {
 
 // Step is one build step as the SDK sends it.
 type Step struct {
-	Type      string   `json:"type"`
+	Type      StepType `json:"type"`
 	Args      []string `json:"args,omitempty"`
 	FilesHash string   `json:"filesHash,omitempty"`
 	Force     bool     `json:"force,omitempty"`
