@@ -57,6 +57,9 @@ type serveConfig struct {
 	// server forwards sandboxes' queries to; none = those of
 	// /etc/resolv.conf.
 	EgressDNS []string
+	// EgressTrustCA lists PEM files of CAs the egress gateway trusts, with
+	// the system's, for the hosts whose TLS it intercepts.
+	EgressTrustCA []string
 	// Instance tells this server's containers and firewall chains from
 	// those of other servers on the same Docker engine. Default
 	// sandbox.DefaultInstance.
@@ -97,6 +100,9 @@ type serveDeps struct {
 	Tunnels proxy.Tunneler
 	// Firewall enforces egress rules; nil = stored but not enforced.
 	Firewall sandbox.Firewall
+	// CABundle is the CA every sandbox trusts, for the egress gateway's
+	// interception; "" = none.
+	CABundle string
 	// Builder builds templates; nil = no template API (tests without an
 	// engine).
 	Builder template.Engine
@@ -133,13 +139,14 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("template build network: %w (run \"warren doctor\")", err)
 	}
-	fw, err := m.firewall(ctx, cfg, rt, buildBridge, log)
+	fw, caPEM, err := m.firewall(ctx, cfg, rt, buildBridge, log)
 	if err != nil {
 		return err
 	}
 	defer fw.Close() // stops the egress server; the rules stay
 	ac := agentclient.New()
-	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, Builder: rt.Builder(buildNet), Commands: ac, Terminals: ac, Files: ac}, log)
+	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, CABundle: caPEM,
+		Builder: rt.Builder(buildNet), Commands: ac, Terminals: ac, Files: ac}, log)
 }
 
 // parseEgressDNS parses --egress-dns: IP:port resolvers, comma-separated.
@@ -202,24 +209,29 @@ type hostFirewall interface {
 
 // firewall makes the sandbox network and the firewall guarding it and the
 // template builds' bridge; the manager installs the rules when it starts.
-func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, buildBridge string, log *slog.Logger) (hostFirewall, error) {
+func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, buildBridge string, log *slog.Logger) (hostFirewall, string, error) {
 	switch cfg.Firewall {
 	case "off":
 		log.Warn("firewall off: sandboxes can reach the host and each other, and egress rules are refused")
-		return firewall.Off{}, nil
+		return firewall.Off{}, "", nil
 	case "iptables":
 	default:
-		return nil, usageError{fmt.Sprintf("--firewall=%q: want iptables or off", cfg.Firewall)}
+		return nil, "", usageError{fmt.Sprintf("--firewall=%q: want iptables or off", cfg.Firewall)}
 	}
 	bridge, err := rt.EnsureNetwork(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox network: %w (run \"warren doctor\")", err)
+		return nil, "", fmt.Errorf("sandbox network: %w (run \"warren doctor\")", err)
 	}
-	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, BuildBridge: buildBridge, Instance: cfg.Instance, DNSUpstream: cfg.EgressDNS, Logger: log})
+	ca, roots, err := egressTLS(cfg.StateDir, cfg.EgressTrustCA)
 	if err != nil {
-		return nil, fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
+		return nil, "", err
 	}
-	return fw, nil
+	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, BuildBridge: buildBridge, Instance: cfg.Instance, DNSUpstream: cfg.EgressDNS, Logger: log,
+		Authority: ca, RootCAs: roots})
+	if err != nil {
+		return nil, "", fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
+	}
+	return fw, string(ca.CertPEM()), nil
 }
 
 // serve runs the server until ctx ends, then shuts it down.
@@ -242,6 +254,9 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	secretsSvc, issuer, err := openSecrets(cfg, st, "http://"+ln.Addr().String())
 	if err != nil {
 		return err
+	}
+	if gw, ok := deps.Firewall.(interface{ SetExpander(egress.Expander) }); ok {
+		gw.SetExpander(gatewaySecrets{svc: secretsSvc, log: log})
 	}
 
 	var tpl *template.Registry
@@ -279,7 +294,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	defer evs.Close()
 
 	var px *proxy.Proxy // set before the manager starts, so OnStop sees it
-	lc := lifecycle.Deps{Runtime: deps.Runtime, Agent: deps.Agent, Store: st, Logger: log, Firewall: deps.Firewall, Events: evs,
+	lc := lifecycle.Deps{Runtime: deps.Runtime, Agent: deps.Agent, Store: st, Logger: log, Firewall: deps.Firewall, Events: evs, CABundle: deps.CABundle,
 		OnStop: func(id string) { px.Disconnect(id) }}
 	if tpl != nil {
 		lc.Templates, lc.Commands = tpl, deps.Commands
@@ -504,6 +519,8 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
 	var egressDNS string
 	e.String(&egressDNS, "egress-dns", "", "resolvers (IP:port, comma-separated) that answer the DNS of sandboxes with domains in allowOut (default: the nameservers of /etc/resolv.conf)")
+	var egressTrust string
+	e.String(&egressTrust, "egress-trust-ca", "", "PEM files (comma-separated) of CAs the egress gateway trusts, besides the system's, when it opens its own TLS to a host whose requests network.rules rewrite")
 	e.String(&cfg.Instance, "instance", sandbox.DefaultInstance, "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
 		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
 	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
@@ -562,6 +579,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	if cfg.EgressDNS, err = parseEgressDNS(egressDNS); err != nil {
 		return serveConfig{}, err
 	}
+	cfg.EgressTrustCA = parseFileList(egressTrust)
 	if cfg.Instance == "" {
 		return serveConfig{}, usageError{"--instance must not be empty"}
 	}

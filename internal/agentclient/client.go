@@ -80,6 +80,7 @@ func (c *Client) Init(ctx context.Context, addr string, init sandbox.AgentInit) 
 		Timestamp:      time.Now().UTC(),
 		DefaultUser:    init.DefaultUser,
 		DefaultWorkdir: init.DefaultWorkdir,
+		CABundle:       init.CABundle,
 	})
 	if err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "encoding agent init")
@@ -113,6 +114,7 @@ type initBody struct {
 	Timestamp      time.Time         `json:"timestamp"`
 	DefaultUser    string            `json:"defaultUser,omitempty"`
 	DefaultWorkdir string            `json:"defaultWorkdir,omitempty"`
+	CABundle       string            `json:"caBundle,omitempty"`
 }
 
 func (c *Client) waitHealthy(ctx context.Context, addr string) error {

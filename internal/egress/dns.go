@@ -83,7 +83,8 @@ func (s *Server) resolve(src netip.Addr, msg []byte, network string) []byte {
 	if h.OpCode != 0 {
 		return answerOnly(h, q, dnsmessage.RCodeNotImplemented)
 	}
-	rules, ok := s.cfg.Policy(src)
+	sb, ok := s.cfg.Policy(src)
+	rules := sb.Network
 	name := strings.ToLower(strings.TrimSuffix(q.Name.String(), "."))
 	allowed := ok && rules.AllowedDomain(name)
 	if !ok || !allowed && !s.mayResolve(rules) {
@@ -95,7 +96,9 @@ func (s *Server) resolve(src netip.Addr, msg []byte, network string) []byte {
 		s.log.Warn("egress: no resolver answered", "sandbox", src, "name", name, "upstream", upstream, "err", err)
 		return failed(h, q)
 	}
-	if allowed {
+	// What a name with header rules resolved to is remembered too: plain
+	// HTTP gets the rules only where the name led (see ruleSet).
+	if allowed || hasNameRule(rules.Rules, name) {
 		s.remember(src, name, reply)
 	}
 	return reply

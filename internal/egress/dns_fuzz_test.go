@@ -47,7 +47,9 @@ func FuzzResolve(f *testing.F) {
 		rules := sandbox.Network{DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{"allowed.test", "*.wild.test"}}
 		var asked []dnsmessage.Question
 		srv, err := New(Config{
-			Policy:   func(src netip.Addr) (sandbox.Network, bool) { return rules, src == sandboxIP },
+			Policy: func(src netip.Addr) (Sandbox, bool) {
+				return Sandbox{ID: "sb", TeamID: "t", Network: rules}, src == sandboxIP
+			},
 			Upstream: []string{"192.0.2.53:53"},
 			exchange: func(_, _ string, msg []byte, id uint16) ([]byte, error) {
 				var p dnsmessage.Parser

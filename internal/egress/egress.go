@@ -19,12 +19,29 @@
 // by address. Protocols that are
 // neither TLS nor HTTP cannot be allowed by name: allow their addresses.
 //
+// A sandbox with header rules (network.rules) or an egress proxy
+// (network.egressProxy) has all its TCP sent here, and the gateway
+// enforces its allowOut and denyOut itself (an address is allowed as the
+// firewall would allow it, a denied one by name as above, a neighbour
+// sandbox only as the firewall opens it). A connection to a host with
+// rules is intercepted (intercept.go): plain HTTP is read request by
+// request, TLS is terminated with a certificate of Warren's CA for the
+// name (tlsca.Authority), which sandboxes trust, and each request is sent
+// on over the gateway's own connection (verified TLS for HTTPS) with the
+// rules' headers set, their placeholders resolved by Config.Expander at
+// send time; one that does not resolve refuses the request. Every other
+// connection is relayed byte for byte, never decrypted. With an egress
+// proxy, every upstream connection is opened through it (SOCKS5, socks5.go),
+// and none goes direct when it fails.
+//
 // It owns its listeners (on the sandbox bridge's host address, at ports
 // the firewall redirects to) and the table of answers. It does not decide
 // which traffic comes to it, nor install rules: the firewall does.
 package egress
 
 import (
+	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,14 +50,32 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/tlsca"
 )
 
-// Policy returns the egress rules of the sandbox with address src, and
-// whether src is a sandbox at all.
-type Policy func(src netip.Addr) (sandbox.Network, bool)
+// Sandbox is what the gateway knows of the sandbox at an address.
+type Sandbox struct {
+	ID, TeamID string
+	Network    sandbox.Network
+}
+
+// Policy returns the sandbox with address src, and whether src is a
+// sandbox at all.
+type Policy func(src netip.Addr) (Sandbox, bool)
+
+// Expander resolves the placeholders in a header value of a sandbox's
+// rules (${e2b.secrets.NAME}, ${e2b.identity.tokens.NAME}) when a request
+// is sent. A value without placeholders comes back as it is; one whose
+// placeholder does not resolve is an error, whose message the sandbox's
+// client is shown, so it says which placeholder and why but never holds
+// a secret.
+type Expander interface {
+	Expand(ctx context.Context, sandboxID, teamID, value string) (string, error)
+}
 
 // Config configures a Server.
 type Config struct {
@@ -51,6 +86,16 @@ type Config struct {
 	Upstream []string
 	// Logger receives the refusals (debug) and failures. Default: discard.
 	Logger *slog.Logger
+	// Authority signs the certificates of intercepted TLS connections.
+	// Without it no TLS is intercepted: a TLS connection to a host with
+	// rules is refused, since relaying it would send it without them.
+	Authority *tlsca.Authority
+	// RootCAs verifies the hosts intercepted TLS goes on to. Default: the
+	// system's roots.
+	RootCAs *x509.CertPool
+	// Expander resolves placeholders in header values. Without it a value
+	// with a placeholder fails every request it applies to.
+	Expander Expander
 	// originalDst reads where a redirected connection was going, remote
 	// tells the addresses it may go to, and exchange asks one upstream
 	// resolver; tests replace them. Default: SO_ORIGINAL_DST, isRemote
@@ -63,9 +108,10 @@ type Config struct {
 // Server is the DNS forwarder and the TCP gateway. Its methods are safe
 // for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	answers *answers
+	cfg      Config
+	log      *slog.Logger
+	answers  *answers
+	expander atomic.Pointer[Expander] // Config.Expander, or what SetExpander set
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
@@ -78,11 +124,15 @@ type Server struct {
 }
 
 // Timeouts of one forwarded query, of the first bytes of a redirected
-// connection, and of the connection to its destination.
+// connection, and of the connection to its destination. speakFirst is how
+// long a connection allowed by address, from a sandbox with rules, may
+// stay silent before it is relayed without a name: HTTP and TLS clients
+// speak first, protocols whose servers do (SMTP, MySQL) wait that long.
 const (
 	queryTimeout = 3 * time.Second
 	peekTimeout  = 10 * time.Second
 	dialTimeout  = 10 * time.Second
+	speakFirst   = 300 * time.Millisecond
 )
 
 // New returns a Server; Listen starts it.
@@ -109,8 +159,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.exchange == nil {
 		cfg.exchange = exchange
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, answers: newAnswers(), open: map[net.Conn]struct{}{}}, nil
+	s := &Server{cfg: cfg, log: cfg.Logger, answers: newAnswers(), open: map[net.Conn]struct{}{}}
+	if cfg.Expander != nil {
+		s.SetExpander(cfg.Expander)
+	}
+	return s, nil
 }
+
+// SetExpander replaces the Expander, for a server whose secrets store is
+// opened after its firewall; requests sent from then on use it.
+func (s *Server) SetExpander(e Expander) { s.expander.Store(&e) }
 
 // Ports are where a Server listens: the firewall redirects DNS (UDP and
 // TCP) to DNS and TCP connections to Gateway.

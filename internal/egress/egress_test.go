@@ -139,20 +139,28 @@ func newEnv(t *testing.T, rules sandbox.Network, names map[string]netip.Addr, up
 // newShutEnv is newEnv with a gateway that never connects into shut.
 func newShutEnv(t *testing.T, shut []netip.Prefix, rules sandbox.Network, names map[string]netip.Addr, upstream ...string) *env {
 	t.Helper()
+	return newConfigEnv(t, shut, rules, names, func(*Config) {}, upstream...)
+}
+
+// newConfigEnv is newShutEnv with a Config that configure completes.
+func newConfigEnv(t *testing.T, shut []netip.Prefix, rules sandbox.Network, names map[string]netip.Addr, configure func(*Config), upstream ...string) *env {
+	t.Helper()
 	e := &env{rules: rules, res: newFakeResolver(t, names)}
 	if len(upstream) == 0 {
 		upstream = []string{e.res.addr}
 	}
-	srv, err := New(Config{
-		Policy: func(src netip.Addr) (sandbox.Network, bool) {
+	cfg := Config{
+		Policy: func(src netip.Addr) (Sandbox, bool) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			return e.rules, src == loopback
+			return Sandbox{ID: "sb", TeamID: "team", Network: e.rules}, src == loopback
 		},
 		Upstream:    upstream,
 		originalDst: func(net.Conn) (netip.AddrPort, error) { e.mu.Lock(); defer e.mu.Unlock(); return e.dst, nil },
 		remote:      func(a netip.Addr) bool { return a == loopback },
-	})
+	}
+	configure(&cfg)
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +170,13 @@ func newShutEnv(t *testing.T, shut []netip.Prefix, rules sandbox.Network, names 
 	}
 	t.Cleanup(func() { srv.Close() })
 	return e
+}
+
+// setRules replaces the sandbox's rules, as an update of its network does.
+func (e *env) setRules(n sandbox.Network) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.rules = n
 }
 
 func (e *env) goingTo(dst string) {
@@ -331,7 +346,14 @@ func (e *env) through(t *testing.T) net.Conn {
 // the error of a connection the gateway closed.
 func (e *env) get(t *testing.T, host string) (string, error) {
 	t.Helper()
-	c := e.through(t)
+	// A connection refused by its address alone is reset at once, which
+	// the dial itself may see.
+	c, err := net.Dial("tcp", netip.AddrPortFrom(loopback, e.ports.Gateway).String())
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n"); err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/netip"
@@ -15,9 +16,10 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// serveGateway decides one redirected connection: relayed to where it was
-// going when it names an allowed name the sandbox resolved to that
-// address, reset otherwise.
+// serveGateway decides one redirected connection: refused (reset),
+// intercepted when it goes to a host with rules, relayed as it is
+// otherwise, to where it was going, directly or through the sandbox's
+// egress proxy.
 func (s *Server) serveGateway(c net.Conn) {
 	defer c.Close()
 	src := source(c.RemoteAddr())
@@ -27,26 +29,51 @@ func (s *Server) serveGateway(c net.Conn) {
 		reset(c)
 		return
 	}
-	rules, ok := s.cfg.Policy(src)
+	sb, ok := s.cfg.Policy(src)
 	if !ok {
 		reset(c)
 		return
 	}
+	byName, why := s.addrVerdict(sb, dst)
+	if why != "" {
+		s.log.Debug("egress: refused", "sandbox", src, "to", dst, "reason", why)
+		reset(c)
+		return
+	}
 	var seen bytes.Buffer
-	_ = c.SetReadDeadline(time.Now().Add(peekTimeout))
-	name, err := sniff(io.TeeReader(c, &seen))
-	_ = c.SetReadDeadline(time.Time{})
-	if err != nil {
-		s.log.Debug("egress: refused", "sandbox", src, "to", dst, "reason", err)
-		reset(c)
+	var name string
+	if byName || len(sb.Network.Rules) > 0 {
+		wait := peekTimeout
+		if !byName {
+			wait = speakFirst
+		}
+		_ = c.SetReadDeadline(time.Now().Add(wait))
+		name, err = sniff(io.TeeReader(c, &seen))
+		_ = c.SetReadDeadline(time.Time{})
+		if byName && err != nil {
+			s.log.Debug("egress: refused", "sandbox", src, "to", dst, "reason", err)
+			reset(c)
+			return
+		}
+		if byName {
+			if why := s.refusal(src, dst, sb.Network, name); why != "" {
+				s.log.Debug("egress: refused", "sandbox", src, "to", dst, "name", name, "reason", why)
+				reset(c)
+				return
+			}
+		}
+	}
+	isTLS := seen.Len() > 0 && seen.Bytes()[0] == tlsHandshake
+	if key, _ := s.connRules(src, sb, dst, name, isTLS); key != "" {
+		if isTLS && s.cfg.Authority == nil {
+			s.log.Warn("egress: refused a TLS connection to a host with rules: no CA to intercept it with", "sandbox", src, "to", dst, "name", name)
+			reset(c)
+			return
+		}
+		s.intercept(c, seen.Bytes(), interception{src: src, dst: dst, name: name, tls: isTLS})
 		return
 	}
-	if why := s.refusal(src, dst, rules, name); why != "" {
-		s.log.Debug("egress: refused", "sandbox", src, "to", dst, "name", name, "reason", why)
-		reset(c)
-		return
-	}
-	up, err := net.DialTimeout("tcp", dst.String(), dialTimeout)
+	up, err := s.dialUpstream(context.Background(), sb, dst)
 	if err != nil {
 		s.log.Debug("egress: cannot connect", "sandbox", src, "to", dst, "name", name, "err", err)
 		reset(c)
@@ -63,17 +90,74 @@ func (s *Server) serveGateway(c net.Conn) {
 	relay(c, up)
 }
 
+// addrVerdict says whether a connection to dst is refused (why != ""),
+// may go only for an allowed name (byName), or may go by its address as
+// the firewall would let it: an address allowOut/denyOut/internet access
+// allows, or a neighbour sandbox of the same team that allowOut names.
+func (s *Server) addrVerdict(sb Sandbox, dst netip.AddrPort) (byName bool, why string) {
+	a := dst.Addr().Unmap()
+	switch {
+	case dst.Port() == sandbox.AgentPort:
+		return false, "another sandbox's agent port"
+	case s.isShut(a):
+		if to, ok := s.cfg.Policy(a); ok && sb.TeamID != "" && to.TeamID == sb.TeamID && to.ID != sb.ID && sb.Network.NamesHost(a) {
+			return false, ""
+		}
+		return false, "an address on the sandbox network (or another of the server's): only a sandbox of the same team that allowOut names is reachable there"
+	case !s.cfg.remote(a):
+		return false, "not a remote unicast address"
+	case sb.Network.AllowsAddr(a):
+		return false, ""
+	}
+	return true, ""
+}
+
+// connRules returns the key and rules that apply to a connection to dst
+// naming name, or "" when none does. Over TLS a name's rules apply (the
+// gateway's own connection verifies the host has that name); over plain
+// HTTP only where the sandbox's DNS, through the forwarder, led that name
+// to dst: nothing proves else that the host is the named one, and the
+// headers would go to whatever address the sandbox claims it for. Rules
+// of an address or CIDR apply to it whatever the name.
+func (s *Server) connRules(src netip.Addr, sb Sandbox, dst netip.AddrPort, name string, isTLS bool) (string, []sandbox.NetworkRule) {
+	key, rs := ruleSet(sb.Network.Rules, name, dst.Addr())
+	if key == "" {
+		return "", nil
+	}
+	if _, err := sandbox.ParseEgressTarget(key); err != nil && !isTLS && !s.answers.has(src, dst.Addr().Unmap(), normalName(name)) {
+		// Keyed by a name the DNS did not lead here: the address rules
+		// still may apply.
+		return ruleSet(addrRules(sb.Network.Rules), "", dst.Addr())
+	}
+	return key, rs
+}
+
+// addrRules is the subset of rules keyed by an address or a CIDR.
+func addrRules(rules map[string][]sandbox.NetworkRule) map[string][]sandbox.NetworkRule {
+	out := map[string][]sandbox.NetworkRule{}
+	for k, v := range rules {
+		if _, err := sandbox.ParseEgressTarget(k); err == nil {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// dialUpstream connects to dst for a sandbox: through its egress proxy
+// when it has one (and never directly then), directly otherwise.
+func (s *Server) dialUpstream(ctx context.Context, sb Sandbox, dst netip.AddrPort) (net.Conn, error) {
+	if px := sb.Network.EgressProxy; px != nil {
+		return dialSOCKS5(ctx, px.Address, px.Username, px.Password, dst)
+	}
+	d := net.Dialer{Timeout: dialTimeout}
+	return d.DialContext(ctx, "tcp", dst.String())
+}
+
 // refusal says why a connection from src to dst naming name may not go
 // through, or "" when it may.
 func (s *Server) refusal(src netip.Addr, dst netip.AddrPort, rules sandbox.Network, name string) string {
 	a := dst.Addr().Unmap()
 	switch {
-	case dst.Port() == sandbox.AgentPort:
-		return "another sandbox's agent port"
-	case s.isShut(a):
-		return "an address on the sandbox network (or another of the server's), which no name opens"
-	case !s.cfg.remote(a):
-		return "not a remote unicast address"
 	case !rules.AllowedDomain(name):
 		return "name not in allowOut"
 	case !s.answers.has(src, a, name):

@@ -15,6 +15,9 @@ import (
 // maxPeek bounds what is read of a connection before deciding on it.
 const maxPeek = 16 << 10
 
+// tlsHandshake is the content type that starts a TLS client's stream.
+const tlsHandshake = 0x16
+
 var (
 	errNoName  = errors.New("neither a TLS client hello with a server name nor an HTTP request with a Host")
 	errSniffed = errors.New("sniffed")
@@ -30,10 +33,13 @@ func sniff(r io.Reader) (string, error) {
 		return "", errNoName
 	}
 	var name string
-	if first[0] == 0x16 { // a TLS handshake record
+	switch {
+	case first[0] == tlsHandshake:
 		name, err = serverName(br)
-	} else {
+	case first[0] >= 'A' && first[0] <= 'Z': // an HTTP method
 		name, err = httpHost(br)
+	default:
+		return "", errNoName
 	}
 	if err != nil || name == "" {
 		return "", errNoName

@@ -27,6 +27,11 @@
 // unchecked to the egress server (internal/egress) it runs on the
 // bridge's host address: its DNS queries, and its TCP connections to
 // denied addresses; the input chain lets those redirected packets in.
+// From a sandbox with header rules or an egress proxy it sends all TCP
+// (but to the host and link-local addresses, which stay refused), and
+// its DNS when a rule names a host: the gateway then enforces that
+// sandbox's allowOut and denyOut for TCP, and the forward chain for the
+// rest.
 // Every rule has a comment starting "warren:<bridge>:", so
 // `iptables-save | grep warren:` lists them; Uninstall removes them.
 //
@@ -38,6 +43,7 @@ package firewall
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +57,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/tlsca"
 )
 
 // Config configures a Firewall.
@@ -72,6 +79,11 @@ type Config struct {
 	DNSUpstream []string
 	// Logger receives debug logs. Default: discard.
 	Logger *slog.Logger
+	// Authority, RootCAs and Expander are the egress gateway's, for the
+	// sandboxes with header rules (see egress.Config).
+	Authority *tlsca.Authority
+	RootCAs   *x509.CertPool
+	Expander  egress.Expander
 }
 
 // Firewall is sandbox.Firewall on iptables. It is safe for concurrent use.
@@ -86,7 +98,7 @@ type Firewall struct {
 	rules map[string]sandbox.Egress
 	ports egress.Ports // zero until the egress server listens
 
-	byIP atomic.Pointer[map[netip.Addr]sandbox.Network] // rules by address, for the egress server
+	byIP atomic.Pointer[map[netip.Addr]egress.Sandbox] // sandboxes by address, for the egress server
 }
 
 var _ sandbox.Firewall = (*Firewall)(nil)
@@ -127,7 +139,10 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 	}
 	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.BuildBridge, cfg.Instance), log: cfg.Logger, v4: v4, rules: map[string]sandbox.Egress{}}
 	f.reindex()
-	f.egress, err = egress.New(egress.Config{Policy: f.policy, Upstream: cfg.DNSUpstream, Logger: cfg.Logger})
+	f.egress, err = egress.New(egress.Config{
+		Policy: f.policy, Upstream: cfg.DNSUpstream, Logger: cfg.Logger,
+		Authority: cfg.Authority, RootCAs: cfg.RootCAs, Expander: cfg.Expander,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -259,18 +274,22 @@ func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) er
 // reindex republishes the rules by address for the egress server. The
 // caller holds f.mu (or has not shared f yet).
 func (f *Firewall) reindex() {
-	m := make(map[netip.Addr]sandbox.Network, len(f.rules))
-	for _, e := range f.rules {
-		m[e.IP] = e.Network
+	m := make(map[netip.Addr]egress.Sandbox, len(f.rules))
+	for id, e := range f.rules {
+		m[e.IP] = egress.Sandbox{ID: id, TeamID: e.TeamID, Network: e.Network}
 	}
 	f.byIP.Store(&m)
 }
 
-// policy tells the egress server the rules of the sandbox at src.
-func (f *Firewall) policy(src netip.Addr) (sandbox.Network, bool) {
+// policy tells the egress server the sandbox at src.
+func (f *Firewall) policy(src netip.Addr) (egress.Sandbox, bool) {
 	n, ok := (*f.byIP.Load())[src]
 	return n, ok
 }
+
+// SetExpander gives the egress gateway what resolves the placeholders of
+// header rules (see egress.Server.SetExpander).
+func (f *Firewall) SetExpander(e egress.Expander) { f.egress.SetExpander(e) }
 
 // Close stops the egress server. The rules stay: sandboxes keep their
 // isolation while the server is down, and domain rules fail closed.

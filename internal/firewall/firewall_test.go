@@ -100,6 +100,45 @@ COMMIT
 	}
 }
 
+// TestRestoreInputGateway: a sandbox with header rules or an egress proxy
+// has all its TCP but the host's and link-local sent to the gateway, and
+// its DNS only when a rule is keyed by a name.
+func TestRestoreInputGateway(t *testing.T) {
+	c := chainsFor("warren0", "", "true")
+	rules := map[string]sandbox.Egress{
+		"irules": {IP: netip.MustParseAddr("172.30.0.7"), Network: sandbox.Network{
+			AllowInternetAccess: true, AllowOut: []string{"10.1.0.0/16"},
+			Rules: map[string][]sandbox.NetworkRule{"api.example.com": {{Headers: map[string]string{"X-A": "b"}}}},
+		}},
+		"iproxy": {IP: netip.MustParseAddr("172.30.0.8"), Network: sandbox.Network{
+			AllowInternetAccess: true, EgressProxy: &sandbox.EgressProxy{Address: "127.0.0.1:1080"},
+		}},
+	}
+	got := c.restoreInput(false, rules, egress.Ports{DNS: 5353, Gateway: 6000})
+	r := strings.NewReplacer("{NAT}", c.redirect, "{TAG}", "warren:warren0:"+c.tag)
+	for _, w := range []string{
+		r.Replace(`-A {NAT} -s 172.30.0.7/32 -p udp --dport 53 -m comment --comment "{TAG} sandbox=irules dns" -j REDIRECT --to-ports 5353
+-A {NAT} -s 172.30.0.7/32 -p tcp --dport 53 -m comment --comment "{TAG} sandbox=irules dns" -j REDIRECT --to-ports 5353
+-A {NAT} -s 172.30.0.7/32 -m addrtype --dst-type LOCAL -m comment --comment "{TAG} sandbox=irules host" -j RETURN
+-A {NAT} -s 172.30.0.7/32 -d 169.254.0.0/16 -m comment --comment "{TAG} sandbox=irules link-local" -j RETURN
+-A {NAT} -s 172.30.0.7/32 -p tcp -m comment --comment "{TAG} sandbox=irules header rules or egress proxy: all TCP through the gateway" -j REDIRECT --to-ports 6000
+`),
+		r.Replace(`-A {NAT} -s 172.30.0.8/32 -m addrtype --dst-type LOCAL -m comment --comment "{TAG} sandbox=iproxy host" -j RETURN
+-A {NAT} -s 172.30.0.8/32 -d 169.254.0.0/16 -m comment --comment "{TAG} sandbox=iproxy link-local" -j RETURN
+-A {NAT} -s 172.30.0.8/32 -p tcp -m comment --comment "{TAG} sandbox=iproxy header rules or egress proxy: all TCP through the gateway" -j REDIRECT --to-ports 6000
+`),
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("restore input lacks\n%s\ngot:\n%s", w, got)
+		}
+	}
+	for _, bad := range []string{"sandbox=iproxy dns", "-A " + c.redirect + " -s 172.30.0.7/32 -d 10.1.0.0/16"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("restore input has %q:\n%s", bad, got)
+		}
+	}
+}
+
 func TestValidateBridge(t *testing.T) {
 	for _, ok := range []string{"warren0", "br-0123456789ab", "docker0"} {
 		if err := validateBridge(ok); err != nil {

@@ -13,10 +13,13 @@ type Off struct{}
 
 var _ sandbox.Firewall = Off{}
 
-// Apply refuses settings that restrict egress.
+// Apply refuses settings that restrict egress or go through the gateway.
 func (Off) Apply(_ context.Context, _ string, e sandbox.Egress) error {
 	if n := e.Network; !n.AllowInternetAccess || len(n.DenyOut) > 0 {
 		return sandbox.Errorf(sandbox.KindInvalid, "egress rules are not enforced on this server (it runs with --firewall=off); omit allow_internet_access=false and network.denyOut")
+	}
+	if n := e.Network; len(n.Rules) > 0 || n.EgressProxy != nil {
+		return sandbox.Errorf(sandbox.KindInvalid, "network.rules and network.egressProxy need the egress gateway, which this server does not run (it runs with --firewall=off); omit them")
 	}
 	return nil
 }

@@ -172,21 +172,31 @@ func (c chains) neighbourRules(add func(chain string, args ...string), rules map
 // in allowOut and rules that deny something: its DNS, and its TCP
 // connections to addresses its rules deny (what allowOut allows by address,
 // the host's own addresses and link-local ones are left to the filter
-// chains).
+// chains). From a sandbox with header rules or an egress proxy it sends
+// every TCP connection but to the host and link-local addresses, and its
+// DNS when it needs names checked or a rule is keyed by a name.
 func (c chains) redirectRules(add func(chain string, args ...string), rules map[string]sandbox.Egress, ports egress.Ports) {
 	dns, gw := strconv.Itoa(int(ports.DNS)), strconv.Itoa(int(ports.Gateway))
 	for _, id := range slices.Sorted(maps.Keys(rules)) {
 		e := rules[id]
-		if !e.IP.Is4() || len(e.Network.Domains()) == 0 || !e.Network.Restricted() {
+		byName := len(e.Network.Domains()) > 0 && e.Network.Restricted()
+		allTCP := egress.Intercepts(e.Network)
+		if !e.IP.Is4() || !byName && !allTCP {
 			continue
 		}
 		src := "-s " + e.IP.String() + "/32"
 		note := func(what string) string { return c.quoted("sandbox=" + id + " " + what) }
-		for _, proto := range []string{"udp", "tcp"} {
-			add(c.redirect, src, "-p", proto, "--dport 53 -m comment --comment", note("dns"), "-j REDIRECT --to-ports", dns)
+		if byName || egress.NeedsDNS(e.Network) {
+			for _, proto := range []string{"udp", "tcp"} {
+				add(c.redirect, src, "-p", proto, "--dport 53 -m comment --comment", note("dns"), "-j REDIRECT --to-ports", dns)
+			}
 		}
 		add(c.redirect, src, "-m addrtype --dst-type LOCAL -m comment --comment", note("host"), "-j RETURN")
 		add(c.redirect, src, "-d 169.254.0.0/16 -m comment --comment", note("link-local"), "-j RETURN")
+		if allTCP {
+			add(c.redirect, src, "-p tcp -m comment --comment", note("header rules or egress proxy: all TCP through the gateway"), "-j REDIRECT --to-ports", gw)
+			continue
+		}
 		for _, s := range e.Network.AllowOut {
 			if p, err := sandbox.ParseEgressTarget(s); err == nil && p.Addr().Is4() {
 				add(c.redirect, src, "-d", p.String(), "-m comment --comment", note("allowOut"), "-j RETURN")

@@ -429,6 +429,7 @@ func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout tim
 		AccessToken:    sb.EnvdAccessToken,
 		DefaultUser:    user,
 		DefaultWorkdir: sb.Workdir,
+		CABundle:       m.cfg.CABundle,
 	})
 }
 

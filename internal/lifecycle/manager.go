@@ -58,6 +58,10 @@ type Deps struct {
 	// Events is told of every lifecycle change (created, updated, paused,
 	// resumed, killed) once it is saved; nil = none.
 	Events EventRecorder
+	// CABundle is PEM certificates every sandbox trusts (Warren's CA, for
+	// the egress gateway's interception): the agent installs them into
+	// the container's trust store at every init. "" = none.
+	CABundle string
 }
 
 // check refuses Deps without the parts a Manager cannot work without.

@@ -205,6 +205,9 @@ type AgentInit struct {
 	AccessToken    string
 	DefaultUser    string
 	DefaultWorkdir string
+	// CABundle is PEM certificates the agent installs into the
+	// container's trust store; "" = none.
+	CABundle string
 }
 
 // Agent talks to the agent inside a sandbox through its published port.

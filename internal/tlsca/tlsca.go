@@ -3,6 +3,8 @@
 // authority, kept in the state directory, and a wildcard certificate for
 // *.<domain> signed by it. Clients trust the CA file (for Node, with
 // NODE_EXTRA_CA_CERTS); nothing here touches the system trust store.
+// The same CA signs, through an Authority, the certificates the egress
+// gateway presents to sandboxes for the hosts whose requests it rewrites.
 //
 // Files in Dir: ca.pem and ca-key.pem (made once, valid ten years),
 // server.pem and server-key.pem (remade when the domain changes or the
@@ -27,6 +29,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -176,4 +179,98 @@ func hostOnly(hostport string) string {
 		return h
 	}
 	return hostport
+}
+
+// Authority is Warren's CA held in memory, issuing certificates for the
+// names and addresses the egress gateway intercepts: the TLS a sandbox
+// opens to a host with header rules ends at the gateway with one of
+// these, which sandboxes trust because the CA is in their trust store.
+// Leaves are cached per name; its methods are safe for concurrent use.
+type Authority struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+	pem  []byte
+	now  func() time.Time
+
+	mu     sync.Mutex
+	leaves map[string]*tls.Certificate
+}
+
+// maxLeaves bounds the cache of issued certificates; past it the cache
+// starts over (a sandbox naming endless hosts costs a signature each).
+const maxLeaves = 4096
+
+// LoadAuthority loads the CA in dir (ca.pem, ca-key.pem), creating it when
+// missing: the same CA Ensure keeps, so one server has one CA.
+func LoadAuthority(dir string, now func() time.Time) (*Authority, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("tlsca: %w", err)
+	}
+	files := filesIn(dir)
+	ca, key, err := loadOrCreateCA(files, now())
+	if err != nil {
+		return nil, err
+	}
+	return &Authority{
+		cert:   ca,
+		key:    key,
+		pem:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}),
+		now:    now,
+		leaves: map[string]*tls.Certificate{},
+	}, nil
+}
+
+// CertPEM is the CA certificate, PEM-encoded: what sandboxes must trust.
+func (a *Authority) CertPEM() []byte { return slices.Clone(a.pem) }
+
+// Leaf returns a certificate for host, a DNS name or an IP address,
+// signed by the CA, from the cache when one is there and not near its end.
+func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == "" {
+		return nil, errors.New("tlsca: a certificate needs a name or an address")
+	}
+	now := a.now()
+	a.mu.Lock()
+	if c, ok := a.leaves[host]; ok && now.Add(leafRenew).Before(c.Leaf.NotAfter) {
+		a.mu.Unlock()
+		return c, nil
+	}
+	a.mu.Unlock()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{Organization: []string{"Warren"}, CommonName: host},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(leafValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else {
+		tmpl.DNSNames = []string{host}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, key.Public(), a.key)
+	if err != nil {
+		return nil, fmt.Errorf("tlsca: signing a certificate for %s: %w", host, err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	c := &tls.Certificate{Certificate: [][]byte{der, a.cert.Raw}, PrivateKey: key, Leaf: leaf}
+	a.mu.Lock()
+	if len(a.leaves) >= maxLeaves {
+		clear(a.leaves)
+	}
+	a.leaves[host] = c
+	a.mu.Unlock()
+	return c, nil
 }

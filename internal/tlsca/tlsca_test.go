@@ -1,12 +1,14 @@
 package tlsca
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,4 +93,41 @@ func caCert(t *testing.T, files Files) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return kp.Leaf
+}
+
+func TestAuthorityLeaf(t *testing.T) {
+	dir := t.TempDir()
+	a, err := LoadAuthority(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(a.CertPEM()) {
+		t.Fatal("CertPEM is not a certificate")
+	}
+	for _, host := range []string{"api.example.com", "10.0.0.5", "::1"} {
+		c, err := a.Leaf(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots}); err != nil {
+			t.Errorf("%s: %v", host, err)
+		}
+		if again, _ := a.Leaf(strings.ToUpper(host) + "."); again != c {
+			t.Errorf("%s: not cached", host)
+		}
+	}
+	if _, err := a.Leaf(""); err == nil {
+		t.Error("a certificate for no name")
+	}
+	// The same CA as Ensure's, kept across restarts.
+	b, err := LoadAuthority(dir, nil)
+	if err != nil || !bytes.Equal(a.CertPEM(), b.CertPEM()) {
+		t.Errorf("reloaded a different CA: %v", err)
+	}
+	if _, files, err := Ensure(dir, "warren.test", time.Now()); err != nil {
+		t.Fatal(err)
+	} else if pemFile, _ := os.ReadFile(files.CACert); !bytes.Equal(pemFile, a.CertPEM()) {
+		t.Error("Ensure and LoadAuthority keep different CAs")
+	}
 }

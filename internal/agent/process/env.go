@@ -49,8 +49,8 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 // environ builds a process environment, each layer overriding the previous:
 // the agent's own environment (so an image's ENV reaches commands) without
-// Warren's settings, the user's identity, the sandbox-wide vars, and the
-// request's vars. It is built fresh per process so nothing leaks.
+// Warren's settings, with the trust store's variables where the image sets
+// none, the user's identity, the sandbox-wide vars, and the request's vars. It is built fresh per process so nothing leaks.
 func (s *Service) environ(u *users.User, request map[string]string) []string {
 	env := map[string]string{"PATH": defaultPath}
 	for _, kv := range os.Environ() {
@@ -59,6 +59,11 @@ func (s *Service) environ(u *users.User, request map[string]string) []string {
 			continue
 		}
 		env[k] = v
+	}
+	for k, v := range s.st.TrustEnv() {
+		if _, ok := env[k]; !ok {
+			env[k] = v
+		}
 	}
 	env["HOME"] = u.Home
 	env["USER"] = u.Name

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/agent/state"
+	"github.com/warrenhq/warren/internal/agent/trust"
 )
 
 // maxInitBody bounds POST /init; env vars are the only large part.
@@ -18,13 +19,16 @@ const maxInitBody = 8 << 20
 
 // initRequest is the body of POST /init. Every field is optional; a nil
 // field leaves the setting as it is. Fields envd knows but a container
-// has no use for (volume mounts, CA bundle, …) are ignored.
+// has no use for (volume mounts, hyperloop, …) are ignored.
 type initRequest struct {
 	EnvVars        map[string]string `json:"envVars"`
 	AccessToken    *string           `json:"accessToken"`
 	Timestamp      *time.Time        `json:"timestamp"`
 	DefaultUser    *string           `json:"defaultUser"`
 	DefaultWorkdir *string           `json:"defaultWorkdir"`
+	// CABundle is PEM certificates to install into the trust store
+	// (Warren's CA, for the egress gateway's interception).
+	CABundle *string `json:"caBundle"`
 }
 
 // parseInit decodes and validates a /init body. An empty body is an empty
@@ -54,6 +58,11 @@ func parseInit(body []byte) (initRequest, error) {
 	for name, p := range map[string]*string{"defaultUser": req.DefaultUser, "defaultWorkdir": req.DefaultWorkdir} {
 		if p != nil && strings.ContainsRune(*p, 0) {
 			return initRequest{}, fmt.Errorf("%s contains a NUL byte", name)
+		}
+	}
+	if req.CABundle != nil && *req.CABundle != "" {
+		if _, err := trust.Parse([]byte(*req.CABundle)); err != nil {
+			return initRequest{}, err
 		}
 	}
 	return req, nil
@@ -103,16 +112,25 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 	// not set the system clock; a container shares the host's.
 	if req.Timestamp != nil && !st.SyncClock(*req.Timestamp) {
 		s.log.Info("ignoring stale init", "timestamp", req.Timestamp.Format(time.RFC3339Nano))
-	} else {
-		s.apply(req)
+	} else if err := s.apply(req); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
 	}
 	w.Header().Set("X-Envd-Version", state.Version)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) apply(req initRequest) {
+func (s *Server) apply(req initRequest) error {
 	st := s.cfg.State
+	if req.CABundle != nil && *req.CABundle != "" {
+		certs, _ := trust.Parse([]byte(*req.CABundle)) // parseInit checked it
+		env, err := trust.Install(s.cfg.TrustRoot, certs)
+		if err != nil {
+			return fmt.Errorf("cannot install the CA bundle into the trust store: %w", err)
+		}
+		st.SetTrustEnv(env)
+	}
 	if req.EnvVars != nil {
 		st.SetEnvVars(req.EnvVars)
 	}
@@ -126,4 +144,5 @@ func (s *Server) apply(req initRequest) {
 		st.SetDefaultWorkdir(*req.DefaultWorkdir)
 	}
 	s.log.Info("initialised", "env_vars", len(req.EnvVars), "default_user", st.DefaultUser(), "default_workdir", st.DefaultWorkdir())
+	return nil
 }

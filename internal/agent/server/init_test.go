@@ -4,10 +4,15 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/warrenhq/warren/internal/agent/trust"
+	"github.com/warrenhq/warren/internal/tlsca"
 )
 
 // settings is what /init configures, as the tests observe it.
@@ -211,7 +216,7 @@ func TestInitConcurrent(t *testing.T) {
 
 func TestParseInit(t *testing.T) {
 	ts := time.Date(2025, 3, 4, 5, 6, 7, 8, time.FixedZone("", 3600))
-	got, err := parseInit([]byte(`{"envVars":{"K":"v=w"},"accessToken":"","timestamp":"2025-03-04T05:06:07.000000008+01:00","defaultUser":"u","caBundle":"x"}`))
+	got, err := parseInit([]byte(`{"envVars":{"K":"v=w"},"accessToken":"","timestamp":"2025-03-04T05:06:07.000000008+01:00","defaultUser":"u","hyperloopIP":"x"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +225,7 @@ func TestParseInit(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("parseInit (-want +got):\n%s", diff)
 	}
-	for _, bad := range []string{`[]`, `{} {}`, `{"envVars":{"":"x"}}`, `{"envVars":{"A":"\u0000"}}`, `{"defaultWorkdir":"/a\u0000"}`} {
+	for _, bad := range []string{`[]`, `{} {}`, `{"envVars":{"":"x"}}`, `{"envVars":{"A":"\u0000"}}`, `{"defaultWorkdir":"/a\u0000"}`, `{"caBundle":"x"}`, `{"caBundle":"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}`} {
 		if _, err := parseInit([]byte(bad)); err == nil {
 			t.Errorf("parseInit(%s) succeeded", bad)
 		}
@@ -247,4 +252,24 @@ func FuzzParseInit(f *testing.F) {
 			t.Errorf("round trip (-first +second):\n%s", diff)
 		}
 	})
+}
+
+// TestInitCABundle: the bundle goes into the trust store under the
+// agent's root, and processes get the variables pointing at it.
+func TestInitCABundle(t *testing.T) {
+	h := newHarness(t, "")
+	ca, err := tlsca.LoadAuthority(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]string{"caBundle": string(ca.CertPEM())})
+	if resp, msg := h.do("POST", "/init", string(body), nil); resp.StatusCode != 204 {
+		t.Fatalf("init with a CA bundle = %d %s", resp.StatusCode, msg)
+	}
+	if env := h.st.TrustEnv(); env["NODE_EXTRA_CA_CERTS"] != "/"+trust.AnchorFile || env["SSL_CERT_FILE"] == "" {
+		t.Errorf("trust env = %v", env)
+	}
+	if got, err := os.ReadFile(filepath.Join(h.srv.cfg.TrustRoot, trust.AnchorFile)); err != nil || string(got) != string(ca.CertPEM()) {
+		t.Errorf("anchor file: %q, %v", got, err)
+	}
 }

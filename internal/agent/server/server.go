@@ -46,6 +46,9 @@ type Config struct {
 	// ShutdownGrace bounds how long Close waits for requests in flight
 	// before cutting them. Zero means 2 s.
 	ShutdownGrace time.Duration
+	// TrustRoot is the root of the file system whose trust store /init's
+	// caBundle goes into. Default "/".
+	TrustRoot string
 }
 
 // Server is the agent's HTTP server. It is an http.Handler; Serve runs it
@@ -66,6 +69,9 @@ type Server struct {
 
 // New returns a server for cfg.
 func New(cfg Config) *Server {
+	if cfg.TrustRoot == "" {
+		cfg.TrustRoot = "/"
+	}
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = 2 * time.Second
 	}

@@ -43,6 +43,7 @@ func newHarness(t *testing.T, secret string) *harness {
 		Filesystem:   filesystemconnect.UnimplementedFilesystemHandler{},
 		Files:        files,
 		ServerSecret: secret,
+		TrustRoot:    t.TempDir(),
 	})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {

@@ -21,6 +21,7 @@ type State struct {
 	defaultUser    string            // guarded by mu; "root" until /init sets it
 	defaultWorkdir string            // guarded by mu; empty means the user's home
 	lastTimestamp  time.Time         // guarded by mu; newest clock sync applied
+	trustEnv       map[string]string // guarded by mu; variables pointing tools at the trust store
 }
 
 // New returns the settings of an agent that has not been initialised yet.
@@ -43,6 +44,22 @@ func (s *State) SetEnvVars(vars map[string]string) {
 	if s.envVars == nil {
 		s.envVars = map[string]string{}
 	}
+}
+
+// TrustEnv returns the variables that point tools at the trust store
+// /init installed CAs into (SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, …):
+// defaults beneath the image's environment and the sandbox's vars.
+func (s *State) TrustEnv() map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.trustEnv)
+}
+
+// SetTrustEnv replaces those variables.
+func (s *State) SetTrustEnv(vars map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trustEnv = maps.Clone(vars)
 }
 
 // AccessToken returns the token every protected request must carry, or ""
