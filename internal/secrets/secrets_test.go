@@ -40,7 +40,7 @@ type fixture struct {
 	stOpt Config
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "warren.db"))
@@ -56,7 +56,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) putSandbox(t *testing.T, sb sandbox.Sandbox) {
+func (f *fixture) putSandbox(t testing.TB, sb sandbox.Sandbox) {
 	t.Helper()
 	if err := f.st.PutSandbox(context.Background(), sb); err != nil {
 		t.Fatal(err)
