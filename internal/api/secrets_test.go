@@ -12,15 +12,6 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 )
 
-type secretOutJSON struct {
-	SecretID       string            `json:"secretID"`
-	Name           string            `json:"name"`
-	CurrentVersion int64             `json:"currentVersion"`
-	Metadata       map[string]string `json:"metadata"`
-	CreatedAt      time.Time         `json:"createdAt"`
-	UpdatedAt      time.Time         `json:"updatedAt"`
-}
-
 // TestSecretsCRUD drives the secrets API as the SDK's Secret does: by ID
 // and by name, with versions and metadata, and no answer carrying a value.
 func TestSecretsCRUD(t *testing.T) {
@@ -37,7 +28,7 @@ func TestSecretsCRUD(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	var sec secretOutJSON
+	var sec secretJSON
 	r.decode(t, &sec)
 	if !strings.HasPrefix(sec.SecretID, "sec_") || sec.Name != "openai-key" || sec.CurrentVersion != 1 || sec.Metadata["owner"] != "ci" || sec.CreatedAt.IsZero() {
 		t.Fatalf("create answered %+v", sec)
@@ -45,7 +36,7 @@ func TestSecretsCRUD(t *testing.T) {
 	for _, ref := range []string{sec.SecretID, "openai-key", "OPENAI-KEY"} {
 		r := a.do(t, "GET", "/secrets/"+ref, nil)
 		noValue("get "+ref, r)
-		var got secretOutJSON
+		var got secretJSON
 		if r.status != http.StatusOK {
 			t.Fatalf("get %s: %d %s", ref, r.status, r.body)
 		}
@@ -55,12 +46,12 @@ func TestSecretsCRUD(t *testing.T) {
 	}
 	r = a.do(t, "POST", "/secrets/openai-key", map[string]any{"value": v2})
 	noValue("update", r)
-	var up secretOutJSON
+	var up secretJSON
 	if r.decode(t, &up); r.status != http.StatusOK || up.CurrentVersion != 2 || up.Metadata["owner"] != "ci" || !up.UpdatedAt.After(up.CreatedAt) {
 		t.Errorf("update without metadata: %d %s", r.status, r.body)
 	}
 	r = a.do(t, "POST", "/secrets/"+sec.SecretID, map[string]any{"value": v1, "metadata": map[string]string{}})
-	up = secretOutJSON{}
+	up = secretJSON{}
 	if r.decode(t, &up); r.status != http.StatusOK || up.CurrentVersion != 3 || len(up.Metadata) != 0 {
 		t.Errorf("update with empty metadata: %d %s", r.status, r.body)
 	}
@@ -78,7 +69,7 @@ func TestSecretsCRUD(t *testing.T) {
 	for pages := 0; ; pages++ {
 		r := a.do(t, "GET", "/secrets?limit=2&nextToken="+next, nil)
 		noValue("list", r)
-		var page []secretOutJSON
+		var page []secretJSON
 		if r.decode(t, &page); r.status != http.StatusOK || len(page) > 2 || pages > 3 {
 			t.Fatalf("list: %d %s", r.status, r.body)
 		}
@@ -138,7 +129,7 @@ func TestSecretsInvalid(t *testing.T) {
 	wantAnswer(t, "update without value", a.do(t, "POST", "/secrets/taken", map[string]any{}), 400, "value is required")
 	wantAnswer(t, "list limit 0", a.do(t, "GET", "/secrets?limit=0", nil), 400, "limit")
 	wantAnswer(t, "list bad token", a.do(t, "GET", "/secrets?nextToken=%7B", nil), 400, "nextToken")
-	var list []secretOutJSON
+	var list []secretJSON
 	r := a.do(t, "GET", "/secrets", nil)
 	if r.decode(t, &list); len(list) != 1 {
 		t.Errorf("after refused creates the team has %s", r.body)
@@ -151,7 +142,7 @@ func TestSecretsInvalid(t *testing.T) {
 func TestSecretsTeams(t *testing.T) {
 	a := newAPI(t)
 	r := a.do(t, "POST", "/secrets", map[string]any{"name": "shared-name", "value": "default-value"})
-	var sec secretOutJSON
+	var sec secretJSON
 	r.decode(t, &sec)
 	for _, ref := range []string{sec.SecretID, "shared-name"} {
 		wantError(t, "other team get "+ref, a.doKey(t, a.otherKey, "GET", "/secrets/"+ref, nil), http.StatusNotFound)
