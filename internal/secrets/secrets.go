@@ -146,7 +146,7 @@ func (s *Service) Get(ctx context.Context, team, ref string) (sandbox.Secret, er
 	var sec sandbox.Secret
 	var err error
 	if strings.HasPrefix(lower, sandbox.SecretIDPrefix) {
-		sec, err = s.cfg.Store.GetSecret(ctx, team, ref)
+		sec, err = s.cfg.Store.GetSecret(ctx, team, lower)
 	} else {
 		sec, err = s.cfg.Store.SecretByName(ctx, team, lower)
 	}
