@@ -319,7 +319,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	volContent := vols.Handler()
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols,
 		Secrets: secretsSvc, Identity: issuer, Logger: log})
-	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals, Files: deps.Files,
+	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals, Files: deps.Files, Volumes: vols,
 		Info:   web.ServerInfo{Version: versionString(), Engine: "Docker", StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
 		Checks: serverChecks(cfg, deps), Logger: log})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -187,18 +187,36 @@ func (s *server) deleteWebhook(w http.ResponseWriter, r *http.Request, team stri
 	return nil
 }
 
-// deliveryJSON is one delivery of a webhook's log.
-type deliveryJSON struct {
+// Delivery is one delivery of a webhook's log, as the control plane's
+// GET /events/webhooks/{id}/deliveries and the dashboard show it.
+type Delivery struct {
 	ID          string     `json:"id"`
 	EventID     string     `json:"eventId"`
 	SandboxID   string     `json:"sandboxId"`
 	Status      string     `json:"status"`
 	Attempts    int        `json:"attempts"`
-	LastStatus  int        `json:"lastStatusCode,omitempty"`
+	NextAttempt *time.Time `json:"nextAttempt,omitempty"` // pending only
+	LastStatus  int        `json:"lastStatus,omitempty"`  // the receiver's last HTTP status
 	LastError   string     `json:"lastError,omitempty"`
 	CreatedAt   time.Time  `json:"createdAt"`
-	NextAttempt *time.Time `json:"nextAttemptAt,omitempty"`
 	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+}
+
+// Deliveries turns a webhook's log into what the APIs answer.
+func Deliveries(ds []events.Delivery) []Delivery {
+	out := make([]Delivery, 0, len(ds))
+	for _, d := range ds {
+		j := Delivery{ID: d.ID, EventID: d.EventID, SandboxID: d.SandboxID, Status: string(d.Status), Attempts: d.Attempts,
+			LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt}
+		if d.Status == events.DeliveryPending && !d.NextAttempt.IsZero() {
+			j.NextAttempt = &d.NextAttempt
+		}
+		if !d.DeliveredAt.IsZero() {
+			j.DeliveredAt = &d.DeliveredAt
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 func (s *server) webhookDeliveries(w http.ResponseWriter, r *http.Request, team string) error {
@@ -210,18 +228,6 @@ func (s *server) webhookDeliveries(w http.ResponseWriter, r *http.Request, team 
 	if err != nil {
 		return err
 	}
-	out := make([]deliveryJSON, 0, len(ds))
-	for _, d := range ds {
-		j := deliveryJSON{ID: d.ID, EventID: d.EventID, SandboxID: d.SandboxID, Status: string(d.Status), Attempts: d.Attempts,
-			LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt}
-		if d.Status == events.DeliveryPending {
-			j.NextAttempt = &d.NextAttempt
-		}
-		if !d.DeliveredAt.IsZero() {
-			j.DeliveredAt = &d.DeliveredAt
-		}
-		out = append(out, j)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, Deliveries(ds))
 	return nil
 }

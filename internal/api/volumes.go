@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -75,17 +74,10 @@ func (s *server) getVolume(w http.ResponseWriter, r *http.Request, team string) 
 }
 
 // deleteVolume refuses while a sandbox that is running or paused mounts
-// the volume: its mount would point at nothing, and a resume would fail.
+// the volume (lifecycle.Manager.VolumeUnused).
 func (s *server) deleteVolume(w http.ResponseWriter, r *http.Request, team string) error {
-	id := r.PathValue("volumeID")
-	sbs, _, err := s.m.List(r.Context(), lifecycle.ListRequest{TeamID: team})
-	if err != nil {
+	if err := s.m.VolumeUnused(r.Context(), team, r.PathValue("volumeID")); err != nil {
 		return err
-	}
-	for _, sb := range sbs {
-		if slices.ContainsFunc(sb.VolumeMounts, func(m sandbox.VolumeMount) bool { return m.VolumeID == id }) {
-			return sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted by sandbox %s; kill it first", id, sb.ID)
-		}
 	}
 	if err := s.vol.Delete(r.Context(), team, r.PathValue("volumeID")); err != nil {
 		return err

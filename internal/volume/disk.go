@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -58,7 +59,7 @@ func makeImage(img string, mb int) error {
 	slack := want/100 + 1<<20 // what may fit beyond the limit
 	size := want + want/16 + 4<<20
 	for try := 0; ; try++ {
-		free, err := mkfs(img, size)
+		free, err := mkfs(img, size, mb)
 		if err != nil {
 			os.Remove(img)
 			return fmt.Errorf("volume image: %w", err)
@@ -75,9 +76,9 @@ func makeImage(img string, mb int) error {
 	}
 }
 
-// mkfs makes an ext4 filesystem of size bytes in the file img and returns
-// its free bytes.
-func mkfs(img string, size int64) (int64, error) {
+// mkfs makes an ext4 filesystem of size bytes, labelled with its limit of
+// mb MiB, in the file img and returns its free bytes.
+func mkfs(img string, size int64, mb int) (int64, error) {
 	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return 0, err
@@ -87,22 +88,34 @@ func mkfs(img string, size int64) (int64, error) {
 		return 0, err
 	}
 	// -m 0: no blocks kept back for root, the limit is the user's. Lazy
-	// init: mkfs writes only the metadata it needs now.
-	if err := run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", img); err != nil {
+	// init: mkfs writes only the metadata it needs now. The label keeps
+	// the limit, which the filesystem's own size overshoots a little.
+	label := labelPrefix + strconv.Itoa(mb)
+	if err := run("mkfs.ext4", "-q", "-F", "-m", "0", "-L", label, "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", img); err != nil {
 		return 0, err
 	}
-	return superblockFree(f)
+	sb, err := readSuperblock(f)
+	return sb.free, err
 }
 
-// superblockFree reads the free bytes from an ext4 superblock (1024 bytes
-// into the filesystem; fields little-endian, as ext4 defines them).
-func superblockFree(f *os.File) (int64, error) {
+// labelPrefix starts the label of a volume's filesystem, followed by its
+// limit in MiB (ext4 labels hold 16 bytes).
+const labelPrefix = "warren-mb-"
+
+type superblock struct {
+	free  int64 // bytes
+	label string
+}
+
+// readSuperblock reads an ext4 superblock (1024 bytes into the
+// filesystem; fields little-endian, as ext4 defines them).
+func readSuperblock(f *os.File) (superblock, error) {
 	sb := make([]byte, 1024)
 	if _, err := f.ReadAt(sb, 1024); err != nil {
-		return 0, fmt.Errorf("read superblock: %w", err)
+		return superblock{}, fmt.Errorf("read superblock: %w", err)
 	}
 	if binary.LittleEndian.Uint16(sb[0x38:]) != 0xEF53 {
-		return 0, errors.New("read superblock: not an ext4 filesystem")
+		return superblock{}, errors.New("read superblock: not an ext4 filesystem")
 	}
 	blocks := uint64(binary.LittleEndian.Uint32(sb[0x0C:])) // s_free_blocks_count_lo
 	const incompat64bit = 0x80
@@ -110,7 +123,26 @@ func superblockFree(f *os.File) (int64, error) {
 		blocks |= uint64(binary.LittleEndian.Uint32(sb[0x158:])) << 32 // _hi
 	}
 	blockSize := int64(1024) << binary.LittleEndian.Uint32(sb[0x18:]) // s_log_block_size
-	return int64(blocks) * blockSize, nil
+	label := string(bytes.TrimRight(sb[0x78:0x88], "\x00"))           // s_volume_name
+	return superblock{free: int64(blocks) * blockSize, label: label}, nil
+}
+
+// imageLimit reads the limit a volume's image was made with, in bytes.
+func imageLimit(img string) (int64, error) {
+	f, err := os.Open(img)
+	if err != nil {
+		return 0, fmt.Errorf("volume image: %w", err)
+	}
+	defer f.Close()
+	sb, err := readSuperblock(f)
+	if err != nil {
+		return 0, fmt.Errorf("volume image %s: %w", filepath.Base(img), err)
+	}
+	mb, err := strconv.Atoi(strings.TrimPrefix(sb.label, labelPrefix))
+	if err != nil || !strings.HasPrefix(sb.label, labelPrefix) {
+		return 0, fmt.Errorf("volume image %s: label %q does not hold its size limit", filepath.Base(img), sb.label)
+	}
+	return int64(mb) << 20, nil
 }
 
 // mountImage loop-mounts img on dir, unless something is mounted there
@@ -171,19 +203,21 @@ func isMountPoint(dir string) (bool, error) {
 	return st.Dev != parent.Dev, nil
 }
 
-// Usage is a volume's disk use, from its filesystem.
+// Usage is a volume's disk use.
 type Usage struct {
-	UsedBytes  int64 `json:"usedBytes"`
-	TotalBytes int64 `json:"totalBytes"`
+	UsedBytes int64
+	// LimitBytes is its size limit; 0 = none.
+	LimitBytes int64
 }
 
-func statUsage(dir string) (Usage, error) {
+// statUsage is what a volume's filesystem holds (statfs: its blocks in
+// use, the files' and directories' own, not ext4's overhead).
+func statUsage(dir string) (int64, error) {
 	var fs unix.Statfs_t
 	if err := unix.Statfs(dir, &fs); err != nil {
-		return Usage{}, fmt.Errorf("volume usage: %w", err)
+		return 0, fmt.Errorf("volume usage: %w", err)
 	}
-	bs := int64(fs.Bsize)
-	return Usage{UsedBytes: int64(fs.Blocks-fs.Bfree) * bs, TotalBytes: int64(fs.Blocks) * bs}, nil
+	return int64(fs.Blocks-fs.Bfree) * int64(fs.Bsize), nil
 }
 
 func run(name string, args ...string) error {

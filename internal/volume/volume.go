@@ -237,11 +237,15 @@ func (s *Service) Dir(id string) string { return filepath.Join(s.dir, id) }
 func (s *Service) image(id string) string { return filepath.Join(s.dir, id+imageExt) }
 
 // Usage reports how much a volume holds: from its filesystem when it has
-// a size limit (TotalBytes is then the limit), else by adding up its
-// files (TotalBytes 0).
+// a size limit, else by adding up its files.
 func (s *Service) Usage(id string) (Usage, error) {
 	if _, err := os.Stat(s.image(id)); err == nil {
-		return statUsage(s.Dir(id))
+		limit, err := imageLimit(s.image(id))
+		if err != nil {
+			return Usage{}, err
+		}
+		used, err := statUsage(s.Dir(id))
+		return Usage{UsedBytes: used, LimitBytes: limit}, err
 	}
 	root, err := os.OpenRoot(s.Dir(id))
 	if err != nil {

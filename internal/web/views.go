@@ -40,6 +40,7 @@ func (s *server) routes(mux *http.ServeMux) {
 	s.agentRoutes(mux)
 	s.fileRoutes(mux)
 	s.webhookRoutes(mux)
+	s.volumeRoutes(mux)
 }
 
 // getSession answers the request's session, or 204 when there is none:

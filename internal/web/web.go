@@ -12,7 +12,7 @@
 // through lifecycle.Manager's methods as the control-plane API's do,
 // lists, metrics and logs through its queries, builds through the
 // template registry, keys and sessions through the store, events through
-// the events service.
+// the events service, volumes through the volume service.
 //
 // Preact was chosen for the front end because it is React's component
 // model and hooks in 4 kB, well kept, with no runtime dependency of its
@@ -37,6 +37,7 @@ import (
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/template"
+	"github.com/warrenhq/warren/internal/volume"
 )
 
 //go:embed all:dist
@@ -91,6 +92,8 @@ type Config struct {
 	Terminals Terminals
 	// Files serves the sandbox view's file browser; nil = none.
 	Files Files
+	// Volumes feeds the volumes view; nil = none.
+	Volumes *volume.Service
 	// Info and Checks feed the server view; Checks may be nil.
 	Info   ServerInfo
 	Checks func(ctx context.Context) []Check

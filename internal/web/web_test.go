@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store/sqlite"
+	"github.com/warrenhq/warren/internal/volume"
 )
 
 // clock is a settable time for expiries.
@@ -41,6 +43,7 @@ type testWeb struct {
 	clock    *clock
 	key      string // a stored key of the default team
 	otherKey string // a stored key of team "other"
+	vols     *volume.Service
 }
 
 func newWeb(t *testing.T) *testWeb {
@@ -71,7 +74,12 @@ func newWeb(t *testing.T) *testWeb {
 			t.Fatal(err)
 		}
 	}
-	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Terminals: agentclient.New(), Files: agentclient.New(), Now: w.clock.now, Poll: 20 * time.Millisecond}))
+	dir := t.TempDir()
+	w.vols, err = volume.New(ctx, volume.Config{Store: st, Dir: filepath.Join(dir, "volumes"), KeyFile: filepath.Join(dir, "volume.key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Terminals: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}))
 	t.Cleanup(w.srv.Close)
 	return w
 }
@@ -614,5 +622,53 @@ func TestWebhooksTeamScoped(t *testing.T) {
 	}
 	if r := w.do(t, c, "DELETE", "/dashboard/api/webhooks/"+h.ID, nil); r.status != http.StatusNoContent {
 		t.Errorf("delete: %d", r.status)
+	}
+}
+
+// The volumes view: team-scoped, usage and the sandboxes that mount a
+// volume listed, a mounted volume not deleted.
+func TestVolumes(t *testing.T) {
+	w := newWeb(t)
+	c := w.login(t, loginRequest{APIKey: w.key})
+	other := w.login(t, loginRequest{APIKey: w.otherKey})
+	if r := w.do(t, c, "POST", "/dashboard/api/volumes", map[string]string{"name": "a/b"}); r.status != http.StatusBadRequest {
+		t.Errorf("bad name: %d %s, want 400", r.status, r.body)
+	}
+	r := w.do(t, c, "POST", "/dashboard/api/volumes", map[string]string{"name": "work"})
+	var v volumeJSON
+	if json.Unmarshal(r.body, &v); r.status != http.StatusCreated || v.Name != "work" || v.ID == "" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if err := os.WriteFile(filepath.Join(w.vols.Dir(v.ID), "f"), []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := w.m.Create(context.Background(), lifecycle.CreateRequest{TeamID: sandbox.DefaultTeamID, Template: "base", Timeout: time.Minute,
+		VolumeMounts: []sandbox.VolumeMount{{Name: "work", VolumeID: v.ID, Path: "/mnt/w", Source: w.vols.Dir(v.ID)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []volumeJSON
+	r = w.do(t, c, "GET", "/dashboard/api/volumes", nil)
+	if json.Unmarshal(r.body, &list); len(list) != 1 || list[0].UsedBytes != 5 || list[0].LimitBytes != 0 ||
+		len(list[0].MountedBy) != 1 || list[0].MountedBy[0] != (lifecycle.VolumeUse{SandboxID: sb.ID, Path: "/mnt/w"}) {
+		t.Fatalf("list: %d %s, want the volume with 5 bytes used, mounted by %s", r.status, r.body, sb.ID)
+	}
+	if r := w.do(t, other, "GET", "/dashboard/api/volumes", nil); string(bytes.TrimSpace(r.body)) != "[]" {
+		t.Errorf("another team lists %s", r.body)
+	}
+	if r := w.do(t, other, "DELETE", "/dashboard/api/volumes/"+v.ID, nil); r.status != http.StatusNotFound {
+		t.Errorf("another team's delete: %d %s, want 404", r.status, r.body)
+	}
+	if r := w.do(t, c, "DELETE", "/dashboard/api/volumes/"+v.ID, nil); r.status != http.StatusConflict || !strings.Contains(string(r.body), sb.ID) {
+		t.Errorf("delete while mounted: %d %s, want 409 naming the sandbox", r.status, r.body)
+	}
+	if err := w.m.Kill(context.Background(), sandbox.DefaultTeamID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.do(t, c, "DELETE", "/dashboard/api/volumes/"+v.ID, nil); r.status != http.StatusNoContent {
+		t.Errorf("delete: %d %s, want 204", r.status, r.body)
+	}
+	if _, err := os.Stat(w.vols.Dir(v.ID)); !os.IsNotExist(err) {
+		t.Errorf("volume dir after delete: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/warrenhq/warren/internal/api"
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -117,19 +118,6 @@ func (s *server) deleteWebhook(w http.ResponseWriter, r *http.Request, team stri
 	return nil
 }
 
-type deliveryJSON struct {
-	ID          string     `json:"id"`
-	EventID     string     `json:"eventId"`
-	SandboxID   string     `json:"sandboxId"`
-	Status      string     `json:"status"`
-	Attempts    int        `json:"attempts"`
-	NextAttempt *time.Time `json:"nextAttempt,omitempty"`
-	LastStatus  int        `json:"lastStatus,omitempty"`
-	LastError   string     `json:"lastError,omitempty"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
-}
-
 // webhookDeliveries is a webhook's delivery log, newest first.
 func (s *server) webhookDeliveries(w http.ResponseWriter, r *http.Request, team string) error {
 	evs, err := s.eventsService()
@@ -140,20 +128,6 @@ func (s *server) webhookDeliveries(w http.ResponseWriter, r *http.Request, team 
 	if err != nil {
 		return err
 	}
-	out := make([]deliveryJSON, 0, len(ds))
-	for _, d := range ds {
-		dj := deliveryJSON{ID: d.ID, EventID: d.EventID, SandboxID: d.SandboxID, Status: string(d.Status), Attempts: d.Attempts,
-			LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt}
-		if d.Status == events.DeliveryPending && !d.NextAttempt.IsZero() {
-			na := d.NextAttempt
-			dj.NextAttempt = &na
-		}
-		if !d.DeliveredAt.IsZero() {
-			da := d.DeliveredAt
-			dj.DeliveredAt = &da
-		}
-		out = append(out, dj)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, api.Deliveries(ds))
 	return nil
 }

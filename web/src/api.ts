@@ -85,6 +85,15 @@ export interface Snapshot {
   createdAt: string;
 }
 
+export interface Volume {
+  volumeId: string;
+  name: string;
+  createdAt: string;
+  usedBytes: number;
+  limitBytes: number; // 0: no limit
+  mountedBy: { sandboxId: string; path: string }[];
+}
+
 export interface Key {
   id: string;
   name: string;

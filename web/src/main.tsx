@@ -8,6 +8,7 @@ import { SandboxList } from "./views/sandboxes";
 import { SandboxDetail } from "./views/sandbox";
 import { Templates, TemplateDetail } from "./views/templates";
 import { Snapshots } from "./views/snapshots";
+import { Volumes } from "./views/volumes";
 import { Keys } from "./views/keys";
 import { Server } from "./views/server";
 import { Webhooks } from "./views/webhooks";
@@ -17,6 +18,7 @@ const nav: [string, string][] = [
   ["", "Sandboxes"],
   ["templates", "Templates"],
   ["snapshots", "Snapshots"],
+  ["volumes", "Volumes"],
   ["webhooks", "Webhooks"],
   ["keys", "API keys"],
   ["server", "Server"],
@@ -101,6 +103,8 @@ function Route(props: { path: string }) {
       return parts[1] ? <TemplateDetail id={parts[1]} build={parts[2]} key={parts.join("/")} /> : <Templates />;
     case "snapshots":
       return <Snapshots />;
+    case "volumes":
+      return <Volumes />;
     case "webhooks":
       return <Webhooks />;
     case "keys":

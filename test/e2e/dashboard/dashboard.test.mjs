@@ -3,7 +3,8 @@
 //
 // Covers: login by the link of `warren dashboard` (single use: a second use fails) and by API
 // key, the live list showing SDK sandboxes, a sandbox's page, a command typed into its terminal
-// and its output read back, its file browser (download, upload), a webhook and its delivery log, a kill reflected live in the list, a build's logs, the other views,
+// and its output read back, its file browser (download, upload), a webhook and its delivery log, a kill reflected live in the list, a build's logs,
+// the volumes view (create, usage of a sandbox's writes, who mounts it, delete refused while mounted), the other views,
 // logout; no console errors anywhere. Screenshots go to $WARREN_DASHBOARD_SHOTS (default a temp
 // dir, printed at the end); with WARREN_DASHBOARD_DOCS=1 one of each view is copied into
 // docs/dashboard/. Run: test/e2e/dashboard/run.sh
@@ -26,7 +27,8 @@ mkdirSync(shots, { recursive: true })
 const docs = process.env.WARREN_DASHBOARD_DOCS === '1' ? join(REPO, 'docs/dashboard') : ''
 
 // Metrics every second, so that sparklines and charts have a shape within the test.
-const srv = await useServer({ private: true, args: ['--metrics-interval', '1s'] })
+// Volumes with a size limit, so that the volumes view shows usage against it.
+const srv = await useServer({ private: true, args: ['--metrics-interval', '1s', '--volume-size-mb', '64'] })
 
 // loginLink runs `warren dashboard` on the server's state dir; the link is its last line.
 async function loginLink() {
@@ -70,13 +72,14 @@ describe('dashboard in chromium', () => {
     return page
   }
 
-  // refused runs f, a step whose request the server refuses on purpose, and drops the
-  // browser's report of that refusal (a console error of Chromium's own) from errors.
-  async function refused(f) {
+  // refused runs f, a step whose request the server refuses on purpose (401 unless status
+  // says), and drops the browser's report of that refusal (a console error of Chromium's own)
+  // from errors.
+  async function refused(f, status = 401) {
     const n = errors.length
     await f()
     const extra = errors.splice(n)
-    assert.ok(extra.every((e) => /status of 401/.test(e)), `unexpected errors: ${extra.join('; ')}`)
+    assert.ok(extra.every((e) => e.includes(`status of ${status}`)), `unexpected errors: ${extra.join('; ')}`)
   }
 
   async function shot(page, name) {
@@ -252,6 +255,43 @@ describe('dashboard in chromium', () => {
     } finally {
       receiver.close()
     }
+  })
+
+  it('volumes: creates one, shows what a sandbox writes to it and who mounts it, deletes it once unmounted', async () => {
+    const name = `dash-vol-${Date.now().toString(36)}`
+    const page = await newPage()
+    await page.goto(`${srv.url}/dashboard/volumes`)
+    await page.getByLabel('API key').fill(srv.apiKey)
+    await page.keyboard.press('Enter')
+    await page.getByRole('heading', { name: 'Volumes' }).waitFor()
+    await page.getByLabel('Name').fill(name)
+    await page.getByRole('button', { name: 'Create volume' }).click()
+    const row = page.getByRole('row', { name: new RegExp(name) })
+    await row.waitFor()
+    assert.match(await row.innerText(), /none/, 'mounted by nobody yet')
+
+    const sb = await Sandbox.create({ volumeMounts: { '/mnt/data': name }, timeoutMs: 120_000 })
+    sandboxes.push(sb)
+    await sb.commands.run('head -c 10485760 /dev/urandom > /mnt/data/ten-mib && sync')
+    // The view reloads every 5 s: the sandbox's write is counted against the 64 MiB limit.
+    await row.getByText(/^(10|11)\.\d MiB of 64\.0 MiB$/).waitFor({ timeout: 15_000 })
+    await row.getByRole('link', { name: sb.sandboxId }).waitFor()
+    assert.match(await row.innerText(), /\/mnt\/data/)
+    const used = await row.getByRole('progressbar').getAttribute('value')
+    assert.ok(Number(used) >= 14 && Number(used) <= 18, `progress ${used}%, want about 10 of 64 MiB`)
+    await shot(page, 'volumes')
+
+    await refused(async () => {
+      await row.getByRole('button', { name: 'Delete' }).click()
+      await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click()
+      await page.getByRole('alert').filter({ hasText: /is mounted by sandbox/ }).waitFor()
+    }, 409)
+    await sb.kill()
+    await row.getByText('none').waitFor({ timeout: 15_000 })
+    await row.getByRole('button', { name: 'Delete' }).click()
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click()
+    await row.waitFor({ state: 'detached' })
+    await page.context().close()
   })
 
   it('logged no console errors', () => {
