@@ -91,9 +91,10 @@ func (s *Server) intercept(c net.Conn, seen []byte, ic interception) {
 				}
 			}
 		},
-		Transport:     tr,
-		FlushInterval: -1,
-		ErrorLog:      log.New(io.Discard, "", 0),
+		// Responses of unknown length (event streams, chunked) are
+		// flushed at every write anyway; others fill the buffer first.
+		Transport: tr,
+		ErrorLog:  log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Debug("egress: intercepted request failed upstream", "sandbox", ic.src, "host", ic.host(), "err", err)
 			refuse(w, http.StatusBadGateway, fmt.Sprintf("cannot reach %s: %v", ic.host(), err))

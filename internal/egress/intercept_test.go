@@ -376,3 +376,30 @@ func TestSameHost(t *testing.T) {
 		}
 	}
 }
+
+// TestInterceptStreams: an intercepted response of unknown length reaches
+// the sandbox as the host writes it, not when it ends (event streams).
+func TestInterceptStreams(t *testing.T) {
+	more := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		<-more
+		io.WriteString(w, "second\n")
+	}))
+	defer backend.Close()
+	defer close(more)
+	configure, _ := interceptor(t, nil)
+	e := newConfigEnv(t, nil, withRules(openNet, "127.0.0.1", map[string]string{"A": "b"}), nil, configure)
+	e.goingTo(strings.TrimPrefix(backend.URL, "http://"))
+	c := e.through(t)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "first\n" {
+		t.Fatalf("the first part of the stream: %q, %v (held back until the end?)", line, err)
+	}
+}
