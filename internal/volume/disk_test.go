@@ -118,6 +118,13 @@ func TestDiskReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.DeleteVolume(ctx, orphan.ID) // a delete cut short after the store's part
+	// Not Warren's: kept whatever their names look like.
+	for _, p := range []string{"venv", "v" + strings.Repeat("x", 20) + imageExt} { // a directory named as an image
+		if err := os.Mkdir(filepath.Join(cfg.Dir, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(cfg.Dir, "v"+strings.Repeat("y", 20)), nil, 0o644) // a file named as a volume's directory
 	for _, id := range []string{v.ID, orphan.ID} {
 		if err := unmount(s.Dir(id)); err != nil {
 			t.Fatal(err)
@@ -140,8 +147,8 @@ func TestDiskReconcile(t *testing.T) {
 	if err := s.Delete(ctx, "team", v.ID); err != nil {
 		t.Fatal(err)
 	}
-	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {
-		t.Errorf("after delete the volumes dir holds %v", entries)
+	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 3 {
+		t.Errorf("after delete the volumes dir holds %v, want only the 3 entries not Warren's", entries)
 	}
 	out, _ := exec.Command("losetup", "-j", s.image(v.ID)).Output()
 	if strings.TrimSpace(string(out)) != "" {

@@ -121,7 +121,8 @@ func (s *Service) reconcile(ctx context.Context) error {
 	}
 	for _, e := range entries {
 		id := strings.TrimSuffix(e.Name(), imageExt)
-		if known[id] || !strings.HasPrefix(id, "v") {
+		// Only what Warren made: --volumes-dir may be shared with others.
+		if known[id] || !isVolumeID(id) || (e.IsDir() == (id != e.Name())) {
 			continue
 		}
 		s.log.Info("removing the content of a deleted volume", "volume", id)
@@ -228,6 +229,19 @@ func (s *Service) Delete(ctx context.Context, team, id string) error {
 		return err
 	}
 	return s.removeContent(v.ID)
+}
+
+// isVolumeID tells whether s has the shape of sandbox.NewVolumeID's IDs.
+func isVolumeID(s string) bool {
+	if len(s) != 21 || s[0] != 'v' {
+		return false
+	}
+	for _, c := range s[1:] {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // Dir returns the directory of a volume's content.

@@ -1,6 +1,6 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { base } from "./api";
+import { api, base } from "./api";
 import { navigate } from "./router";
 
 export function Link(props: { to: string; class?: string; children: ComponentChildren; "aria-current"?: "page" }) {
@@ -106,6 +106,31 @@ export function ErrorNote(props: { error: string | null }) {
       {props.error}
     </p>
   ) : null;
+}
+
+// useList loads a list from the dashboard's API at path (again every
+// pollMs, when given) and runs the view's actions on it: act shows an
+// action's failure in error and loads the list again either way.
+export function useList<T>(path: string, pollMs = 0) {
+  const [list, setList] = useState<T[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = () => api.get<T[]>(path).then(setList, (e) => setError(e.message));
+  useEffect(() => {
+    load();
+    if (!pollMs) return;
+    const t = setInterval(load, pollMs);
+    return () => clearInterval(t);
+  }, [path, pollMs]);
+  const act = async (f: () => Promise<unknown>) => {
+    setError(null);
+    try {
+      await f();
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+    }
+    load();
+  };
+  return { list, error, setError, act };
 }
 
 // useNow re-renders every period, for ages and times left.

@@ -1,36 +1,21 @@
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { api, type Key } from "../api";
-import { Confirm, ErrorNote } from "../components";
+import { Confirm, ErrorNote, useList } from "../components";
 import { time } from "../util";
 
 export function Keys() {
-  const [list, setList] = useState<Key[] | null>(null);
+  const { list, error, act } = useList<Key>("keys");
   const [name, setName] = useState("");
   const [created, setCreated] = useState<Key | null>(null);
   const [revoke, setRevoke] = useState<Key | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const load = () => api.get<Key[]>("keys").then(setList, (e) => setError(e.message));
-  useEffect(() => {
-    load();
-  }, []);
-  const create = async () => {
-    setError(null);
-    try {
+  const create = () =>
+    act(async () => {
       setCreated(await api.post<Key>("keys", { name: name.trim() }));
       setName("");
-    } catch (e) {
-      setError(e instanceof Error ? e.message : String(e));
-    }
-    load();
-  };
-  const doRevoke = async (k: Key) => {
+    });
+  const doRevoke = (k: Key) => {
     setRevoke(null);
-    try {
-      await api.del(`keys/${k.id}`);
-    } catch (e) {
-      setError(e instanceof Error ? e.message : String(e));
-    }
-    load();
+    act(() => api.del(`keys/${k.id}`));
   };
   return (
     <section>

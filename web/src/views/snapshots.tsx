@@ -1,24 +1,14 @@
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { api, type Snapshot } from "../api";
-import { Confirm, ErrorNote, Link } from "../components";
+import { Confirm, ErrorNote, Link, useList } from "../components";
 import { time } from "../util";
 
 export function Snapshots() {
-  const [list, setList] = useState<Snapshot[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const { list, error, act } = useList<Snapshot>("snapshots");
   const [del, setDel] = useState<string | null>(null);
-  const load = () => api.get<Snapshot[]>("snapshots").then(setList, (e) => setError(e.message));
-  useEffect(() => {
-    load();
-  }, []);
-  const remove = async (id: string) => {
+  const remove = (id: string) => {
     setDel(null);
-    try {
-      await api.del(`snapshots/${id}`);
-    } catch (e) {
-      setError(e instanceof Error ? e.message : String(e));
-    }
-    load();
+    act(() => api.del(`snapshots/${id}`));
   };
   return (
     <section>

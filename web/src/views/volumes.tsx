@@ -1,31 +1,15 @@
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { api, type Volume } from "../api";
-import { Confirm, ErrorNote, Link } from "../components";
+import { Confirm, ErrorNote, Link, useList } from "../components";
 import { bytes, time } from "../util";
 
 // Volumes lists the team's volumes with what each holds (from its own
 // filesystem, which E2B's API does not report) and the sandboxes that
 // mount it; it creates and deletes them as the SDK's Volume does.
 export function Volumes() {
-  const [list, setList] = useState<Volume[] | null>(null);
+  const { list, error, act } = useList<Volume>("volumes", 5000);
   const [name, setName] = useState("");
-  const [error, setError] = useState<string | null>(null);
   const [del, setDel] = useState<Volume | null>(null);
-  const load = () => api.get<Volume[]>("volumes").then(setList, (e) => setError(e.message));
-  useEffect(() => {
-    load();
-    const t = setInterval(load, 5000);
-    return () => clearInterval(t);
-  }, []);
-  const act = async (f: () => Promise<unknown>) => {
-    setError(null);
-    try {
-      await f();
-    } catch (e) {
-      setError(e instanceof Error ? e.message : String(e));
-    }
-    load();
-  };
   return (
     <section>
       <h1>Volumes</h1>

@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../api";
-import { Confirm, ErrorNote } from "../components";
+import { Confirm, ErrorNote, useList } from "../components";
 import { time } from "../util";
 
 interface Webhook {
@@ -30,17 +30,12 @@ const types = ["created", "updated", "paused", "resumed", "killed"];
 // Webhooks are where the team's lifecycle events are posted, each with
 // its delivery log.
 export function Webhooks() {
-  const [list, setList] = useState<Webhook[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const { list, error, setError, act } = useList<Webhook>("webhooks");
   const [chosen, setChosen] = useState<string | null>(null);
   const [deliveries, setDeliveries] = useState<Delivery[]>([]);
   const [del, setDel] = useState<Webhook | null>(null);
   const [form, setForm] = useState({ name: "", url: "", secret: "", events: new Set(types) });
 
-  const load = () => api.get<Webhook[]>("webhooks").then(setList, (e) => setError(e.message));
-  useEffect(() => {
-    load();
-  }, []);
   useEffect(() => {
     if (!chosen) return;
     const f = () => api.get<Delivery[]>(`webhooks/${chosen}/deliveries`).then(setDeliveries, (e) => setError(e.message));
@@ -49,15 +44,6 @@ export function Webhooks() {
     return () => clearInterval(t);
   }, [chosen]);
 
-  const act = async (f: () => Promise<unknown>) => {
-    setError(null);
-    try {
-      await f();
-    } catch (e) {
-      setError(e instanceof Error ? e.message : String(e));
-    }
-    load();
-  };
   const create = () =>
     act(async () => {
       const w = await api.post<Webhook>("webhooks", {
