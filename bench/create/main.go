@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string) error {
 	n := fs.Int("n", 30, "creates per mode")
 	poolSize := fs.Int("pool", lifecycle.DefaultWarmPool, "warm pool size of the pooled mode")
 	agent := fs.String("agent", "bin/warren-agent", "the warren-agent binary")
-	image := fs.String("image", "warren/base", "base image; pinned to its current ID for the run")
+	image := fs.String("image", sandbox.BaseImage, "base image; pinned to its current ID for the run")
 	verbose := fs.Bool("v", false, "log the managers")
 	if err := fs.Parse(args); err != nil {
 		return err

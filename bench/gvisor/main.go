@@ -82,9 +82,9 @@ func run(ctx context.Context, args []string) error {
 	pausedModes := fs.String("paused-modes", "all", "pause modes of the paused-RAM measurement: all, or some of runc-frozen,runc-stopped,gvisor-frozen,gvisor-checkpointed")
 	par := fs.Int("par", 4, "sandboxes created, paused or removed at once in the paused-RAM measurement")
 	agent := fs.String("agent", "bin/warren-agent", "the warren-agent binary")
-	image := fs.String("image", "warren/base", "sandbox image")
+	image := fs.String("image", sandbox.BaseImage, "sandbox image")
 	network := fs.String("network", "wgvbench", "Docker network of the sandboxes")
-	gvName := fs.String("gvisor-name", "runsc", "the engine's name of runsc")
+	gvName := fs.String("gvisor-name", docker.DefaultGVisorRuntime, "the engine's name of runsc")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

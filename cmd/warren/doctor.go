@@ -12,7 +12,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
-	"github.com/warrenhq/warren/internal/baseimage"
 	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -39,12 +38,12 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	e.String(&addr, "addr", "127.0.0.1:3000", "address serve will listen on")
 	e.String(&stateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&agent, "agent", defaultAgentPath(), "path of the warren-agent binary")
-	e.String(&image, "base-image", baseimage.DefaultTag, `image of the "base" template`)
-	e.String(&ciImage, "code-interpreter-image", baseimage.CodeInterpreterTag, `image of the "code-interpreter-v1" template`)
-	e.String(&mcpImage, "mcp-gateway-image", baseimage.MCPGatewayTag, `image of the "mcp-gateway" template`)
+	e.String(&image, "base-image", sandbox.BaseImage, `image of the "base" template`)
+	e.String(&ciImage, "code-interpreter-image", sandbox.CodeInterpreterImage, `image of the "code-interpreter-v1" template`)
+	e.String(&mcpImage, "mcp-gateway-image", sandbox.MCPGatewayImage, `image of the "mcp-gateway" template`)
 	e.String(&fw, "firewall", "iptables", "the firewall serve will run with: iptables or off")
 	e.String(&rtName, "runtime", string(sandbox.RuntimeRunc), "what sandboxes will run under: runc or gvisor")
-	e.String(&gvName, "gvisor-runtime-name", "runsc", "the Docker engine's name of the gVisor runtime")
+	e.String(&gvName, "gvisor-runtime-name", docker.DefaultGVisorRuntime, "the Docker engine's name of the gVisor runtime")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,21 +58,21 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 		return usageError{"--runtime: " + sandbox.Message(err)}
 	}
 	buildBase := "warren image build"
-	if image != baseimage.DefaultTag {
+	if image != sandbox.BaseImage {
 		buildBase += " --tag " + image
 	}
 	buildCI := "warren image build code-interpreter"
-	if ciImage != baseimage.CodeInterpreterTag {
+	if ciImage != sandbox.CodeInterpreterImage {
 		buildCI += " --tag " + ciImage
 	}
-	if image != baseimage.DefaultTag {
+	if image != sandbox.BaseImage {
 		buildCI += " --from " + image
 	}
 	buildMCP := "warren image build mcp-gateway"
-	if mcpImage != baseimage.MCPGatewayTag {
+	if mcpImage != sandbox.MCPGatewayImage {
 		buildMCP += " --tag " + mcpImage
 	}
-	if image != baseimage.DefaultTag {
+	if image != sandbox.BaseImage {
 		buildMCP += " --from " + image
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/baseimage"
 	"github.com/warrenhq/warren/internal/runtime/docker"
+	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 const imageUsage = `Usage: warren image build [base|code-interpreter|mcp-gateway] [flags]
@@ -103,8 +104,8 @@ func (m *Main) buildMCPGatewayImage(ctx context.Context, args []string) error {
 	var cfg baseimage.LayerConfig
 	var gateway string
 	fs.BoolVar(&cfg.Force, "force", false, "build even if an image from the same recipe exists")
-	fs.StringVar(&cfg.Tag, "tag", baseimage.MCPGatewayTag, "image name to tag the result with")
-	fs.StringVar(&cfg.From, "from", baseimage.DefaultTag, "local image to build on")
+	fs.StringVar(&cfg.Tag, "tag", sandbox.MCPGatewayImage, "image name to tag the result with")
+	fs.StringVar(&cfg.From, "from", sandbox.BaseImage, "local image to build on")
 	fs.StringVar(&gateway, "gateway", siblingPath("mcp-gateway"), "the static mcp-gateway binary to put in the image")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -141,8 +142,8 @@ func (m *Main) parseLayerBuild(args []string) (baseimage.LayerConfig, error) {
 			"Needs the base image (warren image build) and the engine's access to a Debian mirror; not root.")
 	var cfg baseimage.LayerConfig
 	fs.BoolVar(&cfg.Force, "force", false, "build even if an image from the same recipe exists")
-	fs.StringVar(&cfg.Tag, "tag", baseimage.CodeInterpreterTag, "image name to tag the result with")
-	fs.StringVar(&cfg.From, "from", baseimage.DefaultTag, "local image to build on")
+	fs.StringVar(&cfg.Tag, "tag", sandbox.CodeInterpreterImage, "image name to tag the result with")
+	fs.StringVar(&cfg.From, "from", sandbox.BaseImage, "local image to build on")
 	if err := parseFlags(fs, args); err != nil {
 		return baseimage.LayerConfig{}, err
 	}
@@ -162,7 +163,7 @@ func (m *Main) parseImageBuild(args []string) (baseimage.Config, error) {
 	fs.BoolVar(&cfg.Force, "force", false, "build even if an image from the same recipe exists")
 	fs.StringVar(&cfg.Mirror, "mirror", m.Getenv("WARREN_DEBIAN_MIRROR"),
 		"Debian archive URL to install from (env WARREN_DEBIAN_MIRROR; default: the host's apt sources)")
-	fs.StringVar(&cfg.Tag, "tag", baseimage.DefaultTag, "image name to tag the result with")
+	fs.StringVar(&cfg.Tag, "tag", sandbox.BaseImage, "image name to tag the result with")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "where downloaded packages are kept (default $XDG_CACHE_HOME/warren or ~/.cache/warren)")
 	if err := parseFlags(fs, args); err != nil {
 		return baseimage.Config{}, err

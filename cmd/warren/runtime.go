@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/warrenhq/warren/internal/runtime/docker"
 )
 
 const runtimeUsage = `Usage: warren runtime setup gvisor [flags]
@@ -46,7 +48,7 @@ func (m *Main) runRuntime(ctx context.Context, args []string) error {
 	version := fs.String("version", "latest", "module version of gvisor.dev/gvisor to build (latest: the newest of its go branch)")
 	rebuild := fs.Bool("rebuild", false, "build runsc even when --runsc already exists")
 	daemonJSON := fs.String("daemon-json", "/etc/docker/daemon.json", "the engine's configuration file")
-	name := fs.String("name", "runsc", "the runtime's name in daemon.json (serve's --gvisor-runtime-name)")
+	name := fs.String("name", docker.DefaultGVisorRuntime, "the runtime's name in daemon.json (serve's --gvisor-runtime-name)")
 	restart := fs.Bool("restart-engine", false, "restart the Docker engine (systemctl or service) so it reads daemon.json; running containers stop unless the engine has live-restore")
 	if err := parseFlags(fs, args[2:]); err != nil {
 		return err

@@ -528,7 +528,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Duration(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "time limit of one webhook delivery attempt; a failed one is retried with backoff")
 	e.String(&cfg.Runtime, "runtime", string(sandbox.RuntimeRunc), "what sandboxes run under: runc, or gvisor (stronger isolation; "+
 		"frozen sandboxes are demoted to checkpointed, keeping their memory on disk; set up with: warren runtime setup gvisor)")
-	e.String(&cfg.GVisorName, "gvisor-runtime-name", "runsc", "the Docker engine's name of the gVisor runtime (its daemon.json \"runtimes\" key)")
+	e.String(&cfg.GVisorName, "gvisor-runtime-name", docker.DefaultGVisorRuntime, "the Docker engine's name of the gVisor runtime (its daemon.json \"runtimes\" key)")
 	e.Bool(&l.PauseToDisk, "pause-to-disk", false, "under gvisor, a pause that keeps memory checkpoints the sandbox to disk at once instead of freezing it (no RAM held; resume takes a restore)")
 	e.Duration(&l.CheckpointMaxAge, "checkpoint-max-age", d.CheckpointMaxAge, "delete checkpoints of sandboxes paused this long; they become stopped (negative: never)")
 	e.String(&l.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)

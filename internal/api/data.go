@@ -131,8 +131,6 @@ func (s *server) logsV1(w http.ResponseWriter, r *http.Request, team string) err
 	return nil
 }
 
-var levelRank = map[string]int{"debug": 0, "info": 1, "warn": 2, "error": 3}
-
 // logsV2 pages from cursor (ms) forward or backward, filtered by minimum
 // level and a substring search.
 func (s *server) logsV2(w http.ResponseWriter, r *http.Request, team string) error {
@@ -157,7 +155,7 @@ func (s *server) logsV2(w http.ResponseWriter, r *http.Request, team string) err
 	default:
 		return sandbox.Errorf(sandbox.KindInvalid, "invalid direction '%s'", q.Get("direction"))
 	}
-	minLevel, ok := levelRank[q.Get("level")]
+	minLevel, ok := sandbox.LogLevelRank(q.Get("level"))
 	if q.Get("level") != "" && !ok {
 		return sandbox.Errorf(sandbox.KindInvalid, "invalid level '%s'", q.Get("level"))
 	}
@@ -171,7 +169,7 @@ func (s *server) logsV2(w http.ResponseWriter, r *http.Request, team string) err
 		if len(out) == limit {
 			break
 		}
-		if levelRank[e.Level] < minLevel || (search != "" && !strings.Contains(e.Message, search)) {
+		if rank, _ := sandbox.LogLevelRank(e.Level); rank < minLevel || (search != "" && !strings.Contains(e.Message, search)) {
 			continue
 		}
 		out = append(out, logOut(e))

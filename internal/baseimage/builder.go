@@ -12,14 +12,13 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/moby/moby/client"
-)
 
-// DefaultTag is the image sandboxes start from when a template names no other.
-const DefaultTag = "warren/base"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
 
 // Config says what to build and where to keep the download cache.
 type Config struct {
-	// Tag names the image; empty means DefaultTag. ":latest" is implied when it has no tag.
+	// Tag names the image; empty means sandbox.BaseImage. ":latest" is implied when it has no tag.
 	Tag string
 	// Mirror is the Debian archive to install from; empty means the first archive serving the
 	// recipe's suite in the host's apt configuration.
@@ -43,7 +42,7 @@ func DefaultCacheDir() (string, error) {
 // normalize checks c and fills in defaults; the returned Tag is fully qualified ("name:tag").
 func (c Config) normalize() (Config, error) {
 	if c.Tag == "" {
-		c.Tag = DefaultTag
+		c.Tag = sandbox.BaseImage
 	}
 	named, err := reference.ParseNormalizedNamed(c.Tag)
 	if err != nil {

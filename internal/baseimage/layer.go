@@ -18,13 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/warrenhq/warren/internal/agent/codeinterp/javakernel"
-)
-
-// Images built on the base image: those of the code-interpreter-v1 and
-// mcp-gateway templates.
-const (
-	CodeInterpreterTag = "warren/code-interpreter"
-	MCPGatewayTag      = "warren/mcp-gateway"
+	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // LayerRecipe is an image made on the Docker engine from a local parent
@@ -165,7 +159,7 @@ type LayerConfig struct {
 	// Tag names the image; ":latest" is implied when it has no tag.
 	// Required.
 	Tag string
-	// From is the local parent image; empty means DefaultTag.
+	// From is the local parent image; empty means sandbox.BaseImage.
 	From string
 	// Force builds even when an image from the same recipe exists.
 	Force bool
@@ -173,7 +167,7 @@ type LayerConfig struct {
 
 func (c LayerConfig) normalize() (LayerConfig, error) {
 	if c.From == "" {
-		c.From = DefaultTag
+		c.From = sandbox.BaseImage
 	}
 	for _, p := range []*string{&c.Tag, &c.From} {
 		named, err := reference.ParseNormalizedNamed(*p)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 func TestCodeInterpreterRecipe(t *testing.T) {
@@ -62,7 +64,7 @@ func TestLayerConfigNormalize(t *testing.T) {
 		wantTag, wantFrom string
 		wantErr           string
 	}{
-		{name: "defaults", cfg: LayerConfig{Tag: CodeInterpreterTag}, wantTag: "warren/code-interpreter:latest", wantFrom: "warren/base:latest"},
+		{name: "defaults", cfg: LayerConfig{Tag: sandbox.CodeInterpreterImage}, wantTag: "warren/code-interpreter:latest", wantFrom: "warren/base:latest"},
 		{name: "explicit", cfg: LayerConfig{Tag: "x/ci:dev", From: "x/base:dev"}, wantTag: "x/ci:dev", wantFrom: "x/base:dev"},
 		{name: "bad tag", cfg: LayerConfig{Tag: "Bad/Name"}, wantErr: "not a valid image name"},
 		{name: "no tag", cfg: LayerConfig{}, wantErr: "not a valid image name"},

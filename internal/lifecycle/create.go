@@ -396,15 +396,10 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 		mounts = append(mounts, sandbox.Mount{Source: v.Source, Target: v.Path})
 	}
 	return sandbox.ContainerSpec{
-		SandboxID: sb.ID,
-		Image:     sb.Image,
-		Runtime:   rt,
-		Labels: map[string]string{
-			sandbox.LabelManaged: "true",
-			sandbox.LabelSandbox: sb.ID,
-			sandbox.LabelTeam:    sb.TeamID,
-			sandbox.LabelRuntime: string(rt),
-		},
+		SandboxID:   sb.ID,
+		Image:       sb.Image,
+		Runtime:     rt,
+		Labels:      map[string]string{sandbox.LabelTeam: sb.TeamID},
 		CPUCount:    sb.CPUCount,
 		MemoryMB:    sb.MemoryMB,
 		PidsLimit:   pids,

@@ -345,12 +345,7 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 	m.pool.setBusy(sb.ID, true)
 	defer m.pool.setBusy(sb.ID, false)
 	spec := m.containerSpec(sb)
-	spec.Labels = map[string]string{
-		sandbox.LabelManaged: "true",
-		sandbox.LabelSandbox: sb.ID,
-		sandbox.LabelPool:    "true",
-		sandbox.LabelRuntime: string(spec.Runtime),
-	}
+	spec.Labels = map[string]string{sandbox.LabelPool: "true"}
 	c, err := m.cfg.Runtime.Create(ctx, spec)
 	if err != nil {
 		return err

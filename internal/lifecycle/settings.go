@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/warrenhq/warren/internal/agent/state"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -15,15 +16,15 @@ import (
 // be switched off it takes a negative value for that; 0 is refused
 // (except for the pools, where 0 is no pool).
 type Settings struct {
-	BaseImage   string // image of the "base" template; default "warren/base"
-	EnvdVersion string // reported to clients; default "0.6.13"
+	BaseImage   string // image of the "base" template; default sandbox.BaseImage
+	EnvdVersion string // reported to clients; default the agent's (agent/state.Version)
 	DefaultUser string // the agent's default user; default "user"
 	// CodeInterpreterImage is the image of the "code-interpreter-v1"
 	// template (warren image build code-interpreter); default
-	// "warren/code-interpreter".
+	// sandbox.CodeInterpreterImage.
 	CodeInterpreterImage string
 	// MCPGatewayImage is the image of the "mcp-gateway" template (warren
-	// image build mcp-gateway); default "warren/mcp-gateway".
+	// image build mcp-gateway); default sandbox.MCPGatewayImage.
 	MCPGatewayImage string
 
 	CPUCount int // CPUs per sandbox unless its template asks; default 2
@@ -96,11 +97,11 @@ type Settings struct {
 func DefaultSettings() Settings {
 	const memoryMB = 512
 	return Settings{
-		BaseImage:               "warren/base",
-		EnvdVersion:             "0.6.13",
+		BaseImage:               sandbox.BaseImage,
+		EnvdVersion:             state.Version,
 		DefaultUser:             "user",
-		CodeInterpreterImage:    "warren/code-interpreter",
-		MCPGatewayImage:         "warren/mcp-gateway",
+		CodeInterpreterImage:    sandbox.CodeInterpreterImage,
+		MCPGatewayImage:         sandbox.MCPGatewayImage,
 		CPUCount:                2,
 		MemoryMB:                memoryMB,
 		MaxCPUCount:             runtime.NumCPU(),

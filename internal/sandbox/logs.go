@@ -3,9 +3,21 @@ package sandbox
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
+
+// logLevels are E2B's four log levels, least severe first.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// LogLevelRank ranks one of E2B's log levels, from debug (0) to error (3),
+// for filters by minimum level; ok reports whether level is one of them.
+// Any other string ranks as debug.
+func LogLevelRank(level string) (rank int, ok bool) {
+	i := slices.Index(logLevels, level)
+	return max(i, 0), i >= 0
+}
 
 // LogLine is one line a container wrote to its stdout or stderr, as the
 // engine recorded it.

@@ -7,19 +7,24 @@ import (
 )
 
 // Labels Warren puts on every container it creates, so that reconciliation
-// can tell its own containers from the rest of the engine.
+// can tell its own containers from the rest of the engine. The engine
+// (the Runtime) puts on those that say what a ContainerSpec already says,
+// and the instance it serves: LabelManaged, LabelSandbox and LabelRuntime.
+// The manager passes the others in ContainerSpec.Labels.
 const (
-	LabelManaged = "dev.warren.managed" // the server's instance name
-	LabelSandbox = "dev.warren.sandbox" // the sandbox ID
-	LabelTeam    = "dev.warren.team"
-	// LabelPool marks a container made for the warm pool, for a sandbox
-	// that does not exist yet. Labels cannot change, so a claimed one keeps
-	// it: the store, not the label, says whose a container is.
-	LabelPool = "dev.warren.pool" // "true"
-	// LabelRuntime is the OCIRuntime the container runs under. On an
-	// image it is the runtime its sandboxes need, whatever the server's
-	// default (LABEL dev.warren.runtime=gvisor in a Dockerfile).
+	LabelManaged = "dev.warren.managed" // the server's instance name; the engine's
+	LabelSandbox = "dev.warren.sandbox" // ContainerSpec.SandboxID; the engine's
+	// LabelRuntime is the OCIRuntime the container runs under
+	// (ContainerSpec.Runtime; the engine's). On an image it is the runtime
+	// its sandboxes need, whatever the server's default (LABEL
+	// dev.warren.runtime=gvisor in a Dockerfile).
 	LabelRuntime = "dev.warren.runtime"
+	LabelTeam    = "dev.warren.team" // the sandbox's team; the manager's
+	// LabelPool marks a container made for the warm pool, for a sandbox
+	// that does not exist yet; the manager's. Labels cannot change, so a
+	// claimed one keeps it: the store, not the label, says whose a
+	// container is.
+	LabelPool = "dev.warren.pool" // "true"
 )
 
 // DefaultInstance is the instance name of a server not given one (serve's
@@ -35,6 +40,8 @@ const AgentPort = 49983
 type ContainerSpec struct {
 	SandboxID string
 	Image     string
+	// Labels are the manager's labels (LabelTeam, LabelPool); the engine
+	// adds its own.
 	Labels    map[string]string
 	CPUCount  int // 0 = no limit
 	MemoryMB  int // 0 = no limit

@@ -180,6 +180,14 @@ type NetworkRule struct {
 // Running reports whether the sandbox is running.
 func (s *Sandbox) Running() bool { return s.State == StateRunning }
 
+// Warren's own images, which warren image build makes (internal/baseimage)
+// and the built-in templates run unless the server is given others.
+const (
+	BaseImage            = "warren/base"             // the "base" template's
+	CodeInterpreterImage = "warren/code-interpreter" // "code-interpreter-v1"'s
+	MCPGatewayImage      = "warren/mcp-gateway"      // "mcp-gateway"'s
+)
+
 // Repositories of the images Warren makes: committed sandboxes
 // (snapshots, forks) and built templates (TemplateRepo/<template
 // ID>:<build ID>). Each belongs to one team, which reaches it by the

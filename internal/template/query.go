@@ -9,18 +9,18 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-var levelRank = map[string]int{"debug": 0, "info": 1, "warn": 2, "error": 3}
-
 // checkLevel validates a minimum log level; "" means all.
 func checkLevel(level string) error {
-	if _, ok := levelRank[level]; level != "" && !ok {
+	if _, ok := sandbox.LogLevelRank(level); level != "" && !ok {
 		return sandbox.Errorf(sandbox.KindInvalid, "invalid level '%s': use debug, info, warn or error", level)
 	}
 	return nil
 }
 
 func atLeast(e LogEntry, level string) bool {
-	return level == "" || levelRank[e.Level] >= levelRank[level]
+	have, _ := sandbox.LogLevelRank(e.Level)
+	want, _ := sandbox.LogLevelRank(level)
+	return have >= want
 }
 
 // Status returns a build and its log entries from offset, at most limit,

@@ -25,12 +25,12 @@ type Config struct {
 	Logger *slog.Logger // nil = discard
 
 	// BaseImage is the image of the "base" template, and what E2B's
-	// default base image (e2bdev/base) means here; default "warren/base".
+	// default base image (e2bdev/base) means here; default sandbox.BaseImage.
 	BaseImage string
 	// Builtins are the templates the server has without a build, by name
-	// (the lifecycle package serves them ahead of the registry): their
-	// names exist for everyone and cannot be built, and builds may start
-	// from them (fromTemplate). Default: "base" with BaseImage.
+	// (the lifecycle package owns them and serves them ahead of the
+	// registry): their names exist for everyone and cannot be built, and
+	// builds may start from them (fromTemplate). nil = none.
 	Builtins map[string]Source
 	// Snapshots finds a team's snapshots, which builds may start from as
 	// well; nil = none.
@@ -74,10 +74,7 @@ func New(cfg Config) (*Registry, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.BaseImage == "" {
-		cfg.BaseImage = "warren/base"
-	}
-	if cfg.Builtins == nil {
-		cfg.Builtins = map[string]Source{"base": {Image: cfg.BaseImage}}
+		cfg.BaseImage = sandbox.BaseImage
 	}
 	if cfg.MaxConcurrentBuilds <= 0 {
 		cfg.MaxConcurrentBuilds = 2

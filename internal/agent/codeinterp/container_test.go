@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenhq/warren/internal/baseimage"
+	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // containerImage is the image of the code-interpreter-v1 template, which
 // `warren image build code-interpreter` makes.
-const containerImage = baseimage.CodeInterpreterTag
+const containerImage = sandbox.CodeInterpreterImage
 
 // TestInContainer runs the server as the agent would, as root in a
 // container of the code interpreter's image with kernels running as root

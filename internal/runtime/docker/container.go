@@ -109,6 +109,7 @@ func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config
 	}
 	labels[sandbox.LabelManaged] = r.cfg.Instance
 	labels[sandbox.LabelSandbox] = spec.SandboxID
+	labels[sandbox.LabelRuntime] = string(spec.Runtime)
 
 	cfg := &container.Config{
 		Image:    spec.Image,

@@ -46,6 +46,11 @@ func DefaultCapabilities() []string {
 	}
 }
 
+// DefaultGVisorRuntime is the engine's name for runsc (its daemon.json
+// "runtimes" key) unless told another: the one warren runtime setup
+// gvisor gives it.
+const DefaultGVisorRuntime = "runsc"
+
 // DefaultNetwork is the Docker network sandboxes join by default.
 const DefaultNetwork = "warren0"
 
@@ -77,7 +82,7 @@ type Config struct {
 	Caps []string
 	// GVisorRuntime is the name under which the engine knows runsc (its
 	// daemon.json "runtimes" key), used for sandboxes whose spec asks for
-	// sandbox.RuntimeGVisor. Default "runsc".
+	// sandbox.RuntimeGVisor. Default DefaultGVisorRuntime.
 	GVisorRuntime string
 	// GVisorResolvConf is the host path of a resolv.conf mounted read-only
 	// at /etc/resolv.conf in gVisor sandboxes: their network stack cannot
@@ -145,7 +150,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Caps = DefaultCapabilities()
 	}
 	if cfg.GVisorRuntime == "" {
-		cfg.GVisorRuntime = "runsc"
+		cfg.GVisorRuntime = DefaultGVisorRuntime
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -271,10 +271,18 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	}
 	imageID := r.images[key]
 	r.nextID++
+	labels := maps.Clone(spec.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	// The engine's labels, as runtime/docker puts them on.
+	labels[sandbox.LabelManaged] = sandbox.DefaultInstance
+	labels[sandbox.LabelSandbox] = spec.SandboxID
+	labels[sandbox.LabelRuntime] = string(spec.Runtime)
 	c := &sandbox.Container{
 		ID:          fmt.Sprintf("c%04d", r.nextID),
 		SandboxID:   spec.SandboxID,
-		Labels:      maps.Clone(spec.Labels),
+		Labels:      labels,
 		Running:     true,
 		AgentAddr:   r.addr(),
 		ImageID:     imageID,
@@ -400,7 +408,7 @@ func (r *Runtime) List(ctx context.Context) ([]sandbox.Container, error) {
 	r.mu.Unlock()
 	var out []sandbox.Container
 	for _, c := range r.Containers() {
-		if c.Labels[sandbox.LabelManaged] == "true" {
+		if c.Labels[sandbox.LabelManaged] == sandbox.DefaultInstance {
 			out = append(out, c)
 		}
 	}
