@@ -60,6 +60,9 @@ type serveConfig struct {
 	// EgressTrustCA lists PEM files of CAs the egress gateway trusts, with
 	// the system's, for the hosts whose TLS it intercepts.
 	EgressTrustCA []string
+	// EgressProxyPrivate allows egress proxies at private and loopback
+	// addresses.
+	EgressProxyPrivate bool
 	// Instance tells this server's containers and firewall chains from
 	// those of other servers on the same Docker engine. Default
 	// sandbox.DefaultInstance.
@@ -227,7 +230,7 @@ func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime
 		return nil, "", err
 	}
 	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, BuildBridge: buildBridge, Instance: cfg.Instance, DNSUpstream: cfg.EgressDNS, Logger: log,
-		Authority: ca, RootCAs: roots})
+		Authority: ca, RootCAs: roots, PublicProxiesOnly: !cfg.EgressProxyPrivate})
 	if err != nil {
 		return nil, "", fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
 	}
@@ -519,6 +522,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
 	var egressDNS string
 	e.String(&egressDNS, "egress-dns", "", "resolvers (IP:port, comma-separated) that answer the DNS of sandboxes with domains in allowOut (default: the nameservers of /etc/resolv.conf)")
+	e.Bool(&cfg.EgressProxyPrivate, "egress-proxy-private", true, "allow network.egressProxy at private, loopback and link-local addresses (self-hosted networks); false: only public ones, checked at create and whenever the proxy's name is resolved")
 	var egressTrust string
 	e.String(&egressTrust, "egress-trust-ca", "", "PEM files (comma-separated) of CAs the egress gateway trusts, besides the system's, when it opens its own TLS to a host whose requests network.rules rewrite")
 	e.String(&cfg.Instance, "instance", sandbox.DefaultInstance, "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+

@@ -96,6 +96,11 @@ type Config struct {
 	// Expander resolves placeholders in header values. Without it a value
 	// with a placeholder fails every request it applies to.
 	Expander Expander
+	// PublicProxiesOnly refuses egress proxies at private, loopback,
+	// link-local or the host's own addresses (see PublicProxy), checked at
+	// every dial, as the proxy's name resolves then. Default false: a
+	// self-hosted network's proxy is usually private.
+	PublicProxiesOnly bool
 	// originalDst reads where a redirected connection was going, remote
 	// tells the addresses it may go to, and exchange asks one upstream
 	// resolver; tests replace them. Default: SO_ORIGINAL_DST, isRemote

@@ -35,7 +35,7 @@ type fakeResolver struct {
 	queries []string
 }
 
-func newFakeResolver(t *testing.T, addrs map[string]netip.Addr) *fakeResolver {
+func newFakeResolver(t testing.TB, addrs map[string]netip.Addr) *fakeResolver {
 	t.Helper()
 	r := &fakeResolver{addrs: addrs}
 	// One port for UDP and TCP: another process may hold the TCP side of
@@ -83,7 +83,7 @@ func newFakeResolver(t *testing.T, addrs map[string]netip.Addr) *fakeResolver {
 	return r
 }
 
-func (r *fakeResolver) answer(t *testing.T, msg []byte) []byte {
+func (r *fakeResolver) answer(t testing.TB, msg []byte) []byte {
 	var p dnsmessage.Parser
 	h, err := p.Start(msg)
 	if err != nil {
@@ -143,7 +143,7 @@ func newShutEnv(t *testing.T, shut []netip.Prefix, rules sandbox.Network, names 
 }
 
 // newConfigEnv is newShutEnv with a Config that configure completes.
-func newConfigEnv(t *testing.T, shut []netip.Prefix, rules sandbox.Network, names map[string]netip.Addr, configure func(*Config), upstream ...string) *env {
+func newConfigEnv(t testing.TB, shut []netip.Prefix, rules sandbox.Network, names map[string]netip.Addr, configure func(*Config), upstream ...string) *env {
 	t.Helper()
 	e := &env{rules: rules, res: newFakeResolver(t, names)}
 	if len(upstream) == 0 {

@@ -3,6 +3,7 @@ package egress
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -147,7 +148,14 @@ func addrRules(rules map[string][]sandbox.NetworkRule) map[string][]sandbox.Netw
 // when it has one (and never directly then), directly otherwise.
 func (s *Server) dialUpstream(ctx context.Context, sb Sandbox, dst netip.AddrPort) (net.Conn, error) {
 	if px := sb.Network.EgressProxy; px != nil {
-		return dialSOCKS5(ctx, px.Address, px.Username, px.Password, dst)
+		addr := px.Address
+		if s.cfg.PublicProxiesOnly {
+			var err error
+			if addr, err = s.publicProxy(ctx, px.Address); err != nil {
+				return nil, err
+			}
+		}
+		return dialSOCKS5(ctx, addr, px.Username, px.Password, dst)
 	}
 	d := net.Dialer{Timeout: dialTimeout}
 	return d.DialContext(ctx, "tcp", dst.String())
@@ -272,4 +280,39 @@ func originalDst(c net.Conn) (netip.AddrPort, error) {
 	b := mreq.Multiaddr
 	port := uint16(b[2])<<8 | uint16(b[3])
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{b[4], b[5], b[6], b[7]}), port), nil
+}
+
+// publicProxy resolves a proxy's host:port and returns it with the first
+// address, which must be public (PublicProxy); the dial then goes to
+// that address, so a second resolution cannot change it.
+func (s *Server) publicProxy(ctx context.Context, hostport string) (string, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", err
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return "", fmt.Errorf("egress proxy %s: %w", hostport, err)
+	}
+	for _, a := range addrs {
+		if !s.cfg.remote(a.Unmap()) || a.IsPrivate() {
+			return "", fmt.Errorf("egress proxy %s is at %s, and this server takes only proxies at public addresses", hostport, a)
+		}
+	}
+	return net.JoinHostPort(addrs[0].Unmap().String(), port), nil
+}
+
+// PublicProxy reports whether an egress proxy's address, when it is an IP
+// literal, is public: not private, loopback, link-local or one of this
+// host's. A host name is checked when it is dialled.
+func PublicProxy(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return true
+	}
+	return isRemote(a.Unmap()) && !a.IsPrivate()
 }

@@ -56,7 +56,7 @@ var openNet = sandbox.Network{AllowInternetAccess: true}
 
 // interceptor completes a Config with a CA in dir, upstream roots and the
 // fake secrets.
-func interceptor(t *testing.T, roots *x509.CertPool) (func(*Config), *tlsca.Authority) {
+func interceptor(t testing.TB, roots *x509.CertPool) (func(*Config), *tlsca.Authority) {
 	ca, err := tlsca.LoadAuthority(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)

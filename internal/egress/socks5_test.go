@@ -229,3 +229,24 @@ func TestSOCKSHandshakeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPublicProxiesOnly: a server that takes only public proxies refuses
+// one that resolves to a private address at dial time, and PublicProxy
+// refuses private IP literals up front.
+func TestPublicProxiesOnly(t *testing.T) {
+	backend := httptest.NewServer(&echo{})
+	defer backend.Close()
+	e := newConfigEnv(t, nil, proxied(openNet, "10.0.0.1:1080", "", ""), nil, func(c *Config) { c.PublicProxiesOnly = true })
+	e.goingTo(strings.TrimPrefix(backend.URL, "http://"))
+	if got := e.send(t, "any.test"); !strings.HasPrefix(got[0], "error:") {
+		t.Errorf("a private proxy was used: %v", got)
+	}
+	for addr, want := range map[string]bool{
+		"127.0.0.1:1080": false, "10.1.2.3:1080": false, "[fd00::1]:1080": false, "169.254.1.1:1080": false,
+		"192.0.2.1:1080": true, "proxy.example.com:1080": true, "no-port": false,
+	} {
+		if got := PublicProxy(addr); got != want {
+			t.Errorf("PublicProxy(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

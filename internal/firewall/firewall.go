@@ -84,6 +84,10 @@ type Config struct {
 	Authority *tlsca.Authority
 	RootCAs   *x509.CertPool
 	Expander  egress.Expander
+	// PublicProxiesOnly refuses egress proxies at private or loopback
+	// addresses (egress.Config.PublicProxiesOnly); Apply refuses such an
+	// IP literal at once.
+	PublicProxiesOnly bool
 }
 
 // Firewall is sandbox.Firewall on iptables. It is safe for concurrent use.
@@ -93,6 +97,8 @@ type Firewall struct {
 	v4     family
 	v6     *family // nil when ip6tables is not installed
 	egress *egress.Server
+	// publicProxies refuses egress proxies at private addresses.
+	publicProxies bool
 
 	mu    sync.Mutex // guards the fields below and serialises every change to the kernel
 	rules map[string]sandbox.Egress
@@ -137,11 +143,11 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 	if err := bridgeFiltered(bridgeNFPath); err != nil {
 		return nil, err
 	}
-	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.BuildBridge, cfg.Instance), log: cfg.Logger, v4: v4, rules: map[string]sandbox.Egress{}}
+	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.BuildBridge, cfg.Instance), log: cfg.Logger, publicProxies: cfg.PublicProxiesOnly, v4: v4, rules: map[string]sandbox.Egress{}}
 	f.reindex()
 	f.egress, err = egress.New(egress.Config{
 		Policy: f.policy, Upstream: cfg.DNSUpstream, Logger: cfg.Logger,
-		Authority: cfg.Authority, RootCAs: cfg.RootCAs, Expander: cfg.Expander,
+		Authority: cfg.Authority, RootCAs: cfg.RootCAs, Expander: cfg.Expander, PublicProxiesOnly: cfg.PublicProxiesOnly,
 	})
 	if err != nil {
 		return nil, err
@@ -219,6 +225,9 @@ func (f *Firewall) Apply(ctx context.Context, sandboxID string, e sandbox.Egress
 	}
 	if err := e.Network.ValidateEgress(); err != nil {
 		return err
+	}
+	if px := e.Network.EgressProxy; px != nil && f.publicProxies && !egress.PublicProxy(px.Address) {
+		return sandbox.Errorf(sandbox.KindInvalid, "network.egressProxy.address '%s' is a private, loopback or link-local address, which this server does not take proxies at (warren serve --egress-proxy-private=false)", px.Address)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
