@@ -33,7 +33,8 @@ func (e *UnresolvedError) Error() string {
 // minted for the sandbox from its iam.tokens[NAME]. A value without
 // placeholders comes back as it is. What does not resolve, and a result
 // that is no valid header value, is an *UnresolvedError; any other error
-// is the store's or the minter's, to log and not to show.
+// (the store's, the minter's, a sealed value this server's key cannot
+// open) is the operator's, to log and not to show.
 func (s *Service) Expand(ctx context.Context, sandboxID, teamID, value string) (string, error) {
 	var sb *sandbox.Sandbox // read once, at the first token placeholder
 	out, err := sandbox.ExpandPlaceholders(value, func(p sandbox.Placeholder) (string, error) {
@@ -73,9 +74,11 @@ func (s *Service) secretValue(ctx context.Context, teamID string, p sandbox.Plac
 	if err != nil {
 		return "", err
 	}
+	// A value that does not open is the operator's to fix (the key), not
+	// the sandbox's: an error to log, not an UnresolvedError.
 	v, err := s.seal.open(sec.TeamID, sec.ID, sec.Version, sec.Sealed)
 	if err != nil {
-		return "", &UnresolvedError{Placeholder: p.Text, Reason: err.Error()}
+		return "", fmt.Errorf("secret %s (%s) of team %s: %w", sec.Name, sec.ID, sec.TeamID, err)
 	}
 	return v, nil
 }
