@@ -33,16 +33,25 @@ func newContent(t *testing.T) *contentAPI {
 
 func (c *contentAPI) do(t *testing.T, method, op, p, query string, body io.Reader) (int, string) {
 	t.Helper()
+	st, b, err := c.try(method, op, p, query, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, b
+}
+
+// try is do, with a transport error returned.
+func (c *contentAPI) try(method, op, p, query string, body io.Reader) (int, string, error) {
 	u := c.srv.URL + "/volumecontent/" + c.id + "/" + op + "?path=" + url.QueryEscape(p) + query
 	req, _ := http.NewRequest(method, u, body)
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	return res.StatusCode, string(b), nil
 }
 
 func TestContentRoundTrip(t *testing.T) {
@@ -219,11 +228,15 @@ func TestContentSymlinkRace(t *testing.T) {
 			os.Symlink(outside, d)
 		}
 	}()
+	// A read races the rewrite of the file in place: when it finds fewer
+	// bytes than the Content-Length it announced, the server cuts the
+	// connection, and the next request on it may fail too. Only what
+	// is read or written matters here.
 	for range 300 {
-		if _, b := c.do(t, "GET", "file", "/d/f", "", nil); b == "outside" {
+		if _, b, _ := c.try("GET", "file", "/d/f", "", nil); b == "outside" {
 			t.Fatal("read the file outside the volume")
 		}
-		c.do(t, "PUT", "file", "/d/f", "&force=true", strings.NewReader("pwn"))
+		c.try("PUT", "file", "/d/f", "&force=true", strings.NewReader("pwn"))
 	}
 	close(stop)
 	<-done
