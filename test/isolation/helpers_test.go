@@ -69,7 +69,7 @@ func newEnv(t *testing.T) *env {
 	if tg.host != "" {
 		t.Setenv("DOCKER_HOST", tg.host) // for the runtime, which reads it too
 	}
-	cli, err := client.New(client.FromEnv)
+	cli, err := docker.Connect()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})

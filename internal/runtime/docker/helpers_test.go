@@ -24,7 +24,7 @@ import (
 // fake agent in testdata, or skips the test when there is no engine.
 func newTestRuntime(t testing.TB) *Runtime {
 	t.Helper()
-	cli, err := client.New(client.FromEnv)
+	cli, err := Connect()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		_, err = cli.Ping(ctx, client.PingOptions{})
