@@ -17,6 +17,7 @@ import (
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/secrets"
 	"github.com/warrenhq/warren/internal/template"
@@ -72,11 +73,8 @@ type server struct {
 
 // New returns the control-plane handler.
 func New(cfg Config) http.Handler {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	mc := cfg.Manager.Settings()
-	s := &server{m: cfg.Manager, keys: cfg.Keys, log: cfg.Logger, envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes,
+	s := &server{m: cfg.Manager, keys: cfg.Keys, log: logkey.For(cfg.Logger, "api"), envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes,
 		secrets: cfg.Secrets}
 	for _, k := range cfg.ExtraKeys {
 		s.extra = append(s.extra, []byte(sandbox.HashAPIKey(k)))

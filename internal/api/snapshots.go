@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -104,7 +105,7 @@ func (s *server) fork(w http.ResponseWriter, r *http.Request, team string) error
 	out := make([]forkResultJSON, 0, len(results))
 	for _, res := range results {
 		if res.Err != nil {
-			s.log.Error("fork failed", "sandbox", id, "err", res.Err)
+			s.log.Error("fork failed", logkey.Sandbox, id, "err", res.Err)
 			e := errorOf(res.Err)
 			out = append(out, forkResultJSON{Error: &e})
 			continue

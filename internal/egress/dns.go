@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -25,7 +26,7 @@ func (s *Server) serveDNS(pc net.PacketConn) {
 		n, from, err := pc.ReadFrom(buf)
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
-				s.log.Error("egress: dns read failed", "err", err)
+				s.log.Error("dns read failed", "err", err)
 			}
 			return
 		}
@@ -88,12 +89,12 @@ func (s *Server) resolve(src netip.Addr, msg []byte, network string) []byte {
 	name := strings.ToLower(strings.TrimSuffix(q.Name.String(), "."))
 	allowed := ok && rules.AllowedDomain(name)
 	if !ok || !allowed && !s.mayResolve(rules) {
-		s.log.Debug("egress: dns refused", "sandbox", src, "name", name)
+		s.log.Debug("dns refused", logkey.SandboxIP, src, "name", name)
 		return refused(h, q)
 	}
 	reply, upstream, err := s.forward(msg, h.ID, network)
 	if err != nil {
-		s.log.Warn("egress: no resolver answered", "sandbox", src, "name", name, "upstream", upstream, "err", err)
+		s.log.Warn("no resolver answered", logkey.SandboxIP, src, "name", name, "upstream", upstream, "err", err)
 		return failed(h, q)
 	}
 	// What a name with header rules resolved to is remembered too: plain

@@ -53,6 +53,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/tlsca"
 )
@@ -145,9 +146,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("egress: Config.Policy is required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if len(cfg.Upstream) == 0 {
 		up, err := systemResolvers("/etc/resolv.conf")
 		if err != nil {
@@ -164,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.exchange == nil {
 		cfg.exchange = exchange
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, answers: newAnswers(), open: map[net.Conn]struct{}{}}
+	s := &Server{cfg: cfg, log: logkey.For(cfg.Logger, "egress"), answers: newAnswers(), open: map[net.Conn]struct{}{}}
 	if cfg.Expander != nil {
 		s.SetExpander(cfg.Expander)
 	}
@@ -280,7 +278,7 @@ func (s *Server) acceptLoop(l net.Listener, serve func(net.Conn)) {
 		c, err := l.Accept()
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
-				s.log.Error("egress: accept failed", "listener", l.Addr(), "err", err)
+				s.log.Error("accept failed", "listener", l.Addr(), "err", err)
 			}
 			return
 		}

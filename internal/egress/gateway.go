@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) serveGateway(c net.Conn) {
 	src := source(c.RemoteAddr())
 	dst, err := s.cfg.originalDst(c)
 	if err != nil {
-		s.log.Warn("egress: cannot tell where a redirected connection was going", "sandbox", src, "err", err)
+		s.log.Warn("cannot tell where a redirected connection was going", logkey.SandboxIP, src, "err", err)
 		reset(c)
 		return
 	}
@@ -37,7 +38,7 @@ func (s *Server) serveGateway(c net.Conn) {
 	}
 	byName, why := s.addrVerdict(sb, dst)
 	if why != "" {
-		s.log.Debug("egress: refused", "sandbox", src, "to", dst, "reason", why)
+		s.log.Debug("connection refused", logkey.SandboxIP, src, "to", dst, "reason", why)
 		reset(c)
 		return
 	}
@@ -52,13 +53,13 @@ func (s *Server) serveGateway(c net.Conn) {
 		name, err = sniff(io.TeeReader(c, &seen))
 		_ = c.SetReadDeadline(time.Time{})
 		if byName && err != nil {
-			s.log.Debug("egress: refused", "sandbox", src, "to", dst, "reason", err)
+			s.log.Debug("connection refused", logkey.SandboxIP, src, "to", dst, "reason", err)
 			reset(c)
 			return
 		}
 		if byName {
 			if why := s.refusal(src, dst, sb.Network, name); why != "" {
-				s.log.Debug("egress: refused", "sandbox", src, "to", dst, "name", name, "reason", why)
+				s.log.Debug("connection refused", logkey.SandboxIP, src, "to", dst, "name", name, "reason", why)
 				reset(c)
 				return
 			}
@@ -67,7 +68,7 @@ func (s *Server) serveGateway(c net.Conn) {
 	isTLS := seen.Len() > 0 && seen.Bytes()[0] == tlsHandshake
 	if key, _ := s.connRules(src, sb, dst, name, isTLS); key != "" {
 		if isTLS && s.cfg.Authority == nil {
-			s.log.Warn("egress: refused a TLS connection to a host with rules: no CA to intercept it with", "sandbox", src, "to", dst, "name", name)
+			s.log.Warn("refused a TLS connection to a host with rules: no CA to intercept it with", logkey.SandboxIP, src, "to", dst, "name", name)
 			reset(c)
 			return
 		}
@@ -76,7 +77,7 @@ func (s *Server) serveGateway(c net.Conn) {
 	}
 	up, err := s.dialUpstream(context.Background(), sb, dst)
 	if err != nil {
-		s.log.Debug("egress: cannot connect", "sandbox", src, "to", dst, "name", name, "err", err)
+		s.log.Debug("cannot connect", logkey.SandboxIP, src, "to", dst, "name", name, "err", err)
 		reset(c)
 		return
 	}

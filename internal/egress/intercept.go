@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -63,7 +64,7 @@ func (s *Server) intercept(c net.Conn, seen []byte, ic interception) {
 		scheme = "https"
 		leaf, err := s.cfg.Authority.Leaf(ic.host())
 		if err != nil {
-			s.log.Error("egress: cannot issue a certificate", "sandbox", ic.src, "host", ic.host(), "err", err)
+			s.log.Error("cannot issue a certificate", logkey.SandboxIP, ic.src, "host", ic.host(), "err", err)
 			reset(c)
 			return
 		}
@@ -74,7 +75,7 @@ func (s *Server) intercept(c net.Conn, seen []byte, ic interception) {
 		})
 		_ = c.SetDeadline(time.Now().Add(peekTimeout))
 		if err := tc.Handshake(); err != nil {
-			s.log.Debug("egress: intercepted TLS handshake failed", "sandbox", ic.src, "host", ic.host(), "err", err)
+			s.log.Debug("intercepted TLS handshake failed", logkey.SandboxIP, ic.src, "host", ic.host(), "err", err)
 			return
 		}
 		_ = c.SetDeadline(time.Time{})
@@ -96,7 +97,7 @@ func (s *Server) intercept(c net.Conn, seen []byte, ic interception) {
 		Transport: tr,
 		ErrorLog:  log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.log.Debug("egress: intercepted request failed upstream", "sandbox", ic.src, "host", ic.host(), "err", err)
+			s.log.Debug("intercepted request failed upstream", logkey.SandboxIP, ic.src, "host", ic.host(), "err", err)
 			refuse(w, http.StatusBadGateway, fmt.Sprintf("cannot reach %s: %v", ic.host(), err))
 		},
 	}
@@ -125,7 +126,7 @@ func (s *Server) rewrite(w http.ResponseWriter, r *http.Request, ic interception
 	_, rs := s.connRules(ic.src, sb, ic.dst, ic.name, ic.tls)
 	headers, err := s.ruleHeaders(r.Context(), sb, rs)
 	if err != nil {
-		s.log.Info("egress: request refused", "sandbox", sb.ID, "host", ic.host(), "reason", err)
+		s.log.Info("request refused", logkey.Sandbox, sb.ID, "host", ic.host(), "reason", err)
 		refuse(w, http.StatusBadGateway, err.Error())
 		return
 	}

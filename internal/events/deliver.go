@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -166,7 +167,7 @@ func (s *Service) attempt(ctx context.Context, client *http.Client, d Delivery) 
 		return time.Time{} // stopping: the attempt does not count
 	case d.Attempts >= s.cfg.MaxAttempts:
 		d.Status, d.LastError = DeliveryFailed, err.Error()
-		s.log.Warn("webhook delivery failed for good", "webhook", w.ID, "delivery", d.ID, "attempts", d.Attempts, "err", err)
+		s.log.Warn("webhook delivery failed for good", logkey.Webhook, w.ID, "delivery", d.ID, "attempts", d.Attempts, "err", err)
 	default:
 		d.LastError = err.Error()
 		d.NextAttempt = now.Add(s.backoff(d.Attempts))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -138,9 +139,6 @@ type Service struct {
 
 // New returns a Service; nothing is delivered before Start.
 func New(cfg Config) *Service {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = 7 * 24 * time.Hour
 	}
@@ -156,7 +154,7 @@ func New(cfg Config) *Service {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Minute
 	}
-	return &Service{cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "events"), wake: make(chan struct{}, 1)}
+	return &Service{cfg: cfg, store: cfg.Store, log: logkey.For(cfg.Logger, "events"), wake: make(chan struct{}, 1)}
 }
 
 // Record stores ev, with a delivery to each enabled webhook of its team
@@ -172,7 +170,7 @@ func (s *Service) Record(ctx context.Context, ev sandbox.Event) {
 	}
 	hooks, err := s.store.ListWebhooks(ctx, ev.TeamID)
 	if err != nil {
-		s.log.Error("cannot list webhooks; event kept without deliveries", "sandbox", ev.SandboxID, "type", ev.Type, "err", err)
+		s.log.Error("cannot list webhooks; event kept without deliveries", logkey.Sandbox, ev.SandboxID, "type", ev.Type, "err", err)
 	}
 	var ds []Delivery
 	for _, w := range hooks {
@@ -182,7 +180,7 @@ func (s *Service) Record(ctx context.Context, ev sandbox.Event) {
 		}
 	}
 	if err := s.store.AddEvent(ctx, ev, ds); err != nil {
-		s.log.Error("cannot record sandbox event", "sandbox", ev.SandboxID, "type", ev.Type, "err", err)
+		s.log.Error("cannot record sandbox event", logkey.Sandbox, ev.SandboxID, "type", ev.Type, "err", err)
 		return
 	}
 	if len(ds) > 0 {
@@ -242,7 +240,7 @@ func (s *Service) CreateWebhook(ctx context.Context, team string, spec WebhookSp
 	if err := s.store.PutWebhook(ctx, w); err != nil {
 		return Webhook{}, err
 	}
-	s.log.Info("webhook registered", "webhook", w.ID, "team", team)
+	s.log.Info("webhook registered", logkey.Webhook, w.ID, logkey.Team, team)
 	return w, nil
 }
 

@@ -56,6 +56,7 @@ import (
 	"sync/atomic"
 
 	"github.com/warrenhq/warren/internal/egress"
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/tlsca"
 )
@@ -130,9 +131,6 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 			return nil, fmt.Errorf("firewall: template builds need a bridge of their own, not the sandboxes' %s", cfg.Bridge)
 		}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.Instance == "" {
 		cfg.Instance = sandbox.DefaultInstance
 	}
@@ -143,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 	if err := bridgeFiltered(bridgeNFPath); err != nil {
 		return nil, err
 	}
-	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.BuildBridge, cfg.Instance), log: cfg.Logger, publicProxies: cfg.PublicProxiesOnly, v4: v4, rules: map[string]sandbox.Egress{}}
+	f := &Firewall{c: chainsFor(cfg.Bridge, cfg.BuildBridge, cfg.Instance), log: logkey.For(cfg.Logger, "firewall"), publicProxies: cfg.PublicProxiesOnly, v4: v4, rules: map[string]sandbox.Egress{}}
 	f.reindex()
 	f.egress, err = egress.New(egress.Config{
 		Policy: f.policy, Upstream: cfg.DNSUpstream, Logger: cfg.Logger,
@@ -156,7 +154,7 @@ func New(ctx context.Context, cfg Config) (*Firewall, error) {
 		if _, err := v6.run(ctx, "-S", "INPUT"); err == nil {
 			f.v6 = &v6
 		} else {
-			cfg.Logger.Warn("ip6tables does not work; IPv6 rules not installed (sandboxes have no IPv6 anyway)", "err", err)
+			f.log.Warn("ip6tables does not work; IPv6 rules not installed (sandboxes have no IPv6 anyway)", "err", err)
 		}
 	}
 	return f, nil
@@ -245,7 +243,7 @@ func (f *Firewall) Apply(ctx context.Context, sandboxID string, e sandbox.Egress
 		f.egress.Forget(prev.IP)
 	}
 	f.reindex()
-	f.log.Debug("egress rules applied", "sandbox", sandboxID, "ip", ip)
+	f.log.Debug("egress rules applied", logkey.Sandbox, sandboxID, "ip", ip)
 	return nil
 }
 
@@ -264,7 +262,7 @@ func (f *Firewall) Remove(ctx context.Context, sandboxID string) error {
 	}
 	f.reindex()
 	f.egress.Forget(prev.IP)
-	f.log.Debug("egress rules removed", "sandbox", sandboxID)
+	f.log.Debug("egress rules removed", logkey.Sandbox, sandboxID)
 	return nil
 }
 

@@ -23,6 +23,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/warrenhq/warren/internal/logkey"
 )
 
 // Config configures a Guard. The zero value guards nothing.
@@ -43,7 +45,7 @@ type Config struct {
 	// OverCapGrace is how long a connection over the cap may live: enough
 	// for a TLS handshake and one request. Default 5s.
 	OverCapGrace time.Duration
-	Logger       *slog.Logger // default slog.Default()
+	Logger       *slog.Logger // nil = discard
 }
 
 // Guard applies a Config to one or more servers' listeners and handlers;
@@ -65,10 +67,7 @@ func New(cfg Config) *Guard {
 	if cfg.BodyMinBytes <= 0 {
 		cfg.BodyMinBytes = 1
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &Guard{cfg: cfg, log: cfg.Logger, conns: map[netip.Prefix]int{}}
+	return &Guard{cfg: cfg, log: logkey.For(cfg.Logger, "httpguard"), conns: map[netip.Prefix]int{}}
 }
 
 // Configure makes srv's connections guarded: its handler is wrapped and

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+
+	"github.com/warrenhq/warren/internal/logkey"
 )
 
 // Paths of the discovery document and the JWKS, from the issuer URL.
@@ -29,9 +31,7 @@ type discovery struct {
 // Register adds GET DiscoveryPath and GET JWKSPath, without
 // authentication, to mux. Failures are logged to log (nil = discard).
 func (i *Issuer) Register(mux *http.ServeMux, log *slog.Logger) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = logkey.For(log, "identity")
 	mux.HandleFunc("GET "+DiscoveryPath, func(w http.ResponseWriter, r *http.Request) {
 		serveJSON(w, discovery{
 			Issuer:          i.cfg.Issuer,

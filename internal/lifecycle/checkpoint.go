@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -81,14 +82,14 @@ func (m *Manager) toDisk(ctx context.Context, sb sandbox.Sandbox, fallback sandb
 	start := time.Now()
 	err := cp.Checkpoint(ctx, sb.ContainerID)
 	if err == nil {
-		m.log.Info("sandbox checkpointed", logSandbox, sb.ID, "took", time.Since(start).Round(time.Millisecond))
+		m.log.Info("sandbox checkpointed", logkey.Sandbox, sb.ID, "took", time.Since(start).Round(time.Millisecond))
 		return m.pausedOnDisk(ctx, sb, sandbox.PauseCheckpointed, reason)
 	}
-	m.log.Warn("checkpoint failed", logSandbox, sb.ID, logContainer, sb.ContainerID, "err", err)
+	m.log.Warn("checkpoint failed", logkey.Sandbox, sb.ID, logkey.Container, sb.ContainerID, "err", err)
 	ctx = context.WithoutCancel(ctx)
 	// A partial checkpoint must never be restored later.
 	if derr := cp.DeleteCheckpoint(ctx, sb.ContainerID); derr != nil && sandbox.KindOf(derr) != sandbox.KindNotFound {
-		m.log.Warn("cannot delete a failed checkpoint", logSandbox, sb.ID, "err", derr)
+		m.log.Warn("cannot delete a failed checkpoint", logkey.Sandbox, sb.ID, "err", derr)
 	}
 	mode, ferr := m.fallBack(ctx, sb, fallback)
 	if ferr != nil {
@@ -141,12 +142,10 @@ func (m *Manager) pausedOnDisk(ctx context.Context, sb sandbox.Sandbox, mode san
 	}
 	if wasRunning {
 		m.notifyStop(sb.ID)
-		m.event(ctx, sb.ID, "info", "sandbox paused", "mode", string(mode), "reason", reason)
+		m.announce(ctx, sb.ID, "sandbox paused", "mode", string(mode), "reason", reason)
 		m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(mode)})
-		m.log.Info("sandbox paused", logSandbox, sb.ID, "mode", mode, "reason", reason)
 	} else {
-		m.event(ctx, sb.ID, "info", "sandbox demoted to "+string(mode), "reason", reason)
-		m.log.Info("sandbox demoted to "+string(mode), logSandbox, sb.ID, "reason", reason)
+		m.announce(ctx, sb.ID, "sandbox demoted to "+string(mode), "reason", reason)
 	}
 	return sb, nil
 }
@@ -182,16 +181,16 @@ func (m *Manager) restore(ctx context.Context, sb sandbox.Sandbox) (c sandbox.Co
 	start := time.Now()
 	c, err = cp.Restore(ctx, sb.ContainerID)
 	if err == nil {
-		m.log.Info("sandbox restored", logSandbox, sb.ID, "took", time.Since(start).Round(time.Millisecond))
+		m.log.Info("sandbox restored", logkey.Sandbox, sb.ID, "took", time.Since(start).Round(time.Millisecond))
 		return c, false, nil
 	}
 	if _, ierr := m.cfg.Runtime.Inspect(ctx, sb.ContainerID); sandbox.KindOf(ierr) == sandbox.KindNotFound {
 		return c, false, ierr
 	}
-	m.log.Warn("cannot restore checkpoint; starting afresh", logSandbox, sb.ID, "err", err)
+	m.log.Warn("cannot restore checkpoint; starting afresh", logkey.Sandbox, sb.ID, "err", err)
 	m.event(ctx, sb.ID, "warn", "checkpoint could not be restored; sandbox started afresh (memory lost)", "error", err.Error())
 	if derr := cp.DeleteCheckpoint(ctx, sb.ContainerID); derr != nil {
-		m.log.Warn("cannot delete checkpoint", logSandbox, sb.ID, "err", derr)
+		m.log.Warn("cannot delete checkpoint", logkey.Sandbox, sb.ID, "err", derr)
 	}
 	c, err = m.cfg.Runtime.Start(ctx, sb.ContainerID)
 	return c, true, err
@@ -208,15 +207,14 @@ func (m *Manager) dropCheckpoint(ctx context.Context, id string) {
 	}
 	if cp := m.caps.checkpointer; cp != nil {
 		if err := cp.DeleteCheckpoint(ctx, sb.ContainerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-			m.log.Warn("cannot delete old checkpoint", logSandbox, id, "err", err)
+			m.log.Warn("cannot delete old checkpoint", logkey.Sandbox, id, "err", err)
 			return
 		}
 	}
 	sb.PauseMode = sandbox.PauseStopped
 	if err := m.save(ctx, sb); err != nil {
-		m.log.Error("cannot save sandbox", logSandbox, id, "err", err)
+		m.log.Error("cannot save sandbox", logkey.Sandbox, id, "err", err)
 		return
 	}
-	m.event(ctx, id, "info", "old checkpoint deleted; sandbox demoted to stopped (memory lost)")
-	m.log.Info("old checkpoint deleted", logSandbox, id)
+	m.announce(ctx, id, "old checkpoint deleted; sandbox demoted to stopped (memory lost)")
 }

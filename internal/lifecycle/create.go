@@ -12,6 +12,7 @@ import (
 	"github.com/distribution/reference"
 	"github.com/google/uuid"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 	templates "github.com/warrenhq/warren/internal/template"
 )
@@ -258,11 +259,11 @@ func (m *Manager) create(client context.Context, req CreateRequest, tpl template
 	if err != nil || client.Err() == nil {
 		return sb, err
 	}
-	m.log.Warn("the client went away before its sandbox was up; killing it", logSandbox, sb.ID)
+	m.log.Warn("the client went away before its sandbox was up; killing it", logkey.Sandbox, sb.ID)
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()
 	if err := m.kill(ctx, sb, "client went away"); err != nil {
-		m.log.Error("cannot kill the sandbox", logSandbox, sb.ID, "err", err)
+		m.log.Error("cannot kill the sandbox", logkey.Sandbox, sb.ID, "err", err)
 	}
 	return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindUnavailable, client.Err(), "the client went away before the sandbox was up")
 }
@@ -326,7 +327,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	}
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()
-	log := m.log.With(logSandbox, sb.ID, logTemplate, sb.TemplateID)
+	log := m.log.With(logkey.Sandbox, sb.ID, logkey.Template, sb.TemplateID)
 	if err := m.save(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -338,13 +339,13 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	}
 	sb.ContainerID, sb.AgentAddr = c.ID, c.AgentAddr
 	if _, err := m.bringUp(ctx, &sb, c.IP, m.cfg.InitTimeout); err != nil {
-		log.Error("sandbox start failed", logContainer, c.ID, "err", err)
+		log.Error("sandbox start failed", logkey.Container, c.ID, "err", err)
 		m.abandon(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image)
 	m.record(ctx, sb, sandbox.EventCreated, nil)
-	log.Info("sandbox created", logContainer, c.ID)
+	log.Info("sandbox created", logkey.Container, c.ID)
 	return sb, nil
 }
 
@@ -373,12 +374,12 @@ func (m *Manager) abandon(ctx context.Context, sb sandbox.Sandbox) {
 	ctx = context.WithoutCancel(ctx)
 	if sb.ContainerID != "" {
 		if err := m.cfg.Runtime.Remove(ctx, sb.ContainerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-			m.log.Error("cannot remove container of failed sandbox", logSandbox, sb.ID, logContainer, sb.ContainerID, "err", err)
+			m.log.Error("cannot remove container of failed sandbox", logkey.Sandbox, sb.ID, logkey.Container, sb.ContainerID, "err", err)
 		}
 	}
 	m.removeEgress(ctx, sb.ID)
 	if err := m.forget(ctx, sb.ID); err != nil {
-		m.log.Error("cannot delete failed sandbox", logSandbox, sb.ID, "err", err)
+		m.log.Error("cannot delete failed sandbox", logkey.Sandbox, sb.ID, "err", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -102,7 +103,7 @@ func quietAfterFirst(backoff time.Duration) slog.Level {
 func (m *Manager) containerChanged(ctx context.Context, ev sandbox.ContainerEvent) {
 	for _, sb := range m.snapshotAll() {
 		if sb.ContainerID == ev.ContainerID && sb.State != sandbox.StateKilled {
-			m.log.Debug("container event", logSandbox, sb.ID, logContainer, ev.ContainerID, "action", string(ev.Action))
+			m.log.Debug("container event", logkey.Sandbox, sb.ID, logkey.Container, ev.ContainerID, "action", string(ev.Action))
 			m.reconcileOne(ctx, sb.ID)
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -42,7 +43,7 @@ func (m *Manager) agentLogs(ctx context.Context, sb sandbox.Sandbox, q sandbox.L
 	lines, err := m.caps.logs.Logs(ctx, sb.ContainerID, q.Since)
 	if err != nil {
 		if sandbox.KindOf(err) != sandbox.KindNotFound {
-			m.log.Warn("cannot read the agent's log", logSandbox, sb.ID, "err", err)
+			m.log.Warn("cannot read the agent's log", logkey.Sandbox, sb.ID, "err", err)
 		}
 		return nil
 	}

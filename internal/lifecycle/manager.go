@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -110,16 +111,14 @@ func New(deps Deps, settings Settings) (*Manager, error) {
 	if err := settings.Validate(); err != nil {
 		return nil, err
 	}
-	if deps.Logger == nil {
-		deps.Logger = slog.New(slog.DiscardHandler)
-	}
+	log := logkey.For(deps.Logger, "lifecycle")
 	if lowered := settings.clampResources(); len(lowered) > 0 {
-		deps.Logger.Warn("sandbox resources lowered to the server's maxima", "lowered", lowered,
+		log.Warn("sandbox resources lowered to the server's maxima", "lowered", lowered,
 			"cpu_count", settings.CPUCount, "memory_mb", settings.MemoryMB)
 	}
 	return &Manager{
 		cfg:       config{deps, settings},
-		log:       deps.Logger,
+		log:       log,
 		sandboxes: map[string]sandbox.Sandbox{},
 		pausing:   map[string]struct{}{},
 		pool:      newWarmPool(),
@@ -293,8 +292,21 @@ func (m *Manager) event(ctx context.Context, id, level, msg string, kv ...string
 	}
 	e := sandbox.LogEntry{SandboxID: id, Time: time.Now().UTC(), Level: level, Message: msg, Fields: fields}
 	if err := m.cfg.Store.AppendLog(context.WithoutCancel(ctx), e); err != nil {
-		m.log.Warn("cannot append sandbox log", logSandbox, id, "err", err)
+		m.log.Warn("cannot append sandbox log", logkey.Sandbox, id, "err", err)
 	}
+}
+
+// announce appends an info event to the sandbox's log and writes it to
+// the server's log too, with the same fields: what an operator follows
+// of a sandbox's life (paused, resumed, killed).
+func (m *Manager) announce(ctx context.Context, id, msg string, kv ...string) {
+	m.event(ctx, id, "info", msg, kv...)
+	args := make([]any, 0, 2+len(kv))
+	args = append(args, logkey.Sandbox, id)
+	for _, v := range kv {
+		args = append(args, v)
+	}
+	m.log.InfoContext(ctx, msg, args...)
 }
 
 // record tells Deps.Events of a change to sb; data adds to the
@@ -318,13 +330,6 @@ func (m *Manager) notifyStop(id string) {
 		m.cfg.OnStop(id)
 	}
 }
-
-// Log attribute keys.
-const (
-	logSandbox   = "sandbox"
-	logTemplate  = "template"
-	logContainer = "container"
-)
 
 // keyedMutex serialises operations on one sandbox.
 type keyedMutex struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -39,7 +40,7 @@ func (m *Manager) removeEgress(ctx context.Context, id string) {
 		return
 	}
 	if err := m.cfg.Firewall.Remove(context.WithoutCancel(ctx), id); err != nil {
-		m.log.Error("cannot remove the sandbox's network rules", logSandbox, id, "err", err)
+		m.log.Error("cannot remove the sandbox's network rules", logkey.Sandbox, id, "err", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -308,7 +309,7 @@ func (m *Manager) refill(ctx context.Context) error {
 			m.discardPooled(ctx, e.container.ID, e.sandboxID, "image rebuilt or removed")
 		}
 		if !ok {
-			m.log.Debug("warm pool: image not built; keeping none until it is", logTemplate, k.template, "image", k.image)
+			m.log.Debug("warm pool: image not built; keeping none until it is", logkey.Template, k.template, logkey.Image, k.image)
 			continue
 		}
 		fills = append(fills, fill{kind: k, target: t})
@@ -363,6 +364,6 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 		m.discardPooled(ctx, c.ID, sb.ID, "pool full")
 		return nil
 	}
-	m.log.Debug("warm pool container ready", logTemplate, k.template, logSandbox, sb.ID, logContainer, c.ID)
+	m.log.Debug("warm pool container ready", logkey.Template, k.template, logkey.Sandbox, sb.ID, logkey.Container, c.ID)
 	return nil
 }

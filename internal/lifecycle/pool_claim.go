@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -40,7 +41,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 	// Runs before the unlock: by then the store has the sandbox, or its
 	// container is gone, so reconcile cannot mistake it for the pool's.
 	defer m.pool.setBusy(sb.ID, false)
-	log := m.log.With(logSandbox, sb.ID, logTemplate, sb.TemplateID, logContainer, sb.ContainerID)
+	log := m.log.With(logkey.Sandbox, sb.ID, logkey.Template, sb.TemplateID, logkey.Container, sb.ContainerID)
 	if err := m.save(ctx, sb); err != nil {
 		m.abandon(ctx, sb)
 		return sb, true, err
@@ -143,7 +144,7 @@ func (m *Manager) adoptPooled(ctx context.Context, c sandbox.Container) string {
 	if !m.pool.put(e, k.size) {
 		return "pool full"
 	}
-	m.log.Info("adopted warm pool container", logTemplate, k.template, logSandbox, c.SandboxID, logContainer, c.ID)
+	m.log.Info("adopted warm pool container", logkey.Template, k.template, logkey.Sandbox, c.SandboxID, logkey.Container, c.ID)
 	return ""
 }
 
@@ -176,9 +177,9 @@ func (m *Manager) prunePool(ctx context.Context, seen map[string]sandbox.Contain
 
 // discardPooled removes a pooled container.
 func (m *Manager) discardPooled(ctx context.Context, containerID, sandboxID, reason string) {
-	m.log.Info("removing warm pool container", logContainer, containerID, logSandbox, sandboxID, "reason", reason)
+	m.log.Info("removing warm pool container", logkey.Container, containerID, logkey.Sandbox, sandboxID, "reason", reason)
 	err := m.cfg.Runtime.Remove(context.WithoutCancel(ctx), containerID)
 	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-		m.log.Warn("cannot remove warm pool container", logContainer, containerID, "err", err)
+		m.log.Warn("cannot remove warm pool container", logkey.Container, containerID, "err", err)
 	}
 }

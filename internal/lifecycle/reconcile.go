@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -71,7 +72,7 @@ func (m *Manager) reconcileOne(ctx context.Context, id string) {
 	if !ok || sb.State == sandbox.StateKilled {
 		return
 	}
-	log := m.log.With(logSandbox, id, logContainer, sb.ContainerID)
+	log := m.log.With(logkey.Sandbox, id, logkey.Container, sb.ContainerID)
 	if sb.State == sandbox.StateCreating {
 		// Creation holds the lock throughout, so this one was interrupted.
 		log.Warn("removing half-made sandbox")
@@ -139,7 +140,7 @@ func (m *Manager) markVanished(ctx context.Context, sb sandbox.Sandbox) {
 	sb.State, sb.PauseMode, sb.AgentAddr = sandbox.StateKilled, "", ""
 	sb.KilledAt = time.Now().UTC()
 	if err := m.save(ctx, sb); err != nil {
-		m.log.Error("cannot save vanished sandbox", logSandbox, sb.ID, "err", err)
+		m.log.Error("cannot save vanished sandbox", logkey.Sandbox, sb.ID, "err", err)
 		return
 	}
 	m.notifyStop(sb.ID)
@@ -156,8 +157,8 @@ func (m *Manager) removeStray(ctx context.Context, c sandbox.Container) {
 			return
 		}
 	}
-	m.log.Warn("removing stray container", logContainer, c.ID, logSandbox, c.SandboxID)
+	m.log.Warn("removing stray container", logkey.Container, c.ID, logkey.Sandbox, c.SandboxID)
 	if err := m.cfg.Runtime.Remove(ctx, c.ID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-		m.log.Warn("cannot remove stray container", logContainer, c.ID, "err", err)
+		m.log.Warn("cannot remove stray container", logkey.Container, c.ID, "err", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -169,6 +170,6 @@ func (m *Manager) releaseImage(ctx context.Context, image string) {
 func (m *Manager) removeImage(ctx context.Context, image string) {
 	err := m.cfg.Runtime.RemoveImage(context.WithoutCancel(ctx), image)
 	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-		m.log.Warn("cannot remove image", "image", image, "err", err)
+		m.log.Warn("cannot remove image", logkey.Image, image, "err", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -71,7 +72,7 @@ func (m *Manager) sampleMetrics(ctx context.Context) {
 		}
 		st, err := m.sample(ctx, sb)
 		if err != nil {
-			m.log.Debug("cannot sample sandbox", logSandbox, sb.ID, "err", err)
+			m.log.Debug("cannot sample sandbox", logkey.Sandbox, sb.ID, "err", err)
 			continue
 		}
 		if st.Time.IsZero() {
@@ -79,7 +80,7 @@ func (m *Manager) sampleMetrics(ctx context.Context) {
 		}
 		st.Time = st.Time.UTC()
 		if err := m.cfg.Store.AddMetric(ctx, sb.ID, st, m.cfg.MetricsHistory); err != nil {
-			m.log.Warn("cannot store metric", logSandbox, sb.ID, "err", err)
+			m.log.Warn("cannot store metric", logkey.Sandbox, sb.ID, "err", err)
 		}
 	}
 }
@@ -120,7 +121,7 @@ func (m *Manager) sampleDisk(ctx context.Context, sb sandbox.Sandbox, st *sandbo
 	defer cancel()
 	in, err := agent.Metrics(ctx, sb.AgentAddr, sb.EnvdAccessToken)
 	if err != nil || in.DiskTotal <= 0 {
-		m.log.Debug("cannot read the sandbox's disk use", logSandbox, sb.ID, "err", err)
+		m.log.Debug("cannot read the sandbox's disk use", logkey.Sandbox, sb.ID, "err", err)
 		return
 	}
 	total := in.DiskTotal

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -33,7 +34,7 @@ func (m *Manager) sweep(ctx context.Context) {
 			}
 		case sb.State == sandbox.StateKilled && now.Sub(sb.KilledAt) >= m.cfg.KilledRetention:
 			if err := m.forget(ctx, sb.ID); err != nil {
-				m.log.Warn("cannot delete killed sandbox", logSandbox, sb.ID, "err", err)
+				m.log.Warn("cannot delete killed sandbox", logkey.Sandbox, sb.ID, "err", err)
 			}
 		}
 	}
@@ -54,7 +55,7 @@ func (m *Manager) expire(ctx context.Context, id string) {
 		return
 	}
 	if err := m.timeUp(ctx, sb); err != nil {
-		m.log.Error("cannot end timed-out sandbox", logSandbox, id, "err", err)
+		m.log.Error("cannot end timed-out sandbox", logkey.Sandbox, id, "err", err)
 	}
 }
 
@@ -76,7 +77,7 @@ func (m *Manager) demote(ctx context.Context, id, reason string) {
 		return
 	}
 	if _, err := m.demoteLocked(ctx, sb, reason); err != nil {
-		m.log.Error("cannot demote frozen sandbox", logSandbox, id, "err", err)
+		m.log.Error("cannot demote frozen sandbox", logkey.Sandbox, id, "err", err)
 	}
 }
 
@@ -89,6 +90,6 @@ func (m *Manager) collect(ctx context.Context, id string) {
 		return
 	}
 	if err := m.kill(ctx, sb, "paused too long"); err != nil {
-		m.log.Error("cannot remove long-paused sandbox", logSandbox, id, "err", err)
+		m.log.Error("cannot remove long-paused sandbox", logkey.Sandbox, id, "err", err)
 	}
 }

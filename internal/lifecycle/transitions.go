@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -44,13 +45,12 @@ func (m *Manager) kill(ctx context.Context, sb sandbox.Sandbox, reason string) e
 	}
 	m.notifyStop(sb.ID)
 	if err := m.cfg.Runtime.Remove(ctx, containerID); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-		m.log.Warn("cannot remove killed sandbox's container; reconcile will retry", logSandbox, sb.ID, logContainer, containerID, "err", err)
+		m.log.Warn("cannot remove killed sandbox's container; reconcile will retry", logkey.Sandbox, sb.ID, logkey.Container, containerID, "err", err)
 	}
 	m.removeEgress(ctx, sb.ID)
 	m.releaseImage(ctx, sb.Image)
-	m.event(ctx, sb.ID, "info", "sandbox killed", "reason", reason)
+	m.announce(ctx, sb.ID, "sandbox killed", "reason", reason)
 	m.record(ctx, sb, sandbox.EventKilled, nil)
-	m.log.Info("sandbox killed", logSandbox, sb.ID, "reason", reason)
 	return nil
 }
 
@@ -156,9 +156,8 @@ func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool
 		return err
 	}
 	m.notifyStop(sb.ID)
-	m.event(ctx, sb.ID, "info", "sandbox paused", "mode", string(mode), "reason", reason)
+	m.announce(ctx, sb.ID, "sandbox paused", "mode", string(mode), "reason", reason)
 	m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(mode)})
-	m.log.Info("sandbox paused", logSandbox, sb.ID, "mode", mode, "reason", reason)
 	return nil
 }
 
@@ -282,7 +281,7 @@ func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.D
 		if err != nil {
 			m.removeEgress(ctx, sb.ID)
 			if err := m.cfg.Runtime.Stop(context.WithoutCancel(ctx), sb.ContainerID); err != nil {
-				m.log.Error("cannot stop sandbox after failed resume", logSandbox, sb.ID, "err", err)
+				m.log.Error("cannot stop sandbox after failed resume", logkey.Sandbox, sb.ID, "err", err)
 			}
 			return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to resume sandbox")
 		}
@@ -295,9 +294,8 @@ func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.D
 	if err := m.save(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	m.event(ctx, sb.ID, "info", "sandbox resumed", "mode", string(mode))
+	m.announce(ctx, sb.ID, "sandbox resumed", "mode", string(mode))
 	m.record(ctx, sb, sandbox.EventResumed, nil)
-	m.log.Info("sandbox resumed", logSandbox, sb.ID, "mode", mode)
 	return sb, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/warrenhq/warren/internal/logkey"
 )
 
 // DNS is a tiny authoritative DNS responder for the sandbox domain: it
@@ -22,10 +24,7 @@ type DNS struct {
 
 // NewDNS returns a responder for domain (a port in it is ignored).
 func NewDNS(domain string, log *slog.Logger) *DNS {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &DNS{domain: hostname(domain), log: log}
+	return &DNS{domain: hostname(domain), log: logkey.For(log, "proxy")}
 }
 
 // Serve answers queries arriving on pc until ctx ends, then closes pc.
@@ -46,7 +45,7 @@ func (d *DNS) Serve(ctx context.Context, pc net.PacketConn) error {
 			continue
 		}
 		if _, err := pc.WriteTo(reply, from); err != nil {
-			d.log.Debug("dns: reply failed", "to", from, "err", err)
+			d.log.Debug("dns reply failed", "to", from, "err", err)
 		}
 	}
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/envdauth"
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -62,7 +63,7 @@ type Config struct {
 	// DialTimeout bounds reaching the agent and opening a tunnel. Default
 	// 10s.
 	DialTimeout time.Duration
-	Logger      *slog.Logger // default slog.Default()
+	Logger      *slog.Logger // nil = discard
 }
 
 // Proxy is the data-plane http.Handler. It is safe for concurrent use.
@@ -81,10 +82,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 10 * time.Second
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	p := &Proxy{cfg: cfg, log: cfg.Logger, conns: newConnSet()}
+	p := &Proxy{cfg: cfg, log: logkey.For(cfg.Logger, "proxy"), conns: newConnSet()}
 	transport := &http.Transport{
 		Proxy:                 nil, // sandboxes are local; never go through HTTP_PROXY
 		DialContext:           p.dial,
@@ -101,7 +99,7 @@ func New(cfg Config) (*Proxy, error) {
 		FlushInterval: -1,
 		BufferPool:    newBufferPool(),
 		ErrorHandler:  p.upstreamError,
-		ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	return p, nil
 }
@@ -112,7 +110,7 @@ func New(cfg Config) (*Proxy, error) {
 // calls it when a sandbox stops, and before it pauses one.
 func (p *Proxy) Disconnect(sandboxID string) {
 	if n := p.conns.closeAll(sandboxID); n > 0 {
-		p.log.Debug("proxy: cut connections", "sandbox", sandboxID, "conns", n)
+		p.log.Debug("cut connections", logkey.Sandbox, sandboxID, "conns", n)
 	}
 }
 
@@ -176,9 +174,9 @@ func (p *Proxy) notRunning(w http.ResponseWriter, r *http.Request, dst destinati
 	switch k := sandbox.KindOf(err); {
 	case err == nil: // running but no agent address: treat as gone
 	case k == sandbox.KindNotFound, k == sandbox.KindUnavailable:
-		p.log.DebugContext(r.Context(), "proxy: sandbox not routable", "sandbox", dst.sandboxID, "err", err)
+		p.log.DebugContext(r.Context(), "sandbox not routable", logkey.Sandbox, dst.sandboxID, "err", err)
 	default:
-		p.log.WarnContext(r.Context(), "proxy: routing failed", "sandbox", dst.sandboxID, "err", err)
+		p.log.WarnContext(r.Context(), "routing failed", logkey.Sandbox, dst.sandboxID, "err", err)
 	}
 	writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: "The sandbox was not found", Code: http.StatusBadGateway})
 }
@@ -295,7 +293,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	case errors.Is(err, agentclient.ErrPortClosed):
 		writeError(w, r, errorBody{SandboxID: t.sandboxID, Message: "The sandbox is running but port is not open", Port: t.port, Code: http.StatusBadGateway})
 	default:
-		p.log.DebugContext(r.Context(), "proxy: upstream failed", "sandbox", t.sandboxID, "port", t.port, "err", err)
+		p.log.DebugContext(r.Context(), "upstream failed", logkey.Sandbox, t.sandboxID, "port", t.port, "err", err)
 		writeError(w, r, errorBody{SandboxID: t.sandboxID, Message: "The sandbox was not found", Code: http.StatusBadGateway})
 	}
 }

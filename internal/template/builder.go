@@ -15,6 +15,7 @@ import (
 
 	"github.com/distribution/reference"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -116,7 +117,7 @@ func (r *Registry) enqueue(ctx context.Context, t Template, b Build) {
 		b.Status = StatusWaiting
 	}
 	if err := r.store.PutBuild(ctx, b); err != nil {
-		r.log.Error("cannot save build", logBuild, b.ID, "err", err)
+		r.log.Error("cannot save build", logkey.Build, b.ID, "err", err)
 	}
 	r.wg.Go(func() {
 		defer func() {
@@ -146,7 +147,7 @@ func (r *Registry) enqueue(ctx context.Context, t Template, b Build) {
 // run builds b and records the outcome.
 func (r *Registry) run(ctx context.Context, t Template, b Build) {
 	start := time.Now()
-	log := r.log.With(logTemplate, t.ID, logBuild, b.ID)
+	log := r.log.With(logkey.Template, t.ID, logkey.Build, b.ID)
 	log.Info("build started")
 	r.appendLog(b.ID, "info", stepBase, fmt.Sprintf("Building template %s (build %s)", t.ID, b.ID))
 	res, reason := r.buildImage(ctx, t, b)
@@ -164,7 +165,7 @@ func (r *Registry) run(ctx context.Context, t Template, b Build) {
 	b.StartCmd, b.ReadyCmd = b.Spec.StartCmd, b.Spec.ReadyCmd
 	r.appendLog(b.ID, "info", stepFinalize, fmt.Sprintf("Build finished in %s", time.Since(start).Round(time.Millisecond)))
 	r.finish(context.Background(), &b, nil)
-	log.Info("build ready", "image", b.Image, "took", time.Since(start))
+	log.Info("build ready", logkey.Image, b.Image, "took", time.Since(start))
 	r.prune(ctx, t.ID, b.ID)
 }
 
@@ -176,14 +177,14 @@ func (r *Registry) finish(ctx context.Context, b *Build, reason *Reason) {
 		b.Status = StatusError
 	}
 	if err := r.store.PutBuild(ctx, *b); err != nil {
-		r.log.Error("cannot save build", logBuild, b.ID, "err", err)
+		r.log.Error("cannot save build", logkey.Build, b.ID, "err", err)
 	}
 	if reason != nil {
 		return
 	}
 	for _, tag := range b.Tags {
 		if err := r.store.SetTag(ctx, b.TemplateID, Tag{Tag: tag, BuildID: b.ID, CreatedAt: now}); err != nil {
-			r.log.Error("cannot tag build", logBuild, b.ID, "tag", tag, "err", err)
+			r.log.Error("cannot tag build", logkey.Build, b.ID, "tag", tag, "err", err)
 		}
 	}
 }
@@ -191,7 +192,7 @@ func (r *Registry) finish(ctx context.Context, b *Build, reason *Reason) {
 func (r *Registry) appendLog(buildID, level, step, msg string) {
 	e := LogEntry{Time: time.Now().UTC(), Level: level, Message: msg, Step: step}
 	if err := r.store.AppendBuildLog(context.Background(), buildID, e); err != nil {
-		r.log.Warn("cannot append build log", logBuild, buildID, "err", err)
+		r.log.Warn("cannot append build log", logkey.Build, buildID, "err", err)
 	}
 }
 
@@ -273,7 +274,7 @@ func (r *Registry) buildImage(ctx context.Context, t Template, b Build) (built, 
 			}
 			return failed, &Reason{Message: msg, Step: step}
 		}
-		r.log.Error("build error", logBuild, b.ID, "err", err)
+		r.log.Error("build error", logkey.Build, b.ID, "err", err)
 		return failed, &Reason{Message: "build failed: " + sandbox.Message(err), Step: step}
 	}
 	env := p.Env

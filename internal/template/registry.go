@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -70,9 +71,6 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Store == nil || cfg.Engine == nil || cfg.Dir == "" {
 		return nil, errors.New("template: Store, Engine and Dir are required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.BaseImage == "" {
 		cfg.BaseImage = sandbox.BaseImage
 	}
@@ -88,7 +86,7 @@ func New(cfg Config) (*Registry, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Registry{
-		cfg: cfg, store: cfg.Store, log: cfg.Logger, uploads: up,
+		cfg: cfg, store: cfg.Store, log: logkey.For(cfg.Logger, "template"), uploads: up,
 		sem: make(chan struct{}, cfg.MaxConcurrentBuilds),
 		ctx: ctx, cancel: cancel, running: map[string]*runningBuild{},
 	}, nil
@@ -106,7 +104,7 @@ func (r *Registry) Start(ctx context.Context) error {
 			continue // requested, never started: the client may still start it
 		}
 		r.finish(ctx, &b, &Reason{Message: "interrupted by a server restart"})
-		r.log.Warn("build interrupted by a restart", logTemplate, b.TemplateID, logBuild, b.ID)
+		r.log.Warn("build interrupted by a restart", logkey.Template, b.TemplateID, logkey.Build, b.ID)
 	}
 	os.RemoveAll(filepath.Join(r.cfg.Dir, "template-builds"))
 	templates, err := r.store.ListTemplates(ctx, "")
@@ -131,19 +129,19 @@ func (r *Registry) prune(ctx context.Context, templateID, self string) {
 	ctx = context.WithoutCancel(ctx)
 	builds, err := r.store.ListBuilds(ctx, templateID)
 	if err != nil {
-		r.log.Warn("cannot list builds to prune", logTemplate, templateID, "err", err)
+		r.log.Warn("cannot list builds to prune", logkey.Template, templateID, "err", err)
 		return
 	}
 	tags, err := r.store.Tags(ctx, templateID)
 	if err != nil {
-		r.log.Warn("cannot list tags to prune", logTemplate, templateID, "err", err)
+		r.log.Warn("cannot list tags to prune", logkey.Template, templateID, "err", err)
 		return
 	}
 	for _, b := range builds {
 		changed := false
 		if b.Image != "" && !slices.ContainsFunc(tags, func(t Tag) bool { return t.BuildID == b.ID }) {
 			if err := r.cfg.Engine.RemoveImage(ctx, b.Image); err != nil {
-				r.log.Info("superseded build image kept", logBuild, b.ID, "image", b.Image, "err", err)
+				r.log.Info("superseded build image kept", logkey.Build, b.ID, logkey.Image, b.Image, "err", err)
 			} else {
 				b.Image, changed = "", true
 			}
@@ -153,12 +151,12 @@ func (r *Registry) prune(ctx context.Context, templateID, self string) {
 			if err := r.cfg.Engine.RemoveLayer(ctx, b.CacheLayer); err == nil || sandbox.KindOf(err) == sandbox.KindConflict {
 				b.CacheLayer, changed = "", true
 			} else {
-				r.log.Info("failed build's cache layer kept", logBuild, b.ID, "layer", b.CacheLayer, "err", err)
+				r.log.Info("failed build's cache layer kept", logkey.Build, b.ID, "layer", b.CacheLayer, "err", err)
 			}
 		}
 		if changed {
 			if err := r.store.PutBuild(ctx, b); err != nil {
-				r.log.Warn("cannot save pruned build", logBuild, b.ID, "err", err)
+				r.log.Warn("cannot save pruned build", logkey.Build, b.ID, "err", err)
 			}
 		}
 	}
@@ -183,12 +181,6 @@ func (r *Registry) Close() error {
 	r.wg.Wait()
 	return nil
 }
-
-// Log attribute keys.
-const (
-	logTemplate = "template"
-	logBuild    = "build"
-)
 
 // BuildRequest asks for a new build of a template, created when its name
 // is new.
@@ -254,7 +246,7 @@ func (r *Registry) RequestBuild(ctx context.Context, team string, req BuildReque
 	if err := r.store.PutBuild(ctx, b); err != nil {
 		return Template{}, Build{}, err
 	}
-	r.log.Info("build requested", logTemplate, t.ID, logBuild, b.ID, "name", name)
+	r.log.Info("build requested", logkey.Template, t.ID, logkey.Build, b.ID, "name", name)
 	return t, b, nil
 }
 
@@ -401,7 +393,7 @@ func (r *Registry) Delete(ctx context.Context, team, idOrName string) error {
 			continue
 		}
 		if err := r.cfg.Engine.RemoveImage(ctx, b.Image); err != nil {
-			r.log.Info("template image kept", logTemplate, t.ID, "image", b.Image, "err", err)
+			r.log.Info("template image kept", logkey.Template, t.ID, logkey.Image, b.Image, "err", err)
 		}
 	}
 	// After the images, which take the cache layers they build on.
@@ -410,9 +402,9 @@ func (r *Registry) Delete(ctx context.Context, team, idOrName string) error {
 			continue
 		}
 		if err := r.cfg.Engine.RemoveLayer(ctx, b.CacheLayer); err != nil {
-			r.log.Info("failed build's cache layer kept", logTemplate, t.ID, "layer", b.CacheLayer, "err", err)
+			r.log.Info("failed build's cache layer kept", logkey.Template, t.ID, "layer", b.CacheLayer, "err", err)
 		}
 	}
-	r.log.Info("template deleted", logTemplate, t.ID)
+	r.log.Info("template deleted", logkey.Template, t.ID)
 	return nil
 }

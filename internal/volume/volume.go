@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -71,9 +72,6 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.SizeLimitMB < 0 || (cfg.SizeLimitMB > 0 && cfg.SizeLimitMB < minSizeMB) {
 		return nil, fmt.Errorf("--volume-size-mb must be 0 (no limit) or at least %d", minSizeMB)
 	}
@@ -89,7 +87,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{st: cfg.Store, dir: cfg.Dir, key: key, now: cfg.Now, sizeMB: cfg.SizeLimitMB, log: cfg.Logger}
+	s := &Service{st: cfg.Store, dir: cfg.Dir, key: key, now: cfg.Now, sizeMB: cfg.SizeLimitMB, log: logkey.For(cfg.Logger, "volume")}
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
 	}
@@ -112,7 +110,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		case !errors.Is(err, os.ErrNotExist):
 			return fmt.Errorf("volume %s: %w", v.ID, err)
 		case s.sizeMB > 0:
-			s.log.Warn("volume was made without --volume-size-mb and keeps no size limit", "volume", v.ID, "name", v.Name, "team", v.TeamID)
+			s.log.Warn("volume was made without --volume-size-mb and keeps no size limit", logkey.Volume, v.ID, "name", v.Name, logkey.Team, v.TeamID)
 		}
 	}
 	entries, err := os.ReadDir(s.dir)
@@ -125,7 +123,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		if known[id] || !isVolumeID(id) || (e.IsDir() == (id != e.Name())) {
 			continue
 		}
-		s.log.Info("removing the content of a deleted volume", "volume", id)
+		s.log.Info("removing the content of a deleted volume", logkey.Volume, id)
 		if err := s.removeContent(id); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -105,7 +106,7 @@ func (s *server) doLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: Prefix, Expires: ds.ExpiresAt,
 		MaxAge: int(s.cfg.SessionTTL / time.Second), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-	s.log.Info("dashboard login", "team", team, "by", map[bool]string{true: "link", false: "key"}[req.Token != ""])
+	s.log.Info("dashboard login", logkey.Team, team, "by", map[bool]string{true: "link", false: "key"}[req.Token != ""])
 	writeJSON(w, http.StatusOK, sessionInfo{TeamID: team, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"github.com/warrenhq/warren/internal/agentclient"
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -87,7 +88,7 @@ func (s *server) terminal(w http.ResponseWriter, r *http.Request, team string) e
 				switch m.Type {
 				case "input":
 					if _, err := pty.Write([]byte(m.Data)); err != nil {
-						s.log.Debug("terminal input", "sandbox", sb.ID, "err", err)
+						s.log.Debug("terminal input", logkey.Sandbox, sb.ID, "err", err)
 					}
 				case "resize":
 					if m.Cols > 0 && m.Rows > 0 && m.Cols <= 1000 && m.Rows <= 1000 {

@@ -35,6 +35,7 @@ import (
 	"github.com/warrenhq/warren/internal/api"
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/template"
 	"github.com/warrenhq/warren/internal/volume"
@@ -118,9 +119,6 @@ type server struct {
 
 // New returns the handler of everything under Prefix.
 func New(cfg Config) http.Handler {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -134,7 +132,7 @@ func New(cfg Config) http.Handler {
 	if err != nil {
 		panic(err) // the embed pattern guarantees the directory
 	}
-	s := &server{cfg: cfg, m: cfg.Manager, st: cfg.Store, log: cfg.Logger, now: cfg.Now, assets: assets}
+	s := &server{cfg: cfg, m: cfg.Manager, st: cfg.Store, log: logkey.For(cfg.Logger, "web"), now: cfg.Now, assets: assets}
 	for _, k := range cfg.ExtraKeys {
 		s.extra = append(s.extra, sandbox.HashAPIKey(k))
 	}

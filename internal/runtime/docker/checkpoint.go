@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/api/types/checkpoint"
 	"github.com/moby/moby/client"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -86,7 +87,7 @@ func (r *Runtime) Restore(ctx context.Context, id string) (sandbox.Container, er
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInternal, "the sandbox's container has no published agent port")
 	}
 	if err := r.DeleteCheckpoint(ctx, id); err != nil {
-		r.log.WarnContext(ctx, "cannot delete a restored checkpoint", "container", id, "err", err)
+		r.log.WarnContext(ctx, "cannot delete a restored checkpoint", logkey.Container, id, "err", err)
 	}
 	return c, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -262,7 +263,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	if res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil &&
 		res.Container.State != nil && res.Container.State.Paused {
 		if err := r.Thaw(ctx, id); err != nil {
-			r.log.WarnContext(ctx, "thawing a paused container before removing it", "container", id, "err", err)
+			r.log.WarnContext(ctx, "thawing a paused container before removing it", logkey.Container, id, "err", err)
 		}
 	}
 	_, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -276,7 +277,7 @@ func (r *Runtime) removeQuietly(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := r.Remove(ctx, id); err != nil {
-		r.log.WarnContext(ctx, "cleanup: removing container", "container", id, "err", err)
+		r.log.WarnContext(ctx, "cleanup: removing container", logkey.Container, id, "err", err)
 	}
 }
 

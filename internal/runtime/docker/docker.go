@@ -24,6 +24,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -90,7 +91,7 @@ type Config struct {
 	// in the resolv.conf of containers on its networks. Empty: the
 	// engine's, and gVisor sandboxes resolve nothing.
 	GVisorResolvConf string
-	// Logger receives debug logs. Default slog.Default().
+	// Logger receives debug logs; nil = discard.
 	Logger *slog.Logger
 }
 
@@ -152,14 +153,11 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.GVisorRuntime == "" {
 		cfg.GVisorRuntime = DefaultGVisorRuntime
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
 	cli, err := Connect()
 	if err != nil {
 		return nil, fmt.Errorf("docker runtime: %w", err)
 	}
-	return &Runtime{cfg: cfg, cli: cli, log: cfg.Logger, samples: map[string]statsSample{}}, nil
+	return &Runtime{cfg: cfg, cli: cli, log: logkey.For(cfg.Logger, "docker"), samples: map[string]statsSample{}}, nil
 }
 
 // Connect returns a connection to the engine named by the DOCKER_*
