@@ -25,6 +25,7 @@ import (
 	"github.com/warrenhq/warren/internal/httpguard"
 	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -259,7 +260,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 		return err
 	}
 	if gw, ok := deps.Firewall.(interface{ SetExpander(egress.Expander) }); ok {
-		gw.SetExpander(gatewaySecrets{svc: secretsSvc, log: log})
+		gw.SetExpander(gatewaySecrets{svc: secretsSvc, log: logkey.For(log, "egress")})
 	}
 
 	var tpl *template.Registry

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/secrets"
 	"github.com/warrenhq/warren/internal/tlsca"
 )
@@ -64,6 +65,6 @@ func (g gatewaySecrets) Expand(ctx context.Context, sandboxID, teamID, value str
 	if _, unresolved := errors.AsType[*secrets.UnresolvedError](err); err == nil || unresolved {
 		return v, err
 	}
-	g.log.Error("egress: resolving a header's placeholders failed", "sandbox", sandboxID, "err", err)
+	g.log.Error("resolving a header's placeholders failed", logkey.Sandbox, sandboxID, "err", err)
 	return "", errors.New("the server could not resolve the header's placeholders; its log says why")
 }
