@@ -15,13 +15,12 @@
 // handshakes + request), then --runs on one kept-alive connection, interleaved with the other
 // clients round by round; it prints p50/p95 and the intercepted p50 minus the direct p50. Then a
 // --mb MB download (curl to /dev/null) from each, best of 3, in MB/s (10^6 bytes).
-import { execFile } from 'node:child_process'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { loadavg, tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { parseArgs, promisify } from 'node:util'
+import { loadavg } from 'node:os'
+import { parseArgs } from 'node:util'
 import { WarrenServer } from '../../test/e2e/server/harness.mjs'
+import { makeCA, signLeaf } from '../../test/e2e/server/test-ca.mjs'
 import { reporter } from '../stats.mjs'
 
 const { values: opt } = parseArgs({
@@ -35,13 +34,9 @@ const { values: opt } = parseArgs({
 const runs = Number(opt.runs)
 const mb = Number(opt.mb)
 const say = (m) => { if (!opt.json) console.log(m) }
-const run = promisify(execFile)
 
-const caDir = await mkdtemp(join(tmpdir(), 'warren-bench-egress-'))
-await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
-  '-keyout', join(caDir, 'ca.key'), '-out', join(caDir, 'ca.pem'), '-days', '1', '-subj', '/CN=warren bench egress CA',
-  '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign'])
-const server = new WarrenServer({ args: ['--egress-trust-ca', join(caDir, 'ca.pem'), ...opt['serve-arg']] })
+const ca = await makeCA('warren bench egress CA')
+const server = new WarrenServer({ args: ['--egress-trust-ca', ca.cert, ...opt['serve-arg']] })
 await server.start()
 Object.assign(process.env, server.sdkEnv)
 const require = createRequire(new URL('../../test/e2e/package.json', import.meta.url))
@@ -97,12 +92,8 @@ try {
   const target = await Sandbox.create({ metadata: { bench: 'egress' } })
   made.push(target)
   const ip = (await target.commands.run('hostname -I')).stdout.trim().split(/\s+/)[0]
-  await target.files.write('/tmp/tls/ca.pem', await readFile(join(caDir, 'ca.pem'), 'utf8'))
-  await target.files.write('/tmp/tls/ca.key', await readFile(join(caDir, 'ca.key'), 'utf8'))
+  await signLeaf(target, ca, ['DNS:target.bench.test'])
   await target.files.write('/tmp/target.js', TARGET)
-  await target.commands.run(`cd /tmp/tls && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout leaf.key -out leaf.csr -subj /CN=target.bench.test 2>&1 &&
-    printf 'subjectAltName=DNS:target.bench.test\nextendedKeyUsage=serverAuth\n' > ext &&
-    openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 1 -extfile ext 2>&1`)
   await target.commands.run('node /tmp/target.js', { background: true, timeoutMs: 0 })
 
   const header = [{ transform: { headers: { 'X-Bench': 'set-by-the-gateway' } } }]
@@ -118,7 +109,7 @@ try {
     clients[kind] = c
     await c.commands.run(`echo '${ip} target.bench.test' >> /etc/hosts`, { user: 'root' })
     await c.files.write('/tmp/client.js', CLIENT)
-    await c.files.write('/tmp/target-ca.pem', await readFile(join(caDir, 'ca.pem'), 'utf8'))
+    await c.files.write('/tmp/target-ca.pem', await readFile(ca.cert, 'utf8'))
   }
   // The direct and relayed clients see the target's own certificate; the intercepted one sees
   // the gateway's, which its trust store verifies.
@@ -139,7 +130,7 @@ try {
       lat[kind].kept.push(...got.kept)
     }
   }
-  const report = reporter(results, 34, opt.json)
+  const report = reporter(results, 36, opt.json)
   say(`HTTPS GET from a sandbox, ${runs} each (Node client in the sandbox, target ${ip}, load ${loadavg().map((l) => l.toFixed(1)).join(' ')}):`)
   for (const kind of Object.keys(kinds)) {
     report(`${kind}_new_connection`, `  ${kind}, new connection`, lat[kind].fresh)
@@ -166,5 +157,5 @@ try {
   await Promise.all(made.map((s) => s.kill().catch(() => {})))
   const problems = await server.dispose()
   if (problems.length) console.error(`egress-bench: ${problems.join('; ')}`)
-  await rm(caDir, { recursive: true, force: true })
+  await ca.remove()
 }

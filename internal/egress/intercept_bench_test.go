@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -21,17 +20,9 @@ import (
 //
 //	go test -run - -bench HTTPS ./internal/egress
 func BenchmarkHTTPS(b *testing.B) {
-	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	backend, backendRoots, configure, caRoots := tlsSetup(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	}))
-	backend.EnableHTTP2 = true
-	backend.StartTLS()
-	defer backend.Close()
-	backendRoots := x509.NewCertPool()
-	backendRoots.AddCert(backend.Certificate())
-	configure, ca := interceptor(b, backendRoots)
-	caRoots := x509.NewCertPool()
-	caRoots.AppendCertsFromPEM(ca.CertPEM())
 	dst := strings.TrimPrefix(backend.URL, "https://")
 
 	for _, c := range []struct {

@@ -193,20 +193,27 @@ func (e *env) tlsGet(t *testing.T, host string, roots *x509.CertPool, h2 bool) (
 	if resp.TLS != nil && len(resp.TLS.PeerCertificates) > 0 {
 		peer = resp.TLS.PeerCertificates[0]
 	}
-	return fmt.Sprintf("%d %s", resp.StatusCode, b), peer, nil
+	return fmt.Sprintf("%d %s client=%s", resp.StatusCode, b, resp.Proto), peer, nil
+}
+
+// tlsSetup starts an HTTPS backend (HTTP/2 on) serving h, and returns it
+// with the roots that verify it, a Config completion intercepting with a
+// new CA that upstream roots trust, and the roots that verify that CA.
+func tlsSetup(tb testing.TB, h http.Handler) (backend *httptest.Server, backendRoots *x509.CertPool, configure func(*Config), caRoots *x509.CertPool) {
+	backend = httptest.NewUnstartedServer(h)
+	backend.EnableHTTP2 = true
+	backend.StartTLS()
+	tb.Cleanup(backend.Close)
+	backendRoots = x509.NewCertPool()
+	backendRoots.AddCert(backend.Certificate())
+	configure, ca := interceptor(tb, backendRoots)
+	caRoots = x509.NewCertPool()
+	caRoots.AppendCertsFromPEM(ca.CertPEM())
+	return backend, backendRoots, configure, caRoots
 }
 
 func TestInterceptTLS(t *testing.T) {
-	b := &echo{}
-	backend := httptest.NewUnstartedServer(b)
-	backend.EnableHTTP2 = true
-	backend.StartTLS()
-	defer backend.Close()
-	backendRoots := x509.NewCertPool()
-	backendRoots.AddCert(backend.Certificate())
-	configure, ca := interceptor(t, backendRoots)
-	caRoots := x509.NewCertPool()
-	caRoots.AppendCertsFromPEM(ca.CertPEM())
+	backend, backendRoots, configure, caRoots := tlsSetup(t, &echo{})
 
 	// httptest's certificate is for example.com, *.example.com and 127.0.0.1.
 	rules := withRules(openNet, "example.com", map[string]string{"Authorization": "Bearer ${e2b.secrets.TOKEN}"})
@@ -220,6 +227,9 @@ func TestInterceptTLS(t *testing.T) {
 		}
 		if !strings.Contains(got, "proto=HTTP/2.0") {
 			t.Errorf("h2=%v: the gateway did not reach the backend over HTTP/2: %q", h2, got)
+		}
+		if want := map[bool]string{false: "client=HTTP/1.1", true: "client=HTTP/2.0"}[h2]; !strings.HasSuffix(got, want) {
+			t.Errorf("h2=%v: the client and the gateway spoke %q, want %s", h2, got, want)
 		}
 		if peer.Issuer.CommonName != "Warren local CA" {
 			t.Errorf("h2=%v: the client saw a certificate of %q", h2, peer.Issuer.CommonName)

@@ -13,27 +13,18 @@
 // the test runs on 127.0.0.1 sees the CONNECT and the credentials, getInfo shows it without the
 // password, and once it is stopped the sandbox's connections fail rather than go direct.
 import { it, describe, before, after } from 'node:test'
-import { execFile } from 'node:child_process'
 import { createHash, createPublicKey, verify } from 'node:crypto'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import net from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { Sandbox, Secret } from 'e2b'
 import { useServer } from './harness.mjs'
 import { assert, uid, waitFor } from './helpers.mjs'
-
-const run = promisify(execFile)
+import { makeCA, signLeaf } from './test-ca.mjs'
 
 // The target's CA, made before the server starts so that the server can trust it.
-const caDir = await mkdtemp(join(tmpdir(), 'warren-e2e-egress-ca-'))
-await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
-  '-keyout', join(caDir, 'ca.key'), '-out', join(caDir, 'ca.pem'), '-days', '1', '-subj', '/CN=warren e2e egress target CA',
-  '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign'])
-after(() => rm(caDir, { recursive: true, force: true }))
+const ca = await makeCA('warren e2e egress target CA')
+after(() => ca.remove())
 
-const srv = await useServer({ private: true, args: ['--egress-trust-ca', join(caDir, 'ca.pem')] })
+const srv = await useServer({ private: true, args: ['--egress-trust-ca', ca.cert] })
 
 const sha256 = (s) => createHash('sha256').update(s).digest('hex')
 
@@ -61,12 +52,8 @@ async function addressOf(sbx) {
 
 /** Starts the echo target in sbx, with a certificate for echo.warren.test, other.warren.test and ip. */
 async function startEcho(sbx, ip) {
-  await sbx.files.write('/tmp/tls/ca.pem', await readFile(join(caDir, 'ca.pem'), 'utf8'))
-  await sbx.files.write('/tmp/tls/ca.key', await readFile(join(caDir, 'ca.key'), 'utf8'))
+  await signLeaf(sbx, ca, ['DNS:echo.warren.test', 'DNS:other.warren.test', `IP:${ip}`])
   await sbx.files.write('/tmp/echo/server.js', ECHO)
-  await sbx.commands.run(`cd /tmp/tls && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout leaf.key -out leaf.csr -subj /CN=echo.warren.test 2>&1 &&
-    printf 'subjectAltName=DNS:echo.warren.test,DNS:other.warren.test,IP:${ip}\nextendedKeyUsage=serverAuth\n' > ext &&
-    openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 1 -extfile ext 2>&1`)
   await sbx.commands.run('node /tmp/echo/server.js', { background: true, timeoutMs: 0 })
   await waitFor(async () => (await sbx.commands.run('curl -s -o /dev/null http://127.0.0.1:8080/').catch(() => null))?.exitCode === 0,
     { timeoutMs: 20_000, intervalMs: 200, what: 'the echo server' })
