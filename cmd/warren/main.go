@@ -57,6 +57,7 @@ func (m *Main) commands() []command {
 		{"keys", "create, list or revoke API keys", m.runKeys},
 		{"dashboard", "print a single-use login link to the dashboard", m.runDashboard},
 		{"template", "build a template from a Dockerfile on a running server", m.runTemplate},
+		{"node", "run the node agent of the Kubernetes engine (a DaemonSet)", m.runNode},
 		{"version", "print warren's version", m.runVersion},
 	}
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/internal/nodeagent"
+)
+
+const nodeUsage = `Usage: warren node [flags]
+       warren node install-agent DEST
+
+Run Warren's node agent: on each node of a Kubernetes cluster (the warren-node
+DaemonSet of deploy/kubernetes/), it does for warren serve --engine kubernetes
+what the Kubernetes API cannot: freeze and thaw a sandbox pod's cgroup, cap its
+processes, sample its CPU and memory. Every call but /healthz needs the token
+(WARREN_NODE_TOKEN, from the warren-node-token Secret).
+
+install-agent copies the warren-agent binary that lies beside this one to DEST:
+the init container of every sandbox pod runs it to deliver the agent.`
+
+func (m *Main) runNode(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "install-agent" {
+		if len(args) != 2 {
+			return usageError{"node install-agent takes one argument: the destination path"}
+		}
+		return installAgent(args[1])
+	}
+	fs := m.newFlagSet("node", "warren node [flags]", nodeUsage)
+	e := &envFlags{fs: fs, getenv: m.Getenv}
+	var addr, root, tokenFile string
+	e.String(&addr, "node-addr", ":"+strconv.Itoa(nodeagent.Port), "address the node agent listens on")
+	e.String(&root, "cgroup-root", "/sys/fs/cgroup", "the host's cgroup filesystem, as mounted into the node agent")
+	e.String(&tokenFile, "node-token-file", "", "file holding the token callers must present (else env WARREN_NODE_TOKEN)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if e.err != nil {
+		return e.err
+	}
+	token := strings.TrimSpace(m.Getenv("WARREN_NODE_TOKEN"))
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return fmt.Errorf("--node-token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	cg, err := nodeagent.NewCgroups(root)
+	if err != nil {
+		return err
+	}
+	log := m.logger("json")
+	srv, err := nodeagent.NewServer(cg, token, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 5 * time.Minute}
+	log.Info("node agent listening", "addr", ln.Addr().String(), "cgroup_root", root)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}
+
+// installAgent copies warren-agent from beside this executable to dest,
+// executable by everyone, through a temporary file so that dest is never
+// seen half-written.
+func installAgent(dest string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(filepath.Join(filepath.Dir(self), "warren-agent"))
+	if err != nil {
+		return fmt.Errorf("the agent image holds no warren-agent beside %s: %w", self, err)
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dest), ".warren-agent-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, in)
+	err = errors.Join(err, tmp.Chmod(0o755), tmp.Close())
+	if err != nil {
+		return fmt.Errorf("copying the agent to %s: %w", dest, err)
+	}
+	return os.Rename(tmp.Name(), dest)
+}

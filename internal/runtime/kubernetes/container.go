@@ -1,0 +1,392 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Create creates the sandbox's pod and waits until its agent runs. On any
+// failure after the pod exists it is deleted, so a failed Create leaks
+// nothing.
+func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandbox.Container, error) {
+	if spec.SandboxID == "" || spec.Image == "" {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInvalid, "sandbox ID and image are required")
+	}
+	if len(spec.Mounts) > 0 {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindUnavailable,
+			"volume mounts are not available on the Kubernetes engine: a volume is a directory on the control plane's host")
+	}
+	pod := r.podFor(spec)
+	imageID, err := r.cfg.Images.ImageID(ctx, spec.Image)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	pod.Annotations[annotationImageID] = imageID
+	if _, err := r.cli.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return sandbox.Container{}, classify(err, "cannot create the sandbox's pod")
+	}
+	p, err := r.waitRunning(ctx, pod.Name)
+	if err == nil && spec.PidsLimit > 0 {
+		err = r.applyPidsLimit(ctx, p, spec.PidsLimit)
+	}
+	if err != nil {
+		r.removeQuietly(ctx, pod.Name)
+		return sandbox.Container{}, err
+	}
+	return r.containerOf(p), nil
+}
+
+// waitRunning waits until the named pod's sandbox container runs and the
+// pod has an IP, following the informer; it fails at once when the pod
+// cannot get there (its image is missing, its agent failed to install).
+func (r *Runtime) waitRunning(ctx context.Context, name string) (*corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
+		return nil, sandbox.Errorf(sandbox.KindUnavailable, "cannot list the sandboxes' pods")
+	}
+	var last *corev1.Pod
+	for {
+		changed := r.changed(name)
+		p, err := r.pods.Get(name)
+		switch {
+		case apierrors.IsNotFound(err):
+			if last != nil {
+				return nil, sandbox.Errorf(sandbox.KindConflict, "the sandbox's pod was deleted while it started")
+			}
+		case err != nil:
+			return nil, classify(err, "cannot read the sandbox's pod")
+		default:
+			last = p
+			if running(p) && p.Status.PodIP != "" {
+				return p, nil
+			}
+			if err := startFailure(p); err != nil {
+				return nil, err
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, sandbox.Errorf(sandbox.KindUnavailable, "the sandbox's pod did not start within %v%s",
+				r.cfg.StartTimeout, pending(last))
+		}
+	}
+}
+
+// startFailure says why a pod will never run, or nil while it may.
+func startFailure(p *corev1.Pod) error {
+	if p.DeletionTimestamp != nil {
+		return sandbox.Errorf(sandbox.KindConflict, "the sandbox's pod was deleted while it started")
+	}
+	statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName":
+				return sandbox.Errorf(sandbox.KindUnavailable, "image %s is not on node %s: import it into the node's containerd (%s)",
+					cs.Image, p.Spec.NodeName, w.Reason)
+			case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+				return sandbox.Errorf(sandbox.KindInternal, "container %s of the sandbox's pod cannot start: %s: %s", cs.Name, w.Reason, w.Message)
+			}
+		}
+		if t := cs.State.Terminated; t != nil && (cs.Name == sandboxContainer || t.ExitCode != 0) {
+			return sandbox.Errorf(sandbox.KindInternal, "container %s of the sandbox's pod ended (%s, exit code %d): %s",
+				cs.Name, t.Reason, t.ExitCode, strings.TrimSpace(t.Message))
+		}
+	}
+	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return sandbox.Errorf(sandbox.KindInternal, "the sandbox's pod ended: %s %s", p.Status.Reason, p.Status.Message)
+	}
+	return nil
+}
+
+// pending says what keeps a pod from running, for a timeout's message.
+func pending(p *corev1.Pod) string {
+	if p == nil {
+		return ""
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			return fmt.Sprintf(" (%s: %s)", c.Type, c.Message)
+		}
+	}
+	return fmt.Sprintf(" (phase %s)", p.Status.Phase)
+}
+
+// running reports whether a pod's sandbox container runs.
+func running(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == sandboxContainer {
+			return cs.State.Running != nil
+		}
+	}
+	return false
+}
+
+// containerOf is a pod as the lifecycle manager sees a container.
+func (r *Runtime) containerOf(p *corev1.Pod) sandbox.Container {
+	c := sandbox.Container{
+		ID:        p.Name,
+		SandboxID: p.Labels[sandbox.LabelSandbox],
+		Labels:    p.Labels,
+		Running:   running(p),
+	}
+	c.Paused = c.Running && p.Annotations[annotationFrozen] == "true"
+	for _, ct := range p.Spec.Containers {
+		if ct.Name != sandboxContainer {
+			continue
+		}
+		for _, e := range ct.Env {
+			if e.Name == agentSecretEnv {
+				c.AgentSecret = e.Value
+			}
+		}
+	}
+	c.ImageID = p.Annotations[annotationImageID]
+	if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil && c.Running {
+		c.IP = ip
+		c.AgentAddr = net.JoinHostPort(ip.String(), strconv.Itoa(sandbox.AgentPort))
+	}
+	return c
+}
+
+// get reads a pod afresh from the API server. A pod being deleted, or one
+// that ended (its restart policy is Never: it cannot run again), is
+// KindNotFound: its sandbox is gone.
+func (r *Runtime) get(ctx context.Context, id string) (*corev1.Pod, error) {
+	p, err := r.cli.CoreV1().Pods(r.ns).Get(ctx, id, metaGet)
+	if err != nil {
+		return nil, classify(err, "cannot read the sandbox's pod")
+	}
+	if p.Labels[sandbox.LabelManaged] != r.cfg.ManagedValue {
+		return nil, sandbox.Errorf(sandbox.KindNotFound, "no sandbox pod %s", id)
+	}
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return nil, sandbox.Errorf(sandbox.KindNotFound, "the sandbox's pod %s has ended", id)
+	}
+	return p, nil
+}
+
+// Inspect returns a sandbox pod's current state. Running is true for a
+// frozen pod too; Paused tells them apart.
+func (r *Runtime) Inspect(ctx context.Context, id string) (sandbox.Container, error) {
+	p, err := r.get(ctx, id)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	return r.containerOf(p), nil
+}
+
+// List returns every pod labelled as this runtime's, ended ones included
+// (not running) so that reconciliation removes them; pods being deleted
+// are left out.
+func (r *Runtime) List(ctx context.Context) ([]sandbox.Container, error) {
+	var out []sandbox.Container
+	opts := metav1.ListOptions{LabelSelector: r.selector(), Limit: 500}
+	for {
+		res, err := r.cli.CoreV1().Pods(r.ns).List(ctx, opts)
+		if err != nil {
+			return nil, classify(err, "cannot list the sandboxes' pods")
+		}
+		for i := range res.Items {
+			if p := &res.Items[i]; p.DeletionTimestamp == nil {
+				out = append(out, r.containerOf(p))
+			}
+		}
+		if opts.Continue = res.Continue; opts.Continue == "" {
+			return out, nil
+		}
+	}
+}
+
+// Remove deletes a sandbox's pod at once (no grace period), thawing it
+// first: processes frozen in their cgroup cannot die.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	p, err := r.cli.CoreV1().Pods(r.ns).Get(ctx, id, metaGet)
+	if err != nil {
+		return classify(err, "cannot read the sandbox's pod")
+	}
+	if p.Annotations[annotationFrozen] == "true" && r.cfg.Nodes != nil {
+		if err := r.cfg.Nodes.Thaw(ctx, p.Spec.NodeName, string(p.UID)); err != nil {
+			r.log.WarnContext(ctx, "thawing a frozen pod before deleting it", "pod", id, "err", err)
+		}
+	}
+	r.forgetSample(id)
+	return r.delete(ctx, p)
+}
+
+// delete deletes the pod p names, if it is still the same pod.
+func (r *Runtime) delete(ctx context.Context, p *corev1.Pod) error {
+	zero := int64(0)
+	uid := p.UID
+	err := r.cli.CoreV1().Pods(r.ns).Delete(ctx, p.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	if apierrors.IsConflict(err) {
+		// Another pod of that name replaced it: this one is gone.
+		return nil
+	}
+	return classify(err, "cannot delete the sandbox's pod")
+}
+
+// removeQuietly removes a pod during cleanup of a failed operation, even
+// when ctx is already cancelled.
+func (r *Runtime) removeQuietly(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.Remove(ctx, id); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+		r.log.WarnContext(ctx, "cleanup: deleting pod", "pod", id, "err", err)
+	}
+}
+
+// Freeze freezes every process of a running pod through the node agent of
+// its node, memory kept, and records it on the pod.
+func (r *Runtime) Freeze(ctx context.Context, id string) error {
+	p, err := r.nodeOp(ctx, id, "freezing")
+	if err != nil {
+		return err
+	}
+	if !running(p) {
+		return sandbox.Errorf(sandbox.KindConflict, "the sandbox's pod is not running")
+	}
+	if err := r.cfg.Nodes.Freeze(ctx, p.Spec.NodeName, string(p.UID)); err != nil {
+		return err
+	}
+	if err := r.annotate(ctx, id, annotationFrozen, "true"); err != nil {
+		// Unrecorded, a freeze would look like a hang: undo it.
+		if terr := r.cfg.Nodes.Thaw(context.WithoutCancel(ctx), p.Spec.NodeName, string(p.UID)); terr != nil {
+			r.log.ErrorContext(ctx, "cannot thaw a pod whose freeze was not recorded", "pod", id, "err", terr)
+		}
+		return err
+	}
+	return nil
+}
+
+// Thaw resumes a frozen pod.
+func (r *Runtime) Thaw(ctx context.Context, id string) error {
+	p, err := r.nodeOp(ctx, id, "thawing")
+	if err != nil {
+		return err
+	}
+	if err := r.cfg.Nodes.Thaw(ctx, p.Spec.NodeName, string(p.UID)); err != nil {
+		return err
+	}
+	return r.annotate(ctx, id, annotationFrozen, "")
+}
+
+// nodeOp reads the pod an operation of the node agent is for.
+func (r *Runtime) nodeOp(ctx context.Context, id, what string) (*corev1.Pod, error) {
+	if r.cfg.Nodes == nil {
+		return nil, sandbox.Errorf(sandbox.KindUnavailable,
+			"%s a sandbox needs Warren's node agent (the warren-node DaemonSet of deploy/kubernetes/), which this server was not given", what)
+	}
+	return r.get(ctx, id)
+}
+
+// annotate sets (value "") or removes an annotation of a pod.
+func (r *Runtime) annotate(ctx context.Context, id, key, value string) error {
+	var v any
+	if value != "" {
+		v = value
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
+	_, err := r.cli.CoreV1().Pods(r.ns).Patch(ctx, id, types.MergePatchType, patch, metav1.PatchOptions{})
+	return classify(err, "cannot record the sandbox's state on its pod")
+}
+
+// applyPidsLimit has the node agent cap a pod's processes: the API has no
+// per-pod limit (only the kubelet's, for every pod of a node).
+func (r *Runtime) applyPidsLimit(ctx context.Context, p *corev1.Pod, limit int) error {
+	if r.cfg.Nodes == nil {
+		return nil // New warned once
+	}
+	return r.cfg.Nodes.SetPidsLimit(ctx, p.Spec.NodeName, string(p.UID), limit)
+}
+
+// Update changes a running pod's CPU and memory limits in place (the
+// resize subresource) and its process limit through the node agent; a
+// zero limit is left as it is.
+func (r *Runtime) Update(ctx context.Context, id string, cpuCount, memoryMB, pidsLimit int) error {
+	p, err := r.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if cpuCount > 0 || memoryMB > 0 {
+		want := r.resources(sandbox.ContainerSpec{CPUCount: cpuCount, MemoryMB: memoryMB})
+		for i := range p.Spec.Containers {
+			ct := &p.Spec.Containers[i]
+			if ct.Name != sandboxContainer {
+				continue
+			}
+			mergeResources(&ct.Resources, want)
+		}
+		if _, err := r.cli.CoreV1().Pods(r.ns).UpdateResize(ctx, id, p, metav1.UpdateOptions{}); err != nil {
+			return classify(err, "cannot resize the sandbox's pod")
+		}
+	}
+	if pidsLimit > 0 {
+		if r.cfg.Nodes == nil {
+			return sandbox.Errorf(sandbox.KindUnavailable, "changing a sandbox's process limit needs Warren's node agent")
+		}
+		return r.applyPidsLimit(ctx, p, pidsLimit)
+	}
+	return nil
+}
+
+// mergeResources sets in dst the limits and requests src has.
+func mergeResources(dst *corev1.ResourceRequirements, src corev1.ResourceRequirements) {
+	set := func(l *corev1.ResourceList, from corev1.ResourceList) {
+		if *l == nil {
+			*l = corev1.ResourceList{}
+		}
+		for k, v := range from {
+			(*l)[k] = v
+		}
+	}
+	set(&dst.Limits, src.Limits)
+	set(&dst.Requests, src.Requests)
+}
+
+// cpuLimit is the CPUs a pod's sandbox container may use; 0 = no limit.
+func cpuLimit(p *corev1.Pod) float64 {
+	for _, ct := range p.Spec.Containers {
+		if ct.Name == sandboxContainer {
+			if q, ok := ct.Resources.Limits[corev1.ResourceCPU]; ok {
+				return float64(q.MilliValue()) / 1000
+			}
+		}
+	}
+	return 0
+}
+
+// memoryLimit is a pod's sandbox container's memory limit in bytes; 0 =
+// none.
+func memoryLimit(p *corev1.Pod) int64 {
+	for _, ct := range p.Spec.Containers {
+		if ct.Name == sandboxContainer {
+			if q, ok := ct.Resources.Limits[corev1.ResourceMemory]; ok {
+				return q.Value()
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,392 @@
+package kubernetes
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/warrenhq/warren/internal/nodeagent"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// images is an ImageStore that knows every image, under one ID.
+type images struct{ id string }
+
+func (i images) ImageExists(context.Context, string) (bool, error) { return true, nil }
+func (i images) ImageID(context.Context, string) (string, error)   { return i.id, nil }
+func (i images) ImageLabels(context.Context, string) (map[string]string, error) {
+	return nil, nil
+}
+func (i images) InspectImage(context.Context, string) (sandbox.Image, error) {
+	return sandbox.Image{ID: i.id}, nil
+}
+func (i images) RemoveImage(context.Context, string) error { return nil }
+
+// nodes is a NodeAgents that records what it is asked.
+type nodes struct {
+	mu    sync.Mutex
+	calls []string
+	err   error
+}
+
+func (n *nodes) record(op, node, uid string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.calls = append(n.calls, op+" "+node+" "+uid)
+	return n.err
+}
+func (n *nodes) Freeze(_ context.Context, node, uid string) error {
+	return n.record("freeze", node, uid)
+}
+func (n *nodes) Thaw(_ context.Context, node, uid string) error { return n.record("thaw", node, uid) }
+func (n *nodes) SetPidsLimit(_ context.Context, node, uid string, _ int) error {
+	return n.record("pids", node, uid)
+}
+func (n *nodes) Stats(_ context.Context, node, uid string) (nodeagent.Stats, error) {
+	return nodeagent.Stats{CPUNanos: 1, MemUsed: 10 << 20}, n.record("stats", node, uid)
+}
+func (n *nodes) got() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.calls)
+}
+
+type env struct {
+	rt    *Runtime
+	cli   *fake.Clientset
+	nodes *nodes
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	cli := fake.NewClientset()
+	n := &nodes{}
+	rt, err := New(Config{Client: cli, Images: images{id: "sha256:abc"}, Nodes: n,
+		Caps: []string{"CHOWN", "KILL"}, StartTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return &env{rt: rt, cli: cli, nodes: n}
+}
+
+// kubelet plays the kubelet for the next pod named name: once it exists,
+// it is scheduled to node-a and its status becomes what set makes it.
+func (e *env) kubelet(t *testing.T, name string, set func(*corev1.Pod)) {
+	t.Helper()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			p, err := e.cli.CoreV1().Pods(DefaultNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			p.UID = types.UID("0f0e0d0c-0b0a-4908-8706-050403020100")
+			p.Spec.NodeName = "node-a"
+			set(p)
+			if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+				t.Errorf("kubelet: %v", err)
+			}
+			return
+		}
+	}()
+}
+
+func runningStatus(p *corev1.Pod) {
+	p.Status.Phase = corev1.PodRunning
+	p.Status.PodIP = "10.244.0.7"
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: sandboxContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+	}}
+}
+
+func spec(id string) sandbox.ContainerSpec {
+	return sandbox.ContainerSpec{
+		SandboxID: id, Image: "warren/base", AgentSecret: "s3cret", AgentArgs: []string{"-code-interpreter"},
+		CPUCount: 2, MemoryMB: 512, DiskMB: 1024, PidsLimit: 100,
+		Labels: map[string]string{sandbox.LabelTeam: "t1", sandbox.LabelManaged: "true"},
+	}
+}
+
+func TestPodIsHardenedAndCarriesTheAgent(t *testing.T) {
+	e := newEnv(t)
+	p := e.rt.podFor(spec("iabc"))
+	if p.Name != "warren-iabc" || p.Labels[sandbox.LabelSandbox] != "iabc" || p.Labels[sandbox.LabelManaged] != "true" ||
+		p.Labels[sandbox.LabelTeam] != "t1" {
+		t.Errorf("name %s labels %v", p.Name, p.Labels)
+	}
+	s := p.Spec
+	if s.RestartPolicy != corev1.RestartPolicyNever || s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken ||
+		s.EnableServiceLinks == nil || *s.EnableServiceLinks || s.Hostname != "iabc" {
+		t.Errorf("pod spec: %+v", s)
+	}
+	if s.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Error("no RuntimeDefault seccomp profile")
+	}
+	if s.RuntimeClassName != nil {
+		t.Errorf("runc pod has runtime class %q", *s.RuntimeClassName)
+	}
+	if len(s.InitContainers) != 1 || len(s.Containers) != 1 {
+		t.Fatalf("%d init containers, %d containers", len(s.InitContainers), len(s.Containers))
+	}
+	init := s.InitContainers[0]
+	if init.Image != DefaultAgentImage || !slices.Equal(init.Command, []string{AgentImageBinary, "node", "install-agent", AgentMountPath}) ||
+		init.ImagePullPolicy != corev1.PullNever || *init.SecurityContext.RunAsUser == 0 || *init.SecurityContext.AllowPrivilegeEscalation {
+		t.Errorf("init container: %+v", init)
+	}
+	c := s.Containers[0]
+	if c.Image != "warren/base" || !slices.Equal(c.Command, []string{AgentMountPath}) || !slices.Equal(c.Args, []string{"-code-interpreter"}) ||
+		c.ImagePullPolicy != corev1.PullNever {
+		t.Errorf("container: image %s command %v args %v", c.Image, c.Command, c.Args)
+	}
+	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].MountPath != "/.warren" {
+		t.Errorf("agent mount: %+v", c.VolumeMounts)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != agentSecretEnv || c.Env[0].Value != "s3cret" {
+		t.Errorf("env: %+v", c.Env)
+	}
+	sc := c.SecurityContext
+	if *sc.RunAsUser != 0 || *sc.Privileged || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"CHOWN", "KILL"}) {
+		t.Errorf("security context: %+v", sc)
+	}
+	lim, req := c.Resources.Limits, c.Resources.Requests
+	if lim.Cpu().MilliValue() != 2000 || lim.Memory().Value() != 512<<20 || lim.StorageEphemeral().Value() != 1024<<20 {
+		t.Errorf("limits: %v", lim)
+	}
+	if req.Cpu().MilliValue() != 200 || req.Memory().Value() != 512<<20/10 {
+		t.Errorf("requests: %v", req)
+	}
+	if p.Annotations[annotationPids] != "100" {
+		t.Errorf("annotations: %v", p.Annotations)
+	}
+
+	g := spec("igv")
+	g.Runtime = sandbox.RuntimeGVisor
+	if rc := e.rt.podFor(g).Spec.RuntimeClassName; rc == nil || *rc != DefaultRuntimeClass {
+		t.Errorf("gVisor pod's runtime class: %v", rc)
+	}
+}
+
+func TestCreateWaitsForThePodToRun(t *testing.T) {
+	e := newEnv(t)
+	e.kubelet(t, "warren-iabc", runningStatus)
+	c, err := e.rt.Create(t.Context(), spec("iabc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID != "warren-iabc" || c.SandboxID != "iabc" || !c.Running || c.Paused || c.AgentAddr != "10.244.0.7:49983" ||
+		c.IP.String() != "10.244.0.7" || c.ImageID != "sha256:abc" || c.AgentSecret != "s3cret" {
+		t.Errorf("created %+v", c)
+	}
+	if got := e.nodes.got(); !slices.Equal(got, []string{"pids node-a 0f0e0d0c-0b0a-4908-8706-050403020100"}) {
+		t.Errorf("node agent calls %v, want the process limit set", got)
+	}
+	in, err := e.rt.Inspect(t.Context(), c.ID)
+	if err != nil || in.AgentAddr != c.AgentAddr || !in.Running {
+		t.Errorf("inspect: %+v, %v", in, err)
+	}
+}
+
+func TestCreateThatCannotRunLeavesNoPod(t *testing.T) {
+	for name, set := range map[string]func(*corev1.Pod){
+		"image missing": func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: sandboxContainer, Image: "warren/nope",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull"}}}}
+		},
+		"agent install failed": func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodFailed
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: agentInstaller,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "no agent"}}}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.kubelet(t, "warren-ibad", set)
+			_, err := e.rt.Create(t.Context(), spec("ibad"))
+			if err == nil {
+				t.Fatal("Create succeeded")
+			}
+			if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Get(t.Context(), "warren-ibad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("pod left behind: %v", err)
+			}
+		})
+	}
+}
+
+func TestCreateRefusesVolumeMounts(t *testing.T) {
+	e := newEnv(t)
+	s := spec("ivol")
+	s.Mounts = []sandbox.Mount{{Source: "/srv/v", Target: "/data"}}
+	if _, err := e.rt.Create(t.Context(), s); sandbox.KindOf(err) != sandbox.KindUnavailable {
+		t.Errorf("err %v, want unavailable", err)
+	}
+	if l, _ := e.rt.List(t.Context()); len(l) != 0 {
+		t.Errorf("pods made: %v", l)
+	}
+}
+
+func TestInspectAndListSeeOnlyLivePodsOfThisServer(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	put := func(name, managed string, phase corev1.PodPhase) {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace,
+			Labels: map[string]string{sandbox.LabelManaged: managed, sandbox.LabelSandbox: name}}}
+		runningStatus(p)
+		p.Status.Phase = phase
+		if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("mine", "true", corev1.PodRunning)
+	put("ended", "true", corev1.PodFailed)
+	put("other", "server-2", corev1.PodRunning)
+	for id, kind := range map[string]sandbox.Kind{"ended": sandbox.KindNotFound, "other": sandbox.KindNotFound, "none": sandbox.KindNotFound} {
+		if _, err := e.rt.Inspect(ctx, id); sandbox.KindOf(err) != kind {
+			t.Errorf("Inspect(%s): %v", id, err)
+		}
+	}
+	l, err := e.rt.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range l {
+		names = append(names, c.ID+map[bool]string{true: " running", false: " ended"}[c.Running])
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"ended ended", "mine running"}) {
+		t.Errorf("listed %v", names)
+	}
+}
+
+func TestFreezeThawAndRemoveGoThroughTheNodeAgent(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.kubelet(t, "warren-ifz", runningStatus)
+	s := spec("ifz")
+	s.PidsLimit = 0
+	c, err := e.rt.Create(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := e.rt.WatchContainers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.Freeze(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := e.rt.Inspect(ctx, c.ID); err != nil || !in.Running || !in.Paused {
+		t.Errorf("frozen pod inspected as %+v, %v", in, err)
+	}
+	want := func(action sandbox.ContainerAction) {
+		t.Helper()
+		select {
+		case ev := <-events:
+			if ev.ContainerID != c.ID || ev.Action != action {
+				t.Errorf("event %+v, want %s of %s", ev, action, c.ID)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s event", action)
+		}
+	}
+	want(sandbox.ContainerPaused)
+	if err := e.rt.Remove(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	want(sandbox.ContainerDestroyed)
+	uid := "0f0e0d0c-0b0a-4908-8706-050403020100"
+	if got := e.nodes.got(); !slices.Equal(got, []string{"freeze node-a " + uid, "thaw node-a " + uid}) {
+		t.Errorf("node agent calls %v, want a freeze, then a thaw before deletion", got)
+	}
+	if _, err := e.rt.Inspect(ctx, c.ID); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("removed pod inspected: %v", err)
+	}
+}
+
+func TestAFreezeTheNodeAgentRefusesIsNotRecorded(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.kubelet(t, "warren-inf", runningStatus)
+	s := spec("inf")
+	s.PidsLimit = 0
+	c, err := e.rt.Create(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.nodes.err = sandbox.Errorf(sandbox.KindUnavailable, "node agent down")
+	if err := e.rt.Freeze(ctx, c.ID); sandbox.KindOf(err) != sandbox.KindUnavailable {
+		t.Errorf("Freeze: %v", err)
+	}
+	if in, _ := e.rt.Inspect(ctx, c.ID); in.Paused {
+		t.Error("a failed freeze is recorded")
+	}
+}
+
+func TestWithoutNodeAgentsFreezingIsUnavailable(t *testing.T) {
+	rt, err := New(Config{Client: fake.NewClientset(), Images: images{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if err := rt.Freeze(t.Context(), "warren-ix"); sandbox.KindOf(err) != sandbox.KindUnavailable {
+		t.Errorf("Freeze: %v", err)
+	}
+}
+
+func TestAPodDeletedBehindTheServersBackIsReported(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.kubelet(t, "warren-igone", runningStatus)
+	s := spec("igone")
+	s.PidsLimit = 0
+	c, err := e.rt.Create(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := e.rt.WatchContainers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cli.CoreV1().Pods(DefaultNamespace).Delete(ctx, c.ID, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.ContainerID != c.ID || ev.Action != sandbox.ContainerDestroyed {
+			t.Errorf("event %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("deletion not reported")
+	}
+}
+
+func TestWatchClosesWhenItsContextEnds(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	events, err := e.rt.WatchContainers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case _, ok := <-events:
+		if ok {
+			t.Error("an event after cancel")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("channel not closed")
+	}
+}
