@@ -95,6 +95,10 @@ type serveConfig struct {
 	// the HTTP and the HTTPS port alike.
 	Conns     httpguard.Config
 	Lifecycle lifecycle.Settings
+	// Engine is where sandboxes run (serve_kube.go); Kube its settings
+	// for engineKubernetes.
+	Engine string
+	Kube   kubeConfig
 }
 
 // serveDeps are the engine-facing parts, swapped for fakes in tests.
@@ -126,6 +130,9 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log := m.logger(cfg.LogFormat)
+	if cfg.Engine == engineKubernetes {
+		return m.runServeKubernetes(ctx, cfg, log)
+	}
 	resolv, err := gvisorResolvConf(cfg.StateDir, cfg.EgressDNS, log)
 	if err != nil {
 		return err
@@ -324,7 +331,7 @@ func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols,
 		Secrets: secretsSvc, Identity: issuer, Logger: log})
 	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals, Files: deps.Files, Volumes: vols,
-		Info:   web.ServerInfo{Version: versionString(), Engine: "Docker", StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
+		Info:   web.ServerInfo{Version: versionString(), Engine: engineName(cfg.Engine), StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
 		Checks: serverChecks(cfg, deps), Logger: log})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -567,6 +574,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&bodyMinBytes, "body-min-bytes", 16<<10, "bytes of a request body that must arrive within each --body-timeout")
 	e.Int(&cfg.Conns.MaxConnsPerClient, "max-conns-per-client", 1024, "connections one client address (an IPv6 /64) may hold open at once; beyond, a connection is answered 429 and closed. "+
 		"The SDK opens one per request in flight and per open stream; clients behind one proxy or NAT share an address (negative: no cap)")
+	addKubeFlags(e, &cfg.Engine, &cfg.Kube)
 	if err := parseFlags(fs, args); err != nil {
 		return serveConfig{}, err
 	}
@@ -575,6 +583,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return serveConfig{}, usageError{fmt.Sprintf("serve takes no arguments, got %q", fs.Args())}
+	}
+	if err := checkEngine(cfg, isSet(fs, "firewall") || m.Getenv("WARREN_FIREWALL") != ""); err != nil {
+		return serveConfig{}, err
 	}
 	rt, err := sandbox.ParseOCIRuntime(cfg.Runtime)
 	if err != nil {

@@ -3,6 +3,8 @@ package kubernetes
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -35,4 +37,17 @@ func (r *Runtime) InspectImage(ctx context.Context, ref string) (sandbox.Image, 
 // RemoveImage removes an image from the builder's engine.
 func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 	return r.cfg.Images.RemoveImage(ctx, ref)
+}
+
+// CheckRuntime checks that the cluster can run sandboxes under rt: for
+// gVisor, that its RuntimeClass exists.
+func (r *Runtime) CheckRuntime(ctx context.Context, rt sandbox.OCIRuntime) error {
+	if rt != sandbox.RuntimeGVisor {
+		return nil
+	}
+	_, err := r.cli.NodeV1().RuntimeClasses().Get(ctx, r.cfg.GVisorRuntimeClass, metaGet)
+	if apierrors.IsNotFound(err) {
+		return sandbox.Errorf(sandbox.KindUnavailable, "the cluster has no RuntimeClass %q: apply deploy/kubernetes/runtimeclass-gvisor.yaml on nodes with runsc, or pass --gvisor-runtime-class", r.cfg.GVisorRuntimeClass)
+	}
+	return classify(err, "cannot read the gVisor RuntimeClass")
 }

@@ -81,21 +81,12 @@ type Config struct {
 	StartTimeout time.Duration
 	// Images answers for the images sandboxes run: the Docker engine
 	// templates are built with. Required.
-	Images ImageStore
+	Images sandbox.Images
 	// Nodes reaches the node agents; nil = none, and freezing, process
 	// limits and stats are unavailable.
 	Nodes NodeAgents
 	// Logger receives debug logs. Default slog.Default().
 	Logger *slog.Logger
-}
-
-// ImageStore is where the images sandboxes run are built and known.
-type ImageStore interface {
-	ImageExists(ctx context.Context, ref string) (bool, error)
-	ImageID(ctx context.Context, ref string) (string, error)
-	ImageLabels(ctx context.Context, ref string) (map[string]string, error)
-	InspectImage(ctx context.Context, ref string) (sandbox.Image, error)
-	RemoveImage(ctx context.Context, ref string) error
 }
 
 // Runtime runs sandboxes as pods. It is safe for concurrent use.
@@ -114,6 +105,20 @@ type Runtime struct {
 	waiters map[string][]chan struct{} // pod name → who waits for its next change
 	samples map[string]cpuSample       // pod name → last CPU sample for Stats
 }
+
+// The capabilities the Kubernetes engine has. It is no Committer (the
+// node agent does not commit a pod's filesystem yet) and no Checkpointer
+// (CRIU fails on these kernels, and gVisor's containerd shim answers a
+// checkpoint Unimplemented).
+var (
+	_ sandbox.Runtime        = (*Runtime)(nil)
+	_ sandbox.Freezer        = (*Runtime)(nil)
+	_ sandbox.StatsReader    = (*Runtime)(nil)
+	_ sandbox.LogReader      = (*Runtime)(nil)
+	_ sandbox.EventWatcher   = (*Runtime)(nil)
+	_ sandbox.Pinger         = (*Runtime)(nil)
+	_ sandbox.RuntimeChecker = (*Runtime)(nil)
+)
 
 // ClientFromKubeconfig returns a client for the cluster a kubeconfig file
 // names, or for the cluster the process runs in when path is "".
