@@ -1,0 +1,48 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/warrenhq/warren/internal/runtime/kubernetes"
+)
+
+func TestParseServeEngine(t *testing.T) {
+	env := func(vars map[string]string) *Main {
+		return &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return vars[k] }}
+	}
+	cfg, err := env(nil).parseServe(nil)
+	if err != nil || cfg.Engine != engineDocker {
+		t.Fatalf("default engine %q, %v", cfg.Engine, err)
+	}
+	cfg, err = env(map[string]string{"WARREN_ENGINE": "kubernetes", "WARREN_KUBECONFIG": "/k/config", "WARREN_NAMESPACE": "sbx"}).
+		parseServe([]string{"--gvisor-runtime-class", "runsc-class"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := cfg.Kube
+	if cfg.Engine != engineKubernetes || k.Kubeconfig != "/k/config" || k.Namespace != "sbx" || k.RuntimeClass != "runsc-class" ||
+		k.AgentImage != kubernetes.DefaultAgentImage || k.PullPolicy != "Never" || k.NodeTokenSecret != "warren-node-token" || k.RequestPercent != 10 {
+		t.Errorf("kubernetes settings %+v", cfg)
+	}
+	if cfg, err := env(nil).parseServe([]string{"--engine", "kubernetes"}); err != nil || cfg.Kube.Namespace != kubernetes.DefaultNamespace {
+		t.Errorf("default namespace %q, %v", cfg.Kube.Namespace, err)
+	}
+	if _, err := env(nil).parseServe([]string{"--engine", "kubernetes", "--firewall", "off"}); err != nil {
+		t.Errorf("--firewall off: %v", err)
+	}
+	for name, args := range map[string][]string{
+		"unknown engine":        {"--engine", "nomad"},
+		"iptables on k8s":       {"--engine", "kubernetes", "--firewall", "iptables"},
+		"request percent 0":     {"--engine", "kubernetes", "--request-percent", "0"},
+		"request percent > 100": {"--engine", "kubernetes", "--request-percent", "101"},
+	} {
+		if _, err := env(nil).parseServe(args); !errors.As(err, new(usageError)) {
+			t.Errorf("%s: err %v, want usage error", name, err)
+		}
+	}
+	if _, err := env(map[string]string{"WARREN_ENGINE": "kubernetes", "WARREN_FIREWALL": "iptables"}).parseServe(nil); !errors.As(err, new(usageError)) {
+		t.Errorf("WARREN_FIREWALL=iptables on kubernetes: %v", err)
+	}
+}
