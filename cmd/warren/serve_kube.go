@@ -82,7 +82,7 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 	if err != nil {
 		return fmt.Errorf("template build network: %w (run \"warren doctor\")", err)
 	}
-	kc := kubernetes.Config{Client: cli, Namespace: cfg.Kube.Namespace, ManagedValue: cfg.Instance,
+	kc := kubernetes.Config{Client: cli, Namespace: cfg.Kube.Namespace, Instance: cfg.Instance,
 		AgentImage: cfg.Kube.AgentImage, PullPolicy: cfg.Kube.PullPolicy, GVisorRuntimeClass: cfg.Kube.RuntimeClass,
 		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent, Images: images, Logger: log}
 	if cfg.Kube.NodeTokenSecret != "" {

@@ -176,7 +176,7 @@ func (r *Runtime) get(ctx context.Context, id string) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, classify(err, "cannot read the sandbox's pod")
 	}
-	if p.Labels[sandbox.LabelManaged] != r.cfg.ManagedValue {
+	if p.Labels[sandbox.LabelManaged] != r.cfg.Instance {
 		return nil, sandbox.Errorf(sandbox.KindNotFound, "no sandbox pod %s", id)
 	}
 	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {

@@ -39,7 +39,7 @@ func (r *Runtime) startInformer() {
 	r.factory.Start(ctx.Done())
 }
 
-func (r *Runtime) selector() string { return sandbox.LabelManaged + "=" + r.cfg.ManagedValue }
+func (r *Runtime) selector() string { return sandbox.LabelManaged + "=" + r.cfg.Instance }
 
 // podOf returns the pod an informer notification is about, also when it
 // is the tombstone of a deletion the informer missed.

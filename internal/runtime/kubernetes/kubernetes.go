@@ -54,10 +54,11 @@ type Config struct {
 	Client k8s.Interface
 	// Namespace holds the sandboxes' pods. Default DefaultNamespace.
 	Namespace string
-	// ManagedValue is the value of sandbox.LabelManaged on the pods this
+	// Instance is the value of sandbox.LabelManaged on the pods this
 	// runtime creates and the only value List returns, so that two servers
-	// sharing a namespace never adopt each other's pods. Default "true".
-	ManagedValue string
+	// sharing a namespace never adopt each other's pods. Default
+	// sandbox.DefaultInstance.
+	Instance string
 	// AgentImage is the image whose /warren binary copies the agent into a
 	// sandbox's pod (`warren node install-agent`). Default
 	// DefaultAgentImage.
@@ -154,8 +155,8 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if cfg.ManagedValue == "" {
-		cfg.ManagedValue = "true"
+	if cfg.Instance == "" {
+		cfg.Instance = sandbox.DefaultInstance
 	}
 	if cfg.AgentImage == "" {
 		cfg.AgentImage = DefaultAgentImage

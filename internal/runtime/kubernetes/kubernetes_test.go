@@ -173,8 +173,9 @@ func TestPodIsHardenedAndCarriesTheAgent(t *testing.T) {
 
 	g := spec("igv")
 	g.Runtime = sandbox.RuntimeGVisor
-	if rc := e.rt.podFor(g).Spec.RuntimeClassName; rc == nil || *rc != DefaultRuntimeClass {
-		t.Errorf("gVisor pod's runtime class: %v", rc)
+	gp := e.rt.podFor(g)
+	if rc := gp.Spec.RuntimeClassName; rc == nil || *rc != DefaultRuntimeClass || gp.Labels[sandbox.LabelRuntime] != "gvisor" {
+		t.Errorf("gVisor pod's runtime class %v, labels %v", rc, gp.Labels)
 	}
 }
 

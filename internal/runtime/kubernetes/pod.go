@@ -51,8 +51,9 @@ func (r *Runtime) podFor(spec sandbox.ContainerSpec) *corev1.Pod {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[sandbox.LabelManaged] = r.cfg.ManagedValue
+	labels[sandbox.LabelManaged] = r.cfg.Instance
 	labels[sandbox.LabelSandbox] = spec.SandboxID
+	labels[sandbox.LabelRuntime] = string(spec.Runtime)
 
 	no, yes := false, true
 	root := int64(0)
