@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/warrenhq/warren/internal/api"
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -43,10 +44,7 @@ func NewServer(cg *Cgroups, token string, log *slog.Logger) (*Server, error) {
 	if len(token) < MinTokenLen {
 		return nil, errors.New("the node agent's token must be at least 32 characters (make one with: openssl rand -hex 32)")
 	}
-	if log == nil {
-		log = slog.Default()
-	}
-	s := &Server{cg: cg, token: []byte(token), log: log, mux: http.NewServeMux()}
+	s := &Server{cg: cg, token: []byte(token), log: logkey.For(log, "nodeagent"), mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	s.mux.HandleFunc("POST /v1/pods/{uid}/freeze", s.authed(func(r *http.Request, uid string) (any, error) {
 		return nil, s.cg.Freeze(r.Context(), uid)

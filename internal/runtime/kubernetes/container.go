@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -226,7 +227,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	}
 	if p.Annotations[annotationFrozen] == "true" && r.cfg.Nodes != nil {
 		if err := r.cfg.Nodes.Thaw(ctx, p.Spec.NodeName, string(p.UID)); err != nil {
-			r.log.WarnContext(ctx, "thawing a frozen pod before deleting it", "pod", id, "err", err)
+			r.log.WarnContext(ctx, "thawing a frozen pod before deleting it", logkey.Container, id, "err", err)
 		}
 	}
 	r.forgetSample(id)
@@ -254,7 +255,7 @@ func (r *Runtime) removeQuietly(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := r.Remove(ctx, id); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
-		r.log.WarnContext(ctx, "cleanup: deleting pod", "pod", id, "err", err)
+		r.log.WarnContext(ctx, "cleanup: deleting pod", logkey.Container, id, "err", err)
 	}
 }
 
@@ -274,7 +275,7 @@ func (r *Runtime) Freeze(ctx context.Context, id string) error {
 	if err := r.annotate(ctx, id, annotationFrozen, "true"); err != nil {
 		// Unrecorded, a freeze would look like a hang: undo it.
 		if terr := r.cfg.Nodes.Thaw(context.WithoutCancel(ctx), p.Spec.NodeName, string(p.UID)); terr != nil {
-			r.log.ErrorContext(ctx, "cannot thaw a pod whose freeze was not recorded", "pod", id, "err", terr)
+			r.log.ErrorContext(ctx, "cannot thaw a pod whose freeze was not recorded", logkey.Container, id, "err", terr)
 		}
 		return err
 	}

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -86,7 +87,7 @@ type Config struct {
 	// Nodes reaches the node agents; nil = none, and freezing, process
 	// limits and stats are unavailable.
 	Nodes NodeAgents
-	// Logger receives debug logs. Default slog.Default().
+	// Logger receives the runtime's logs; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -180,10 +181,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 2 * time.Minute
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	r := &Runtime{cfg: cfg, cli: cfg.Client, ns: cfg.Namespace, log: cfg.Logger,
+	r := &Runtime{cfg: cfg, cli: cfg.Client, ns: cfg.Namespace, log: logkey.For(cfg.Logger, "kubernetes"),
 		waiters: map[string][]chan struct{}{}, samples: map[string]cpuSample{}}
 	r.startInformer()
 	return r, nil
