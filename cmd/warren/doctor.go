@@ -34,26 +34,20 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 			"and the code interpreter's image, which only the code-interpreter-v1 template needs (a\n"+
 			"warning). Every check runs; any failure exits non-zero. Flags take serve's values.")
 	e := &envFlags{fs: fs, getenv: m.Getenv}
-	var addr, stateDir, agent, image, ciImage, mcpImage, fw, rtName, gvName string
-	e.String(&addr, "addr", "127.0.0.1:3000", "address serve will listen on")
-	e.String(&stateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
-	e.String(&agent, "agent", defaultAgentPath(), "path of the warren-agent binary")
-	e.String(&image, "base-image", sandbox.BaseImage, `image of the "base" template`)
-	e.String(&ciImage, "code-interpreter-image", sandbox.CodeInterpreterImage, `image of the "code-interpreter-v1" template`)
-	e.String(&mcpImage, "mcp-gateway-image", sandbox.MCPGatewayImage, `image of the "mcp-gateway" template`)
-	e.String(&fw, "firewall", "iptables", "the firewall serve will run with: iptables or off")
-	e.String(&rtName, "runtime", string(sandbox.RuntimeRunc), "what sandboxes will run under: runc or gvisor")
-	e.String(&gvName, "gvisor-runtime-name", docker.DefaultGVisorRuntime, "the Docker engine's name of the gVisor runtime")
+	var cfg serveConfig
+	m.sharedServeFlags(e, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if e.err != nil {
 		return e.err
 	}
+	addr, stateDir, agent, fw, gvName := cfg.Addr, cfg.StateDir, cfg.AgentPath, cfg.Firewall, cfg.GVisorName
+	image, ciImage, mcpImage := cfg.Lifecycle.BaseImage, cfg.Lifecycle.CodeInterpreterImage, cfg.Lifecycle.MCPGatewayImage
 	if fw != "iptables" && fw != "off" {
 		return usageError{fmt.Sprintf("--firewall=%q: want iptables or off", fw)}
 	}
-	rt, err := sandbox.ParseOCIRuntime(rtName)
+	rt, err := sandbox.ParseOCIRuntime(cfg.Runtime)
 	if err != nil {
 		return usageError{"--runtime: " + sandbox.Message(err)}
 	}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -18,42 +16,25 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/agentclient"
-	"github.com/warrenhq/warren/internal/api"
 	"github.com/warrenhq/warren/internal/egress"
-	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/firewall"
-	"github.com/warrenhq/warren/internal/httpguard"
 	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/lifecycle"
-	"github.com/warrenhq/warren/internal/logkey"
-	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
-	"github.com/warrenhq/warren/internal/store/sqlite"
-	"github.com/warrenhq/warren/internal/template"
-	"github.com/warrenhq/warren/internal/volume"
+	"github.com/warrenhq/warren/internal/server"
 	"github.com/warrenhq/warren/internal/web"
 )
 
 // serveConfig is what warren serve runs with, from flags and WARREN_*
-// environment variables.
+// environment variables: the server's Config, and how to make the engine
+// it works through.
 type serveConfig struct {
-	Addr     string // listen address
-	TLSAddr  string // HTTPS address of the same handler (serve_tls.go); "" = none
-	DNSAddr  string // UDP address answering DNS for *.<Domain>; "" = none
-	Domain   string // sandbox domain: <port>-<id>.<Domain>
-	StateDir string // holds warren.db
-	// VolumesDir holds the volumes' directory trees; "" =
-	// <StateDir>/volumes.
-	VolumesDir string
-	// VolumeSizeMB is each new volume's size limit, enforced by its own
-	// filesystem; 0 = no limit.
-	VolumeSizeMB int
-	AgentPath    string // the warren-agent binary mounted into sandboxes
-	APIKey       string // WARREN_API_KEY: accepted besides stored keys
-	LogFormat    string // "text" or "json"
-	Network      string // Docker network of sandboxes, created if missing
-	Firewall     string // "iptables" (isolation and egress rules) or "off"
+	server.Config
+	AgentPath string // the warren-agent binary mounted into sandboxes
+	LogFormat string // "text" or "json"
+	Network   string // Docker network of sandboxes, created if missing
+	Firewall  string // "iptables" (isolation and egress rules) or "off"
 	// EgressDNS lists the resolvers (IP:port) the firewall's egress
 	// server forwards sandboxes' queries to; none = those of
 	// /etc/resolv.conf.
@@ -68,60 +49,14 @@ type serveConfig struct {
 	// those of other servers on the same Docker engine. Default
 	// sandbox.DefaultInstance.
 	Instance string
-	// TemplateBuilds is how many template builds run at once; 0 = the
-	// builder's default (2).
-	TemplateBuilds int
 	// Runtime is what sandboxes run under: "runc" (default) or "gvisor".
 	Runtime string
-	// ProxyDialTimeout bounds the proxy's reaching a sandbox's agent and
-	// opening a tunnel to a port inside.
-	ProxyDialTimeout time.Duration
 	// GVisorName is the engine's name for runsc (daemon.json "runtimes").
 	GVisorName string
-	// EventsRetention is how long sandbox lifecycle events are kept.
-	EventsRetention time.Duration
-	// WebhookTimeout bounds one webhook delivery attempt.
-	WebhookTimeout time.Duration
-	// IdleTimeout closes a client's keep-alive connection idle this long
-	// between requests; negative = never.
-	IdleTimeout time.Duration
-	// SecretsKeyFile holds the key that seals secrets; "" =
-	// <StateDir>/secrets.key, made on first start.
-	SecretsKeyFile string
-	// OIDCIssuer is the issuer URL of workload tokens; "" = the API's
-	// URL (http://<listen address>).
-	OIDCIssuer string
-	// Conns caps each client's connections and paces request bodies, on
-	// the HTTP and the HTTPS port alike.
-	Conns     httpguard.Config
-	Lifecycle lifecycle.Settings
 	// Engine is where sandboxes run (serve_kube.go); Kube its settings
 	// for engineKubernetes.
 	Engine string
 	Kube   kubeConfig
-}
-
-// serveDeps are the engine-facing parts, swapped for fakes in tests.
-type serveDeps struct {
-	Runtime sandbox.Runtime
-	Agent   sandbox.Agent
-	Tunnels proxy.Tunneler
-	// Firewall enforces egress rules; nil = stored but not enforced.
-	Firewall sandbox.Firewall
-	// CABundle is the CA every sandbox trusts, for the egress gateway's
-	// interception; "" = none.
-	CABundle string
-	// Builder builds templates; nil = no template API (tests without an
-	// engine).
-	Builder template.Engine
-	// Commands runs templates' start and ready commands in sandboxes.
-	Commands lifecycle.CommandRunner
-	// Terminals and Files serve the dashboard's terminals and file
-	// browser; nil = none.
-	Terminals web.Terminals
-	Files     web.Files
-	// Ready, when set, is called with the address once the server listens.
-	Ready func(addr string)
 }
 
 func (m *Main) runServe(ctx context.Context, args []string) error {
@@ -156,8 +91,31 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	}
 	defer fw.Close() // stops the egress server; the rules stay
 	ac := agentclient.New()
-	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, CABundle: caPEM,
-		Builder: rt.Builder(buildNet), Commands: ac, Terminals: ac, Files: ac}, log)
+	return m.serve(ctx, newServer(cfg, server.Deps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, CABundle: caPEM,
+		Builder: rt.Builder(buildNet), Commands: ac, Terminals: ac, Files: ac, Logger: log}), log)
+}
+
+// newServer makes warren serve's server on an engine's parts, with the
+// dashboard's view of the server and its checks from cfg.
+func newServer(cfg serveConfig, deps server.Deps) *server.Server {
+	cfg.Info = web.ServerInfo{Version: versionString(), Engine: engineName(cfg.Engine), StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain}
+	deps.Checks = serverChecks(cfg, deps.Runtime)
+	return server.New(cfg.Config, deps)
+}
+
+// serve opens srv, tells the operator how to use it, and runs it until ctx
+// ends or its port fails.
+func (m *Main) serve(ctx context.Context, srv *server.Server, log *slog.Logger) error {
+	if err := srv.Open(ctx); err != nil {
+		return err
+	}
+	srv.PrintHello(ctx, m.Stdout, m.Stderr)
+	select {
+	case <-srv.Done():
+	case <-ctx.Done():
+		log.Info("shutting down")
+	}
+	return srv.Close()
 }
 
 // parseEgressDNS parses --egress-dns: IP:port resolvers, comma-separated.
@@ -243,174 +201,6 @@ func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime
 		return nil, "", fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
 	}
 	return fw, string(ca.CertPEM()), nil
-}
-
-// serve runs the server until ctx ends, then shuts it down.
-func (m *Main) serve(ctx context.Context, cfg serveConfig, deps serveDeps, log *slog.Logger) error {
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err)
-	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.StateDir, "warren.db"))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	// Listening first gives the address, which is the default issuer of
-	// workload tokens, before anything is built.
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	secretsSvc, issuer, err := openSecrets(cfg, st, "http://"+ln.Addr().String())
-	if err != nil {
-		return err
-	}
-	if gw, ok := deps.Firewall.(interface{ SetExpander(egress.Expander) }); ok {
-		gw.SetExpander(gatewaySecrets{svc: secretsSvc, log: logkey.For(log, "egress")})
-	}
-
-	var tpl *template.Registry
-	if deps.Builder != nil {
-		builtins := map[string]template.Source{
-			lifecycle.BaseTemplate:            {Image: cfg.Lifecycle.BaseImage},
-			lifecycle.CodeInterpreterTemplate: {Image: cfg.Lifecycle.CodeInterpreterImage, AgentArgs: lifecycle.CodeInterpreterArgs()},
-			lifecycle.MCPGatewayTemplate:      {Image: cfg.Lifecycle.MCPGatewayImage},
-		}
-		tpl, err = template.New(template.Config{Store: st, Engine: deps.Builder, Dir: cfg.StateDir,
-			BaseImage: cfg.Lifecycle.BaseImage, Builtins: builtins, Snapshots: st,
-			MaxConcurrentBuilds: cfg.TemplateBuilds, Logger: log})
-		if err != nil {
-			return err
-		}
-		if err := tpl.Start(ctx); err != nil {
-			return err
-		}
-		defer tpl.Close()
-	}
-
-	// Before the manager starts sandboxes: they bind volumes' mounted
-	// filesystems.
-	volDir := cfg.VolumesDir
-	if volDir == "" {
-		volDir = filepath.Join(cfg.StateDir, "volumes")
-	}
-	vols, err := volume.New(ctx, volume.Config{Store: st, Dir: volDir, KeyFile: filepath.Join(cfg.StateDir, "volume-token.key"), SizeLimitMB: cfg.VolumeSizeMB, Logger: log})
-	if err != nil {
-		return err
-	}
-
-	evs := events.New(events.Config{Store: st, Logger: log, Retention: cfg.EventsRetention, Timeout: cfg.WebhookTimeout})
-	evs.Start(ctx)
-	defer evs.Close()
-
-	var px *proxy.Proxy // set before the manager starts, so OnStop sees it
-	lc := lifecycle.Deps{Runtime: deps.Runtime, Agent: deps.Agent, Store: st, Logger: log, Firewall: deps.Firewall, Events: evs, CABundle: deps.CABundle,
-		OnStop: func(id string) { px.Disconnect(id) }}
-	if tpl != nil {
-		lc.Templates, lc.Commands = tpl, deps.Commands
-	}
-	mgr, err := lifecycle.New(lc, cfg.Lifecycle)
-	if err != nil {
-		return err
-	}
-	px, err = proxy.New(proxy.Config{Domain: cfg.Domain, Router: mgr, Tunnels: deps.Tunnels, DialTimeout: cfg.ProxyDialTimeout, Logger: log})
-	if err != nil {
-		return err
-	}
-	if err := mgr.Start(ctx); err != nil {
-		return err
-	}
-	defer mgr.Close()
-
-	var extra []string
-	if cfg.APIKey != "" {
-		extra = append(extra, cfg.APIKey)
-	}
-	volContent := vols.Handler()
-	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols,
-		Secrets: secretsSvc, Identity: issuer, Logger: log})
-	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals, Files: deps.Files, Volumes: vols,
-		Info:   web.ServerInfo{Version: versionString(), Engine: engineName(cfg.Engine), StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain},
-		Checks: serverChecks(cfg, deps), Logger: log})
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case proxy.IsSandboxRequest(r, cfg.Domain):
-			px.ServeHTTP(w, r)
-		case strings.HasPrefix(r.URL.Path, volume.ContentPrefix):
-			volContent.ServeHTTP(w, r)
-		case r.URL.Path == "/dashboard" || strings.HasPrefix(r.URL.Path, web.Prefix):
-			dash.ServeHTTP(w, r)
-		default:
-			control.ServeHTTP(w, r)
-		}
-	})
-
-	conns := cfg.Conns
-	conns.Logger = log
-	guard := httpguard.New(conns)
-	ln = guard.Listen(ln)
-	srv := newHTTPServer(cfg, guard, handler, log)
-	addr := ln.Addr().String()
-	sdk, err := listenSDK(ctx, cfg, guard, handler, log)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	defer sdk.Close()
-	m.printHello(ctx, st, cfg, addr)
-	sdk.printHello(m.Stdout, cfg.Domain)
-	if deps.Ready != nil {
-		deps.Ready(addr)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		srv.Close() // open streams do not hold the shutdown up
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-// newHTTPServer returns the server of a client-facing port. Slow headers
-// (ReadHeaderTimeout), idle keep-alive connections (IdleTimeout), slow
-// bodies and too many connections from one client (guard) are cut; a
-// response is never timed, so a process's output, a watch or an upgraded
-// connection may stay silent as long as it needs.
-func newHTTPServer(cfg serveConfig, guard *httpguard.Guard, h http.Handler, log *slog.Logger) *http.Server {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       cfg.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	guard.Configure(srv)
-	return srv
-}
-
-// printHello tells the operator how to point an SDK at this server.
-func (m *Main) printHello(ctx context.Context, st *sqlite.DB, cfg serveConfig, addr string) {
-	url := "http://" + addr
-	key := cfg.APIKey
-	if key == "" {
-		key = "<a key from: warren keys create>"
-		if keys, err := st.ListAPIKeys(ctx); err == nil && len(keys) == 0 {
-			fmt.Fprintln(m.Stderr, "warren: no API keys yet; create one with: warren keys create")
-		}
-	}
-	fmt.Fprintf(m.Stdout, "Warren is serving on %s (state in %s).\nPoint the E2B SDK at it with:\n"+
-		"  export E2B_API_URL=%s\n  export E2B_SANDBOX_URL=%s\n  export E2B_DOMAIN=%s\n  export E2B_API_KEY=%s\n",
-		url, cfg.StateDir, url, url, cfg.Domain, key)
 }
 
 // logger returns JSON logs, or text when format is "text" or, by
@@ -506,6 +296,23 @@ func (e *envFlags) Duration(p *time.Duration, name string, def time.Duration, us
 	e.fs.DurationVar(p, name, def, e.usage(usage, name))
 }
 
+// sharedServeFlags defines the flags of serve that doctor takes too, for
+// it checks what they name: the port, the state dir, the agent, the
+// images, the firewall and the runtime.
+func (m *Main) sharedServeFlags(e *envFlags, cfg *serveConfig) {
+	d := lifecycle.DefaultSettings()
+	e.String(&cfg.Addr, "addr", "127.0.0.1:3000", "address to listen on")
+	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
+	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
+	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
+	e.String(&cfg.Runtime, "runtime", string(sandbox.RuntimeRunc), "what sandboxes run under: runc, or gvisor (stronger isolation; "+
+		"frozen sandboxes are demoted to checkpointed, keeping their memory on disk; set up with: warren runtime setup gvisor)")
+	e.String(&cfg.GVisorName, "gvisor-runtime-name", docker.DefaultGVisorRuntime, "the Docker engine's name of the gVisor runtime (its daemon.json \"runtimes\" key)")
+	e.String(&cfg.Lifecycle.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)
+	e.String(&cfg.Lifecycle.CodeInterpreterImage, "code-interpreter-image", d.CodeInterpreterImage, `image of the "code-interpreter-v1" template (warren image build code-interpreter)`)
+	e.String(&cfg.Lifecycle.MCPGatewayImage, "mcp-gateway-image", d.MCPGatewayImage, `image of the "mcp-gateway" template, where the SDK's Sandbox.create({ mcp }) runs (warren image build mcp-gateway)`)
+}
+
 func (m *Main) parseServe(args []string) (serveConfig, error) {
 	fs := m.newFlagSet("serve", "warren serve [flags]",
 		"Serve E2B's control-plane API and the sandbox proxy on one port, keeping sandboxes as\n"+
@@ -513,21 +320,18 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 			"environment variable shown beside it; WARREN_API_KEY adds an accepted API key.")
 	e := &envFlags{fs: fs, getenv: m.Getenv}
 	// The lifecycle settings that are no flags keep their defaults.
-	cfg := serveConfig{Lifecycle: lifecycle.DefaultSettings()}
+	cfg := serveConfig{Config: server.Config{Lifecycle: lifecycle.DefaultSettings()}}
+	m.sharedServeFlags(e, &cfg)
 	d, l := cfg.Lifecycle, &cfg.Lifecycle
-	e.String(&cfg.Addr, "addr", "127.0.0.1:3000", "address to listen on")
 	e.String(&cfg.TLSAddr, "tls-addr", "", "also serve over HTTPS here (e.g. 127.0.0.1:3443), with a wildcard certificate for *.<domain> from a CA kept in <state-dir>/tls; needs a domain of two labels or more")
 	e.String(&cfg.DNSAddr, "dns-addr", "", "answer DNS (UDP) for *.<domain> with 127.0.0.1 here (e.g. 127.0.0.1:5353)")
 	e.String(&cfg.Domain, "domain", "localhost", "sandbox domain: sandbox hosts are <port>-<id>.<domain>")
-	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&cfg.SecretsKeyFile, "secrets-key-file", "", "file of the key that encrypts secrets at rest, 64 hexadecimal digits (openssl rand -hex 32); default <state-dir>/secrets.key, made on first start")
 	e.String(&cfg.OIDCIssuer, "oidc-issuer", "", "issuer URL of sandboxes' workload tokens, where clouds fetch /.well-known/openid-configuration and /.well-known/jwks.json (default: http://<addr>)")
 	e.String(&cfg.VolumesDir, "volumes-dir", "", "directory of the volumes' content (default: <state-dir>/volumes)")
 	e.Int(&cfg.VolumeSizeMB, "volume-size-mb", 0, "size of each volume made, in MiB: its own ext4 filesystem on a loop device, so a write past it fails inside sandboxes (ENOSPC) and through the content API (413); needs loop devices and mkfs.ext4; 0: a plain directory, no limit")
-	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
 	e.String(&cfg.LogFormat, "log-format", "", "text or json (default: text on a terminal, else json)")
 	e.String(&cfg.Network, "network", docker.DefaultNetwork, "Docker network of sandboxes (a bridge, created if missing)")
-	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
 	var egressDNS string
 	e.String(&egressDNS, "egress-dns", "", "resolvers (IP:port, comma-separated) that answer the DNS of sandboxes with domains in allowOut (default: the nameservers of /etc/resolv.conf)")
 	e.Bool(&cfg.EgressProxyPrivate, "egress-proxy-private", true, "allow network.egressProxy at private, loopback and link-local addresses (self-hosted networks); false: only public ones, checked at create and whenever the proxy's name is resolved")
@@ -538,14 +342,8 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
 	e.Duration(&cfg.EventsRetention, "events-retention", 7*24*time.Hour, "how long sandbox lifecycle events (GET /events/sandboxes, webhooks) are kept")
 	e.Duration(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "time limit of one webhook delivery attempt; a failed one is retried with backoff")
-	e.String(&cfg.Runtime, "runtime", string(sandbox.RuntimeRunc), "what sandboxes run under: runc, or gvisor (stronger isolation; "+
-		"frozen sandboxes are demoted to checkpointed, keeping their memory on disk; set up with: warren runtime setup gvisor)")
-	e.String(&cfg.GVisorName, "gvisor-runtime-name", docker.DefaultGVisorRuntime, "the Docker engine's name of the gVisor runtime (its daemon.json \"runtimes\" key)")
 	e.Bool(&l.PauseToDisk, "pause-to-disk", false, "under gvisor, a pause that keeps memory checkpoints the sandbox to disk at once instead of freezing it (no RAM held; resume takes a restore)")
 	e.Duration(&l.CheckpointMaxAge, "checkpoint-max-age", d.CheckpointMaxAge, "delete checkpoints of sandboxes paused this long; they become stopped (negative: never)")
-	e.String(&l.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)
-	e.String(&l.CodeInterpreterImage, "code-interpreter-image", d.CodeInterpreterImage, `image of the "code-interpreter-v1" template (warren image build code-interpreter)`)
-	e.String(&l.MCPGatewayImage, "mcp-gateway-image", d.MCPGatewayImage, `image of the "mcp-gateway" template, where the SDK's Sandbox.create({ mcp }) runs (warren image build mcp-gateway)`)
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
 	e.Int(&l.MemoryMB, "memory-mb", d.MemoryMB, "memory per sandbox in MiB")
 	e.Int(&l.MaxCPUCount, "max-cpu-count", d.MaxCPUCount, "most CPUs one sandbox gets: a template asking for more is refused, one built with more is held to it; by default this machine's CPUs")

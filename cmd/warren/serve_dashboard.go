@@ -13,7 +13,7 @@ import (
 
 // serverChecks are the dashboard server view's checks: what `warren
 // doctor` checks, as the running server sees it.
-func serverChecks(cfg serveConfig, deps serveDeps) func(ctx context.Context) []web.Check {
+func serverChecks(cfg serveConfig, rt sandbox.Runtime) func(ctx context.Context) []web.Check {
 	return func(ctx context.Context) []web.Check {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -25,7 +25,7 @@ func serverChecks(cfg serveConfig, deps serveDeps) func(ctx context.Context) []w
 			}
 			out = append(out, c)
 		}
-		if p, ok := deps.Runtime.(sandbox.Pinger); ok {
+		if p, ok := rt.(sandbox.Pinger); ok {
 			v, err := p.Ping(ctx)
 			add("docker engine", false, "reachable, API version "+v, err)
 		}
@@ -37,7 +37,7 @@ func serverChecks(cfg serveConfig, deps serveDeps) func(ctx context.Context) []w
 			{"code interpreter", cfg.Lifecycle.CodeInterpreterImage, "warren image build code-interpreter", true},
 			{"mcp gateway", cfg.Lifecycle.MCPGatewayImage, "warren image build mcp-gateway", true},
 		} {
-			ok, err := deps.Runtime.ImageExists(ctx, img.ref)
+			ok, err := rt.ImageExists(ctx, img.ref)
 			if err == nil && !ok {
 				err = fmt.Errorf("%s is missing; build it with: %s", img.ref, img.fix)
 			}

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/warrenhq/warren/internal/logkey"
-	"github.com/warrenhq/warren/internal/secrets"
 	"github.com/warrenhq/warren/internal/tlsca"
 )
 
@@ -50,21 +45,4 @@ func parseFileList(list string) []string {
 		}
 	}
 	return out
-}
-
-// gatewaySecrets is the egress gateway's Expander: the secrets service,
-// whose unresolved placeholders the sandbox's client is told of, while
-// any other failure (the store's) is logged and told only as a failure.
-type gatewaySecrets struct {
-	svc *secrets.Service
-	log *slog.Logger
-}
-
-func (g gatewaySecrets) Expand(ctx context.Context, sandboxID, teamID, value string) (string, error) {
-	v, err := g.svc.Expand(ctx, sandboxID, teamID, value)
-	if _, unresolved := errors.AsType[*secrets.UnresolvedError](err); err == nil || unresolved {
-		return v, err
-	}
-	g.log.Error("resolving a header's placeholders failed", logkey.Sandbox, sandboxID, "err", err)
-	return "", errors.New("the server could not resolve the header's placeholders; its log says why")
 }

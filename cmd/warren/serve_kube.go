@@ -16,6 +16,7 @@ import (
 	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/runtime/kubernetes"
+	"github.com/warrenhq/warren/internal/server"
 )
 
 // The engines warren serve runs sandboxes on.
@@ -110,8 +111,8 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 	log.Warn("egress rules are refused on the Kubernetes engine: the cluster's network policy decides what sandboxes reach")
 	cfg.Firewall = "off"
 	ac := agentclient.New()
-	return m.serve(ctx, cfg, serveDeps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: firewall.Off{}, Builder: images.Builder(buildNet),
-		Commands: ac, Terminals: ac, Files: ac}, log)
+	return m.serve(ctx, newServer(cfg, server.Deps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: firewall.Off{}, Builder: images.Builder(buildNet),
+		Commands: ac, Terminals: ac, Files: ac, Logger: log}), log)
 }
 
 // nodeToken reads the node agents' token from its Secret.

@@ -1,45 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
-
-	"github.com/warrenhq/warren/internal/store/sqlite"
 )
 
-// TestOpenSecrets: the key and the issuer's keys are made in the state
-// dir; the issuer is the API URL unless --oidc-issuer names one; a given
-// key file must exist and hold a key.
-func TestOpenSecrets(t *testing.T) {
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "warren.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	cfg := serveConfig{StateDir: dir}
-	_, iss, err := openSecrets(cfg, st, "http://127.0.0.1:3000")
-	if err != nil || iss.URL() != "http://127.0.0.1:3000" {
-		t.Fatalf("default issuer: %v, %v", iss, err)
-	}
-	for _, f := range []string{"secrets.key", "oidc-keys.json"} {
-		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s: %v %v", f, fi, err)
-		}
-	}
-	cfg.OIDCIssuer = "https://warren.example.com"
-	if _, iss, err := openSecrets(cfg, st, "http://127.0.0.1:3000"); err != nil || iss.URL() != cfg.OIDCIssuer {
-		t.Errorf("--oidc-issuer: %v, %v", iss, err)
-	}
-	cfg.SecretsKeyFile = filepath.Join(dir, "missing.key")
-	if _, _, err := openSecrets(cfg, st, ""); err == nil {
-		t.Error("a missing --secrets-key-file is no error")
-	}
-
+// A bad --oidc-issuer is a usage error (internal/server tests what a
+// good one does).
+func TestParseServeOIDCIssuer(t *testing.T) {
 	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 	for _, bad := range []string{"ftp://x", "warren.example.com", "https://x/?a=b"} {
 		if _, err := m.parseServe([]string{"--oidc-issuer", bad}); !errors.As(err, new(usageError)) {

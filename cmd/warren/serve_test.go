@@ -20,6 +20,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/fake"
+	"github.com/warrenhq/warren/internal/server"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the server's goroutines.
@@ -47,29 +48,20 @@ func (noTunnels) DialTunnel(context.Context, string, string, int) (net.Conn, err
 	return nil, errors.New("no tunnels in tests")
 }
 
-// startServe runs serve in-process on :0 with the fake runtime and
-// returns its URL and a function that stops it and returns its error.
+// startServe opens warren serve's server in-process on :0 with the fake
+// runtime, as runServe does with Docker, and returns its URL and Close.
 func startServe(t *testing.T, m *Main, rt *fake.Runtime, args ...string) (string, func() error) {
 	t.Helper()
 	cfg, err := m.parseServe(append([]string{"--addr", "127.0.0.1:0"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	deps := serveDeps{Runtime: rt, Agent: fake.NewAgent(), Tunnels: noTunnels{}, Ready: func(a string) { ready <- a }}
-	go func() { done <- m.serve(ctx, cfg, deps, slog.New(slog.NewTextHandler(m.Stderr, nil))) }()
-	select {
-	case addr := <-ready:
-		return "http://" + addr, func() error { cancel(); return <-done }
-	case err := <-done:
-		cancel()
+	srv := newServer(cfg, server.Deps{Runtime: rt, Agent: fake.NewAgent(), Tunnels: noTunnels{}, Logger: slog.New(slog.NewTextHandler(m.Stderr, nil))})
+	if err := srv.Open(t.Context()); err != nil {
 		t.Fatalf("serve: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not start")
 	}
-	return "", nil
+	srv.PrintHello(t.Context(), m.Stdout, m.Stderr)
+	return srv.URL(), srv.Close
 }
 
 func TestServeInProcess(t *testing.T) {
@@ -209,6 +201,21 @@ func TestParseServeEnv(t *testing.T) {
 		if _, err := m.parseServe(nil); !errors.As(err, new(usageError)) {
 			t.Errorf("env %v: err %v, want usage error", env, err)
 		}
+	}
+}
+
+// The connection flags reach the server's Config (internal/server tests
+// that its port applies them).
+func TestParseServeConnectionFlags(t *testing.T) {
+	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
+		return map[string]string{"WARREN_MAX_CONNS_PER_CLIENT": "2"}[k]
+	}}
+	cfg, err := m.parseServe([]string{"--idle-timeout", "300ms", "--body-timeout=2s", "--body-min-bytes=100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Conns; cfg.IdleTimeout != 300*time.Millisecond || c.MaxConnsPerClient != 2 || c.BodyTimeout != 2*time.Second || c.BodyMinBytes != 100 {
+		t.Errorf("idle %v, conns %+v", cfg.IdleTimeout, c)
 	}
 }
 

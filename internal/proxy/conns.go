@@ -2,23 +2,41 @@ package proxy
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
+
+	"github.com/warrenhq/warren/internal/logkey"
 )
 
-// connSet tracks the upstream connections open to each sandbox, so that
-// Disconnect can cut them all when the sandbox stops.
-type connSet struct {
+// Streams are the upstream connections a Proxy holds open to each
+// sandbox, so that Disconnect can cut them all when the sandbox stops.
+// They are made apart from the Proxy: the lifecycle manager, which the
+// Proxy routes through, is told whom to notify of stops before the Proxy
+// exists, so it gets Disconnect and the Proxy gets the Streams.
+type Streams struct {
+	log       *slog.Logger
 	mu        sync.Mutex                           // guards bySandbox
 	bySandbox map[string]map[*trackedConn]struct{} // sandbox ID → open conns
 }
 
-func newConnSet() *connSet {
-	return &connSet{bySandbox: map[string]map[*trackedConn]struct{}{}}
+// NewStreams returns an empty set; log (nil = discard) hears of cuts.
+func NewStreams(log *slog.Logger) *Streams {
+	return &Streams{log: logkey.For(log, "proxy"), bySandbox: map[string]map[*trackedConn]struct{}{}}
+}
+
+// Disconnect cuts every open connection to a sandbox: streams in flight
+// end abruptly (a truncated body or a dropped upgraded connection, never a
+// clean end of body) and idle pooled connections go. The lifecycle manager
+// calls it when a sandbox stops, and before it pauses one.
+func (s *Streams) Disconnect(sandboxID string) {
+	if n := s.closeAll(sandboxID); n > 0 {
+		s.log.Debug("cut connections", logkey.Sandbox, sandboxID, "conns", n)
+	}
 }
 
 // track registers c as a connection to sandboxID until it is closed.
-func (s *connSet) track(sandboxID string, c net.Conn) net.Conn {
+func (s *Streams) track(sandboxID string, c net.Conn) net.Conn {
 	tc := &trackedConn{Conn: c, set: s, sandboxID: sandboxID}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -31,7 +49,7 @@ func (s *connSet) track(sandboxID string, c net.Conn) net.Conn {
 	return tc
 }
 
-func (s *connSet) forget(tc *trackedConn) {
+func (s *Streams) forget(tc *trackedConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.bySandbox[tc.sandboxID]
@@ -42,7 +60,7 @@ func (s *connSet) forget(tc *trackedConn) {
 }
 
 // closeAll closes every connection to sandboxID and returns how many.
-func (s *connSet) closeAll(sandboxID string) int {
+func (s *Streams) closeAll(sandboxID string) int {
 	s.mu.Lock()
 	m := s.bySandbox[sandboxID]
 	delete(s.bySandbox, sandboxID)
@@ -56,7 +74,7 @@ func (s *connSet) closeAll(sandboxID string) int {
 // trackedConn is an upstream connection that leaves its set when closed.
 type trackedConn struct {
 	net.Conn
-	set       *connSet
+	set       *Streams
 	sandboxID string
 	once      sync.Once
 }

@@ -126,11 +126,12 @@ func (a *fakeAgent) tunnel(w http.ResponseWriter, r *http.Request) {
 
 // testEnv is a proxy in front of one fake sandbox.
 type testEnv struct {
-	proxy  *Proxy
-	front  *httptest.Server
-	router *fakeRouter
-	agent  *fakeAgent
-	id     string
+	proxy   *Proxy
+	streams *Streams
+	front   *httptest.Server
+	router  *fakeRouter
+	agent   *fakeAgent
+	id      string
 }
 
 func newTestEnv(t *testing.T, agent http.Handler, edit func(*sandbox.Sandbox)) *testEnv {
@@ -141,7 +142,8 @@ func newTestEnv(t *testing.T, agent http.Handler, edit func(*sandbox.Sandbox)) *
 		edit(&sb)
 	}
 	env.router = &fakeRouter{sbs: map[string]sandbox.Sandbox{env.id: sb}, errs: map[string]error{}}
-	p, err := New(Config{Domain: testDomain, Router: env.router, Tunnels: agentclient.New()})
+	env.streams = NewStreams(nil)
+	p, err := New(Config{Domain: testDomain, Router: env.router, Tunnels: agentclient.New(), Streams: env.streams})
 	if err != nil {
 		t.Fatal(err)
 	}

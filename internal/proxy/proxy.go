@@ -7,7 +7,7 @@
 // Bodies stream both ways unbuffered and upgrades (WebSocket) pass through.
 // The proxy enforces traffic tokens and keeps the agent's internal paths
 // private, answers E2B's 502/403 JSON errors, and cuts a sandbox's open
-// streams when the lifecycle manager says it stopped (Disconnect). It owns
+// streams when the lifecycle manager says it stopped (Streams.Disconnect). It owns
 // no sandbox state: it asks a Router, which may resume a paused sandbox,
 // but only for a request that passes the sandbox's own checks (its traffic
 // token; for the agent, envd's rules from package envdauth). Health checks
@@ -60,6 +60,9 @@ type Config struct {
 	Domain  string
 	Router  Router   // required
 	Tunnels Tunneler // required
+	// Streams tracks the connections to sandboxes, for the lifecycle
+	// manager to cut (Streams.Disconnect). Required.
+	Streams *Streams
 	// DialTimeout bounds reaching the agent and opening a tunnel. Default
 	// 10s.
 	DialTimeout time.Duration
@@ -71,18 +74,18 @@ type Proxy struct {
 	cfg   Config
 	log   *slog.Logger
 	rp    *httputil.ReverseProxy
-	conns *connSet
+	conns *Streams
 }
 
 // New returns a Proxy.
 func New(cfg Config) (*Proxy, error) {
-	if cfg.Domain == "" || cfg.Router == nil || cfg.Tunnels == nil {
-		return nil, errors.New("proxy: Domain, Router and Tunnels are required")
+	if cfg.Domain == "" || cfg.Router == nil || cfg.Tunnels == nil || cfg.Streams == nil {
+		return nil, errors.New("proxy: Domain, Router, Tunnels and Streams are required")
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 10 * time.Second
 	}
-	p := &Proxy{cfg: cfg, log: logkey.For(cfg.Logger, "proxy"), conns: newConnSet()}
+	p := &Proxy{cfg: cfg, log: logkey.For(cfg.Logger, "proxy"), conns: cfg.Streams}
 	transport := &http.Transport{
 		Proxy:                 nil, // sandboxes are local; never go through HTTP_PROXY
 		DialContext:           p.dial,
@@ -102,16 +105,6 @@ func New(cfg Config) (*Proxy, error) {
 		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	return p, nil
-}
-
-// Disconnect cuts every open connection to a sandbox: streams in flight
-// end abruptly (a truncated body or a dropped upgraded connection, never a
-// clean end of body) and idle pooled connections go. The lifecycle manager
-// calls it when a sandbox stops, and before it pauses one.
-func (p *Proxy) Disconnect(sandboxID string) {
-	if n := p.conns.closeAll(sandboxID); n > 0 {
-		p.log.Debug("cut connections", logkey.Sandbox, sandboxID, "conns", n)
-	}
 }
 
 // target is what the dialer needs to know about a request, carried in its

@@ -85,7 +85,7 @@ func TestDisconnectCutsStreams(t *testing.T) {
 			br := bufio.NewReader(resp.Body)
 			readLine(t, br)
 
-			env.proxy.Disconnect(env.id)
+			env.streams.Disconnect(env.id)
 			done := make(chan error, 1)
 			go func() { _, err := io.ReadAll(br); done <- err }()
 			select {
@@ -158,7 +158,7 @@ func TestWebSocketThroughTunnel(t *testing.T) {
 		}
 	}
 
-	env.proxy.Disconnect(env.id)
+	env.streams.Disconnect(env.id)
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := br.ReadByte(); err == nil || errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("upgraded connection still open after Disconnect: %v", err)

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -36,7 +36,7 @@ type sdkListeners struct {
 // on them, HTTPS with the same limits as the HTTP port (newHTTPServer)
 // and its connections counted with the HTTP port's by guard; Close stops
 // both.
-func listenSDK(ctx context.Context, cfg serveConfig, guard *httpguard.Guard, h http.Handler, log *slog.Logger) (*sdkListeners, error) {
+func listenSDK(ctx context.Context, cfg Config, guard *httpguard.Guard, h http.Handler, log *slog.Logger) (*sdkListeners, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &sdkListeners{cancel: cancel}
 	if cfg.TLSAddr != "" {

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bufio"
@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/httpguard"
-	"github.com/warrenhq/warren/internal/runtime/fake"
 )
 
 // Limits on clients' connections, on a server built as warren serve builds
@@ -34,7 +33,7 @@ const (
 // test limits and a cap of maxConns per client; it returns the address.
 func guardedServer(t *testing.T, maxConns int, h http.Handler) string {
 	t.Helper()
-	cfg := serveConfig{IdleTimeout: testIdle, Conns: httpguard.Config{
+	cfg := Config{IdleTimeout: testIdle, Conns: httpguard.Config{
 		MaxConnsPerClient: maxConns, BodyTimeout: testBodyTimeout, BodyMinBytes: testBodyMin, OverCapGrace: 500 * time.Millisecond,
 	}}
 	guard := httpguard.New(cfg.Conns)
@@ -283,13 +282,11 @@ func TestConnectionsPerClientCapped(t *testing.T) {
 	}
 }
 
-// TestServeConnectionFlags: warren serve's flags reach its port.
-func TestServeConnectionFlags(t *testing.T) {
-	env := map[string]string{"WARREN_STATE_DIR": t.TempDir(), "WARREN_MAX_CONNS_PER_CLIENT": "2"}
-	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }}
-	url, stop := startServe(t, m, fake.New("warren/base"), "--idle-timeout", testIdle.String())
-	defer stop()
-	addr := strings.TrimPrefix(url, "http://")
+// TestServerConnectionLimits: the Config's limits reach the Server's
+// HTTP port.
+func TestServerConnectionLimits(t *testing.T) {
+	srv := openTest(t, func(c *Config) { c.IdleTimeout, c.Conns.MaxConnsPerClient = testIdle, 2 })
+	addr := strings.TrimPrefix(srv.URL(), "http://")
 	a, b := dialRaw(t, addr), dialRaw(t, addr)
 	for _, c := range []*rawConn{a, b} {
 		if code, _ := c.roundTrip(getHealth); code != 204 {
@@ -307,7 +304,7 @@ func TestServeConnectionFlags(t *testing.T) {
 // TestHTTPSGuarded: the HTTPS port, HTTP/2 included, has the same
 // limits: a slow body is cut, a silent stream is not.
 func TestHTTPSGuarded(t *testing.T) {
-	cfg := serveConfig{TLSAddr: "127.0.0.1:0", Domain: "warren.test", StateDir: t.TempDir(), IdleTimeout: testIdle,
+	cfg := Config{TLSAddr: "127.0.0.1:0", Domain: "warren.test", StateDir: t.TempDir(), IdleTimeout: testIdle,
 		Conns: httpguard.Config{BodyTimeout: testBodyTimeout, BodyMinBytes: testBodyMin}}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, err := io.Copy(io.Discard, r.Body)

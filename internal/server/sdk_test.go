@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 )
 
 func TestListenSDK(t *testing.T) {
-	cfg := serveConfig{TLSAddr: "127.0.0.1:0", DNSAddr: "127.0.0.1:0", Domain: "warren.test", StateDir: t.TempDir()}
+	cfg := Config{TLSAddr: "127.0.0.1:0", DNSAddr: "127.0.0.1:0", Domain: "warren.test", StateDir: t.TempDir()}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "host="+r.Host) })
 	l, err := listenSDK(t.Context(), cfg, httpguard.New(httpguard.Config{}), h, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -70,7 +70,7 @@ func TestListenSDK(t *testing.T) {
 }
 
 func TestListenSDKNeedsTwoLabels(t *testing.T) {
-	cfg := serveConfig{TLSAddr: "127.0.0.1:0", Domain: "localhost", StateDir: t.TempDir()}
+	cfg := Config{TLSAddr: "127.0.0.1:0", Domain: "localhost", StateDir: t.TempDir()}
 	_, err := listenSDK(t.Context(), cfg, httpguard.New(httpguard.Config{}), http.NotFoundHandler(), slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "--tls-addr") {
 		t.Fatalf("listenSDK with domain localhost: %v, want a --tls-addr error", err)

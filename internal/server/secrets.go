@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/warrenhq/warren/internal/identity"
+	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/secrets"
+	"github.com/warrenhq/warren/internal/store/sqlite"
+)
+
+// openSecrets makes the secrets service and the workload identity issuer:
+// the sealing key is SecretsKeyFile, or <state-dir>/secrets.key made
+// on first start; the issuer is OIDCIssuer, or apiURL, with its keys
+// in <state-dir>/oidc-keys.json.
+func openSecrets(cfg Config, st *sqlite.DB, apiURL string) (*secrets.Service, *identity.Issuer, error) {
+	issuer := cfg.OIDCIssuer
+	if issuer == "" {
+		issuer = apiURL
+	}
+	iss, err := identity.New(identity.Config{Issuer: issuer, KeyFile: filepath.Join(cfg.StateDir, "oidc-keys.json")})
+	if err != nil {
+		return nil, nil, fmt.Errorf("workload identity: %w", err)
+	}
+	keyFile, create := cfg.SecretsKeyFile, false
+	if keyFile == "" {
+		keyFile, create = filepath.Join(cfg.StateDir, "secrets.key"), true
+	}
+	sec, err := secrets.New(secrets.Config{Store: st, KeyFile: keyFile, CreateKey: create, Sandboxes: st, Tokens: iss})
+	if err != nil {
+		return nil, nil, err
+	}
+	return sec, iss, nil
+}
+
+// gatewaySecrets is the egress gateway's Expander: the secrets service,
+// whose unresolved placeholders the sandbox's client is told of, while
+// any other failure (the store's) is logged and told only as a failure.
+type gatewaySecrets struct {
+	svc *secrets.Service
+	log *slog.Logger
+}
+
+func (g gatewaySecrets) Expand(ctx context.Context, sandboxID, teamID, value string) (string, error) {
+	v, err := g.svc.Expand(ctx, sandboxID, teamID, value)
+	if _, unresolved := errors.AsType[*secrets.UnresolvedError](err); err == nil || unresolved {
+		return v, err
+	}
+	g.log.Error("resolving a header's placeholders failed", logkey.Sandbox, sandboxID, "err", err)
+	return "", errors.New("the server could not resolve the header's placeholders; its log says why")
+}

@@ -1,0 +1,335 @@
+// Package server is what warren serve runs: it wires the store, secrets
+// and workload identity, the template registry, volumes, events, the
+// lifecycle manager, the proxy, the control-plane API and the dashboard
+// onto one handler, serves it on the client ports (HTTP, and optionally
+// HTTPS and DNS for the SDK's default URLs), and shuts it all down in
+// order.
+//
+// It owns no engine and no flags: the engine's parts (runtime, agent
+// client, firewall, template builder) come in Deps, made by cmd/warren
+// from Docker or by a test from fakes, so this package links no engine
+// library; cmd/warren turns flags into a Config.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/warrenhq/warren/internal/api"
+	"github.com/warrenhq/warren/internal/egress"
+	"github.com/warrenhq/warren/internal/events"
+	"github.com/warrenhq/warren/internal/httpguard"
+	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/proxy"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlite"
+	"github.com/warrenhq/warren/internal/template"
+	"github.com/warrenhq/warren/internal/volume"
+	"github.com/warrenhq/warren/internal/web"
+)
+
+// Config is what a Server serves with. cmd/warren fills it from warren
+// serve's flags; the defaults named are theirs.
+type Config struct {
+	Addr    string // HTTP address; port 0 picks a free one (URL tells which)
+	TLSAddr string // HTTPS address of the same handler (sdk.go); "" = none
+	DNSAddr string // UDP address answering DNS for *.<Domain>; "" = none
+	Domain  string // sandbox domain: <port>-<id>.<Domain>; required
+	// StateDir holds warren.db, the TLS CA and the volume token key;
+	// created if missing. Required.
+	StateDir string
+	// SecretsKeyFile holds the key that seals secrets; "" =
+	// <StateDir>/secrets.key, made on first start.
+	SecretsKeyFile string
+	// OIDCIssuer is the issuer URL of workload tokens; "" = the API's
+	// URL (http://<listen address>).
+	OIDCIssuer string
+	// VolumesDir holds the volumes' directory trees; "" =
+	// <StateDir>/volumes.
+	VolumesDir string
+	// VolumeSizeMB bounds each volume's content; 0 = no limit.
+	VolumeSizeMB int
+	APIKey       string // accepted besides stored keys; "" = none
+	// TemplateBuilds is how many template builds run at once; 0 = the
+	// registry's default (2).
+	TemplateBuilds int
+	// ProxyDialTimeout bounds the proxy's reaching a sandbox's agent and
+	// opening a tunnel to a port inside; 0 = the proxy's default (10s).
+	ProxyDialTimeout time.Duration
+	// EventsRetention is how long sandbox lifecycle events are kept;
+	// 0 = the events service's default.
+	EventsRetention time.Duration
+	// WebhookTimeout bounds one webhook delivery attempt; 0 = the events
+	// service's default.
+	WebhookTimeout time.Duration
+	// IdleTimeout closes a client's keep-alive connection idle this long
+	// between requests; negative = never, 0 = net/http's default (never
+	// beyond ReadTimeout, which is not set).
+	IdleTimeout time.Duration
+	// Conns caps each client's connections and paces request bodies, on
+	// the HTTP and the HTTPS port alike; its Logger is the Server's.
+	Conns     httpguard.Config
+	Lifecycle lifecycle.Settings // validated by lifecycle.New
+	// Info is what the dashboard's server view says of this server.
+	Info web.ServerInfo
+}
+
+// Deps are the engine-facing parts a Server works through, made by its
+// caller: cmd/warren from Docker, tests from fakes.
+type Deps struct {
+	Runtime sandbox.Runtime // required
+	Agent   sandbox.Agent   // required
+	Tunnels proxy.Tunneler  // required
+	// Firewall enforces egress rules; nil = stored but not enforced. One
+	// that takes an egress.Expander (the egress gateway) resolves rules'
+	// placeholders with the server's secrets.
+	Firewall sandbox.Firewall
+	// CABundle is the CA every sandbox trusts, for the egress gateway's
+	// interception; "" = none.
+	CABundle string
+	// Builder builds templates; nil = no template registry, and so no
+	// template API (tests without an engine).
+	Builder template.Engine
+	// Commands runs templates' start and ready commands in sandboxes.
+	Commands lifecycle.CommandRunner
+	// Terminals and Files serve the dashboard's terminals and file
+	// browser; nil = none.
+	Terminals web.Terminals
+	Files     web.Files
+	// Checks are the dashboard server view's health checks; nil = none.
+	Checks func(ctx context.Context) []web.Check
+	Logger *slog.Logger // nil = discard
+}
+
+// Server is warren serve's server. New makes it, Open starts it and
+// returns once it listens, Close stops it; Done tells when its HTTP port
+// stopped serving on its own.
+type Server struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+
+	st  *sqlite.DB
+	sdk *sdkListeners
+	url string
+
+	http    *http.Server
+	stopped chan struct{} // closed once http.Serve returned
+	served  error         // what http.Serve returned; read after stopped
+
+	closers []func() // what Open started, undone by Close in reverse
+}
+
+// New returns a Server; it does nothing until Open.
+func New(cfg Config, deps Deps) *Server {
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, deps: deps, log: deps.Logger, stopped: make(chan struct{})}
+}
+
+// Open opens the store, starts the template registry, events, the
+// lifecycle manager and the listeners, and returns once the client ports
+// listen. What it started runs until Close; if it fails, it has undone
+// what it started. ctx bounds the start and ends the background loops of
+// the registry and the events service.
+func (s *Server) Open(ctx context.Context) error {
+	if err := s.open(ctx); err != nil {
+		s.undo()
+		return err
+	}
+	return nil
+}
+
+func (s *Server) open(ctx context.Context) error {
+	cfg, deps, log := s.cfg, s.deps, s.log
+	if deps.Runtime == nil || deps.Agent == nil || deps.Tunnels == nil {
+		return errors.New("server: Deps.Runtime, Agent and Tunnels are required")
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.StateDir, "warren.db"))
+	if err != nil {
+		return err
+	}
+	s.st = st
+	s.onClose(func() { st.Close() })
+	// Listening first gives the address, which is the default issuer of
+	// workload tokens, before anything is built; it is served last.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	s.onClose(func() { ln.Close() })
+	s.url = "http://" + ln.Addr().String()
+	secretsSvc, issuer, err := openSecrets(cfg, st, s.url)
+	if err != nil {
+		return err
+	}
+	if gw, ok := deps.Firewall.(interface{ SetExpander(egress.Expander) }); ok {
+		gw.SetExpander(gatewaySecrets{svc: secretsSvc, log: logkey.For(log, "egress")})
+	}
+
+	tpl, err := s.openTemplates(ctx)
+	if err != nil {
+		return err
+	}
+
+	// Before the manager starts sandboxes: they bind volumes' mounted
+	// filesystems.
+	volDir := cfg.VolumesDir
+	if volDir == "" {
+		volDir = filepath.Join(cfg.StateDir, "volumes")
+	}
+	vols, err := volume.New(ctx, volume.Config{Store: st, Dir: volDir, KeyFile: filepath.Join(cfg.StateDir, "volume-token.key"),
+		SizeLimitMB: cfg.VolumeSizeMB, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	evs := events.New(events.Config{Store: st, Logger: log, Retention: cfg.EventsRetention, Timeout: cfg.WebhookTimeout})
+	evs.Start(ctx)
+	s.onClose(evs.Close)
+
+	// The manager cuts the proxy's streams into sandboxes it stops, and
+	// the proxy routes through the manager: the streams are made first.
+	streams := proxy.NewStreams(log)
+	lc := lifecycle.Deps{Runtime: deps.Runtime, Agent: deps.Agent, Store: st, Logger: log, Firewall: deps.Firewall, Events: evs,
+		CABundle: deps.CABundle, OnStop: streams.Disconnect}
+	if tpl != nil {
+		lc.Templates, lc.Commands = tpl, deps.Commands
+	}
+	mgr, err := lifecycle.New(lc, cfg.Lifecycle)
+	if err != nil {
+		return err
+	}
+	px, err := proxy.New(proxy.Config{Domain: cfg.Domain, Router: mgr, Tunnels: deps.Tunnels, Streams: streams,
+		DialTimeout: cfg.ProxyDialTimeout, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	s.onClose(func() { mgr.Close() })
+
+	var extra []string
+	if cfg.APIKey != "" {
+		extra = append(extra, cfg.APIKey)
+	}
+	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols,
+		Secrets: secretsSvc, Identity: issuer, Logger: log})
+	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals,
+		Files: deps.Files, Volumes: vols, Info: cfg.Info, Checks: deps.Checks, Logger: log})
+	return s.serve(ctx, ln, route(cfg.Domain, px, vols.Handler(), dash, control))
+}
+
+// openTemplates starts the template registry, with the built-in
+// templates' images; nil without a Builder.
+func (s *Server) openTemplates(ctx context.Context) (*template.Registry, error) {
+	if s.deps.Builder == nil {
+		return nil, nil
+	}
+	lc := s.cfg.Lifecycle
+	builtins := map[string]template.Source{
+		lifecycle.BaseTemplate:            {Image: lc.BaseImage},
+		lifecycle.CodeInterpreterTemplate: {Image: lc.CodeInterpreterImage, AgentArgs: lifecycle.CodeInterpreterArgs()},
+		lifecycle.MCPGatewayTemplate:      {Image: lc.MCPGatewayImage},
+	}
+	tpl, err := template.New(template.Config{Store: s.st, Engine: s.deps.Builder, Dir: s.cfg.StateDir,
+		BaseImage: lc.BaseImage, Builtins: builtins, Snapshots: s.st,
+		MaxConcurrentBuilds: s.cfg.TemplateBuilds, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	if err := tpl.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.onClose(func() { tpl.Close() })
+	return tpl, nil
+}
+
+// serve starts serving h on ln and the SDK's ports.
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	conns := s.cfg.Conns
+	conns.Logger = s.log
+	guard := httpguard.New(conns)
+	ln = guard.Listen(ln)
+	sdk, err := listenSDK(ctx, s.cfg, guard, h, s.log)
+	if err != nil {
+		return err
+	}
+	s.onClose(sdk.Close)
+	s.sdk = sdk
+	s.http = newHTTPServer(s.cfg, guard, h, s.log)
+	go func() {
+		s.served = s.http.Serve(ln)
+		close(s.stopped)
+	}()
+	s.onClose(s.shutdown)
+	return nil
+}
+
+// shutdown stops the HTTP port, cutting open streams after a short grace,
+// and waits for it.
+func (s *Server) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.http.Shutdown(ctx); err != nil {
+		s.http.Close() // open streams do not hold the shutdown up
+	}
+	<-s.stopped
+}
+
+// URL is the HTTP port's URL, as http://host:port; "" before Open.
+func (s *Server) URL() string { return s.url }
+
+// Done is closed when the HTTP port has stopped serving: by Close, or on
+// its own, when Close says why.
+func (s *Server) Done() <-chan struct{} { return s.stopped }
+
+// Close stops everything Open started, the client ports first, and
+// returns why the HTTP port stopped if it stopped on its own.
+func (s *Server) Close() error {
+	s.undo()
+	if s.http == nil || errors.Is(s.served, http.ErrServerClosed) {
+		return nil
+	}
+	return s.served
+}
+
+// onClose has Close undo f, after what was started since.
+func (s *Server) onClose(f func()) { s.closers = append(s.closers, f) }
+
+func (s *Server) undo() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// PrintHello tells the operator how to point an SDK at the server: on
+// stdout the settings, on stderr that no API key exists yet when so.
+func (s *Server) PrintHello(ctx context.Context, stdout, stderr io.Writer) {
+	url, key := s.url, s.cfg.APIKey
+	if key == "" {
+		key = "<a key from: warren keys create>"
+		if keys, err := s.st.ListAPIKeys(ctx); err == nil && len(keys) == 0 {
+			fmt.Fprintln(stderr, "warren: no API keys yet; create one with: warren keys create")
+		}
+	}
+	fmt.Fprintf(stdout, "Warren is serving on %s (state in %s).\nPoint the E2B SDK at it with:\n"+
+		"  export E2B_API_URL=%s\n  export E2B_SANDBOX_URL=%s\n  export E2B_DOMAIN=%s\n  export E2B_API_KEY=%s\n",
+		url, s.cfg.StateDir, url, url, s.cfg.Domain, key)
+	s.sdk.printHello(stdout, s.cfg.Domain)
+}
