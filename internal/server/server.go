@@ -140,11 +140,12 @@ func New(cfg Config, deps Deps) *Server {
 // Open opens the store, starts the template registry, events, the
 // lifecycle manager and the listeners, and returns once the client ports
 // listen. What it started runs until Close; if it fails, it has undone
-// what it started. ctx bounds the start and ends the background loops of
+// what it started. Open a Server once. ctx bounds the start and ends the background loops of
 // the registry and the events service.
 func (s *Server) Open(ctx context.Context) error {
 	if err := s.open(ctx); err != nil {
 		s.undo()
+		s.url = ""
 		return err
 	}
 	return nil
