@@ -56,6 +56,8 @@ var forwardedHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Hos
 // the rules in force when it is sent. A request whose placeholders do not
 // resolve is answered 502 and never sent.
 func (s *Server) intercept(c net.Conn, seen []byte, ic interception) {
+	up := s.openUpstream(ic)
+	defer up.close()
 	closed := make(chan struct{})
 	conn := &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(seen), c), closed: closed}
 	var served net.Conn = conn
@@ -81,7 +83,7 @@ func (s *Server) intercept(c net.Conn, seen []byte, ic interception) {
 		_ = c.SetDeadline(time.Time{})
 		served = tc
 	}
-	tr := s.upstreamTransport(ic)
+	tr := up.transport()
 	defer tr.CloseIdleConnections()
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -173,41 +175,112 @@ func (s *Server) expand(ctx context.Context, sb Sandbox, v string) (string, erro
 	return v, nil
 }
 
-// upstreamTransport opens the gateway's own connections of one
-// intercepted connection: always to its destination, through the egress
-// proxy when the sandbox has one, with TLS verified for the host.
-func (s *Server) upstreamTransport(ic interception) *http.Transport {
-	dial := func(ctx context.Context) (net.Conn, error) {
-		sb, ok := s.cfg.Policy(ic.src)
-		if !ok {
-			return nil, errors.New("the sandbox is gone")
-		}
-		return s.dialUpstream(ctx, sb, ic.dst)
+// upstream opens the gateway's own connections of one intercepted
+// connection: always to its destination, through the egress proxy when
+// the sandbox has one, with TLS verified for the host. The first is
+// opened at once, while the sandbox's own handshake and request are on
+// their way, so that a request on a new connection waits for one
+// handshake's time rather than two.
+type upstream struct {
+	s      *Server
+	ic     interception
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	first chan dialed // the connection opened ahead; nil once taken
+}
+
+type dialed struct {
+	c   net.Conn
+	err error
+}
+
+func (s *Server) openUpstream(ic interception) *upstream {
+	first := make(chan dialed, 1)
+	u := &upstream{s: s, ic: ic, first: first}
+	u.ctx, u.cancel = context.WithCancel(context.Background())
+	go func() {
+		c, err := u.dial(u.ctx)
+		first <- dialed{c, err}
+	}()
+	return u
+}
+
+// dial opens one connection to the destination.
+func (u *upstream) dial(ctx context.Context) (net.Conn, error) {
+	sb, ok := u.s.cfg.Policy(u.ic.src)
+	if !ok {
+		return nil, errors.New("the sandbox is gone")
 	}
+	raw, err := u.s.dialUpstream(ctx, sb, u.ic.dst)
+	if err != nil || !u.ic.tls {
+		return raw, err
+	}
+	tc := tls.Client(raw, &tls.Config{
+		ServerName: u.ic.host(),
+		RootCAs:    u.s.cfg.RootCAs,
+		NextProtos: []string{"h2", "http/1.1"},
+		MinVersion: tls.VersionTLS12,
+	})
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("TLS to %s: %w", u.ic.host(), err)
+	}
+	return tc, nil
+}
+
+// get is the transport's dial: the connection opened ahead the first
+// time (its failure too: it would fail again), a new one after.
+func (u *upstream) get(ctx context.Context) (net.Conn, error) {
+	u.mu.Lock()
+	first := u.first
+	u.first = nil
+	u.mu.Unlock()
+	if first == nil {
+		return u.dial(ctx)
+	}
+	select {
+	case d := <-first:
+		return d.c, d.err
+	case <-ctx.Done():
+		go discard(first)
+		return nil, ctx.Err()
+	}
+}
+
+// close stops the dial ahead and closes its connection if it was never
+// taken.
+func (u *upstream) close() {
+	u.cancel()
+	u.mu.Lock()
+	first := u.first
+	u.first = nil
+	u.mu.Unlock()
+	if first != nil {
+		discard(first)
+	}
+}
+
+func discard(first chan dialed) {
+	if d := <-first; d.c != nil {
+		d.c.Close()
+	}
+}
+
+// transport sends an intercepted connection's requests over u's
+// connections.
+func (u *upstream) transport() *http.Transport {
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) { return u.get(ctx) }
 	return &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
-		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			raw, err := dial(ctx)
-			if err != nil {
-				return nil, err
-			}
-			tc := tls.Client(raw, &tls.Config{
-				ServerName: ic.host(),
-				RootCAs:    s.cfg.RootCAs,
-				NextProtos: []string{"h2", "http/1.1"},
-				MinVersion: tls.VersionTLS12,
-			})
-			if err := tc.HandshakeContext(ctx); err != nil {
-				raw.Close()
-				return nil, fmt.Errorf("TLS to %s: %w", ic.host(), err)
-			}
-			return tc, nil
-		},
+		DialContext:         dial,
+		DialTLSContext:      dial,
 		ForceAttemptHTTP2:   true,
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 8,
 		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: dialTimeout,
 	}
 }
 
