@@ -413,3 +413,43 @@ func TestInterceptStreams(t *testing.T) {
 		t.Fatalf("the first part of the stream: %q, %v (held back until the end?)", line, err)
 	}
 }
+
+// TestGatewayNeighbour: a sandbox whose TCP all goes through the gateway
+// (it has rules) reaches a neighbour sandbox only as the firewall would
+// let it: same team, and its allowOut names the neighbour's address.
+func TestGatewayNeighbour(t *testing.T) {
+	neighbour := netip.MustParseAddr("127.0.0.2")
+	l, err := net.Listen("tcp", netip.AddrPortFrom(neighbour, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &httptest.Server{Listener: l, Config: &http.Server{Handler: &echo{}}}
+	backend.Start()
+	defer backend.Close()
+	var team atomic.Value // the neighbour's
+	team.Store("team")
+	shut := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	e := newConfigEnv(t, shut, withRules(sandbox.Network{AllowInternetAccess: true, AllowOut: []string{"127.0.0.2"}}, "api.test", map[string]string{"A": "b"}), nil,
+		func(c *Config) {
+			self := c.Policy
+			c.Policy = func(src netip.Addr) (Sandbox, bool) {
+				if src == neighbour {
+					return Sandbox{ID: "other", TeamID: team.Load().(string)}, true
+				}
+				return self(src)
+			}
+		})
+	e.goingTo(l.Addr().String())
+	if got := e.send(t, "127.0.0.2"); !strings.HasPrefix(got[0], "200 ") {
+		t.Errorf("a named neighbour of the team: %v", got)
+	}
+	team.Store("another team")
+	if got := e.send(t, "127.0.0.2"); !strings.HasPrefix(got[0], "error:") {
+		t.Errorf("another team's sandbox: %v", got)
+	}
+	team.Store("team")
+	e.setRules(withRules(sandbox.Network{AllowInternetAccess: true, AllowOut: []string{"127.0.0.0/24"}}, "api.test", map[string]string{"A": "b"}))
+	if got := e.send(t, "127.0.0.2"); !strings.HasPrefix(got[0], "error:") {
+		t.Errorf("a neighbour allowOut does not name: %v", got)
+	}
+}
