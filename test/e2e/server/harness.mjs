@@ -270,8 +270,20 @@ function rmQuiet(p) {
   } catch {}
 }
 
-/** Removes the containers whose LABEL_MANAGED value is `value`; returns their IDs. */
+/**
+ * Removes the containers whose LABEL_MANAGED value is `value` (the pods, on the Kubernetes
+ * engine: kube-run.sh sets WARREN_ENGINE and the admin's WARREN_E2E_KUBECTL_CONFIG); returns
+ * their IDs.
+ */
 export async function removeLabelled(value) {
+  if (process.env.WARREN_ENGINE === 'kubernetes') {
+    const env = { ...process.env, KUBECONFIG: process.env.WARREN_E2E_KUBECTL_CONFIG }
+    const k = (...a) => run(process.env.WARREN_E2E_KUBECTL || 'kubectl', ['-n', process.env.WARREN_NAMESPACE || 'warren', ...a], { env })
+    const { stdout } = await k('get', 'pods', '-l', `${LABEL_MANAGED}=${value}`, '-o', 'name')
+    const names = stdout.split(/\s+/).filter(Boolean)
+    if (names.length) await k('delete', '--grace-period=0', '--force', '--wait=false', ...names).catch(() => {})
+    return names
+  }
   const { stdout } = await run('docker', ['ps', '-aq', '--filter', `label=${LABEL_MANAGED}=${value}`])
   const ids = stdout.split(/\s+/).filter(Boolean)
   if (ids.length) await run('docker', ['rm', '-f', '-v', ...ids]).catch(() => {})

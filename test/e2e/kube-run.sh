@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# kube-run.sh: the end-to-end suite with the official SDKs against `warren serve --engine
+# kubernetes` on the real cluster scripts/kube.sh brought up (KUBECONFIG: its admin).
+#
+#   test/e2e/kube-run.sh                  the core files (below) and server/kubernetes.test.mjs
+#   test/e2e/kube-run.sh server/x.test.mjs
+#
+# It applies deploy/kubernetes/ (namespace, RBAC, gVisor RuntimeClass, the node agent
+# DaemonSet with a fresh token Secret, and the control plane's Deployment and Service, which
+# stays pending here: no node has the builder label), builds warren/node and imports it and the
+# code interpreter's image into both nodes, checks what the control plane's service account
+# may and may not do, then runs server-run.sh with the servers authenticating as that service
+# account, so the tests prove the RBAC is enough. Afterwards no sandbox pod may be left;
+# whatever happens, the namespace and the cluster-wide objects it applied are deleted.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+cd "$repo"
+
+say() { printf 'e2e-kube: %s\n' "$*" >&2; }
+
+[ -n "${KUBECONFIG:-}" ] || { say "KUBECONFIG is not set: bring a cluster up with scripts/kube.sh up"; exit 1; }
+kubectl=${WARREN_E2E_KUBECTL:-$(command -v kubectl || echo "$HOME/.cache/warren/kube/bin/kubectl")}
+[ -x "$kubectl" ] || { say "no kubectl (set WARREN_E2E_KUBECTL)"; exit 1; }
+k() { "$kubectl" "$@"; }
+ns=warren
+deploy=deploy/kubernetes
+work="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-kube-XXXXXX")"
+
+cleanup() {
+  local rc=$?
+  k delete --ignore-not-found --wait=false -f "$deploy/control-plane.yaml" -f "$deploy/node-agent.yaml" >/dev/null 2>&1 || true
+  k delete --ignore-not-found -f "$deploy/rbac.yaml" >/dev/null 2>&1 || true
+  k delete namespace "$ns" --ignore-not-found --timeout=60s >/dev/null 2>&1 || true
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+[ -x bin/warren ] && [ -x bin/warren-agent ] || scripts/build.sh
+scripts/kube-images.sh
+images=(warren/node)
+docker image inspect warren/code-interpreter >/dev/null 2>&1 && images+=(warren/code-interpreter)
+say "importing ${images[*]} into the nodes"
+scripts/kube.sh load "${images[@]}"
+
+k apply -f "$deploy/namespace.yaml" -f "$deploy/rbac.yaml" -f "$deploy/runtimeclass-gvisor.yaml" >/dev/null
+if ! k -n "$ns" get secret warren-node-token >/dev/null 2>&1; then
+  k -n "$ns" create secret generic warren-node-token --from-literal=token="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >/dev/null
+fi
+k apply -f "$deploy/node-agent.yaml" -f "$deploy/control-plane.yaml" >/dev/null
+k -n "$ns" rollout status daemonset/warren-node --timeout=180s
+nodes=$(k get nodes -o name | wc -l)
+ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}')
+[ "$ready" = "$nodes" ] || { say "node agents ready on $ready of $nodes nodes"; exit 1; }
+
+# The control plane's service account: what it needs, and nothing more.
+sa=system:serviceaccount:$ns:warren-control-plane
+can() { [ "$(k auth can-i --as="$sa" "$@" 2>/dev/null)" = yes ]; }
+for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get pods/log -n $ns" "patch pods/resize -n $ns" \
+  "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns"; do
+  can $want || { say "RBAC: the control plane cannot: $want"; exit 1; }
+done
+for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods/exec -n $ns" "delete nodes" \
+  "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces"; do
+  if can $refuse; then say "RBAC: the control plane may, and should not: $refuse"; exit 1; fi
+done
+say "RBAC: the control plane's service account has what it needs and no more"
+
+# A kubeconfig of that service account: the servers under test use it.
+server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+k config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$work/ca.crt"
+token=$(k -n "$ns" create token warren-control-plane --duration=3h)
+KUBECONFIG="$work/sa.kubeconfig" k config set-cluster e2e --server="$server" --certificate-authority="$work/ca.crt" --embed-certs >/dev/null
+KUBECONFIG="$work/sa.kubeconfig" k config set-credentials warren --token="$token" >/dev/null
+KUBECONFIG="$work/sa.kubeconfig" k config set-context e2e --cluster=e2e --user=warren --namespace="$ns" >/dev/null
+KUBECONFIG="$work/sa.kubeconfig" k config use-context e2e >/dev/null
+
+if [ $# -eq 0 ]; then
+  set -- server/kubernetes.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs
+fi
+rc=0
+WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \
+  WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" \
+  test/e2e/server-run.sh "$@" || rc=1
+
+# Every server of the run is gone: none of their pods may be left.
+left=$(k -n "$ns" get pods -l dev.warren.managed -o name)
+if [ -n "$left" ]; then
+  say "sandbox pods left behind: $(echo $left)"
+  rc=1
+fi
+exit "$rc"
