@@ -285,6 +285,41 @@ func (e *envFlags) Int(p *int, name string, def int, usage string) {
 	e.fs.IntVar(p, name, def, e.usage(usage, name))
 }
 
+// PoolSize is an Int that also takes "auto" (lifecycle.WarmPoolAuto).
+func (e *envFlags) PoolSize(p *int, name string, def int, usage string) {
+	*p = def
+	v := poolSize{p}
+	if env := e.getenv(envName(name)); env != "" {
+		if err := v.Set(env); err != nil && e.err == nil {
+			e.err = usageError{fmt.Sprintf("%s=%q: %s", envName(name), env, err)}
+		}
+	}
+	e.fs.Var(v, name, e.usage(usage, name))
+}
+
+// poolSize is a flag.Value of a pool size: a number, or auto.
+type poolSize struct{ p *int }
+
+func (v poolSize) String() string {
+	if v.p == nil || *v.p == lifecycle.WarmPoolAuto {
+		return "auto"
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v poolSize) Set(s string) error {
+	if s == "auto" {
+		*v.p = lifecycle.WarmPoolAuto
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return errors.New("want a size (0: no pool) or auto")
+	}
+	*v.p = n
+	return nil
+}
+
 func (e *envFlags) Duration(p *time.Duration, name string, def time.Duration, usage string) {
 	if v := e.getenv(envName(name)); v != "" {
 		d, err := time.ParseDuration(v)
@@ -351,9 +386,11 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 		"by default half of this machine's memory (MemTotal), rounded down to a multiple of 128")
 	e.Int(&l.DiskSizeMB, "disk-size-mb", d.DiskSizeMB, "disk size per sandbox in MiB: reported to clients, and enforced where the engine's storage has quotas (overlay2 on xfs with pquota)")
 	e.Int(&l.PidsLimit, "pids-limit", d.PidsLimit, "processes per sandbox (negative: no limit)")
-	e.Int(&l.WarmPool, "warm-pool", d.WarmPool, `started containers of the "base" template kept ready to claim (0: no pool)`)
-	e.Int(&l.WarmPoolCodeInterpreter, "warm-pool-code-interpreter", d.WarmPoolCodeInterpreter, `started containers of the "code-interpreter-v1" template kept ready to claim, `+
-		`their python and javascript kernels up, about 75 MiB of RAM each (0: no pool; none while its image is not built)`)
+	e.PoolSize(&l.WarmPool, "warm-pool", d.WarmPool, `started containers of the "base" template kept ready to claim: a size (0: no pool), `+
+		`or auto: at least 2, as many as the largest burst of creates of the last 5 minutes asked for, and a pool learned the same way for every other template in use`)
+	e.PoolSize(&l.WarmPoolCodeInterpreter, "warm-pool-code-interpreter", d.WarmPoolCodeInterpreter, `started containers of the "code-interpreter-v1" template kept ready to claim, `+
+		`their python and javascript kernels up, about 75 MiB of RAM each: a size (0: no pool; none while its image is not built), or auto (at least 1, grown by bursts)`)
+	e.Int(&l.WarmPoolMemoryMB, "warm-pool-memory-mb", d.WarmPoolMemoryMB, "MiB of memory the auto-sized warm pools may hold beyond their floors; by default 1/16 of this machine's memory (MemTotal)")
 	e.Duration(&l.MaxTimeout, "max-timeout", d.MaxTimeout, "longest sandbox timeout a client may ask for")
 	e.Duration(&l.InitTimeout, "init-timeout", d.InitTimeout, "how long to wait for a sandbox's agent")
 	e.Duration(&cfg.ProxyDialTimeout, "proxy-dial-timeout", 10*time.Second, "how long the proxy tries to reach a sandbox's agent, or a port inside through it, before answering 502")

@@ -189,8 +189,15 @@ func TestParseServeEnv(t *testing.T) {
 	if cfg.Addr != "0.0.0.0:9" || cfg.Lifecycle.FreezeMaxAge != time.Minute || cfg.Lifecycle.MaxFrozen != 4 || cfg.APIKey != "e2b_ab" {
 		t.Errorf("cfg = %+v", cfg)
 	}
-	if l := cfg.Lifecycle; l.WarmPool != lifecycle.DefaultWarmPool || l.WarmPoolCodeInterpreter != 3 {
-		t.Errorf("warm pools: base %d, code interpreter %d; want %d and 3", l.WarmPool, l.WarmPoolCodeInterpreter, lifecycle.DefaultWarmPool)
+	if l := cfg.Lifecycle; l.WarmPool != lifecycle.WarmPoolAuto || l.WarmPoolCodeInterpreter != 3 {
+		t.Errorf("warm pools: base %d, code interpreter %d; want auto and 3", l.WarmPool, l.WarmPoolCodeInterpreter)
+	}
+	if cfg, err := m.parseServe([]string{"--warm-pool=5", "--warm-pool-code-interpreter=auto"}); err != nil ||
+		cfg.Lifecycle.WarmPool != 5 || cfg.Lifecycle.WarmPoolCodeInterpreter != lifecycle.WarmPoolAuto {
+		t.Errorf("--warm-pool=5 --warm-pool-code-interpreter=auto: %+v, %v", cfg.Lifecycle, err)
+	}
+	if _, err := m.parseServe([]string{"--warm-pool=-1"}); err == nil {
+		t.Error("--warm-pool=-1 accepted")
 	}
 	if cfg, err := m.parseServe([]string{"--warm-pool-code-interpreter=0"}); err != nil || cfg.Lifecycle.WarmPoolCodeInterpreter != 0 {
 		t.Errorf("--warm-pool-code-interpreter=0: %d, %v", cfg.Lifecycle.WarmPoolCodeInterpreter, err)

@@ -322,9 +322,17 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	if !req.Network.AllowPublicTraffic {
 		sb.TrafficAccessToken = sandbox.NewToken()
 	}
+	if len(sb.VolumeMounts) == 0 {
+		defer m.demand.begin(m.demandKind(sb))()
+	}
 	if out, ok, err := m.createFromPool(ctx, sb); ok {
 		return out, err
 	}
+	release, err := m.admitCold(ctx)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	defer release()
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()
 	log := m.log.With(logkey.Sandbox, sb.ID, logkey.Template, sb.TemplateID)

@@ -93,7 +93,13 @@ type Manager struct {
 	// sends their requests to wait for the pause (see beginPause).
 	pausing map[string]struct{}
 
-	pool *warmPool
+	pool   *warmPool
+	demand *demand // what creates asked of the pool, for auto-sized pools
+	// imageIDs shares one engine inspect among the claims of a burst.
+	imageIDs flights[string]
+	// cold bounds the creates that make their container on the engine at
+	// once (see admitCold).
+	cold coldGate
 	caps capabilities // the optional parts of cfg.Runtime
 
 	reconciling sync.Mutex // held by Reconcile: the loops' and events' never overlap
@@ -122,6 +128,8 @@ func New(deps Deps, settings Settings) (*Manager, error) {
 		sandboxes: map[string]sandbox.Sandbox{},
 		pausing:   map[string]struct{}{},
 		pool:      newWarmPool(),
+		demand:    newDemand(),
+		cold:      newColdGate(),
 		caps:      capabilitiesOf(deps.Runtime),
 	}, nil
 }

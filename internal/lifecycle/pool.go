@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -13,15 +14,17 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// The warm pool keeps started containers of the built-in templates, their
-// agents up but not initialised, so that creating a sandbox skips the
-// engine's container start (most of a cold create): Settings.WarmPool of
-// the base template, and Settings.WarmPoolCodeInterpreter of
-// code-interpreter-v1, whose agents start their kernels at boot, so a
-// claimed one runs its first code without waiting for python's start.
+// The warm pool keeps started containers of templates, their agents up
+// but not initialised, so that creating a sandbox skips the engine's
+// container start (most of a cold create): Settings.WarmPool of the base
+// template, and Settings.WarmPoolCodeInterpreter of code-interpreter-v1,
+// whose agents start their kernels at boot, so a claimed one runs its
+// first code without waiting for python's start. Auto-sized pools follow
+// demand, and every other template created lately gets one (pool_size.go).
 // Each kind is a template's image and agent arguments; one refill loop
-// serves every kind, and a kind whose image is not built (the code
-// interpreter's is optional) keeps no container until it is.
+// serves every kind, making a few containers at once, and a kind whose
+// image is not built (the code interpreter's is optional) keeps no
+// container until it is.
 // A container's name and hostname are fixed when it is made, so each one
 // is made for a sandbox ID chosen in advance; the sandbox that claims it
 // takes that ID.
@@ -35,9 +38,9 @@ import (
 // containers running while sandboxes live, so a restarted server starts
 // with a full pool.
 
-// DefaultSettings' pool sizes, Settings.WarmPool and
-// Settings.WarmPoolCodeInterpreter. One code-interpreter container holds
-// idle python and javascript kernels, about 75 MiB.
+// The floors of the auto-sized pools of base and code-interpreter-v1
+// (Settings.WarmPool and WarmPoolCodeInterpreter). One code-interpreter
+// container holds idle python and javascript kernels, about 75 MiB.
 const (
 	DefaultWarmPool                = 2
 	DefaultWarmPoolCodeInterpreter = 1
@@ -54,44 +57,86 @@ const (
 	poolBackoffMax = time.Minute
 )
 
-// poolKind is what pooled containers are made for: a built-in template's
-// image and agent arguments, and how many to keep.
+// poolKind is what pooled containers are made for: a template's image
+// and agent arguments, and how many to keep.
 type poolKind struct {
-	template  string // BaseTemplate or CodeInterpreterTemplate
+	template  string // its ID: BaseTemplate, CodeInterpreterTemplate or a learned one's
 	image     string
 	agentArgs []string
 	size      int
+	// floor is the size an auto-sized kind never goes below; pinned is a
+	// size the operator gave, which demand and the memory budget leave.
+	floor  int
+	pinned bool
 	// optional kinds' images may be absent: `warren image build` makes
 	// them on demand. Their pool then stays empty, quietly.
 	optional bool
 }
 
-// poolKinds returns every kind, those of size 0 included.
+// poolKinds returns every kind: the built-in ones, those of size 0
+// included, then, when the base pool is auto-sized, those of the other
+// templates created in the last poolWindow (see pool_size.go).
 func (m *Manager) poolKinds() []poolKind {
 	var kinds []poolKind
 	for _, k := range []struct {
-		template string
-		size     int
-	}{{BaseTemplate, m.cfg.WarmPool}, {CodeInterpreterTemplate, m.cfg.WarmPoolCodeInterpreter}} {
+		template    string
+		size, floor int
+	}{{BaseTemplate, m.cfg.WarmPool, DefaultWarmPool}, {CodeInterpreterTemplate, m.cfg.WarmPoolCodeInterpreter, DefaultWarmPoolCodeInterpreter}} {
 		tpl, build, _ := m.builtinTemplate(k.template)
-		kinds = append(kinds, poolKind{template: k.template, image: tpl.image, agentArgs: tpl.agentArgs,
-			size: max(k.size, 0), optional: build != ""})
+		pk := poolKind{template: k.template, image: tpl.image, agentArgs: tpl.agentArgs, size: max(k.size, 0), optional: build != ""}
+		if k.size == WarmPoolAuto {
+			pk.floor = k.floor
+			pk.size = max(k.floor, m.demand.want(k.template))
+		} else {
+			pk.pinned = true
+		}
+		kinds = append(kinds, pk)
 	}
+	if m.cfg.WarmPool == WarmPoolAuto {
+		kinds = append(kinds, m.demand.learned(func(id string) bool {
+			_, _, ok := m.builtinTemplate(id)
+			return ok
+		})...)
+	}
+	fitBudget(kinds, m.cfg.WarmPoolMemoryMB)
 	return kinds
 }
 
-// poolKindOf returns the kind that serves sb: a pool of its image and
-// agent arguments that is not disabled.
+// poolKindOf returns the kind that serves sb: a pool of its template,
+// image and agent arguments that is not disabled.
 func (m *Manager) poolKindOf(sb sandbox.Sandbox) (poolKind, bool) {
 	if len(sb.VolumeMounts) > 0 {
 		return poolKind{}, false // mounts are fixed at a container's create
 	}
 	for _, k := range m.poolKinds() {
-		if k.size > 0 && sb.Image == k.image && slices.Equal(sb.AgentArgs, k.agentArgs) {
+		if k.size > 0 && sb.Image == k.image && slices.Equal(sb.AgentArgs, k.agentArgs) && m.kindServes(k, sb.TemplateID) {
 			return k, true
 		}
 	}
 	return poolKind{}, false
+}
+
+// demandKind returns the kind whose demand a create of sb counts to: the
+// built-in kind that serves it, or its template's own.
+func (m *Manager) demandKind(sb sandbox.Sandbox) poolKind {
+	for _, id := range []string{BaseTemplate, CodeInterpreterTemplate} {
+		tpl, build, _ := m.builtinTemplate(id)
+		if sb.Image == tpl.image && slices.Equal(sb.AgentArgs, tpl.agentArgs) {
+			return poolKind{template: id, image: tpl.image, agentArgs: tpl.agentArgs, optional: build != ""}
+		}
+	}
+	// optional: a template deleted since leaves an image that is gone.
+	return poolKind{template: sb.TemplateID, image: sb.Image, agentArgs: slices.Clone(sb.AgentArgs), optional: true}
+}
+
+// kindServes reports whether kind k serves creates of template: a
+// built-in kind serves any template of its image (snapshots of it too, as
+// before pools learned), a learned one only its own.
+func (m *Manager) kindServes(k poolKind, template string) bool {
+	if _, _, ok := m.builtinTemplate(k.template); ok {
+		return true
+	}
+	return k.template == template
 }
 
 // poolTarget is what a kind's pooled containers must run now.
@@ -193,6 +238,21 @@ func (p *warmPool) take(kind, imageID string, rt sandbox.OCIRuntime) (pooled, bo
 	return e, true
 }
 
+// dropNewest removes the entries gone accepts, asking of the newest
+// first, and returns them.
+func (p *warmPool) dropNewest(gone func(pooled) bool) []pooled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []pooled
+	for i := len(p.ready) - 1; i >= 0; i-- {
+		if gone(p.ready[i]) {
+			out = append(out, p.ready[i])
+			p.ready = slices.Delete(p.ready, i, i+1)
+		}
+	}
+	return out
+}
+
 // drop removes the entries keep rejects and returns them.
 func (p *warmPool) drop(keep func(pooled) bool) []pooled {
 	p.mu.Lock()
@@ -282,18 +342,48 @@ func (m *Manager) refillLoop(ctx context.Context) {
 	}
 }
 
-// refill discards pooled containers of an outdated image and makes new
-// ones until every kind is full, one kind after the other so that none
-// waits for all of another's. A kind that fails does not stop the others.
+// poolFillers bounds the pooled containers made at once, so that a
+// refill after a burst neither takes its time one container after another
+// nor holds the engine from the creates the pool could not serve.
+func poolFillers() int { return max(runtime.NumCPU(), 2) }
+
+// refill discards pooled containers of an outdated image, and those
+// beyond their kind's size (demand has passed, or the template is no
+// longer in use), and makes new ones until every kind is full, up to
+// poolFillers at once, taking the kinds in turn so that none waits for
+// all of another's. A kind that fails does not stop the others.
 func (m *Manager) refill(ctx context.Context) error {
 	type fill struct {
 		kind   poolKind
 		target poolTarget
-		failed bool
 	}
 	var fills []fill
 	var errs []error
-	for _, k := range m.poolKinds() {
+	kept := map[string]int{} // the size of every kind kept
+	kinds := m.poolKinds()
+	for _, k := range kinds {
+		kept[k.template] = k.size
+	}
+	// Of a kind no longer kept, or above its size, the newest go first:
+	// ready is oldest first, so walk it from the end.
+	excess := map[string]int{}
+	for _, k := range kinds {
+		excess[k.template] = m.pool.count(k.template) - k.size
+	}
+	for _, e := range m.pool.dropNewest(func(e pooled) bool {
+		size, ok := kept[e.kind]
+		if !ok || size == 0 {
+			return true
+		}
+		if excess[e.kind] > 0 {
+			excess[e.kind]--
+			return true
+		}
+		return false
+	}) {
+		m.discardPooled(ctx, e.container.ID, e.sandboxID, "more than the pool keeps now")
+	}
+	for _, k := range kinds {
 		if k.size == 0 {
 			continue
 		}
@@ -314,20 +404,60 @@ func (m *Manager) refill(ctx context.Context) error {
 		}
 		fills = append(fills, fill{kind: k, target: t})
 	}
+	var (
+		mu     sync.Mutex // guards failed, making, made and errs below
+		failed = map[string]bool{}
+		making = map[string]int{}
+		made   = map[string]bool{}
+		wg     sync.WaitGroup
+		slots  = make(chan struct{}, poolFillers())
+	)
 	for more := true; more && ctx.Err() == nil; {
 		more = false
-		for i, f := range fills {
-			if f.failed || m.pool.count(f.kind.template) >= f.kind.size {
-				continue
+		for _, f := range fills {
+			k := f.kind
+			mu.Lock()
+			// A kind makes one container before it makes several, so that
+			// a failing engine sees one attempt per refill.
+			full := failed[k.template] || m.pool.count(k.template)+making[k.template] >= k.size ||
+				!made[k.template] && making[k.template] > 0
+			if !full {
+				making[k.template]++
 			}
-			if err := m.makePooled(ctx, f.kind, f.target); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", f.kind.template, err))
-				fills[i].failed = true
+			mu.Unlock()
+			if full {
 				continue
 			}
 			more = true
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				err := m.makePooled(ctx, k, f.target)
+				mu.Lock()
+				defer mu.Unlock()
+				making[k.template]--
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", k.template, err))
+					failed[k.template] = true
+				} else {
+					made[k.template] = true
+				}
+			})
+		}
+		if !more {
+			// What is being made may yet fail, or claims take what was:
+			// look again once it is done.
+			wg.Wait()
+			mu.Lock()
+			for _, f := range fills {
+				if !failed[f.kind.template] && m.pool.count(f.kind.template) < f.kind.size {
+					more = true
+				}
+			}
+			mu.Unlock()
 		}
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

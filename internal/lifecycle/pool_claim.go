@@ -27,7 +27,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 	if !ok {
 		return sb, false, nil
 	}
-	imageID, err := m.cfg.Runtime.ImageID(ctx, sb.Image)
+	imageID, err := m.imageID(ctx, sb.Image)
 	if err != nil {
 		return sb, false, nil
 	}

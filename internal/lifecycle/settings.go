@@ -44,14 +44,19 @@ type Settings struct {
 	PidsLimit  int // max processes per sandbox; default 4096, negative = none
 
 	// WarmPool is how many started, not yet initialised containers of the
-	// base template are kept for creates to claim (see pool.go); default
-	// DefaultWarmPool, 0 = no pool.
+	// base template are kept for creates to claim (see pool.go): a size,
+	// 0 = no pool, or WarmPoolAuto (the default), a size learned from
+	// demand (pool_size.go), which also gives every other template in use
+	// a pool of its own.
 	WarmPool int
 	// WarmPoolCodeInterpreter is the same for the code-interpreter-v1
 	// template: containers whose python and javascript kernels are up.
 	// None are kept while CodeInterpreterImage is not built. Default
-	// DefaultWarmPoolCodeInterpreter, 0 = no pool.
+	// WarmPoolAuto, 0 = no pool.
 	WarmPoolCodeInterpreter int
+	// WarmPoolMemoryMB bounds the memory, in MiB, that auto-sized pools
+	// hold beyond their floors; default DefaultWarmPoolMemoryMB.
+	WarmPoolMemoryMB int
 
 	MaxTimeout  time.Duration // longest TTL a client may ask for; default 24h
 	InitTimeout time.Duration // how long to wait for the agent; default 30s
@@ -108,8 +113,9 @@ func DefaultSettings() Settings {
 		MaxMemoryMB:             DefaultMaxMemoryMB(memoryMB),
 		DiskSizeMB:              10240,
 		PidsLimit:               4096,
-		WarmPool:                DefaultWarmPool,
-		WarmPoolCodeInterpreter: DefaultWarmPoolCodeInterpreter,
+		WarmPool:                WarmPoolAuto,
+		WarmPoolCodeInterpreter: WarmPoolAuto,
+		WarmPoolMemoryMB:        DefaultWarmPoolMemoryMB(),
 		MaxTimeout:              24 * time.Hour,
 		InitTimeout:             30 * time.Second,
 		ReadyTimeout:            time.Minute,
@@ -146,6 +152,7 @@ const (
 	positive bound = iota // > 0
 	orNever               // != 0; negative = never, or no limit
 	orNone                // >= 0; 0 = none
+	orAuto                // >= 0, 0 = none, or WarmPoolAuto
 )
 
 // Validate refuses settings a Manager cannot run with, naming the first
@@ -175,8 +182,9 @@ func (s Settings) Validate() error {
 		{"max-memory-mb", int64(s.MaxMemoryMB), positive},
 		{"disk-size-mb", int64(s.DiskSizeMB), positive},
 		{"pids-limit", int64(s.PidsLimit), orNever},
-		{"warm-pool", int64(s.WarmPool), orNone},
-		{"warm-pool-code-interpreter", int64(s.WarmPoolCodeInterpreter), orNone},
+		{"warm-pool", int64(s.WarmPool), orAuto},
+		{"warm-pool-code-interpreter", int64(s.WarmPoolCodeInterpreter), orAuto},
+		{"warm-pool-memory-mb", int64(s.WarmPoolMemoryMB), positive},
 		{"max-timeout", int64(s.MaxTimeout), positive},
 		{"init-timeout", int64(s.InitTimeout), positive},
 		{"ready-timeout", int64(s.ReadyTimeout), positive},
@@ -197,6 +205,8 @@ func (s Settings) Validate() error {
 			return &SettingError{f.name, "must not be 0: give a positive value, or a negative one for never (no limit)"}
 		case f.bound == orNone && f.value < 0:
 			return &SettingError{f.name, "must not be negative: give 0 for none"}
+		case f.bound == orAuto && f.value < 0 && f.value != WarmPoolAuto:
+			return &SettingError{f.name, "must not be negative: give a size, 0 for none, or auto"}
 		}
 	}
 	if _, err := sandbox.ParseOCIRuntime(string(s.SandboxRuntime)); err != nil || s.SandboxRuntime == "" {

@@ -56,7 +56,7 @@ func TestSettingsValidate(t *testing.T) {
 		{"never demote", func(s *Settings) { s.FreezeMaxAge, s.StoppedMaxAge, s.CheckpointMaxAge = -1, -1, -1 }, ""},
 		{"no pids limit", func(s *Settings) { s.PidsLimit = -1 }, ""},
 		{"gvisor", func(s *Settings) { s.SandboxRuntime = sandbox.RuntimeGVisor }, ""},
-		{"negative pool", func(s *Settings) { s.WarmPool = -1 }, "setting warm-pool must not be negative: give 0 for none"},
+		{"negative pool", func(s *Settings) { s.WarmPool = -2 }, "setting warm-pool must not be negative: give a size, 0 for none, or auto"},
 		{"zero cap", func(s *Settings) { s.MaxFrozen = 0 }, "setting max-frozen must not be 0: give a positive value, or a negative one for never"},
 		{"negative memory", func(s *Settings) { s.MemoryMB = -512 }, "setting memory-mb must be positive"},
 		{"negative retention", func(s *Settings) { s.KilledRetention = -1 }, "setting killed-retention must be positive"},

@@ -72,7 +72,7 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
   })
 
   it('a sandbox comes from the warm pool once it holds one, and runs code', async () => {
-    // The server keeps one started code-interpreter container (--warm-pool-code-interpreter);
+    // The server keeps started code-interpreter containers (--warm-pool-code-interpreter);
     // wait for it to be refilled (GET /metrics), so that the claim does not depend on timing.
     const api = (path) => fetch(`${process.env.E2B_API_URL}${path}`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } })
     const gauge = (text, name) => Number(text.match(new RegExp(`^${name}\\{template="code-interpreter-v1"\\} (\\d+)$`, 'm'))?.[1])
@@ -80,7 +80,8 @@ describe('code interpreter (@e2b/code-interpreter)', { skip: imageMissing, timeo
       const text = await (await api('/metrics')).text()
       return gauge(text, 'warren_warm_pool_ready') >= 1 && text
     }, { timeoutMs: 60_000, what: 'a code-interpreter container in the warm pool' })
-    assert.equal(gauge(metrics, 'warren_warm_pool_size'), 1, 'the default pool size')
+    // auto by default: at least 1, more after bursts of creates
+    assert.ok(gauge(metrics, 'warren_warm_pool_size') >= 1, 'the default pool size')
     const pooled = await create()
     const { logs } = await (await api(`/v2/sandboxes/${pooled.sandboxId}/logs`)).json()
     const created = logs.find((l) => l.message === 'sandbox created')

@@ -1,0 +1,122 @@
+package lifecycle
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// What a burst of creates meets on its way: claims from the pool share
+// their engine inspects (flights), and creates the pool cannot serve wait
+// at a gate (coldGate) that lets a few make their containers at once, so
+// that a burst larger than the engine can start is served in turn, and
+// one larger than the gate's queue is refused at once with a message,
+// never left to hang.
+
+// flights runs one call per key at a time and gives its result to every
+// caller that asked while it ran.
+type flights[T any] struct {
+	mu    sync.Mutex
+	calls map[string]*flight[T]
+}
+
+type flight[T any] struct {
+	done chan struct{}
+	v    T
+	err  error
+}
+
+// do returns fn's result for key: of a call already running, or of a new
+// one. A result is never kept after its call: one that began before an
+// image was rebuilt is not given to a caller that asked after it ended.
+func (f *flights[T]) do(key string, fn func() (T, error)) (T, error) {
+	f.mu.Lock()
+	if c, ok := f.calls[key]; ok {
+		f.mu.Unlock()
+		<-c.done
+		return c.v, c.err
+	}
+	if f.calls == nil {
+		f.calls = map[string]*flight[T]{}
+	}
+	c := &flight[T]{done: make(chan struct{})}
+	f.calls[key] = c
+	f.mu.Unlock()
+	c.v, c.err = fn()
+	f.mu.Lock()
+	delete(f.calls, key)
+	f.mu.Unlock()
+	close(c.done)
+	return c.v, c.err
+}
+
+// imageID returns the ID of image, sharing the engine's inspect with the
+// concurrent callers that ask for the same image. The inspect runs
+// without the first caller's cancellation, which the others do not share.
+func (m *Manager) imageID(ctx context.Context, image string) (string, error) {
+	return m.imageIDs.do(image, func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		return m.cfg.Runtime.ImageID(ctx, image)
+	})
+}
+
+// coldWait bounds how long a create waits at the gate before it is
+// refused; coldQueue how many may wait.
+const (
+	coldWait  = 2 * time.Minute
+	coldQueue = 1024
+)
+
+// coldGate admits creates that make their own container.
+type coldGate struct {
+	slots   chan struct{}
+	mu      sync.Mutex
+	waiting int
+}
+
+// newColdGate admits 4 creates per CPU at once: the engine serialises
+// much of a container's create and start, so more in flight only share
+// the same throughput out, later for each.
+func newColdGate() coldGate {
+	return coldGate{slots: make(chan struct{}, max(4*runtime.NumCPU(), 4))}
+}
+
+// admitCold waits for the gate to let a create through and returns the
+// function that lets the next one. A create is refused when coldQueue
+// others wait already, or when it waited coldWait or until ctx ended.
+func (m *Manager) admitCold(ctx context.Context) (release func(), err error) {
+	g := &m.cold
+	select {
+	case g.slots <- struct{}{}:
+		return func() { <-g.slots }, nil
+	default:
+	}
+	g.mu.Lock()
+	if g.waiting >= coldQueue {
+		g.mu.Unlock()
+		return nil, sandbox.Errorf(sandbox.KindUnavailable,
+			"the server is creating as many sandboxes as it can (%d waiting to start): retry in a few seconds", coldQueue)
+	}
+	g.waiting++
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.waiting--
+		g.mu.Unlock()
+	}()
+	t := time.NewTimer(coldWait)
+	defer t.Stop()
+	select {
+	case g.slots <- struct{}{}:
+		return func() { <-g.slots }, nil
+	case <-t.C:
+		return nil, sandbox.Errorf(sandbox.KindUnavailable,
+			"the sandbox could not start within %s: the server is busy creating others; retry later", coldWait)
+	case <-ctx.Done():
+		return nil, sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), "the create was cancelled while waiting to start")
+	}
+}

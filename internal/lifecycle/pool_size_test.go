@@ -1,0 +1,182 @@
+package lifecycle
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// withAutoPool sizes the base pool from demand, budget MiB beyond floors.
+func withAutoPool(budgetMB int) func(*config) {
+	return func(c *config) { c.WarmPool, c.WarmPoolMemoryMB = WarmPoolAuto, budgetMB }
+}
+
+// burst creates n sandboxes of template at once and returns them.
+func (e *env) burst(t *testing.T, n int, template string) []sandbox.Sandbox {
+	t.Helper()
+	var mu sync.Mutex
+	var out []sandbox.Sandbox
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			sb, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: template, Timeout: time.Hour})
+			if err != nil {
+				t.Errorf("create: %v", err)
+				return
+			}
+			mu.Lock()
+			out = append(out, sb)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// pooledImage returns the IDs of the pool's containers that run image.
+func (e *env) pooledImage(t *testing.T, image string) map[string]bool {
+	t.Helper()
+	id, _ := e.rt.ImageIDOf(image)
+	out := map[string]bool{}
+	for _, c := range e.pooledContainers(t) {
+		if c.ImageID == id {
+			out[c.ID] = true
+		}
+	}
+	return out
+}
+
+// allClaimed reports whether every sandbox runs in one of pooled.
+func allClaimed(sbs []sandbox.Sandbox, pooled map[string]bool) bool {
+	for _, sb := range sbs {
+		if !pooled[sb.ContainerID] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPoolGrowsForBurstsAndDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withAutoPool(1024))
+		synctest.Wait()
+		if got := e.m.WarmPoolReady(); got != DefaultWarmPool {
+			t.Fatalf("pool before any create = %d, want the floor %d", got, DefaultWarmPool)
+		}
+		e.burst(t, 8, "base") // larger than the pool: most start cold
+		synctest.Wait()
+		if got := e.m.ServerStats(context.Background()).PoolSize[BaseTemplate]; got != 8 {
+			t.Errorf("pool size after a burst of 8 = %d, want 8", got)
+		}
+		ready := e.pooledImage(t, "warren/base")
+		if len(ready) != 8 {
+			t.Fatalf("pool holds %d after a burst of 8, want 8", len(ready))
+		}
+		advance(10 * time.Second)
+		if sbs := e.burst(t, 8, "base"); !allClaimed(sbs, ready) {
+			t.Error("the second burst of 8 did not all claim from the pool")
+		}
+		synctest.Wait()
+		if got := e.m.WarmPoolReady(); got != 8 {
+			t.Errorf("pool after the second burst = %d, want refilled to 8", got)
+		}
+		advance(poolWindow + poolRecheck)
+		if got := e.m.WarmPoolReady(); got != DefaultWarmPool {
+			t.Errorf("pool %s after demand stopped = %d, want drained to %d", poolWindow+poolRecheck, got, DefaultWarmPool)
+		}
+	})
+}
+
+func TestPoolPinnedSizeIgnoresDemand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(2))
+		synctest.Wait()
+		e.burst(t, 6, "base")
+		synctest.Wait()
+		if got := e.m.WarmPoolReady(); got != 2 {
+			t.Errorf("pinned pool of 2 after a burst of 6 = %d", got)
+		}
+	})
+}
+
+func TestPoolMemoryBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Room for 3 containers beyond the floor of 2.
+		e := newEnv(t, withAutoPool(3*poolMemoryMB(BaseTemplate)))
+		synctest.Wait()
+		e.burst(t, 8, "base")
+		synctest.Wait()
+		if got := e.m.WarmPoolReady(); got != DefaultWarmPool+3 {
+			t.Errorf("pool after a burst of 8 within a budget of 3 = %d, want %d", got, DefaultWarmPool+3)
+		}
+	})
+}
+
+func TestPoolLearnsEveryTemplate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withAutoPool(1024))
+		synctest.Wait()
+		if got := len(e.pooledImage(t, "python:3.12")); got != 0 {
+			t.Fatalf("%d pooled containers of a template never used", got)
+		}
+		e.burst(t, 3, "python:3.12")
+		synctest.Wait()
+		ready := e.pooledImage(t, "python:3.12")
+		if len(ready) != 3 {
+			t.Fatalf("pool of python:3.12 after 3 creates = %d, want 3", len(ready))
+		}
+		advance(10 * time.Second)
+		sbs := e.burst(t, 3, "python:3.12")
+		if !allClaimed(sbs, ready) {
+			t.Error("creates of a used template did not claim from its pool")
+		}
+		for _, sb := range sbs {
+			if sb.TemplateID != "python:3.12" {
+				t.Errorf("claimed sandbox is of template %s", sb.TemplateID)
+			}
+		}
+		advance(poolWindow + poolRecheck)
+		if got := len(e.pooledImage(t, "python:3.12")); got != 0 {
+			t.Errorf("pool of python:3.12 after its demand stopped = %d, want 0", got)
+		}
+		if got := e.m.WarmPoolReady(); got != DefaultWarmPool {
+			t.Errorf("pool after demand stopped = %d, want base's floor %d", got, DefaultWarmPool)
+		}
+	})
+}
+
+func TestPoolLearnedSizeSurvivesRebuild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withAutoPool(1024))
+		synctest.Wait()
+		e.burst(t, 6, "base")
+		synctest.Wait()
+		advance(10 * time.Second)
+		e.rt.Rebuild("warren/base")
+		e.create(t, CreateRequest{Template: "base"}) // a miss: wakes the refill
+		synctest.Wait()
+		if got := len(e.pooledImage(t, "warren/base")); got != 6 {
+			t.Errorf("pool of the rebuilt image = %d, want the learned 6", got)
+		}
+		if got := e.m.WarmPoolReady(); got != 6 {
+			t.Errorf("pool = %d, want 6, none of the old image", got)
+		}
+	})
+}
+
+func TestFitBudget(t *testing.T) {
+	cost := poolMemoryMB(BaseTemplate)
+	kinds := []poolKind{
+		{template: BaseTemplate, size: 10, floor: 2},
+		{template: CodeInterpreterTemplate, size: 3, pinned: true},
+		{template: "mine", size: 5},
+	}
+	fitBudget(kinds, 6*cost)
+	if kinds[0].size != 8 || kinds[1].size != 3 || kinds[2].size != 0 {
+		t.Errorf("sizes = %d, %d, %d; want 8 (floor 2 + 6), 3 (pinned), 0 (no budget left)", kinds[0].size, kinds[1].size, kinds[2].size)
+	}
+}
