@@ -64,6 +64,15 @@ func (m *Manager) imageID(ctx context.Context, image string) (string, error) {
 	})
 }
 
+// imageLabels returns image's labels as imageID does its ID.
+func (m *Manager) imageLabels(ctx context.Context, image string) (map[string]string, error) {
+	return m.imageLabelSets.do(image, func() (map[string]string, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		return m.cfg.Runtime.ImageLabels(ctx, image)
+	})
+}
+
 // coldWait bounds how long a create waits at the gate before it is
 // refused; coldQueue how many may wait.
 const (

@@ -207,7 +207,7 @@ func (m *Manager) requiredRuntime(ctx context.Context, tpl template) (sandbox.OC
 	if tpl.image == m.cfg.BaseImage {
 		return "", nil
 	}
-	labels, err := m.cfg.Runtime.ImageLabels(ctx, tpl.image)
+	labels, err := m.imageLabels(ctx, tpl.image)
 	if err != nil {
 		return "", sandbox.Wrap(sandbox.KindUnavailable, err, "cannot read the template's image")
 	}

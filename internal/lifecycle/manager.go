@@ -95,8 +95,10 @@ type Manager struct {
 
 	pool   *warmPool
 	demand *demand // what creates asked of the pool, for auto-sized pools
-	// imageIDs shares one engine inspect among the claims of a burst.
-	imageIDs flights[string]
+	// imageIDs and imageLabelSets share one engine inspect among the
+	// creates of a burst.
+	imageIDs       flights[string]
+	imageLabelSets flights[map[string]string]
 	// cold bounds the creates that make their container on the engine at
 	// once (see admitCold).
 	cold coldGate
