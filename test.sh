@@ -3,7 +3,8 @@
 # binaries and the images (base and code interpreter), then go vet, the Go tests, and the
 # end-to-end tests that drive a real server with the official E2B SDKs (test/e2e) and the
 # dashboard's browser tests (Debian's chromium, installed when missing), under runc and
-# again under gVisor (WARREN_TEST_GVISOR=0 leaves gVisor out). Every step has a time cap and the
+# again under gVisor (WARREN_TEST_GVISOR=0 leaves gVisor out), and a real two-node Kubernetes
+# (scripts/kube.sh, test/kube) with its smoke test. Every step has a time cap and the
 # whole run a budget (see step), so a hang fails its step instead of the run. Exits non-zero if
 # any step fails; a summary of every step and its time is printed at the end.
 set -uo pipefail
@@ -91,6 +92,39 @@ gvisor_report() {
 	scripts/setup-gvisor.sh stop || true
 }
 
+# The Kubernetes test cluster (scripts/kube.sh): binaries built from the Go module proxy (or
+# restored from ~/.cache/warren/kube), a cluster of two nodes brought up with the host's state
+# recorded first, the smoke test, then down and the check that the host is as it was. Tests
+# that need the cluster go between the smoke test and kube_down.
+# (Exported: steps run functions in a shell of their own.)
+export KUBE_HOST_STATE=/tmp/warren-kube-host-state.before
+kube_up() {
+	test/kube/host-unchanged.sh snapshot "$KUBE_HOST_STATE" &&
+		scripts/kube.sh up &&
+		scripts/kube.sh load warren/base
+}
+kube_down() {
+	local rc=0
+	scripts/kube.sh down || rc=1
+	test/kube/host-unchanged.sh compare "$KUBE_HOST_STATE" || rc=1
+	rm -f "$KUBE_HOST_STATE"
+	return $rc
+}
+kube_suite() {
+	if ! step "Kubernetes: build or restore the test cluster's binaries (scripts/kube.sh build)" 2400 scripts/kube.sh build; then
+		skip "Kubernetes: test cluster"
+		return
+	fi
+	if step "Kubernetes: test cluster up, two nodes, warren/base loaded (scripts/kube.sh up)" 600 kube_up; then
+		step "Kubernetes: smoke test: runc and gVisor pods on both nodes (test/kube/smoke.sh)" 600 test/kube/smoke.sh
+		# Warren on Kubernetes (the engine's end-to-end tests) runs here, against the cluster.
+	else
+		scripts/kube.sh logs >&2
+		skip "Kubernetes: tests on the cluster"
+	fi
+	step "Kubernetes: test cluster down, the host as it was (test/kube/host-unchanged.sh)" 300 kube_down
+}
+
 ready=1
 step "Docker engine and debootstrap (scripts/ensure-docker.sh)" 900 scripts/ensure-docker.sh || ready=0
 if [ $ready = 1 ]; then
@@ -121,6 +155,7 @@ if [ $ready = 1 ] && step "end-to-end: npm ci (test/e2e)" 600 e2e_install; then
 		step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 test/e2e/server-run.sh
 	fi
 	step "dashboard: embedded build matches web/, browser tests in chromium (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
+	kube_suite
 	if [ "${WARREN_TEST_GVISOR:-1}" = 0 ]; then
 		results+=("skipped        gVisor runtime (WARREN_TEST_GVISOR=0)")
 	else

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# kube.sh — a real Kubernetes on this machine, for Warren's tests and CI.
+#
+#   scripts/kube.sh up               build (or restore from cache) and start the cluster; the
+#                                    last line printed is `export KUBECONFIG=...`
+#   scripts/kube.sh down             delete pods, stop everything, leave the host as it was
+#   scripts/kube.sh status           what runs, the nodes, the pods
+#   scripts/kube.sh kubectl ARGS...  kubectl against the cluster
+#   scripts/kube.sh load IMAGE...    copy images from the Docker engine into every node's
+#                                    containerd (pods use them with imagePullPolicy: Never)
+#   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes etcd
+#                                    containerd gvisor pause)
+#   scripts/kube.sh logs [NAME]      tails of the daemons' logs (etcd apiserver
+#                                    controller-manager scheduler node1-kubelet ...)
+#
+# The cluster: etcd, kube-apiserver (127.0.0.1:16443), kube-controller-manager and
+# kube-scheduler, and $KUBE_NODES (2) nodes, each a kubelet with its own containerd in a
+# private mount namespace, its pods on a bridge of its own that the host routes to
+# (warren-kube-node<i>: 10.246.<i>.0/24 on wkube<i>). Pods run under runc, or gVisor with
+# runtimeClassName: gvisor. Everything is built from the Go module proxy
+# (scripts/kube/build.sh) and kept under $KUBE_WORK (/var/lib/warren-kube) while it runs.
+# docs/kubernetes.md has the details; scripts/kube/lib.sh every setting.
+set -euo pipefail
+# shellcheck source=kube/lib.sh
+. "$(dirname "$0")/kube/lib.sh"
+
+status() {
+	local p i
+	[ -d "$KUBE_WORK" ] || { echo "no cluster ($KUBE_WORK does not exist): scripts/kube.sh up starts one"; return 1; }
+	for p in etcd apiserver controller-manager scheduler $(for i in $(seq 1 "$KUBE_NODES"); do echo "node$i"; done); do
+		if pid_alive "$p"; then
+			printf '%-20s running (pid %s, RSS %s MiB)\n' "$p" "$(cat "$KUBE_WORK/run/$p.pid")" \
+				"$(($(awk '/VmRSS/ {print $2}' "/proc/$(cat "$KUBE_WORK/run/$p.pid")/status") / 1024))"
+		else
+			printf '%-20s NOT running\n' "$p"
+		fi
+	done
+	api_ready || { echo "the apiserver is not ready"; return 1; }
+	kctl get nodes -o wide
+	kctl get pods -A -o wide
+	echo "export KUBECONFIG=$KUBECONFIG_FILE"
+}
+
+# load IMAGE...: docker save, then an import into each node's containerd (namespace k8s.io,
+# where the kubelet looks). Kubernetes names "warren/base" docker.io/warren/base:latest, as
+# the import does.
+load() {
+	[ $# -gt 0 ] || kube_die "usage: scripts/kube.sh load IMAGE..."
+	local img tmp i sock
+	tmp=$(mktemp "$KUBE_WORK/load.XXXXXX.tar") || kube_die "no cluster: scripts/kube.sh up first"
+	trap 'rm -f "$tmp"' EXIT
+	for img in "$@"; do
+		docker image inspect "$img" >/dev/null 2>&1 ||
+			kube_die "image $img is not in the Docker engine (docker images lists them; build it first)"
+		kube_log "saving $img from Docker"
+		docker save "$img" >"$tmp"
+		for i in $(seq 1 "$KUBE_NODES"); do
+			sock=$(node_dir "$i")/containerd.sock
+			[ -S "$sock" ] || kube_die "node $(node_name "$i") has no containerd at $sock: scripts/kube.sh up"
+			"$KUBE_BIN/ctr" --address "$sock" -n k8s.io images import "$tmp" >/dev/null ||
+				kube_die "importing $img into $(node_name "$i") failed (log $(node_dir "$i")/containerd.log)"
+			kube_log "loaded $img into $(node_name "$i")"
+		done
+	done
+}
+
+logs() {
+	local f n=${2:-40}
+	for f in "$KUBE_WORK"/run/*.log "$KUBE_WORK"/node*/{containerd,kubelet}.log; do
+		[ -f "$f" ] || continue
+		case $f in
+		*/node[0-9]*/*) label=$(basename "$(dirname "$f")")-$(basename "$f" .log) ;;
+		*) label=$(basename "$f" .log) ;;
+		esac
+		[ -z "${1:-}" ] || [ "$1" = "$label" ] || continue
+		echo "--- $label ($f)"
+		tail -n "$n" "$f"
+	done
+}
+
+cmd=${1:-}
+[ $# -eq 0 ] || shift
+case $cmd in
+up) exec "$KUBE_SCRIPTS/up.sh" ;;
+down) exec "$KUBE_SCRIPTS/down.sh" ;;
+build) exec "$KUBE_SCRIPTS/build.sh" "$@" ;;
+status) status ;;
+kubectl) kctl "$@" ;;
+load) load "$@" ;;
+logs) logs "$@" ;;
+*)
+	sed -n '2,17p' "$0" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,120 @@
+# shellcheck shell=bash
+# lib.sh — settings and helpers shared by scripts/kube/*.sh (sourced, not run).
+#
+# Every path and port the test cluster uses is set here, so up, down, status and
+# the tests agree on them. Override by exporting the variable before calling
+# scripts/kube.sh.
+
+# Versions of what is built from the Go module proxy.
+KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+
+KUBE_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+KUBE_REPO=$(cd "$KUBE_SCRIPTS/../.." && pwd)
+
+# gVisor: the same version scripts/setup-gvisor.sh builds for the Docker engine's
+# gVisor tests, so one version of runsc is tested everywhere.
+if [ -z "${GVISOR_VERSION:-}" ]; then
+	GVISOR_VERSION=$(sed -n 's/^GVISOR_VERSION=\${GVISOR_VERSION:-\(.*\)}$/\1/p' "$KUBE_REPO/scripts/setup-gvisor.sh")
+	[ -n "$GVISOR_VERSION" ] || {
+		echo "kube: cannot read the default GVISOR_VERSION from scripts/setup-gvisor.sh; set GVISOR_VERSION" >&2
+		exit 1
+	}
+fi
+
+# Where the built binaries are cached (tar.zst per component and version) and unpacked.
+KUBE_CACHE=${KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warren/kube}
+KUBE_BIN=$KUBE_CACHE/bin
+
+# Where a running cluster keeps its state; `down` removes all of it.
+KUBE_WORK=${KUBE_WORK:-/var/lib/warren-kube}
+KUBECONFIG_FILE=$KUBE_WORK/admin.kubeconfig
+
+# Control plane: loopback only.
+KUBE_ETCD_PORT=${KUBE_ETCD_PORT:-12379}
+KUBE_ETCD_PEER_PORT=${KUBE_ETCD_PEER_PORT:-12380}
+KUBE_API_PORT=${KUBE_API_PORT:-16443}
+KUBE_SERVICE_CIDR=${KUBE_SERVICE_CIDR:-10.247.0.0/24}
+
+# Nodes. Node i (1-based) is named warren-kube-node<i>, has pod CIDR 10.246.<i>.0/24 on
+# the bridge wkube<i> (gateway .1), and its kubelet listens on 127.0.0.1:<port>.
+KUBE_NODES=${KUBE_NODES:-2}
+KUBE_POD_NET=${KUBE_POD_NET:-10.246}
+KUBE_KUBELET_PORT_BASE=${KUBE_KUBELET_PORT_BASE:-20250}
+# The iptables chain holding every rule the cluster adds (jumped to from FORWARD).
+KUBE_CHAIN=WARREN-KUBE
+
+kube_log() { printf 'kube: %s\n' "$*" >&2; }
+kube_die() {
+	printf 'kube: ERROR: %s\n' "$*" >&2
+	exit 1
+}
+
+node_name() { echo "warren-kube-node$1"; }
+node_bridge() { echo "wkube$1"; }
+node_cidr() { echo "$KUBE_POD_NET.$1.0/24"; }
+node_gw() { echo "$KUBE_POD_NET.$1.1"; }
+node_dir() { echo "$KUBE_WORK/node$1"; }
+node_kubelet_port() { echo $((KUBE_KUBELET_PORT_BASE + 10 * ($1 - 1))); }
+
+# with_heartbeat LABEL COMMAND...: runs the command and prints a line every minute
+# while it runs, so a long silent step (a Go build) shows that it is alive.
+with_heartbeat() {
+	local label=$1 start=$SECONDS hb rc=0
+	shift
+	(
+		# Not holding the caller's lock (fd 9), and taking its sleep along when stopped.
+		exec 9>&-
+		trap 'kill $s 2>/dev/null; exit 0' TERM
+		while :; do
+			sleep 60 &
+			s=$!
+			wait $s
+			kube_log "... still $label ($((SECONDS - start))s)"
+		done
+	) &
+	hb=$!
+	"$@" || rc=$?
+	kill "$hb" 2>/dev/null || true
+	wait "$hb" 2>/dev/null || true
+	return $rc
+}
+
+# kubeconfig FILE CERT: a kubeconfig for the cluster's apiserver authenticating with the
+# client certificate $KUBE_WORK/pki/CERT.{crt,key}.
+kubeconfig() {
+	local pki=$KUBE_WORK/pki
+	cat >"$1" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+- name: warren-kube
+  cluster:
+    server: https://127.0.0.1:$KUBE_API_PORT
+    certificate-authority: $pki/ca.crt
+users:
+- name: $2
+  user:
+    client-certificate: $pki/$2.crt
+    client-key: $pki/$2.key
+contexts:
+- name: warren-kube
+  context: {cluster: warren-kube, user: $2}
+current-context: warren-kube
+YAML
+}
+
+kctl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
+
+# pid_alive NAME: whether the process recorded in $KUBE_WORK/run/NAME.pid runs.
+pid_alive() {
+	local f=$KUBE_WORK/run/$1.pid
+	[ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+# api_ready: whether the apiserver answers /readyz.
+api_ready() {
+	curl -sf --max-time 3 --cacert "$KUBE_WORK/pki/ca.crt" --cert "$KUBE_WORK/pki/admin.crt" \
+		--key "$KUBE_WORK/pki/admin.key" "https://127.0.0.1:$KUBE_API_PORT/readyz" >/dev/null 2>&1
+}

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# up.sh — brings the test cluster up (see scripts/kube.sh). Idempotent: a healthy cluster is
+# left as it is; leftovers of a stopped or broken one are cleaned up (down.sh) first.
+set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+T0=$SECONDS
+step() { kube_log "[$((SECONDS - T0))s] $*"; }
+RUN=$KUBE_WORK/run
+PKI=$KUBE_WORK/pki
+
+# healthy: every process runs, the apiserver is ready and every node is Ready.
+healthy() {
+	local p i
+	for p in etcd apiserver controller-manager scheduler; do pid_alive "$p" || return 1; done
+	for i in $(seq 1 "$KUBE_NODES"); do pid_alive "node$i" || return 1; done
+	api_ready || return 1
+	for i in $(seq 1 "$KUBE_NODES"); do
+		[ "$(kctl get node "$(node_name "$i")" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ] || return 1
+	done
+}
+
+# start NAME COMMAND...: runs a daemon in a session of its own (so a CI step's timeout does
+# not take it along), logging to $RUN/NAME.log, its PID in $RUN/NAME.pid.
+start() {
+	local name=$1
+	shift
+	setsid "$@" >"$RUN/$name.log" 2>&1 </dev/null &
+	echo $! >"$RUN/$name.pid"
+}
+
+# wait_for WHAT SECONDS LOGNAME COMMAND...: polls COMMAND until it succeeds; fails with the
+# log's tail if the daemon LOGNAME exits or the time runs out.
+wait_for() {
+	local what=$1 secs=$2 name=$3 end
+	shift 3
+	end=$((SECONDS + secs))
+	until "$@"; do
+		if ! pid_alive "$name"; then
+			tail -n 25 "$RUN/$name.log" >&2
+			kube_die "$name exited before $what (log above; full log $RUN/$name.log)"
+		fi
+		if [ $SECONDS -ge $end ]; then
+			tail -n 25 "$RUN/$name.log" >&2
+			kube_die "no $what after ${secs}s (log above; full log $RUN/$name.log); scripts/kube.sh down cleans up"
+		fi
+		sleep 0.5
+	done
+}
+
+preflight() {
+	[ "$(id -u)" = 0 ] || kube_die "the test cluster needs root (cgroups, bridges, mounts): run as root"
+	local missing=()
+	[ -d /usr/lib/cni ] && [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+	[ -x /bin/busybox ] || missing+=(busybox-static)
+	command -v runc >/dev/null || missing+=(runc)
+	command -v openssl >/dev/null || missing+=(openssl)
+	command -v curl >/dev/null || missing+=(curl)
+	command -v iptables >/dev/null || missing+=(iptables)
+	command -v zstd >/dev/null || missing+=(zstd)
+	if [ ${#missing[@]} -gt 0 ]; then
+		command -v apt-get >/dev/null ||
+			kube_die "missing: ${missing[*]} (Debian package names): install them and run this again"
+		step "installing ${missing[*]} (apt-get)"
+		apt-get update -q >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
+			kube_die "apt-get install ${missing[*]} failed: install them by hand and run this again"
+	fi
+	[ -d /sys/fs/cgroup/memory ] ||
+		kube_die "this script drives cgroup v1 (cgroupfs), and /sys/fs/cgroup/memory is missing; on a cgroup v2 host set failCgroupV1 back and test it"
+	local i
+	for i in $(seq 1 "$KUBE_NODES"); do
+		local p
+		p=$(node_kubelet_port "$i")
+		for p in "$p" $((p - 2)); do
+			! ss -Hltn "sport = :$p" | grep -q . ||
+				kube_die "port $p (node $i's kubelet) is in use: stop what listens there (ss -ltnp) or set KUBE_KUBELET_PORT_BASE"
+		done
+	done
+	for p in $KUBE_ETCD_PORT $KUBE_ETCD_PEER_PORT $KUBE_API_PORT $((KUBE_API_PORT + 1)) $((KUBE_API_PORT + 2)); do
+		! ss -Hltn "sport = :$p" | grep -q . ||
+			kube_die "port $p is in use: stop what listens there (ss -ltnp) or set KUBE_ETCD_PORT/KUBE_API_PORT"
+	done
+}
+
+# host_network: a bridge per node holding the gateway of its pod CIDR (the host routes to
+# every pod through them), forwarding on, and the chain $KUBE_CHAIN: pods reach pods (on
+# their node and across nodes, through the host), nothing else is forwarded to or from them
+# (no route out, however the host's FORWARD policy is set). The jump is appended to FORWARD,
+# after Docker's chains, so rules a Warren server puts into DOCKER-USER for these bridges
+# come first.
+host_network() {
+	local i br
+	if [ "$(cat /proc/sys/net/ipv4/ip_forward)" != 1 ]; then
+		echo 0 >"$KUBE_WORK/ip_forward.orig"
+		echo 1 >/proc/sys/net/ipv4/ip_forward
+	fi
+	for i in $(seq 1 "$KUBE_NODES"); do
+		br=$(node_bridge "$i")
+		ip link show "$br" >/dev/null 2>&1 || ip link add "$br" type bridge
+		ip addr replace "$(node_gw "$i")/24" dev "$br"
+		ip link set "$br" up
+	done
+	iptables -N "$KUBE_CHAIN" 2>/dev/null || iptables -F "$KUBE_CHAIN"
+	iptables -A "$KUBE_CHAIN" -i wkube+ -o wkube+ -j ACCEPT
+	iptables -A "$KUBE_CHAIN" -i wkube+ -j DROP
+	iptables -A "$KUBE_CHAIN" -o wkube+ -j DROP
+	iptables -C FORWARD -j "$KUBE_CHAIN" 2>/dev/null || iptables -A FORWARD -j "$KUBE_CHAIN"
+	# containerd's CNI cache path is fixed (/var/lib/cni); each node mounts its own over it
+	# in its namespace, which needs the directory to exist. down.sh removes it if up made it.
+	if [ ! -d /var/lib/cni ]; then
+		mkdir /var/lib/cni
+		touch "$KUBE_WORK/made-var-lib-cni"
+	fi
+}
+
+# cgroup_roots: node I's pods live under /warren-kube-nodeI in every hierarchy. cpuset
+# children start with no CPUs or memory nodes: give them the parent's.
+cgroup_roots() {
+	local i h d
+	for i in $(seq 1 "$KUBE_NODES"); do
+		for h in /sys/fs/cgroup/*/; do
+			[ -f "$h/cgroup.procs" ] || continue
+			d=$h$(node_name "$i")
+			mkdir -p "$d"
+			if [ -f "$h/cpuset.cpus" ]; then
+				cat "$h/cpuset.cpus" >"$d/cpuset.cpus"
+				cat "$h/cpuset.mems" >"$d/cpuset.mems"
+			fi
+		done
+	done
+}
+
+control_plane() {
+	mkdir -p "$KUBE_WORK/etcd"
+	step "starting etcd $ETCD_VERSION (127.0.0.1:$KUBE_ETCD_PORT)"
+	# --unsafe-no-fsync: a throwaway test store on a shared disk; down deletes it.
+	start etcd "$KUBE_BIN/etcd" --name warren-kube --data-dir "$KUBE_WORK/etcd" \
+		--listen-client-urls "http://127.0.0.1:$KUBE_ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$KUBE_ETCD_PORT" \
+		--listen-peer-urls "http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$KUBE_ETCD_PEER_PORT" \
+		--initial-cluster "warren-kube=http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --unsafe-no-fsync
+	wait_for "etcd health" 60 etcd curl -sf --max-time 2 "http://127.0.0.1:$KUBE_ETCD_PORT/health"
+
+	step "starting kube-apiserver $KUBE_VERSION (https://127.0.0.1:$KUBE_API_PORT)"
+	# Bound to loopback: the Service "kubernetes" cannot point at it, hence no endpoint
+	# reconciler. Kubelets are reached at their InternalIP (the node's bridge address).
+	start apiserver "$KUBE_BIN/kube-apiserver" \
+		--bind-address 127.0.0.1 --secure-port "$KUBE_API_PORT" --etcd-servers "http://127.0.0.1:$KUBE_ETCD_PORT" \
+		--endpoint-reconciler-type none --service-cluster-ip-range "$KUBE_SERVICE_CIDR" \
+		--tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" --client-ca-file "$PKI/ca.crt" \
+		--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+		--kubelet-certificate-authority "$PKI/ca.crt" --kubelet-preferred-address-types InternalIP \
+		--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$PKI/sa.pub" \
+		--service-account-signing-key-file "$PKI/sa.key" --authorization-mode Node,RBAC \
+		--enable-admission-plugins NodeRestriction --allow-privileged=true --profiling=false
+	wait_for "apiserver /readyz" 120 apiserver api_ready
+
+	kubeconfig "$KUBE_WORK/controller-manager.kubeconfig" controller-manager
+	kubeconfig "$KUBE_WORK/scheduler.kubeconfig" scheduler
+	step "starting kube-controller-manager and kube-scheduler"
+	start controller-manager "$KUBE_BIN/kube-controller-manager" \
+		--kubeconfig "$KUBE_WORK/controller-manager.kubeconfig" \
+		--authentication-kubeconfig "$KUBE_WORK/controller-manager.kubeconfig" \
+		--authorization-kubeconfig "$KUBE_WORK/controller-manager.kubeconfig" \
+		--bind-address 127.0.0.1 --secure-port $((KUBE_API_PORT + 1)) --leader-elect=false \
+		--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+		--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+		--use-service-account-credentials --service-cluster-ip-range "$KUBE_SERVICE_CIDR" --profiling=false
+	start scheduler "$KUBE_BIN/kube-scheduler" --kubeconfig "$KUBE_WORK/scheduler.kubeconfig" \
+		--authentication-kubeconfig "$KUBE_WORK/scheduler.kubeconfig" \
+		--authorization-kubeconfig "$KUBE_WORK/scheduler.kubeconfig" \
+		--bind-address 127.0.0.1 --secure-port $((KUBE_API_PORT + 2)) --leader-elect=false --profiling=false
+}
+
+nodes() {
+	local i
+	for i in $(seq 1 "$KUBE_NODES"); do
+		step "starting node $(node_name "$i"): containerd $CONTAINERD_VERSION + kubelet (pods $(node_cidr "$i") on $(node_bridge "$i"))"
+		"$KUBE_SCRIPTS/node.sh" config "$i"
+		start "node$i" unshare --mount --propagation private "$KUBE_SCRIPTS/node.sh" run "$i"
+	done
+	for i in $(seq 1 "$KUBE_NODES"); do
+		wait_for "node $(node_name "$i") Ready" 180 "node$i" node_ready "$i"
+		# Recorded for whoever routes to pods; the CNI config holds the same range.
+		kctl patch node "$(node_name "$i")" --type merge \
+			-p "{\"spec\":{\"podCIDR\":\"$(node_cidr "$i")\",\"podCIDRs\":[\"$(node_cidr "$i")\"]}}" >/dev/null 2>&1 || true
+	done
+	step "nodes Ready: $(kctl get nodes -o name | tr '\n' ' ')"
+}
+
+node_ready() {
+	[ "$(kctl get node "$(node_name "$1")" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+cluster_objects() {
+	# The handler is containerd's runtime "runsc" on every node (node.sh).
+	kctl apply -f - >/dev/null <<YAML
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata:
+  name: gvisor
+handler: runsc
+YAML
+	# Pods need the namespace's default ServiceAccount, which the controller manager makes.
+	wait_for "default ServiceAccount" 60 controller-manager kctl get serviceaccount default -n default -o name
+}
+
+preflight
+if [ -d "$KUBE_WORK" ] && healthy; then
+	step "the cluster is already up"
+else
+	if [ -d "$KUBE_WORK" ] || ip link show "$(node_bridge 1)" >/dev/null 2>&1 ||
+		iptables -S "$KUBE_CHAIN" >/dev/null 2>&1; then
+		step "cleaning up what an earlier run left (scripts/kube/down.sh)"
+		"$KUBE_SCRIPTS/down.sh"
+	fi
+	step "binaries (scripts/kube/build.sh: cached under $KUBE_CACHE)"
+	"$KUBE_SCRIPTS/build.sh"
+	mkdir -p "$RUN" "$KUBE_WORK/images"
+	step "certificates (openssl) and images (pause, busybox)"
+	"$KUBE_SCRIPTS/pki.sh"
+	kubeconfig "$KUBECONFIG_FILE" admin
+	"$KUBE_SCRIPTS/images.sh" "$KUBE_WORK/images"
+	step "host network: bridges, forwarding rules (chain $KUBE_CHAIN), cgroups"
+	host_network
+	cgroup_roots
+	control_plane
+	nodes
+	cluster_objects
+	step "up: $KUBE_NODES nodes, RuntimeClass gvisor; scripts/kube.sh down removes it all"
+fi
+echo "export KUBECONFIG=$KUBECONFIG_FILE"

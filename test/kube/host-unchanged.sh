@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# host-unchanged.sh — proves that the test cluster leaves the host as it found it.
+#
+#   test/kube/host-unchanged.sh snapshot FILE   record the host's state (before scripts/kube.sh up)
+#   test/kube/host-unchanged.sh compare FILE    record it again (after scripts/kube.sh down) and
+#                                               fail, showing the difference, if it changed
+#
+# What is recorded: every sysctl of the host's namespaces, iptables-save and ip6tables-save
+# of every table (without packet counters), the mount table (mount point, type, source,
+# options), every cgroup directory, network links (name, kind, master, state), addresses and
+# routes, and the directories the kubelet and containerd are known to create when
+# misconfigured (/var/lib/kubelet, /var/lib/cni, /var/log/pods, /var/log/containers,
+# /etc/cni, /opt/cni, /run/netns, /opt/containerd). Counters that move on their own (entropy,
+# inode and file counts, conntrack entries, PIDs) are left out.
+#
+# Run it on a machine where nothing else changes the host meanwhile (CI does): other
+# containers starting would show up as differences too. On a shared machine,
+# HOST_UNCHANGED_IGNORE=REGEX leaves out the lines it matches (e.g. other engines' objects:
+# 'docker|warren0|/tmp/warren-'); CI sets none.
+set -euo pipefail
+
+snapshot() {
+	echo "## sysctl"
+	# Values that move by themselves, not by anything a cluster sets.
+	sysctl -a 2>/dev/null | grep -vE '^(kernel\.random\.|kernel\.ns_last_pid|kernel\.pty\.nr|fs\.dentry-state|fs\.inode-|fs\.file-nr|fs\.quota\.|net\.netfilter\.nf_conntrack_count|kernel\.sched_|vm\.stat_|net\.ipv4\.tcp_mem|net\.ipv4\.udp_mem|fs\.aio-nr|kernel\.perf_event_max|kernel\.tainted|net\.core\.netdev_rss_key)' | sort
+	echo "## iptables"
+	for t in iptables-save ip6tables-save; do
+		command -v "$t" >/dev/null || continue
+		"$t" 2>/dev/null | sed -E -e '/^#/d' -e 's/ \[[0-9]+:[0-9]+\]$//' -e 's/^(:[^ ]+ [^ ]+) \[[0-9]+:[0-9]+\]/\1/'
+	done
+	echo "## mounts"
+	awk '{sep=0; for (i=7; i<=NF; i++) if ($i == "-") {sep=i; break}; print $5, $(sep+1), $(sep+2), $6}' /proc/self/mountinfo | sort
+	echo "## cgroups"
+	find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort
+	echo "## links"
+	ip -o -d link show | awk '{
+		name=$2; master="-"; kind="-"
+		for (i=3; i<=NF; i++) { if ($i == "master") master=$(i+1); if ($i == "state") state=$(i+1) }
+		if (match($0, / (bridge|veth|vxlan|bridge_slave|tun|dummy) /)) kind=substr($0, RSTART+1, RLENGTH-2)
+		print name, kind, master, state
+	}' | sort
+	echo "## addresses"
+	ip -o addr show | awk '{print $2, $3, $4}' | sort
+	echo "## routes"
+	ip route show table all 2>/dev/null | grep -v '^local\|^broadcast' | sort
+	echo "## paths"
+	for p in /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /etc/cni /opt/cni /run/netns /opt/containerd /var/lib/warren-kube; do
+		[ -e "$p" ] && echo "$p exists"
+	done
+	return 0
+}
+
+case ${1:-} in
+snapshot)
+	snapshot >"${2:?usage: host-unchanged.sh snapshot FILE}"
+	echo "host-unchanged: recorded the host's state in $2 ($(wc -l <"$2") lines)"
+	;;
+compare)
+	before=${2:?usage: host-unchanged.sh compare FILE}
+	[ -f "$before" ] || { echo "host-unchanged: $before is missing: run 'host-unchanged.sh snapshot $before' before scripts/kube.sh up" >&2; exit 1; }
+	after=$(mktemp)
+	snapshot >"$after"
+	if [ -n "${HOST_UNCHANGED_IGNORE:-}" ]; then
+		grep -vE -- "$HOST_UNCHANGED_IGNORE" "$before" >"$after.b" || true
+		grep -vE -- "$HOST_UNCHANGED_IGNORE" "$after" >"$after.a" || true
+		mv "$after.a" "$after"
+		before=$after.b
+	fi
+	if diff -u "$before" "$after" >"$after.diff"; then
+		echo "host-unchanged: the host is as it was (sysctls, iptables, mounts, cgroups, links, addresses, routes, paths)"
+		rm -f "$after" "$after.diff" "$after.b"
+		exit 0
+	fi
+	echo "host-unchanged: FAILED: the host differs from before the cluster ran (- before, + after):" >&2
+	tail -n +3 "$after.diff" | grep -E '^[-+]' >&2
+	rm -f "$after" "$after.diff" "$after.b"
+	exit 1
+	;;
+*)
+	sed -n '2,6p' "$0" >&2
+	exit 2
+	;;
+esac
