@@ -42,25 +42,33 @@ status() {
 }
 
 # load IMAGE...: docker save, then an import into each node's containerd (namespace k8s.io,
-# where the kubelet looks). Kubernetes names "warren/base" docker.io/warren/base:latest, as
-# the import does.
+# where the kubelet looks), the nodes side by side. Kubernetes names "warren/base"
+# docker.io/warren/base:latest, as the import does.
 load() {
 	[ $# -gt 0 ] || kube_die "usage: scripts/kube.sh load IMAGE..."
-	local img tmp i sock
-	tmp=$(mktemp "$KUBE_WORK/load.XXXXXX.tar") || kube_die "no cluster: scripts/kube.sh up first"
-	trap 'rm -f "$tmp"' EXIT
+	local img tmp i sock start pids
+	tmp=$(mktemp -d "$KUBE_WORK/load.XXXXXX") || kube_die "no cluster: scripts/kube.sh up first"
+	trap 'rm -rf "$tmp"' EXIT
 	for img in "$@"; do
 		docker image inspect "$img" >/dev/null 2>&1 ||
 			kube_die "image $img is not in the Docker engine (docker images lists them; build it first)"
-		kube_log "saving $img from Docker"
-		docker save "$img" >"$tmp"
+		start=$SECONDS
+		kube_log "loading $img: docker save"
+		docker save "$img" >"$tmp/image.tar" || kube_die "docker save $img failed"
+		pids=()
 		for i in $(seq 1 "$KUBE_NODES"); do
 			sock=$(node_dir "$i")/containerd.sock
 			[ -S "$sock" ] || kube_die "node $(node_name "$i") has no containerd at $sock: scripts/kube.sh up"
-			"$KUBE_BIN/ctr" --address "$sock" -n k8s.io images import "$tmp" >/dev/null ||
-				kube_die "importing $img into $(node_name "$i") failed (log $(node_dir "$i")/containerd.log)"
-			kube_log "loaded $img into $(node_name "$i")"
+			"$KUBE_BIN/ctr" --address "$sock" -n k8s.io images import "$tmp/image.tar" >"$tmp/node$i.log" 2>&1 &
+			pids+=($!)
 		done
+		for i in $(seq 1 "$KUBE_NODES"); do
+			wait "${pids[$((i - 1))]}" || {
+				cat "$tmp/node$i.log" >&2
+				kube_die "importing $img into $(node_name "$i") failed (above; containerd's log: $(node_dir "$i")/containerd.log)"
+			}
+		done
+		kube_log "loaded $img into $KUBE_NODES nodes in $((SECONDS - start))s"
 	done
 }
 

@@ -53,6 +53,15 @@ gobuild() {
 		GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off go "$@"
 }
 
+# tidy: go mod tidy in the current directory, its download chatter kept in a log that is
+# shown when it fails.
+tidy() {
+	gobuild mod tidy >"$SCRATCH/tidy.log" 2>&1 || {
+		grep -v '^go: downloading' "$SCRATCH/tidy.log" | tail -n 30 >&2
+		kube_die "go mod tidy failed in $PWD (above): check the network and GOPROXY ($(go env GOPROXY))"
+	}
+}
+
 # scratch_module DIR MODULE VERSION IMPORT...: a throwaway module requiring MODULE@VERSION
 # with a tools file importing the main packages to build, so `go mod tidy` resolves the
 # graph the way the module's own go.mod says (go install refuses modules with replaces).
@@ -88,7 +97,7 @@ build_kubernetes() {
 	grep -q '^replace k8s.io/api ' "$dir/go.mod" ||
 		kube_die "kubernetes: found no staging replaces in $gomod: the recipe no longer matches this Kubernetes version"
 	kube_log "kubernetes: resolving the module graph ($(grep -c '^replace' "$dir/go.mod") staging modules; ~600 MB download)"
-	(cd "$dir" && with_heartbeat "resolving kubernetes modules" gobuild mod tidy)
+	(cd "$dir" && with_heartbeat "resolving kubernetes modules" tidy)
 	local x=k8s.io/component-base/version c=k8s.io/client-go/pkg/version flags="-s -w" v
 	for v in "$x" "$c"; do
 		flags+=" -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor"
@@ -102,7 +111,7 @@ build_etcd() {
 	local dir=$SCRATCH/etcd
 	scratch_module "$dir" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3
 	kube_log "etcd: resolving go.etcd.io/etcd/server/v3@$ETCD_VERSION"
-	(cd "$dir" && gobuild mod tidy)
+	(cd "$dir" && tidy)
 	kube_log "etcd: compiling (~1.5 min)"
 	(cd "$dir" && with_heartbeat "compiling etcd" gobuild build -p "$P" -trimpath \
 		-ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION" -o "$OUT/etcd" go.etcd.io/etcd/server/v3)
@@ -112,7 +121,7 @@ build_containerd() {
 	local dir=$SCRATCH/containerd m=github.com/containerd/containerd/v2
 	scratch_module "$dir" "$m" "$CONTAINERD_VERSION" "$m/cmd/containerd" "$m/cmd/containerd-shim-runc-v2" "$m/cmd/ctr"
 	kube_log "containerd: resolving $m@$CONTAINERD_VERSION"
-	(cd "$dir" && gobuild mod tidy)
+	(cd "$dir" && tidy)
 	kube_log "containerd: compiling containerd, containerd-shim-runc-v2, ctr (~1.5 min)"
 	(cd "$dir" && with_heartbeat "compiling containerd" gobuild build -p "$P" -trimpath \
 		-ldflags "-s -w -X $m/version.Version=$CONTAINERD_VERSION -X $m/version.Revision=$CONTAINERD_VERSION" \
@@ -179,6 +188,7 @@ ensure() {
 		for b in $(binaries_of "$comp"); do
 			[ -x "$OUT/$b" ] || kube_die "$comp: the build did not produce $b"
 		done
+		# shellcheck disable=SC2046 # a list of names
 		tar -C "$OUT" -cf - $(binaries_of "$comp") | zstd -q -3 -T1 -o "$tarball.tmp"
 		mv "$tarball.tmp" "$tarball"
 		chmod -R u+w "$SCRATCH"

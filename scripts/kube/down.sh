@@ -27,9 +27,11 @@ stop_pid() {
 stop_file() { [ -f "$1" ] && stop_pid "$(cat "$1")" "${2:-10}"; }
 
 # kill_cgroup_tree DIR: SIGKILL to every process in the cgroup DIR and below (pod
-# containers, runsc sandboxes), until none is left.
+# containers, runsc sandboxes), thawed first, until none is left.
 kill_cgroup_tree() {
 	local d=$1 pids
+	# A frozen cgroup (a paused sandbox) holds SIGKILL until it is thawed.
+	find "$d" -name freezer.state 2>/dev/null | while read -r f; do echo THAWED >"$f" 2>/dev/null; done
 	for _ in $(seq 1 20); do
 		pids=$(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
 		[ -n "$pids" ] || return 0

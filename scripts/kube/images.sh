@@ -34,7 +34,7 @@ JSON
 	cfg=$(sha256sum "$dir/config.json" | cut -d' ' -f1)
 	mv "$dir/config.json" "$dir/$cfg.json"
 	printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]\n' "$cfg" "$ref" "$diff" >"$dir/manifest.json"
-	tar -C "$dir" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out" .
+	tar -C "$dir" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out" manifest.json "$cfg.json" "$diff"
 	rm -rf "$dir"
 }
 

@@ -24,24 +24,31 @@ PKI=$KUBE_WORK/pki
 port=$(node_kubelet_port "$i")
 
 config() {
-	mkdir -p "$dir"/{containerd,cni/net.d,cni/ipam,cni/cache,runc,runsc,kubelet,log,sysctl,opt}
+	mkdir -p "$dir"/{containerd,cni/net.d,cni/ipam,cni/cache,runc,runsc,kubelet,log,sysctl,opt,s}
 	cat >"$dir/containerd.toml" <<TOML
 # containerd of $name. Own root, state and sockets; nothing read from /etc.
 version = 4
 root = "$dir/containerd/root"
 state = "$dir/containerd/state"
 imports = []
-# NRI would open /var/run/nri; the other snapshotters are unused.
-disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+# NRI would open /var/run/nri, the image verifier reads /opt/containerd; the other
+# snapshotters are unused.
+disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.image-verifier.v1.bindir",
+  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.erofs", "io.containerd.differ.v1.erofs", "io.containerd.snapshotter.v1.blockfile"]
 
-[grpc]
+# Sockets: the node's own (containerd's defaults are those of a system containerd,
+# /run/containerd/..., which this must never take over), shim sockets too.
+[plugins."io.containerd.server.v1.grpc"]
   address = "$dir/containerd.sock"
-[ttrpc]
+[plugins."io.containerd.server.v1.ttrpc"]
   address = "$dir/containerd.sock.ttrpc"
-[debug]
+[plugins."io.containerd.server.v1.debug"]
   address = ""
-[metrics]
+[plugins."io.containerd.server.v1.metrics"]
   address = ""
+[plugins."io.containerd.shim.v1.manager"]
+  socket_dir = "$dir/s"
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "$dir/opt"
@@ -57,7 +64,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
   # at or above containerd's own score.
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
-  enable_cdi = false
+  cdi_spec_dirs = []
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -190,8 +197,10 @@ run() {
 	[ "$t" -lt 120 ] || kube_die "$name: containerd did not answer on $dir/containerd.sock within 30s (log $dir/containerd.log)"
 	local img
 	for img in "$KUBE_WORK"/images/*.tar; do
-		"$KUBE_BIN/ctr" --address "$dir/containerd.sock" -n k8s.io images import "$img" >/dev/null ||
-			kube_die "$name: could not import $img into containerd (log $dir/containerd.log)"
+		"$KUBE_BIN/ctr" --address "$dir/containerd.sock" -n k8s.io images import "$img" >"$dir/import.log" 2>&1 || {
+			cat "$dir/import.log" >&2
+			kube_die "$name: could not import $img into containerd (above; containerd's log $dir/containerd.log)"
+		}
 	done
 
 	"$KUBE_BIN/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \

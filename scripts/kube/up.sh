@@ -193,6 +193,8 @@ node_ready() {
 	[ "$(kctl get node "$(node_name "$1")" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 
+default_sa() { kctl get serviceaccount default -n default >/dev/null 2>&1; }
+
 cluster_objects() {
 	# The handler is containerd's runtime "runsc" on every node (node.sh).
 	kctl apply -f - >/dev/null <<YAML
@@ -203,7 +205,7 @@ metadata:
 handler: runsc
 YAML
 	# Pods need the namespace's default ServiceAccount, which the controller manager makes.
-	wait_for "default ServiceAccount" 60 controller-manager kctl get serviceaccount default -n default -o name
+	wait_for "default ServiceAccount" 60 controller-manager default_sa
 }
 
 preflight
