@@ -24,13 +24,19 @@ set -euo pipefail
 # shellcheck source=kube/lib.sh
 . "$(dirname "$0")/kube/lib.sh"
 
+# rss PIDFILE: the resident memory of the process in PIDFILE, in MiB.
+rss() { echo $(($(awk '/VmRSS/ {print $2}' "/proc/$(cat "$1")/status" 2>/dev/null || echo 0) / 1024)); }
+
 status() {
-	local p i
+	local p i f
 	[ -d "$KUBE_WORK" ] || { echo "no cluster ($KUBE_WORK does not exist): scripts/kube.sh up starts one"; return 1; }
-	for p in etcd apiserver controller-manager scheduler $(for i in $(seq 1 "$KUBE_NODES"); do echo "node$i"; done); do
-		if pid_alive "$p"; then
-			printf '%-20s running (pid %s, RSS %s MiB)\n' "$p" "$(cat "$KUBE_WORK/run/$p.pid")" \
-				"$(($(awk '/VmRSS/ {print $2}' "/proc/$(cat "$KUBE_WORK/run/$p.pid")/status") / 1024))"
+	for p in etcd apiserver controller-manager scheduler $(for i in $(seq 1 "$KUBE_NODES"); do echo "node$i/containerd node$i/kubelet"; done); do
+		case $p in
+		*/*) f=$KUBE_WORK/$p.pid ;;
+		*) f=$KUBE_WORK/run/$p.pid ;;
+		esac
+		if [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; then
+			printf '%-20s running (pid %s, RSS %s MiB)\n' "$p" "$(cat "$f")" "$(rss "$f")"
 		else
 			printf '%-20s NOT running\n' "$p"
 		fi
@@ -46,7 +52,8 @@ status() {
 # docker.io/warren/base:latest, as the import does.
 load() {
 	[ $# -gt 0 ] || kube_die "usage: scripts/kube.sh load IMAGE..."
-	local img tmp i sock start pids
+	local img i sock start pids
+	# Global: the exit trap runs after this function has returned.
 	tmp=$(mktemp -d "$KUBE_WORK/load.XXXXXX") || kube_die "no cluster: scripts/kube.sh up first"
 	trap 'rm -rf "$tmp"' EXIT
 	for img in "$@"; do

@@ -48,7 +48,7 @@ pids_with() {
 	local p
 	for p in /proc/[0-9]*; do
 		[ "${p#/proc/}" != $$ ] || continue
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$1" && echo "${p#/proc/}"
+		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "$1" && echo "${p#/proc/}"
 	done
 }
 
@@ -105,8 +105,9 @@ fi
 if [ -f "$KUBE_WORK/ip_forward.orig" ]; then
 	cat "$KUBE_WORK/ip_forward.orig" >/proc/sys/net/ipv4/ip_forward
 fi
-if [ -f "$KUBE_WORK/made-var-lib-cni" ]; then
-	rm -rf /var/lib/cni
+# The mount points up.sh made (each node's own directories were mounted over them).
+if [ -f "$KUBE_WORK/made-dirs" ]; then
+	while read -r d; do rm -rf "$d"; done <"$KUBE_WORK/made-dirs"
 fi
 rm -rf "$KUBE_WORK"
 step "down: the cluster is gone"

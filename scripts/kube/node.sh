@@ -9,9 +9,9 @@
 # root filesystems, pod volumes, network namespace handles) never appears on the host and
 # vanishes with the node. In that namespace it first covers the kernel tunables the kubelet
 # would otherwise set host-wide (vm.overcommit_memory, kernel.panic, ...) with files that
-# already read the kubelet's values, so the host's stay as they are; and /var/log and
-# /var/lib/cni (paths the kubelet and containerd's CNI cache hard-code) with the node's own
-# directories, so two nodes do not share them and the host gets none of their files. Then it
+# already read the kubelet's values, so the host's stay as they are; and /var/log,
+# /var/lib/cni and /var/lib/kubelet (paths the kubelet's container logs and device plugin
+# socket and containerd's CNI cache hard-code) with the node's own directories, so two nodes do not share them and the host gets none of their files. Then it
 # starts containerd, imports the images every node needs, starts the kubelet, and waits.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -182,6 +182,7 @@ run() {
 	mkdir -p "$dir/log/var"
 	mount --bind "$dir/log/var" /var/log
 	mount --bind "$dir/cni/cache" /var/lib/cni
+	mount --bind "$dir/kubelet" /var/lib/kubelet
 
 	PATH=$KUBE_BIN:$PATH containerd --config "$dir/containerd.toml" >"$dir/containerd.log" 2>&1 &
 	echo $! >"$dir/containerd.pid"

@@ -107,12 +107,17 @@ host_network() {
 	iptables -A "$KUBE_CHAIN" -i wkube+ -j DROP
 	iptables -A "$KUBE_CHAIN" -o wkube+ -j DROP
 	iptables -C FORWARD -j "$KUBE_CHAIN" 2>/dev/null || iptables -A FORWARD -j "$KUBE_CHAIN"
-	# containerd's CNI cache path is fixed (/var/lib/cni); each node mounts its own over it
-	# in its namespace, which needs the directory to exist. down.sh removes it if up made it.
-	if [ ! -d /var/lib/cni ]; then
-		mkdir /var/lib/cni
-		touch "$KUBE_WORK/made-var-lib-cni"
-	fi
+	# containerd's CNI cache (/var/lib/cni) and the kubelet's device plugin socket
+	# (/var/lib/kubelet/device-plugins) ignore the configured directories; each node mounts
+	# its own over them in its namespace, which needs the directories to exist. down.sh
+	# removes those that up made.
+	local d
+	for d in /var/lib/cni /var/lib/kubelet; do
+		if [ ! -d "$d" ]; then
+			mkdir "$d"
+			echo "$d" >>"$KUBE_WORK/made-dirs"
+		fi
+	done
 }
 
 # cgroup_roots: node I's pods live under /warren-kube-nodeI in every hierarchy. cpuset
@@ -140,7 +145,7 @@ control_plane() {
 		--listen-client-urls "http://127.0.0.1:$KUBE_ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$KUBE_ETCD_PORT" \
 		--listen-peer-urls "http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$KUBE_ETCD_PEER_PORT" \
 		--initial-cluster "warren-kube=http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --unsafe-no-fsync
-	wait_for "etcd health" 60 etcd curl -sf --max-time 2 "http://127.0.0.1:$KUBE_ETCD_PORT/health"
+	wait_for "etcd health" 60 etcd curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$KUBE_ETCD_PORT/health"
 
 	step "starting kube-apiserver $KUBE_VERSION (https://127.0.0.1:$KUBE_API_PORT)"
 	# Bound to loopback: the Service "kubernetes" cannot point at it, hence no endpoint
