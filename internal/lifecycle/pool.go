@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,10 @@ type poolKind struct {
 	// size the operator gave, which demand and the memory budget leave.
 	floor  int
 	pinned bool
+	// cpuCount and memoryMB are a learned kind's template's resources,
+	// which its containers are made with so that a claim need not change
+	// them; 0 = the server's.
+	cpuCount, memoryMB int
 	// optional kinds' images may be absent: `warren image build` makes
 	// them on demand. Their pool then stays empty, quietly.
 	optional bool
@@ -126,7 +131,8 @@ func (m *Manager) demandKind(sb sandbox.Sandbox) poolKind {
 		}
 	}
 	// optional: a template deleted since leaves an image that is gone.
-	return poolKind{template: sb.TemplateID, image: sb.Image, agentArgs: slices.Clone(sb.AgentArgs), optional: true}
+	return poolKind{template: sb.TemplateID, image: sb.Image, agentArgs: slices.Clone(sb.AgentArgs), optional: true,
+		cpuCount: sb.CPUCount, memoryMB: sb.MemoryMB}
 }
 
 // kindServes reports whether kind k serves creates of template: a
@@ -467,8 +473,8 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 		ID:          sandbox.NewID(),
 		Image:       k.image,
 		AgentSecret: sandbox.NewToken(),
-		CPUCount:    m.cfg.CPUCount,
-		MemoryMB:    m.cfg.MemoryMB,
+		CPUCount:    cmp.Or(k.cpuCount, m.cfg.CPUCount),
+		MemoryMB:    cmp.Or(k.memoryMB, m.cfg.MemoryMB),
 		DiskSizeMB:  m.cfg.DiskSizeMB,
 		AgentArgs:   slices.Clone(k.agentArgs),
 		Runtime:     t.runtime,

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -179,4 +180,30 @@ func TestFitBudget(t *testing.T) {
 	if kinds[0].size != 8 || kinds[1].size != 3 || kinds[2].size != 0 {
 		t.Errorf("sizes = %d, %d, %d; want 8 (floor 2 + 6), 3 (pinned), 0 (no budget left)", kinds[0].size, kinds[1].size, kinds[2].size)
 	}
+}
+
+// A learned pool's containers are made with its template's resources, so
+// that a claim changes nothing on the engine.
+func TestPoolLearnsTemplateResources(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withMaxima(2, 1024, withAutoPool(1024), func(c *config) {
+			c.Templates, c.CPUCount, c.MemoryMB = hugeTemplates{"python:3.12"}, 1, 512
+		}))
+		e.create(t, CreateRequest{Template: "huge"})
+		synctest.Wait()
+		ready := e.pooledImage(t, "python:3.12")
+		if len(ready) != 1 {
+			t.Fatalf("pool of the template after a create = %d, want 1", len(ready))
+		}
+		sb := e.create(t, CreateRequest{Template: "huge"})
+		if !ready[sb.ContainerID] {
+			t.Fatal("the second create did not claim from the template's pool")
+		}
+		if l, _ := e.rt.LimitsOf(sb.ContainerID); l.CPUCount != 2 || l.MemoryMB != 1024 {
+			t.Errorf("claimed container's limits %+v, want the template's 2 CPUs, 1024 MiB", l)
+		}
+		if slices.Contains(e.rt.Calls(), "Update "+sb.ContainerID) {
+			t.Error("the claim updated the container's limits")
+		}
+	})
 }
