@@ -38,6 +38,10 @@ func TestFilesActAsTheUser(t *testing.T) {
 	if err := os.Symlink(secret, link); err != nil {
 		t.Fatal(err)
 	}
+	rootDir := filepath.Join(f.dir, "root-dir")
+	if err := os.Symlink(filepath.Dir(secret), rootDir); err != nil {
+		t.Fatal(err)
+	}
 	octet := []string{"Content-Type", "application/octet-stream"}
 	tests := []struct {
 		name, method, path, user string
@@ -47,7 +51,7 @@ func TestFilesActAsTheUser(t *testing.T) {
 		{"read a root-only file through a symlink", http.MethodGet, link, "nobody", http.StatusForbidden},
 		{"write a root-only file", http.MethodPost, secret, "nobody", http.StatusForbidden},
 		{"write a root-only file through a symlink", http.MethodPost, link, "nobody", http.StatusForbidden},
-		{"create in a root-only directory", http.MethodPost, filepath.Join(filepath.Dir(secret), "new", "file"), "nobody", http.StatusForbidden},
+		{"create in root's directory through a symlink", http.MethodPost, filepath.Join(rootDir, "new", "file"), "nobody", http.StatusForbidden},
 		{"root reads it", http.MethodGet, secret, "root", http.StatusOK},
 		{"root reads it through the symlink", http.MethodGet, link, "root", http.StatusOK},
 	}
@@ -87,6 +91,37 @@ func TestFilesUserKeepsTheirFiles(t *testing.T) {
 	}
 	if uid := fi.Sys().(*syscall.Stat_t).Uid; itoa(uid) != nobody.Uid {
 		t.Fatalf("uid %d, want nobody's %s", uid, nobody.Uid)
+	}
+}
+
+// TestFilesMakesMissingParents: as E2B's agent does, a write makes the
+// missing parents of its file for the user, also in root's directories
+// (the SDKs' suites write "/0/file" as user); a write refused after that
+// leaves none of them.
+func TestFilesMakesMissingParents(t *testing.T) {
+	f, secret := asNobody(t)
+	nobody, _ := user.Lookup("nobody")
+	root := filepath.Dir(secret)
+	dst := filepath.Join(root, "made", "deeper", "file")
+	decodeUploaded(t, do(t, newRequest(t, http.MethodPost, f.fileURL("path", dst, "username", "nobody"), strings.NewReader("x"), "Content-Type", "application/octet-stream")))
+	for _, p := range []string{filepath.Join(root, "made"), filepath.Dir(dst), dst} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; itoa(uid) != nobody.Uid {
+			t.Fatalf("%s: uid %d, want nobody's %s", p, uid, nobody.Uid)
+		}
+	}
+
+	closed := filepath.Join(root, "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := do(t, newRequest(t, http.MethodPost, f.fileURL("path", filepath.Join(closed, "new", "file"), "username", "nobody"), strings.NewReader("x"), "Content-Type", "application/octet-stream"))
+	wantError(t, r, http.StatusForbidden, "")
+	if _, err := os.Stat(filepath.Join(closed, "new")); !os.IsNotExist(err) {
+		t.Fatalf("a refused upload left the parent it made: %v", err)
 	}
 }
 

@@ -181,16 +181,26 @@ func requestBody(r *http.Request) (io.ReadCloser, error) {
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 // writeFile streams src into abs for u: parents created, existing content
-// truncated, metadata replaced. Whatever touches a path does so as u (see
+// truncated, metadata replaced. What exists is reached as u (see
 // users.User.Do), so the kernel refuses what u may not do, through
-// symlinks too; a file u creates is u's.
+// symlinks too; a file u creates is u's. Missing parents are the
+// exception: see makeParents.
 func (h *Handler) writeFile(u *users.User, abs string, src io.Reader, md map[string]string) (uploaded, error) {
+	created, err := makeParents(u, filepath.Dir(abs))
+	if err != nil {
+		removeDirs(created)
+		if errors.Is(err, syscall.ENOTDIR) {
+			return uploaded{}, errorf(http.StatusBadRequest, "a parent of path '%s' is not a directory", abs)
+		}
+		return uploaded{}, writeFailure(abs, err)
+	}
 	var f *os.File
 	if err := u.Do(func() (err error) { f, err = createFile(u, abs); return err }); err != nil {
+		removeDirs(created)
 		return uploaded{}, err
 	}
 	buf := copyBufs.Get().(*[]byte)
-	err := copyFull(f, src, *buf)
+	err = copyFull(f, src, *buf)
 	copyBufs.Put(buf)
 	if err == nil {
 		// On the open file, not the path: the path may point elsewhere by now.
@@ -212,16 +222,41 @@ func (h *Handler) writeFile(u *users.User, abs string, src io.Reader, md map[str
 	return uploaded{Path: abs, Name: filepath.Base(abs), Type: "file", Metadata: md}, nil
 }
 
-// createFile makes abs's parents and opens abs for writing, truncated.
+// makeParents creates dir's missing directories for u and returns those it
+// made. E2B's agent makes them itself, whoever asks, and hands them to the
+// user: its SDKs' suites write "/0/file" as user, where / is root's. So does
+// this one, as root, when the nearest existing ancestor is named without
+// symlinks, so that what the agent makes is where the caller said (no
+// process in the sandbox can redirect it) and whoever holds the access
+// token could make it anyway (commands run as root). Behind a symlink the
+// directories are made as u, and the kernel decides.
+func makeParents(u *users.User, dir string) ([]string, error) {
+	existing, err := filesystem.ExistingAncestor(dir)
+	if err != nil {
+		return nil, err
+	}
+	if existing != "" && existing != dir {
+		if real, err := filepath.EvalSymlinks(existing); err == nil && real == existing {
+			return filesystem.MkdirAllAs(dir, u.UID, u.GID)
+		}
+	}
+	var created []string
+	err = u.Do(func() (err error) { created, err = filesystem.MkdirAllAs(dir, u.UID, u.GID); return err })
+	return created, err
+}
+
+// removeDirs removes the directories a refused write made, deepest first,
+// so a refusal changes nothing; one that is no longer empty stays.
+func removeDirs(dirs []string) {
+	for i := len(dirs) - 1; i >= 0; i-- {
+		os.Remove(dirs[i])
+	}
+}
+
+// createFile opens abs, whose parents exist, for writing, truncated.
 // O_NONBLOCK keeps a FIFO without a reader from blocking the open;
 // anything but a regular file is then refused.
 func createFile(u *users.User, abs string) (*os.File, error) {
-	if err := filesystem.MkdirAllAs(filepath.Dir(abs), u.UID, u.GID); err != nil {
-		if errors.Is(err, syscall.ENOTDIR) {
-			return nil, errorf(http.StatusBadRequest, "a parent of path '%s' is not a directory", abs)
-		}
-		return nil, writeFailure(abs, err)
-	}
 	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
 		return nil, errorf(http.StatusBadRequest, "path '%s' is a directory", abs)
 	}

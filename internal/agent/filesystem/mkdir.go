@@ -13,25 +13,12 @@ import (
 // every directory it creates to uid:gid, so a user can write where the
 // root-run agent made room for them. Existing directories are left as they
 // are. An ancestor that exists but is not a directory yields an error
-// matching syscall.ENOTDIR.
-func MkdirAllAs(dir string, uid, gid uint32) error {
-	dir = filepath.Clean(dir)
-	var missing []string
-	for p := dir; ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err == nil {
-			if !fi.IsDir() {
-				return &fs.PathError{Op: "mkdir", Path: p, Err: syscall.ENOTDIR}
-			}
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		missing = append(missing, p)
-		if filepath.Dir(p) == p {
-			break
-		}
+// matching syscall.ENOTDIR. It returns the directories it created, parents
+// first, also when it fails part way.
+func MkdirAllAs(dir string, uid, gid uint32) (created []string, err error) {
+	missing, _, err := missingDirs(dir)
+	if err != nil {
+		return nil, err
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
 		p := missing[i]
@@ -39,11 +26,40 @@ func MkdirAllAs(dir string, uid, gid uint32) error {
 			if fi, serr := os.Stat(p); errors.Is(err, fs.ErrExist) && serr == nil && fi.IsDir() {
 				continue // created concurrently; that is fine
 			}
-			return err
+			return created, err
 		}
+		created = append(created, p)
 		if err := os.Lchown(p, int(uid), int(gid)); err != nil {
-			return fmt.Errorf("chown %s: %w", p, err)
+			return created, fmt.Errorf("chown %s: %w", p, err)
 		}
 	}
-	return nil
+	return created, nil
+}
+
+// ExistingAncestor is dir's nearest ancestor that exists (dir itself when it
+// does), as named, symlinks not resolved.
+func ExistingAncestor(dir string) (string, error) {
+	_, existing, err := missingDirs(dir)
+	return existing, err
+}
+
+// missingDirs walks up from dir: the directories that do not exist yet,
+// deepest first, and the one that does.
+func missingDirs(dir string) (missing []string, existing string, err error) {
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				return nil, "", &fs.PathError{Op: "mkdir", Path: p, Err: syscall.ENOTDIR}
+			}
+			return missing, p, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, "", err
+		}
+		missing = append(missing, p)
+		if filepath.Dir(p) == p {
+			return missing, "", nil
+		}
+	}
 }

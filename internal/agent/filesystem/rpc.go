@@ -61,7 +61,7 @@ func (s *Service) makeDir(u *users.User, abs string) (*pb.EntryInfo, error) {
 		}
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path '%s' already exists and is not a directory", abs))
 	}
-	if err := MkdirAllAs(abs, u.UID, u.GID); err != nil {
+	if _, err := MkdirAllAs(abs, u.UID, u.GID); err != nil {
 		if errors.Is(err, syscall.ENOTDIR) {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("a parent of '%s' is not a directory", abs))
 		}
@@ -97,7 +97,7 @@ func (s *Service) move(ctx context.Context, u *users.User, src, dst string) (*pb
 	if _, err := os.Lstat(src); err != nil {
 		return nil, s.fsError("move", src, err)
 	}
-	if err := MkdirAllAs(filepath.Dir(dst), u.UID, u.GID); err != nil {
+	if _, err := MkdirAllAs(filepath.Dir(dst), u.UID, u.GID); err != nil {
 		if errors.Is(err, syscall.ENOTDIR) {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("a parent of '%s' is not a directory", dst))
 		}

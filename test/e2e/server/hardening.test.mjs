@@ -1,5 +1,6 @@
 // What a sandbox's own user can do to it, and what it cannot: file operations as `user` go no
-// further than `user` could in a shell (symlinks to root's files included), and a fork bomb or
+// further than `user` could in a shell (symlinks to root's files included), except that a write
+// makes its missing parents for user as E2B's agent does, and a fork bomb or
 // a memory hog inside a sandbox leaves its agent serving and the sandbox running.
 // A private server with small limits, so the limits are hit quickly.
 import { it, before } from 'node:test'
@@ -43,6 +44,19 @@ describeEachSdk('Files act as the requesting user', (ctx) => {
     await rejectsWith(sbx.files.rename('/etc/passwd', '/home/user/passwd'), ctx.sdk.SandboxError, /permission/i)
     assert.equal((await sbx.commands.run('test -e /etc/passwd && test ! -e /root/made-by-user')).exitCode, 0)
     assert.ok(await sbx.files.makeDir('/root/made-by-root', { user: 'root' }))
+  })
+
+  it("a write makes its missing parents for user, in root's directories too (E2B's SDK writes /0/file as user), never through a symlink", async () => {
+    const infos = await sbx.files.write([{ path: '/0/sub/a.txt', data: 'a' }, { path: '/home/user/b.txt', data: 'b' }])
+    assert.deepEqual(infos.map((i) => i.path), ['/0/sub/a.txt', '/home/user/b.txt'])
+    assert.equal(await sbx.files.read('/0/sub/a.txt'), 'a')
+    for (const p of ['/0', '/0/sub', '/0/sub/a.txt']) assert.equal((await sbx.files.getInfo(p)).owner, 'user', p)
+    // /root is root's alone (0700): user cannot enter what the agent would make there, so the
+    // write is refused and leaves nothing behind. Through a symlink nothing is made for user.
+    await rejectsWith(sbx.files.write('/root/new/x.txt', 'x'), ctx.sdk.SandboxError, /403|permission denied/i)
+    await sbx.commands.run('ln -sfn / ~/slash')
+    await rejectsWith(sbx.files.write('/home/user/slash/via-link/x.txt', 'x'), ctx.sdk.SandboxError, /403|permission denied/i)
+    assert.equal((await sbx.commands.run('test ! -e /root/new && test ! -e /via-link', { user: 'root' })).exitCode, 0)
   })
 
   it("user's own files work as before and belong to user", async () => {
