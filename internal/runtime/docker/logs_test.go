@@ -33,24 +33,18 @@ func TestLogs(t *testing.T) {
 		}
 		res.Body.Close()
 	}
-	write("stderr", `{"level":"INFO","msg":"first"}`+"\n")
-	time.Sleep(10 * time.Millisecond)
-	mid := time.Now()
-	time.Sleep(10 * time.Millisecond)
-	write("stdout", "second\n")
-	// stdout and stderr reach the engine through separate pipes: lines
-	// written at once on both may be logged in either order.
-	time.Sleep(10 * time.Millisecond)
-	write("stderr", "third\r\n")
-
-	text := func(since time.Time) []string {
+	logged := func(since time.Time) []sandbox.LogLine {
 		t.Helper()
 		lines, err := rt.Logs(ctx, c.ID, since)
 		if err != nil {
 			t.Fatal(err)
 		}
+		return lines
+	}
+	text := func(since time.Time) []string {
+		t.Helper()
 		var out []string
-		for _, l := range lines {
+		for _, l := range logged(since) {
 			if l.Time.IsZero() {
 				t.Errorf("line %q has no time", l.Text)
 			}
@@ -58,12 +52,30 @@ func TestLogs(t *testing.T) {
 		}
 		return out
 	}
-	want := []string{`stderr {"level":"INFO","msg":"first"}`, "stdout second", "stderr third"}
 	// The engine logs what the container writes a moment later, through
-	// the shim: wait for the last line.
-	for deadline := time.Now().Add(5 * time.Second); len(text(time.Time{})) < len(want) && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
+	// the shim, and stamps it then: wait for each line to be logged
+	// before the next, and take the cut for since from the engine's own
+	// stamp, which a loaded machine may put well after the write.
+	waitLines := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); len(logged(time.Time{})) < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("the engine logged %q, want %d lines", text(time.Time{}), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
+	write("stderr", `{"level":"INFO","msg":"first"}`+"\n")
+	waitLines(1)
+	mid := logged(time.Time{})[0].Time.Add(time.Nanosecond)
+	write("stdout", "second\n")
+	// stdout and stderr reach the engine through separate pipes: lines
+	// written at once on both may be logged in either order.
+	waitLines(2)
+	write("stderr", "third\r\n")
+	waitLines(3)
+
+	want := []string{`stderr {"level":"INFO","msg":"first"}`, "stdout second", "stderr third"}
 	if diff := cmp.Diff(want, text(time.Time{})); diff != "" {
 		t.Errorf("Logs from the start (-want +got):\n%s", diff)
 	}
