@@ -74,9 +74,12 @@ func (m *Manager) imageLabels(ctx context.Context, image string) (map[string]str
 }
 
 // coldWait bounds how long a create waits at the gate before it is
-// refused; coldQueue how many may wait.
+// refused: half the e2b SDKs' default request timeout (60 s), so that a
+// client told to retry hears it from the server rather than from its own
+// timeout, with time left for the create itself. coldQueue bounds how
+// many may wait.
 const (
-	coldWait  = 2 * time.Minute
+	coldWait  = 30 * time.Second
 	coldQueue = 1024
 )
 
