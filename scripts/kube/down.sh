@@ -45,11 +45,7 @@ kill_cgroup_tree() {
 # pids_with TEXT: processes whose command line contains TEXT (a path under $KUBE_WORK, so
 # only this cluster's shims and runsc processes match).
 pids_with() {
-	local p
-	for p in /proc/[0-9]*; do
-		[ "${p#/proc/}" != $$ ] || continue
-		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "$1" && echo "${p#/proc/}"
-	done
+	grep -lsF -- "$1" /proc/[0-9]*/cmdline | cut -d/ -f3 | grep -vx "$$"
 }
 
 if [ -f "$KUBECONFIG_FILE" ] && api_ready; then
@@ -109,5 +105,6 @@ fi
 if [ -f "$KUBE_WORK/made-dirs" ]; then
 	while read -r d; do rm -rf "$d"; done <"$KUBE_WORK/made-dirs"
 fi
+step "removing $KUBE_WORK (the nodes' images and containers)"
 rm -rf "$KUBE_WORK"
 step "down: the cluster is gone"

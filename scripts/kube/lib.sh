@@ -38,12 +38,17 @@ KUBE_API_PORT=${KUBE_API_PORT:-16443}
 KUBE_SERVICE_CIDR=${KUBE_SERVICE_CIDR:-10.247.0.0/24}
 
 # Nodes. Node i (1-based) is named warren-kube-node<i>, has pod CIDR 10.246.<i>.0/24 on
-# the bridge wkube<i> (gateway .1), and its kubelet listens on 127.0.0.1:<port>.
+# the bridge wkube<i> (gateway .1, also the node's IP), and its kubelet listens there on
+# port 20250 + 10(i-1). A second cluster beside the first (to test these scripts while
+# another is in use) needs its own KUBE_NAME, KUBE_BRIDGE_PREFIX, KUBE_CHAIN, KUBE_POD_NET,
+# KUBE_WORK and ports.
+KUBE_NAME=${KUBE_NAME:-warren-kube}
 KUBE_NODES=${KUBE_NODES:-2}
 KUBE_POD_NET=${KUBE_POD_NET:-10.246}
+KUBE_BRIDGE_PREFIX=${KUBE_BRIDGE_PREFIX:-wkube}
 KUBE_KUBELET_PORT_BASE=${KUBE_KUBELET_PORT_BASE:-20250}
 # The iptables chain holding every rule the cluster adds (jumped to from FORWARD).
-KUBE_CHAIN=WARREN-KUBE
+KUBE_CHAIN=${KUBE_CHAIN:-WARREN-KUBE}
 
 kube_log() { printf 'kube: %s\n' "$*" >&2; }
 kube_die() {
@@ -51,8 +56,8 @@ kube_die() {
 	exit 1
 }
 
-node_name() { echo "warren-kube-node$1"; }
-node_bridge() { echo "wkube$1"; }
+node_name() { echo "$KUBE_NAME-node$1"; }
+node_bridge() { echo "$KUBE_BRIDGE_PREFIX$1"; }
 node_cidr() { echo "$KUBE_POD_NET.$1.0/24"; }
 node_gw() { echo "$KUBE_POD_NET.$1.1"; }
 node_dir() { echo "$KUBE_WORK/node$1"; }

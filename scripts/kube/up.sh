@@ -69,11 +69,13 @@ preflight() {
 	fi
 	[ -d /sys/fs/cgroup/memory ] ||
 		kube_die "this script drives cgroup v1 (cgroupfs), and /sys/fs/cgroup/memory is missing; on a cgroup v2 host set failCgroupV1 back and test it"
-	local i
+}
+
+# ports_free: nothing listens where the cluster is about to.
+ports_free() {
+	local i p
 	for i in $(seq 1 "$KUBE_NODES"); do
-		local p
-		p=$(node_kubelet_port "$i")
-		for p in "$p" $((p - 2)); do
+		for p in $(node_kubelet_port "$i") $(($(node_kubelet_port "$i") - 2)); do
 			! ss -Hltn "sport = :$p" | grep -q . ||
 				kube_die "port $p (node $i's kubelet) is in use: stop what listens there (ss -ltnp) or set KUBE_KUBELET_PORT_BASE"
 		done
@@ -103,9 +105,10 @@ host_network() {
 		ip link set "$br" up
 	done
 	iptables -N "$KUBE_CHAIN" 2>/dev/null || iptables -F "$KUBE_CHAIN"
-	iptables -A "$KUBE_CHAIN" -i wkube+ -o wkube+ -j ACCEPT
-	iptables -A "$KUBE_CHAIN" -i wkube+ -j DROP
-	iptables -A "$KUBE_CHAIN" -o wkube+ -j DROP
+	local b=$KUBE_BRIDGE_PREFIX+
+	iptables -A "$KUBE_CHAIN" -i "$b" -o "$b" -j ACCEPT
+	iptables -A "$KUBE_CHAIN" -i "$b" -j DROP
+	iptables -A "$KUBE_CHAIN" -o "$b" -j DROP
 	iptables -C FORWARD -j "$KUBE_CHAIN" 2>/dev/null || iptables -A FORWARD -j "$KUBE_CHAIN"
 	# containerd's CNI cache (/var/lib/cni) and the kubelet's device plugin socket
 	# (/var/lib/kubelet/device-plugins) ignore the configured directories; each node mounts
@@ -141,10 +144,10 @@ control_plane() {
 	mkdir -p "$KUBE_WORK/etcd"
 	step "starting etcd $ETCD_VERSION (127.0.0.1:$KUBE_ETCD_PORT)"
 	# --unsafe-no-fsync: a throwaway test store on a shared disk; down deletes it.
-	start etcd "$KUBE_BIN/etcd" --name warren-kube --data-dir "$KUBE_WORK/etcd" \
+	start etcd "$KUBE_BIN/etcd" --name "$KUBE_NAME" --data-dir "$KUBE_WORK/etcd" \
 		--listen-client-urls "http://127.0.0.1:$KUBE_ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$KUBE_ETCD_PORT" \
 		--listen-peer-urls "http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$KUBE_ETCD_PEER_PORT" \
-		--initial-cluster "warren-kube=http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --unsafe-no-fsync
+		--initial-cluster "$KUBE_NAME=http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --unsafe-no-fsync
 	wait_for "etcd health" 60 etcd curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$KUBE_ETCD_PORT/health"
 
 	step "starting kube-apiserver $KUBE_VERSION (https://127.0.0.1:$KUBE_API_PORT)"
@@ -222,6 +225,7 @@ else
 		step "cleaning up what an earlier run left (scripts/kube/down.sh)"
 		"$KUBE_SCRIPTS/down.sh"
 	fi
+	ports_free
 	step "binaries (scripts/kube/build.sh: cached under $KUBE_CACHE)"
 	"$KUBE_SCRIPTS/build.sh"
 	mkdir -p "$RUN" "$KUBE_WORK/images"

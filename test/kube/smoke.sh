@@ -84,7 +84,7 @@ for pod in "${pods[@]}"; do
 	base-*) continue ;;
 	esac
 	node=$(k get pod "$pod" -o 'jsonpath={.spec.nodeName}')
-	want=warren-kube-${pod#*-}
+	want=$(node_name "${pod##*node}")
 	[ "$node" = "$want" ] || fail "$pod runs on $node, not $want"
 	ip[$pod]=$(k get pod "$pod" -o 'jsonpath={.status.podIP}')
 	[ -n "${ip[$pod]}" ] || fail "$pod has no pod IP"
