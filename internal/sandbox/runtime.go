@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"time"
 )
@@ -58,6 +59,19 @@ type ContainerSpec struct {
 	// Mounts are host directories bind-mounted read-write into the
 	// container (volumes). nil = none.
 	Mounts []Mount
+}
+
+// EngineLabels are the spec's labels with the engine's own added, for a
+// server of the given instance: what every engine puts on a container.
+func (s ContainerSpec) EngineLabels(instance string) map[string]string {
+	labels := maps.Clone(s.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManaged] = instance
+	labels[LabelSandbox] = s.SandboxID
+	labels[LabelRuntime] = string(s.Runtime)
+	return labels
 }
 
 // Mount is a host directory mounted read-write at Target.

@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -104,13 +103,7 @@ func (r *Runtime) engineCPUs(ctx context.Context) int {
 }
 
 func (r *Runtime) containerConfig(spec sandbox.ContainerSpec) (*container.Config, *container.HostConfig) {
-	labels := maps.Clone(spec.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[sandbox.LabelManaged] = r.cfg.Instance
-	labels[sandbox.LabelSandbox] = spec.SandboxID
-	labels[sandbox.LabelRuntime] = string(spec.Runtime)
+	labels := spec.EngineLabels(r.cfg.Instance)
 
 	cfg := &container.Config{
 		Image:    spec.Image,

@@ -271,14 +271,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	}
 	imageID := r.images[key]
 	r.nextID++
-	labels := maps.Clone(spec.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	// The engine's labels, as runtime/docker puts them on.
-	labels[sandbox.LabelManaged] = sandbox.DefaultInstance
-	labels[sandbox.LabelSandbox] = spec.SandboxID
-	labels[sandbox.LabelRuntime] = string(spec.Runtime)
+	labels := spec.EngineLabels(sandbox.DefaultInstance)
 	c := &sandbox.Container{
 		ID:          fmt.Sprintf("c%04d", r.nextID),
 		SandboxID:   spec.SandboxID,

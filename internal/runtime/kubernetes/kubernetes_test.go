@@ -102,6 +102,19 @@ func (e *env) kubelet(t *testing.T, name string, set func(*corev1.Pod)) {
 	}()
 }
 
+// started creates a running sandbox pod without a process limit.
+func (e *env) started(t *testing.T, id string) sandbox.Container {
+	t.Helper()
+	e.kubelet(t, PodName(id), runningStatus)
+	s := spec(id)
+	s.PidsLimit = 0
+	c, err := e.rt.Create(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func runningStatus(p *corev1.Pod) {
 	p.Status.Phase = corev1.PodRunning
 	p.Status.PodIP = "10.244.0.7"
@@ -275,13 +288,7 @@ func TestInspectAndListSeeOnlyLivePodsOfThisServer(t *testing.T) {
 func TestFreezeThawAndRemoveGoThroughTheNodeAgent(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	e.kubelet(t, "warren-ifz", runningStatus)
-	s := spec("ifz")
-	s.PidsLimit = 0
-	c, err := e.rt.Create(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := e.started(t, "ifz")
 	events, err := e.rt.WatchContainers(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -320,13 +327,7 @@ func TestFreezeThawAndRemoveGoThroughTheNodeAgent(t *testing.T) {
 func TestAFreezeTheNodeAgentRefusesIsNotRecorded(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	e.kubelet(t, "warren-inf", runningStatus)
-	s := spec("inf")
-	s.PidsLimit = 0
-	c, err := e.rt.Create(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := e.started(t, "inf")
 	e.nodes.err = sandbox.Errorf(sandbox.KindUnavailable, "node agent down")
 	if err := e.rt.Freeze(ctx, c.ID); sandbox.KindOf(err) != sandbox.KindUnavailable {
 		t.Errorf("Freeze: %v", err)
@@ -350,13 +351,7 @@ func TestWithoutNodeAgentsFreezingIsUnavailable(t *testing.T) {
 func TestAPodDeletedBehindTheServersBackIsReported(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	e.kubelet(t, "warren-igone", runningStatus)
-	s := spec("igone")
-	s.PidsLimit = 0
-	c, err := e.rt.Create(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := e.started(t, "igone")
 	events, err := e.rt.WatchContainers(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -47,13 +46,7 @@ func PodName(sandboxID string) string { return "warren-" + sandboxID }
 
 // podFor returns the pod of a sandbox's spec.
 func (r *Runtime) podFor(spec sandbox.ContainerSpec) *corev1.Pod {
-	labels := maps.Clone(spec.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[sandbox.LabelManaged] = r.cfg.Instance
-	labels[sandbox.LabelSandbox] = spec.SandboxID
-	labels[sandbox.LabelRuntime] = string(spec.Runtime)
+	labels := spec.EngineLabels(r.cfg.Instance)
 
 	no, yes := false, true
 	root := int64(0)
