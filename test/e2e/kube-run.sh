@@ -41,10 +41,14 @@ trap 'exit 130' INT TERM
 
 [ -x bin/warren ] && [ -x bin/warren-agent ] || scripts/build.sh
 scripts/kube-images.sh
-images=(warren/node)
-docker image inspect warren/code-interpreter >/dev/null 2>&1 && images+=(warren/code-interpreter)
-say "importing ${images[*]} into the nodes"
-scripts/kube.sh load "${images[@]}"
+# scripts/kube.sh up imported warren/base; WARREN_E2E_KUBE_LOADED=1 says the rest is there too
+# (a rerun on the same cluster with the same binaries).
+if [ "${WARREN_E2E_KUBE_LOADED:-}" != 1 ]; then
+  images=(warren/node)
+  docker image inspect warren/code-interpreter >/dev/null 2>&1 && images+=(warren/code-interpreter)
+  say "importing ${images[*]} into the nodes"
+  "${WARREN_KUBE_SH:-scripts/kube.sh}" load "${images[@]}"
+fi
 
 k apply -f "$deploy/namespace.yaml" -f "$deploy/rbac.yaml" -f "$deploy/runtimeclass-gvisor.yaml" >/dev/null
 if ! k -n "$ns" get secret warren-node-token >/dev/null 2>&1; then
@@ -59,11 +63,11 @@ ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}'
 # The control plane's service account: what it needs, and nothing more.
 sa=system:serviceaccount:$ns:warren-control-plane
 can() { [ "$(k auth can-i --as="$sa" "$@" 2>/dev/null)" = yes ]; }
-for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get pods/log -n $ns" "patch pods/resize -n $ns" \
-  "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns"; do
+for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get pods --subresource=log -n $ns" \
+  "patch pods --subresource=resize -n $ns" "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns"; do
   can $want || { say "RBAC: the control plane cannot: $want"; exit 1; }
 done
-for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods/exec -n $ns" "delete nodes" \
+for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods --subresource=exec -n $ns" "delete nodes" \
   "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces"; do
   if can $refuse; then say "RBAC: the control plane may, and should not: $refuse"; exit 1; fi
 done
@@ -71,7 +75,12 @@ say "RBAC: the control plane's service account has what it needs and no more"
 
 # A kubeconfig of that service account: the servers under test use it.
 server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-k config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$work/ca.crt"
+ca_data=$(k config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+if [ -n "$ca_data" ]; then
+  base64 -d <<<"$ca_data" >"$work/ca.crt"
+else
+  cp "$(k config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')" "$work/ca.crt"
+fi
 token=$(k -n "$ns" create token warren-control-plane --duration=3h)
 KUBECONFIG="$work/sa.kubeconfig" k config set-cluster e2e --server="$server" --certificate-authority="$work/ca.crt" --embed-certs >/dev/null
 KUBECONFIG="$work/sa.kubeconfig" k config set-credentials warren --token="$token" >/dev/null

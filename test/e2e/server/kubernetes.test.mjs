@@ -122,8 +122,10 @@ describeEachSdk('kubernetes engine', (ctx) => {
     await kubectl('delete', 'pod', `warren-${c.sandboxId}`, '--wait=false')
     await h.server.start()
 
-    assert.deepEqual(await listTagged(ctx.sdk, ctx.tag, ['running']), [a.sandboxId])
-    assert.deepEqual(await listTagged(ctx.sdk, ctx.tag, ['paused']), [b.sandboxId])
+    // (the suite's earlier sandboxes share the tag)
+    const ours = async (state) => (await listTagged(ctx.sdk, ctx.tag, [state])).filter((id) => [a, b, c].some((s) => s.sandboxId === id))
+    assert.deepEqual(await ours('running'), [a.sandboxId])
+    assert.deepEqual(await ours('paused'), [b.sandboxId])
     assert.equal(await a.files.read('/home/user/a.txt'), mark)
     assert.ok(await alive(a, sleeper.pid), 'the background sleep did not survive the control plane\'s restart')
     const b2 = await ctx.sdk.Sandbox.connect(b.sandboxId)
