@@ -20,8 +20,12 @@ cd "$repo"
 
 say() { printf 'e2e-kube: %s\n' "$*" >&2; }
 
-[ -n "${KUBECONFIG:-}" ] || { say "KUBECONFIG is not set: bring a cluster up with scripts/kube.sh up"; exit 1; }
-kubectl=${WARREN_E2E_KUBECTL:-$(command -v kubectl || echo "$HOME/.cache/warren/kube/bin/kubectl")}
+# scripts/kube.sh up's admin kubeconfig unless told otherwise.
+export KUBECONFIG=${KUBECONFIG:-/var/lib/warren-kube/admin.kubeconfig}
+[ -f "$KUBECONFIG" ] || { say "no kubeconfig at $KUBECONFIG: bring a cluster up with scripts/kube.sh up"; exit 1; }
+# scripts/kube.sh's kubectl (the cluster's version) before any other: Debian's is 1.20.
+kubectl=${WARREN_E2E_KUBECTL:-$HOME/.cache/warren/kube/bin/kubectl}
+[ -x "$kubectl" ] || kubectl=$(command -v kubectl || true)
 [ -x "$kubectl" ] || { say "no kubectl (set WARREN_E2E_KUBECTL)"; exit 1; }
 k() { "$kubectl" "$@"; }
 ns=warren
