@@ -159,4 +159,29 @@ export async function restartDockerd() {
   await run(join(REPO, 'scripts/ensure-docker.sh'), [], { timeout: 120_000 })
 }
 
+/**
+ * kubectl in the namespace of the sandboxes' pods, as the cluster's admin, on the Kubernetes
+ * engine (test/e2e/kube-run.sh sets WARREN_E2E_KUBECTL and WARREN_E2E_KUBECTL_CONFIG); its stdout.
+ */
+export async function kubectl(...args) {
+  const env = { ...process.env, KUBECONFIG: process.env.WARREN_E2E_KUBECTL_CONFIG }
+  const { stdout } = await promisify(execFile)(process.env.WARREN_E2E_KUBECTL || 'kubectl',
+    ['-n', process.env.WARREN_NAMESPACE || 'warren', ...args], { env, maxBuffer: 64 << 20 })
+  return stdout
+}
+
+/**
+ * Where a local process reaches a sandbox's agent without the server: the port Docker
+ * published on 127.0.0.1, or the pod's IP on the Kubernetes engine.
+ */
+export async function agentAddr(sandboxId) {
+  if (process.env.WARREN_ENGINE === 'kubernetes') {
+    return `${(await kubectl('get', 'pod', `warren-${sandboxId}`, '-o', 'jsonpath={.status.podIP}')).trim()}:49983`
+  }
+  const run = promisify(execFile)
+  const { stdout: cid } = await run('docker', ['ps', '-q', '--filter', `label=dev.warren.sandbox=${sandboxId}`])
+  const { stdout: published } = await run('docker', ['port', cid.trim(), '49983/tcp'])
+  return published.split('\n').find((l) => l.startsWith('127.0.0.1:'))
+}
+
 export { assert }

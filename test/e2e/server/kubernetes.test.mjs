@@ -8,24 +8,15 @@
 // control plane's service account) and WARREN_E2E_KUBECTL_CONFIG (the cluster's admin, for
 // looking at pods). This file starts its own server, since it kills it.
 import { it, before } from 'node:test'
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import { useServer } from './harness.mjs'
-import { assert, describeEachSdk, waitFor, listTagged, proxyFetch, startHttpServer, uid, sleep } from './helpers.mjs'
+import { assert, describeEachSdk, waitFor, listTagged, proxyFetch, startHttpServer, uid, sleep, kubectl } from './helpers.mjs'
 
-const run = promisify(execFile)
 const h = await useServer({ private: true, args: ['--reconcile-interval', '30s', '--warm-pool', '1'] })
 
 before(() => {
   assert.equal(process.env.WARREN_ENGINE, 'kubernetes', 'run this file through test/e2e/kube-run.sh')
 })
 
-const kubectl = async (...args) => {
-  const env = { ...process.env, KUBECONFIG: process.env.WARREN_E2E_KUBECTL_CONFIG }
-  const { stdout } = await run(process.env.WARREN_E2E_KUBECTL || 'kubectl', ['-n', process.env.WARREN_NAMESPACE || 'warren', ...args],
-    { env, maxBuffer: 64 << 20 })
-  return stdout
-}
 /** The pods of this file's server, by sandbox ID. */
 const pods = async () => {
   const list = JSON.parse(await kubectl('get', 'pods', '-l', `dev.warren.managed=${h.server.name}`, '-o', 'json'))

@@ -4,18 +4,15 @@
 // while a command streams.
 import { it, before } from 'node:test'
 import http from 'node:http'
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import { createHash, randomBytes } from 'node:crypto'
 import { useServer } from './harness.mjs'
 import {
-  assert, describeEachSdk, rejectsWith, waitFor, sleep, uid, proxyFetch, hostRequest, startHttpServer,
+  assert, describeEachSdk, rejectsWith, waitFor, sleep, uid, proxyFetch, hostRequest, startHttpServer, agentAddr,
 } from './helpers.mjs'
 
 await useServer()
 
 const enc = (s) => new TextEncoder().encode(s)
-const run = promisify(execFile)
 
 // A WebSocket echo server for inside a sandbox, on Python's standard library only: it greets
 // each client with "hello", then answers every text message with "echo:" + the message.
@@ -299,10 +296,8 @@ describeEachSdk('data plane through the proxy', (ctx) => {
 
   it("a local process that reaches the agent's published port directly cannot init it (no agent secret)", async () => {
     const plain = await ctx.create({ secure: false }) // no access token: /init's token rules alone would let anyone in
-    const { stdout: cid } = await run('docker', ['ps', '-q', '--filter', `label=dev.warren.sandbox=${plain.sandboxId}`])
-    const { stdout: published } = await run('docker', ['port', cid.trim(), '49983/tcp'])
-    const addr = published.split('\n').find((l) => l.startsWith('127.0.0.1:'))
-    assert.ok(addr, `agent port published on ${published}`)
+    const addr = await agentAddr(plain.sandboxId)
+    assert.ok(addr, 'the agent is reachable')
     const hijack = JSON.stringify({ accessToken: 'hijacked', envVars: { HIJACKED: '1' } })
     const res = await fetch(`http://${addr}/init`, { method: 'POST', body: hijack, headers: { 'Content-Type': 'application/json' } })
     assert.equal(res.status, 401)
