@@ -4,7 +4,8 @@
 # end-to-end tests that drive a real server with the official E2B SDKs (test/e2e) and the
 # dashboard's browser tests (Debian's chromium, installed when missing), under runc and
 # again under gVisor (WARREN_TEST_GVISOR=0 leaves gVisor out), and a real two-node Kubernetes
-# (scripts/kube.sh, test/kube) with its smoke test. Every step has a time cap and the
+# (scripts/kube.sh, test/kube) with its smoke test and the SDK suite against Warren on it
+# (test/e2e/kube-run.sh). Every step has a time cap and the
 # whole run a budget (see step), so a hang fails its step instead of the run. Exits non-zero if
 # any step fails; a summary of every step and its time is printed at the end.
 set -uo pipefail
@@ -117,7 +118,7 @@ kube_suite() {
 	fi
 	if step "Kubernetes: test cluster up, two nodes, warren/base loaded (scripts/kube.sh up)" 600 kube_up; then
 		step "Kubernetes: smoke test: runc and gVisor pods on both nodes (test/kube/smoke.sh)" 600 test/kube/smoke.sh
-		# Warren on Kubernetes (the engine's end-to-end tests) runs here, against the cluster.
+		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes (test/e2e/kube-run.sh)" 2400 test/e2e/kube-run.sh
 	else
 		scripts/kube.sh logs >&2
 		skip "Kubernetes: tests on the cluster"
