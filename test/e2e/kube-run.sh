@@ -2,7 +2,7 @@
 # kube-run.sh: the end-to-end suite with the official SDKs against `warren serve --engine
 # kubernetes` on the real cluster scripts/kube.sh brought up (KUBECONFIG: its admin).
 #
-#   test/e2e/kube-run.sh                  the core files (below) and server/kubernetes.test.mjs
+#   test/e2e/kube-run.sh                  the core files (below) and kube/kubernetes.test.mjs
 #   test/e2e/kube-run.sh server/x.test.mjs
 #
 # It applies deploy/kubernetes/ (namespace, RBAC, gVisor RuntimeClass, the node agent
@@ -92,7 +92,7 @@ KUBECONFIG="$work/sa.kubeconfig" k config set-context e2e --cluster=e2e --user=w
 KUBECONFIG="$work/sa.kubeconfig" k config use-context e2e >/dev/null
 
 if [ $# -eq 0 ]; then
-  set -- server/kubernetes.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs
+  set -- kube/kubernetes.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs
 fi
 rc=0
 WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \

@@ -8,8 +8,8 @@
 // control plane's service account) and WARREN_E2E_KUBECTL_CONFIG (the cluster's admin, for
 // looking at pods). This file starts its own server, since it kills it.
 import { it, before } from 'node:test'
-import { useServer } from './harness.mjs'
-import { assert, describeEachSdk, waitFor, listTagged, proxyFetch, startHttpServer, uid, sleep, kubectl } from './helpers.mjs'
+import { useServer } from '../server/harness.mjs'
+import { assert, describeEachSdk, waitFor, listTagged, proxyFetch, startHttpServer, uid, sleep, kubectl } from '../server/helpers.mjs'
 
 const h = await useServer({ private: true, args: ['--reconcile-interval', '30s', '--warm-pool', '1'] })
 
