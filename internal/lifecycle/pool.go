@@ -98,13 +98,15 @@ func (m *Manager) poolKinds() []poolKind {
 		kinds = append(kinds, pk)
 	}
 	if m.cfg.WarmPool == WarmPoolAuto {
-		kinds = append(kinds, m.demand.learned(func(id string) bool {
-			_, _, ok := m.builtinTemplate(id)
-			return ok
-		})...)
+		kinds = append(kinds, m.demand.learned(m.isBuiltin)...)
 	}
 	fitBudget(kinds, m.cfg.WarmPoolMemoryMB)
 	return kinds
+}
+
+func (m *Manager) isBuiltin(template string) bool {
+	_, _, ok := m.builtinTemplate(template)
+	return ok
 }
 
 // poolKindOf returns the kind that serves sb: a pool of its template,
@@ -170,6 +172,20 @@ func (m *Manager) poolTarget(ctx context.Context, k poolKind) (_ poolTarget, ok 
 		rt = m.cfg.SandboxRuntime
 	}
 	return poolTarget{imageID: imageID, runtime: rt}, true, nil
+}
+
+// ReleasePool empties and forgets the learned pools of image, so that the
+// image can be removed: a pooled container holds the image it runs. The
+// built-in templates' pools are left alone; their images are not removed
+// by deleting a snapshot or a template.
+func (m *Manager) ReleasePool(ctx context.Context, image string) {
+	kinds := m.demand.forget(image, m.isBuiltin)
+	if len(kinds) == 0 {
+		return
+	}
+	for _, e := range m.pool.drop(func(e pooled) bool { return !slices.Contains(kinds, e.kind) }) {
+		m.discardPooled(ctx, e.container.ID, e.sandboxID, "its image is being removed")
+	}
 }
 
 // pooled is a started container waiting for a sandbox.

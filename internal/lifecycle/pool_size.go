@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // How the warm pool sizes itself when a size is WarmPoolAuto: each
@@ -164,6 +166,29 @@ func (d *demand) learned(builtin func(template string) bool) []poolKind {
 		}
 		return cmp.Compare(a.template, b.template)
 	})
+	return out
+}
+
+// forget drops the demand of every template other than the built-in ones
+// whose latest create ran image (in any form of its reference), and
+// returns their IDs.
+func (d *demand) forget(image string, builtin func(template string) bool) []string {
+	same := func(ref string) bool { return ref == image }
+	if named, err := sandbox.ParseImageRef(image); err == nil {
+		same = func(ref string) bool {
+			n, err := sandbox.ParseImageRef(ref)
+			return ref == image || err == nil && n.String() == named.String()
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for id, kd := range d.kinds {
+		if same(kd.kind.image) && !builtin(id) {
+			delete(d.kinds, id)
+			out = append(out, id)
+		}
+	}
 	return out
 }
 

@@ -150,6 +150,31 @@ func TestPoolLearnsEveryTemplate(t *testing.T) {
 	})
 }
 
+func TestReleasePoolLetsGoOfAnImage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withAutoPool(1024))
+		synctest.Wait()
+		e.burst(t, 3, "python:3.12")
+		synctest.Wait()
+		if got := len(e.pooledImage(t, "python:3.12")); got != 3 {
+			t.Fatalf("pool of python:3.12 after 3 creates = %d, want 3", got)
+		}
+		e.m.ReleasePool(context.Background(), "python:3.12")
+		if got := len(e.pooledImage(t, "python:3.12")); got != 0 {
+			t.Errorf("pooled containers of a released image = %d, want 0", got)
+		}
+		e.m.ReleasePool(context.Background(), "warren/base")
+		e.create(t, CreateRequest{Template: "base"}) // wakes the refill
+		synctest.Wait()
+		if got := len(e.pooledImage(t, "python:3.12")); got != 0 {
+			t.Errorf("a refill made %d containers of the released image again", got)
+		}
+		if got := len(e.pooledImage(t, "warren/base")); got != DefaultWarmPool {
+			t.Errorf("base pool after a release of its image = %d, want %d: built-in pools stay", got, DefaultWarmPool)
+		}
+	})
+}
+
 func TestPoolLearnedSizeSurvivesRebuild(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, withAutoPool(1024))

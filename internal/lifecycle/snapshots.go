@@ -168,6 +168,7 @@ func (m *Manager) releaseImage(ctx context.Context, image string) {
 }
 
 func (m *Manager) removeImage(ctx context.Context, image string) {
+	m.ReleasePool(ctx, image)
 	err := m.cfg.Runtime.RemoveImage(context.WithoutCancel(ctx), image)
 	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
 		m.log.Warn("cannot remove image", logkey.Image, image, "err", err)

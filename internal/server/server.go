@@ -214,6 +214,9 @@ func (s *Server) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if tpl != nil {
+		tpl.BeforeRemoveImage(mgr.ReleasePool)
+	}
 	px, err := proxy.New(proxy.Config{Domain: cfg.Domain, Router: mgr, Tunnels: deps.Tunnels, Streams: streams,
 		DialTimeout: cfg.ProxyDialTimeout, Logger: log})
 	if err != nil {

@@ -56,14 +56,38 @@ type Registry struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex // guards running
+	mu      sync.Mutex // guards running and releasers
 	running map[string]*runningBuild
+	// releasers are called before an image is removed, to let go of what
+	// holds it (the warm pool's containers).
+	releasers []func(ctx context.Context, image string)
 }
 
 type runningBuild struct {
 	templateID string
 	cancel     context.CancelFunc
 	done       chan struct{}
+}
+
+// BeforeRemoveImage registers f to be called before the registry removes
+// a template's image (a superseded build, a deleted template), so that
+// what keeps the image in use, such as the warm pool's containers of it,
+// can let go first.
+func (r *Registry) BeforeRemoveImage(f func(ctx context.Context, image string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releasers = append(r.releasers, f)
+}
+
+// removeImage removes a template's image after its releasers let go of it.
+func (r *Registry) removeImage(ctx context.Context, image string) error {
+	r.mu.Lock()
+	releasers := slices.Clone(r.releasers)
+	r.mu.Unlock()
+	for _, f := range releasers {
+		f(ctx, image)
+	}
+	return r.cfg.Engine.RemoveImage(ctx, image)
 }
 
 // New returns a Registry; builds run only after Start.
@@ -140,7 +164,7 @@ func (r *Registry) prune(ctx context.Context, templateID, self string) {
 	for _, b := range builds {
 		changed := false
 		if b.Image != "" && !slices.ContainsFunc(tags, func(t Tag) bool { return t.BuildID == b.ID }) {
-			if err := r.cfg.Engine.RemoveImage(ctx, b.Image); err != nil {
+			if err := r.removeImage(ctx, b.Image); err != nil {
 				r.log.Info("superseded build image kept", logkey.Build, b.ID, logkey.Image, b.Image, "err", err)
 			} else {
 				b.Image, changed = "", true
@@ -392,7 +416,7 @@ func (r *Registry) Delete(ctx context.Context, team, idOrName string) error {
 		if b.Image == "" {
 			continue
 		}
-		if err := r.cfg.Engine.RemoveImage(ctx, b.Image); err != nil {
+		if err := r.removeImage(ctx, b.Image); err != nil {
 			r.log.Info("template image kept", logkey.Template, t.ID, logkey.Image, b.Image, "err", err)
 		}
 	}
