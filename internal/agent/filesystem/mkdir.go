@@ -6,8 +6,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 )
+
+// mkdirMu makes each MkdirAllAs whole to the others: a directory is made
+// by root and then handed to its user, and a concurrent request that found
+// it between the two (as several files written at once into one new
+// directory do) would take it as made and be refused writing in it.
+var mkdirMu sync.Mutex
 
 // MkdirAllAs creates dir and its missing parents with mode 0755 and hands
 // every directory it creates to uid:gid, so a user can write where the
@@ -16,6 +23,8 @@ import (
 // matching syscall.ENOTDIR. It returns the directories it created, parents
 // first, also when it fails part way.
 func MkdirAllAs(dir string, uid, gid uint32) (created []string, err error) {
+	mkdirMu.Lock()
+	defer mkdirMu.Unlock()
 	missing, _, err := missingDirs(dir)
 	if err != nil {
 		return nil, err
@@ -24,7 +33,7 @@ func MkdirAllAs(dir string, uid, gid uint32) (created []string, err error) {
 		p := missing[i]
 		if err := os.Mkdir(p, 0o755); err != nil {
 			if fi, serr := os.Stat(p); errors.Is(err, fs.ErrExist) && serr == nil && fi.IsDir() {
-				continue // created concurrently; that is fine
+				continue // created meanwhile by a process of the sandbox
 			}
 			return created, err
 		}
