@@ -95,6 +95,10 @@ type Manager struct {
 
 	pool   *warmPool
 	demand *demand // what creates asked of the pool, for auto-sized pools
+	// releasing is held by ReleasePool while it lets go of an image, and
+	// read-held by every make of a learned pool's container, so that none
+	// is in flight then and none starts for the image after it.
+	releasing sync.RWMutex
 	// imageIDs and imageLabelSets share one engine inspect among the
 	// creates of a burst.
 	imageIDs       flights[string]

@@ -179,6 +179,8 @@ func (m *Manager) poolTarget(ctx context.Context, k poolKind) (_ poolTarget, ok 
 // built-in templates' pools are left alone; their images are not removed
 // by deleting a snapshot or a template.
 func (m *Manager) ReleasePool(ctx context.Context, image string) {
+	m.releasing.Lock()
+	defer m.releasing.Unlock()
 	kinds := m.demand.forget(image, m.isBuiltin)
 	if len(kinds) == 0 {
 		return
@@ -187,6 +189,11 @@ func (m *Manager) ReleasePool(ctx context.Context, image string) {
 		m.discardPooled(ctx, e.container.ID, e.sandboxID, "its image is being removed")
 	}
 }
+
+// errReleased is what a make of a learned pool's container returns when
+// the pool's demand was forgotten meanwhile (ReleasePool, or demand that
+// passed): nothing to make.
+var errReleased = errors.New("warm pool released")
 
 // pooled is a started container waiting for a sandbox.
 type pooled struct {
@@ -458,7 +465,9 @@ func (m *Manager) refill(ctx context.Context) error {
 				mu.Lock()
 				defer mu.Unlock()
 				making[k.template]--
-				if err != nil {
+				if errors.Is(err, errReleased) {
+					failed[k.template] = true
+				} else if err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", k.template, err))
 					failed[k.template] = true
 				} else {
@@ -494,6 +503,13 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 		DiskSizeMB:  m.cfg.DiskSizeMB,
 		AgentArgs:   slices.Clone(k.agentArgs),
 		Runtime:     t.runtime,
+	}
+	if !m.isBuiltin(k.template) {
+		m.releasing.RLock()
+		defer m.releasing.RUnlock()
+		if !m.demand.knows(k.template) {
+			return errReleased
+		}
 	}
 	m.pool.setBusy(sb.ID, true)
 	defer m.pool.setBusy(sb.ID, false)

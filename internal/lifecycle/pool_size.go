@@ -169,6 +169,14 @@ func (d *demand) learned(builtin func(template string) bool) []poolKind {
 	return out
 }
 
+// knows reports whether template has demand the pool keeps.
+func (d *demand) knows(template string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.kinds[template]
+	return ok
+}
+
 // forget drops the demand of every template other than the built-in ones
 // whose latest create ran image (in any form of its reference), and
 // returns their IDs.
