@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -16,11 +17,88 @@ import (
 type Client struct {
 	token string
 	http  *http.Client
+	// bulk carries image imports, exports and commits, which move whole
+	// images and take as long as their size: bounded by the caller's
+	// context, not by a fixed timeout.
+	bulk *http.Client
 }
 
 // NewClient returns a client presenting token.
 func NewClient(token string) *Client {
-	return &Client{token: token, http: &http.Client{Timeout: 30 * time.Second}}
+	return &Client{token: token, http: &http.Client{Timeout: 30 * time.Second}, bulk: &http.Client{}}
+}
+
+// Image is an image in a node's containerd (namespace k8s.io, where the
+// kubelet finds it), as the node agent reports it.
+type Image struct {
+	// Name is the image's name as containerd and the kubelet know it,
+	// normalized: "warren/base" is "docker.io/warren/base:latest".
+	Name string `json:"name"`
+	// ID is the digest of the image's config, "sha256:...": the ID the
+	// Docker engine gives the same image, so that the builder's image
+	// and a node's copy of it compare equal, and a rebuilt one does not.
+	ID string `json:"id"`
+	// Labels are the labels of the image's config.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Size is the bytes its layers take unpacked on the node.
+	Size int64 `json:"size"`
+}
+
+// ImportImage loads the images of a tar stream (what `docker save` and
+// ExportImage write) into the node's containerd, unpacked for its
+// snapshotter so that a pod can run them without a pull, and returns them.
+func (c *Client) ImportImage(ctx context.Context, addr string, tar io.Reader) ([]Image, error) {
+	var out struct {
+		Images []Image `json:"images"`
+	}
+	err := c.call(ctx, c.bulk, http.MethodPost, addr, "/v1/images", nil, tar, &out)
+	return out.Images, err
+}
+
+// Images lists the node's images.
+func (c *Client) Images(ctx context.Context, addr string) ([]Image, error) {
+	var out struct {
+		Images []Image `json:"images"`
+	}
+	err := c.call(ctx, c.http, http.MethodGet, addr, "/v1/images", nil, nil, &out)
+	return out.Images, err
+}
+
+// Image returns the node's image ref names (normalized as Image.Name is);
+// KindNotFound when the node does not have it.
+func (c *Client) Image(ctx context.Context, addr, ref string) (Image, error) {
+	var img Image
+	err := c.call(ctx, c.http, http.MethodGet, addr, "/v1/image", url.Values{"ref": {ref}}, nil, &img)
+	return img, err
+}
+
+// RemoveImage removes the node's image ref names, and the layers no other
+// image uses; KindNotFound when the node does not have it.
+func (c *Client) RemoveImage(ctx context.Context, addr, ref string) error {
+	return c.call(ctx, c.http, http.MethodDelete, addr, "/v1/image", url.Values{"ref": {ref}}, nil, nil)
+}
+
+// ExportImage streams the node's image ref names as a tar that
+// ImportImage (on another node) and `docker load` take. The caller closes
+// it; KindNotFound when the node does not have it.
+func (c *Client) ExportImage(ctx context.Context, addr, ref string) (io.ReadCloser, error) {
+	res, err := c.send(ctx, c.bulk, http.MethodGet, addr, "/v1/image/export", url.Values{"ref": {ref}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.Body, nil
+}
+
+// Commit saves the filesystem of the container named container in the pod
+// uid (its changes since it started, as one more layer on the image it
+// runs) as an image named ref on the node, with labels added to its
+// config's, unpacked so that a pod can run it at once. The container may
+// be running or frozen; it is left as it was.
+func (c *Client) Commit(ctx context.Context, addr, uid, container, ref string, labels map[string]string) (Image, error) {
+	var img Image
+	in := map[string]any{"container": container, "ref": ref, "labels": labels}
+	err := c.call(ctx, c.bulk, http.MethodPost, addr, "/v1/pods/"+uid+"/commit", nil, jsonBody(in), &img)
+	return img, err
 }
 
 // Freeze freezes the pod uid through the agent at addr (host:port).
@@ -57,20 +135,49 @@ func (c *Client) Stats(ctx context.Context, addr, uid string) (Stats, error) {
 func (c *Client) do(ctx context.Context, method, addr, uid, op string, in, out any) error {
 	var body io.Reader
 	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
+		body = jsonBody(in)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/v1/pods/"+uid+"/"+op, body)
+	return c.call(ctx, c.http, method, addr, "/v1/pods/"+uid+"/"+op, nil, body, out)
+}
+
+func jsonBody(v any) io.Reader {
+	b, _ := json.Marshal(v)
+	return bytes.NewReader(b)
+}
+
+// call sends a request and decodes its JSON answer into out (nil: none).
+func (c *Client) call(ctx context.Context, hc *http.Client, method, addr, path string, query url.Values, body io.Reader, out any) error {
+	res, err := c.send(ctx, hc, method, addr, path, query, body)
 	if err != nil {
-		return sandbox.Wrap(sandbox.KindInternal, err, "cannot call the node agent")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	res, err := c.http.Do(req)
-	if err != nil {
-		return sandbox.Wrap(sandbox.KindUnavailable, err, "the node agent of the sandbox's node is unreachable")
+		return err
 	}
 	defer res.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(io.LimitReader(res.Body, 16<<20)).Decode(out); err != nil {
+			return sandbox.Wrap(sandbox.KindInternal, err, "the node agent's answer is unreadable")
+		}
+	}
+	return nil
+}
+
+// send sends a request and returns the answer when it is a success; the
+// caller closes its body.
+func (c *Client) send(ctx context.Context, hc *http.Client, method, addr, path string, query url.Values, body io.Reader) (*http.Response, error) {
+	u := "http://" + addr + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "cannot call the node agent")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.KindUnavailable, err, "the node agent of the sandbox's node is unreachable")
+	}
 	if res.StatusCode >= 300 {
+		defer res.Body.Close()
 		var e errorBody
 		_ = json.NewDecoder(io.LimitReader(res.Body, 64<<10)).Decode(&e)
 		kind := kindOf(res.StatusCode)
@@ -78,13 +185,8 @@ func (c *Client) do(ctx context.Context, method, addr, uid, op string, in, out a
 			// The control plane's token is wrong: the operator's to fix.
 			kind = sandbox.KindInternal
 		}
-		return sandbox.Wrap(kind, fmt.Errorf("node agent %s %s: %d %s", addr, op, res.StatusCode, e.Message),
+		return nil, sandbox.Wrap(kind, fmt.Errorf("node agent %s %s %s: %d %s", addr, method, path, res.StatusCode, e.Message),
 			"the node agent refused: "+e.Message)
 	}
-	if out != nil {
-		if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(out); err != nil {
-			return sandbox.Wrap(sandbox.KindInternal, err, "the node agent's answer is unreadable")
-		}
-	}
-	return nil
+	return res, nil
 }
