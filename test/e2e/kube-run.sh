@@ -28,6 +28,13 @@ kubectl=${WARREN_E2E_KUBECTL:-$HOME/.cache/warren/kube/bin/kubectl}
 [ -x "$kubectl" ] || kubectl=$(command -v kubectl || true)
 [ -x "$kubectl" ] || { say "no kubectl (set WARREN_E2E_KUBECTL)"; exit 1; }
 k() { "$kubectl" "$@"; }
+# One run at a time on a cluster: every run applies deploy/kubernetes/ into the same namespace
+# and deletes it at the end, which would pull it from under another run.
+exec 9>"${KUBECONFIG%/*}/e2e.lock"
+if ! flock -n 9; then
+  say "another kube-run.sh uses this cluster: waiting for it"
+  flock 9
+fi
 ns=warren
 deploy=deploy/kubernetes
 work="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-kube-XXXXXX")"
