@@ -280,8 +280,6 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		ExecutionID: uuid.NewString(),
 		AgentSecret: sandbox.NewToken(),
 		State:       sandbox.StateCreating,
-		CPUCount:    m.cfg.CPUCount,
-		MemoryMB:    m.cfg.MemoryMB,
 		DiskSizeMB:  m.cfg.DiskSizeMB,
 		Metadata:    maps.Clone(req.Metadata),
 		EnvVars:     maps.Clone(req.EnvVars),
@@ -303,14 +301,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	if tpl.runtime != "" {
 		sb.Runtime = tpl.runtime
 	}
-	// A template is held to the server's maxima: the API refuses more,
-	// but one may have been built with more before they were lowered.
-	if tpl.cpuCount > 0 {
-		sb.CPUCount = min(tpl.cpuCount, m.cfg.MaxCPUCount)
-	}
-	if tpl.memoryMB > 0 {
-		sb.MemoryMB = min(tpl.memoryMB, m.cfg.MaxMemoryMB)
-	}
+	sb.CPUCount, sb.MemoryMB = m.resourcesOf(tpl)
 	if len(tpl.env) > 0 {
 		// The client's variables win over the template's.
 		sb.EnvVars = maps.Clone(tpl.env)
@@ -323,7 +314,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		sb.TrafficAccessToken = sandbox.NewToken()
 	}
 	if len(sb.VolumeMounts) == 0 {
-		defer m.demand.begin(m.demandKind(sb))()
+		defer m.demand.begin(m.demandKind(sb), sb.TeamID)()
 	}
 	if out, ok, err := m.createFromPool(ctx, sb); ok {
 		return out, err
@@ -355,6 +346,21 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	m.record(ctx, sb, sandbox.EventCreated, nil)
 	log.Info("sandbox created", logkey.Container, c.ID)
 	return sb, nil
+}
+
+// resourcesOf returns the CPUs and memory a sandbox of tpl gets: the
+// template's, held to the server's maxima (the API refuses more, but a
+// template may have been built with more before they were lowered), or
+// the server's.
+func (m *Manager) resourcesOf(tpl template) (cpuCount, memoryMB int) {
+	cpuCount, memoryMB = m.cfg.CPUCount, m.cfg.MemoryMB
+	if tpl.cpuCount > 0 {
+		cpuCount = min(tpl.cpuCount, m.cfg.MaxCPUCount)
+	}
+	if tpl.memoryMB > 0 {
+		memoryMB = min(tpl.memoryMB, m.cfg.MaxMemoryMB)
+	}
+	return cpuCount, memoryMB
 }
 
 // bringUp takes a sandbox whose container has started to running: its

@@ -168,12 +168,21 @@ func (m *Manager) Start(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("install the firewall rules: %w", err)
 	}
+	if m.autoPool() {
+		// Without it the pools start at their floors, as on a first start.
+		if err := m.loadDemand(ctx); err != nil {
+			m.log.Warn("cannot load the warm pools' demand; the pools start from their floors", "err", err)
+		}
+	}
 	ctx, m.cancel = loops, cancel
 	m.wg.Go(func() { m.watchEvents(ctx, events) })
 	m.wg.Go(func() { m.every(ctx, m.cfg.TickInterval, m.sweep) })
 	m.wg.Go(func() { m.every(ctx, m.cfg.MetricsInterval, m.sampleMetrics) })
 	if m.poolEnabled() {
 		m.wg.Go(func() { m.refillLoop(ctx) })
+	}
+	if m.autoPool() {
+		m.wg.Go(func() { m.every(ctx, poolSaveInterval, m.saveDemand) })
 	}
 	m.wg.Go(func() {
 		m.every(ctx, m.cfg.ReconcileInterval, func(ctx context.Context) {
@@ -194,6 +203,9 @@ func (m *Manager) Close() error {
 		m.cancel()
 	}
 	m.wg.Wait()
+	if m.autoPool() {
+		m.saveDemand(context.Background())
+	}
 	if m.anyLive() {
 		return nil
 	}

@@ -2,10 +2,12 @@ package lifecycle
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -20,6 +22,13 @@ import (
 // floor after poolWindow. What pools beyond their floors hold together is
 // bounded by Settings.WarmPoolMemoryMB, at the estimate of poolMemoryMB
 // per container.
+//
+// The demand survives a restart of the server: every poolSaveInterval
+// when it changed, and when the manager closes, its peaks (the sizes it
+// asks for, and when) are saved in the store, at most poolSavedPeaks for
+// each of the poolSavedTemplates templates that want the most; Start
+// loads them again, without the peaks older than poolWindow or the
+// templates that no longer resolve (deleted, or their image gone).
 
 // WarmPoolAuto, as Settings.WarmPool or WarmPoolCodeInterpreter, sizes
 // the pool from demand.
@@ -48,6 +57,12 @@ const (
 	poolRateSpan = time.Second
 	// poolDemandCap bounds the creates remembered per template.
 	poolDemandCap = 4096
+	// poolSaveInterval is how often changed demand is saved.
+	poolSaveInterval = 30 * time.Second
+	// poolSavedTemplates and poolSavedPeaks bound what is saved: a
+	// client that makes many templates does not grow the store.
+	poolSavedTemplates = 64
+	poolSavedPeaks     = 16
 )
 
 // poolMemoryMB is the memory a pooled container is taken to hold when the
@@ -65,12 +80,19 @@ func poolMemoryMB(template string) int {
 type demand struct {
 	mu    sync.Mutex
 	kinds map[string]*kindDemand // by template ID
+	// changes counts the changes to kinds; saved is its value at the
+	// latest save.
+	changes, saved uint64
 }
 
 type kindDemand struct {
 	kind     poolKind // image and agent arguments of its latest create
+	teamID   string   // the team of its latest create
 	inFlight int
 	starts   []start // oldest first, within poolWindow
+	// peaks are the demand loaded from the store, oldest first, within
+	// poolWindow: each start's inFlight is the size it asks for.
+	peaks []start
 }
 
 // start is one create: when it began, and how many of its template's
@@ -82,9 +104,9 @@ type start struct {
 
 func newDemand() *demand { return &demand{kinds: map[string]*kindDemand{}} }
 
-// begin records the start of a create of kind k; the returned function
-// records its end.
-func (d *demand) begin(k poolKind) (end func()) {
+// begin records the start of a create of kind k by team; the returned
+// function records its end.
+func (d *demand) begin(k poolKind, team string) (end func()) {
 	now := time.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -93,7 +115,8 @@ func (d *demand) begin(k poolKind) (end func()) {
 		kd = &kindDemand{}
 		d.kinds[k.template] = kd
 	}
-	kd.kind = k
+	d.changes++
+	kd.kind, kd.teamID = k, team
 	kd.inFlight++
 	kd.prune(now)
 	if len(kd.starts) == poolDemandCap {
@@ -108,11 +131,17 @@ func (d *demand) begin(k poolKind) (end func()) {
 }
 
 func (kd *kindDemand) prune(now time.Time) {
+	kd.starts = pruned(kd.starts, now)
+	kd.peaks = pruned(kd.peaks, now)
+}
+
+// pruned drops the starts, oldest first, older than poolWindow.
+func pruned(starts []start, now time.Time) []start {
 	i := 0
-	for i < len(kd.starts) && now.Sub(kd.starts[i].at) > poolWindow {
+	for i < len(starts) && now.Sub(starts[i].at) > poolWindow {
 		i++
 	}
-	kd.starts = slices.Delete(kd.starts, 0, i)
+	return slices.Delete(starts, 0, i)
 }
 
 // want returns how many containers template's pool should hold for the
@@ -130,6 +159,9 @@ func (d *demand) want(template string) int {
 
 func (kd *kindDemand) wantLocked() int {
 	n, lo := 0, 0
+	for _, p := range kd.peaks {
+		n = max(n, p.inFlight)
+	}
 	for hi, s := range kd.starts {
 		for s.at.Sub(kd.starts[lo].at) > poolRateSpan {
 			lo++
@@ -137,6 +169,107 @@ func (kd *kindDemand) wantLocked() int {
 		n = max(n, s.inFlight, hi-lo+1)
 	}
 	return n
+}
+
+// peaksLocked returns what each start and loaded peak asks for (as
+// inFlight) in time order, a start's the larger of its burst and its
+// second's count (as wantLocked), keeping only those that ask for more
+// than every later one: the steps down of what the pool will want as they
+// age out, whose largest is what it wants now.
+func (kd *kindDemand) peaksLocked() []start {
+	all := slices.Clone(kd.peaks)
+	lo := 0
+	for hi, s := range kd.starts {
+		for s.at.Sub(kd.starts[lo].at) > poolRateSpan {
+			lo++
+		}
+		all = append(all, start{at: s.at, inFlight: max(s.inFlight, hi-lo+1)})
+	}
+	slices.SortStableFunc(all, func(a, b start) int { return a.at.Compare(b.at) })
+	var out []start
+	for i := len(all) - 1; i >= 0; i-- {
+		if len(out) == 0 || all[i].inFlight > out[len(out)-1].inFlight {
+			out = append(out, all[i])
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// toSave returns the demand to save, at most poolSavedTemplates templates
+// (those that want the most) of at most poolSavedPeaks peaks (the
+// largest), and whether it changed since the latest markSaved.
+func (d *demand) toSave() (_ []sandbox.PoolDemand, changes uint64, changed bool) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	type kindPeaks struct {
+		sandbox.PoolDemand
+		want int
+	}
+	var all []kindPeaks
+	for id, kd := range d.kinds {
+		kd.prune(now)
+		peaks := kd.peaksLocked()
+		if len(peaks) == 0 {
+			continue
+		}
+		// The first are the largest: peaks step down.
+		peaks = peaks[:min(len(peaks), poolSavedPeaks)]
+		pd := sandbox.PoolDemand{TemplateID: id, TeamID: kd.teamID}
+		for _, p := range peaks {
+			pd.Peaks = append(pd.Peaks, sandbox.DemandPeak{At: p.at, Size: p.inFlight})
+		}
+		all = append(all, kindPeaks{pd, peaks[0].inFlight})
+	}
+	slices.SortFunc(all, func(a, b kindPeaks) int {
+		if a.want != b.want {
+			return b.want - a.want
+		}
+		return cmp.Compare(a.TemplateID, b.TemplateID)
+	})
+	out := make([]sandbox.PoolDemand, 0, min(len(all), poolSavedTemplates))
+	for _, k := range all[:min(len(all), poolSavedTemplates)] {
+		out = append(out, k.PoolDemand)
+	}
+	return out, d.changes, d.changes != d.saved
+}
+
+// touch records a change that the next save must write.
+func (d *demand) touch() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.changes++
+}
+
+// markSaved records that the demand as of changes is saved.
+func (d *demand) markSaved(changes uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.saved = changes
+}
+
+// load adds the saved demand of kind k: its peaks within poolWindow.
+func (d *demand) load(k poolKind, team string, peaks []sandbox.DemandPeak) {
+	now := time.Now()
+	var kept []start
+	for _, p := range peaks {
+		if now.Sub(p.At) <= poolWindow && p.Size > 0 {
+			kept = append(kept, start{at: p.At, inFlight: p.Size})
+		}
+	}
+	slices.SortFunc(kept, func(a, b start) int { return a.at.Compare(b.at) })
+	if len(kept) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	kd := d.kinds[k.template]
+	if kd == nil {
+		kd = &kindDemand{kind: k, teamID: team}
+		d.kinds[k.template] = kd
+	}
+	kd.peaks = kept
 }
 
 // learned returns the kinds that templates other than the built-in ones
@@ -149,7 +282,7 @@ func (d *demand) learned(builtin func(template string) bool) []poolKind {
 	var out []poolKind
 	for id, kd := range d.kinds {
 		kd.prune(now)
-		if len(kd.starts) == 0 && kd.inFlight == 0 {
+		if len(kd.starts) == 0 && len(kd.peaks) == 0 && kd.inFlight == 0 {
 			delete(d.kinds, id)
 			continue
 		}
@@ -194,6 +327,7 @@ func (d *demand) forget(image string, builtin func(template string) bool) []stri
 	for id, kd := range d.kinds {
 		if same(kd.kind.image) && !builtin(id) {
 			delete(d.kinds, id)
+			d.changes++
 			out = append(out, id)
 		}
 	}
@@ -215,4 +349,49 @@ func fitBudget(kinds []poolKind, budgetMB int) {
 		kinds[i].size = k.floor + extra
 		left -= extra * cost
 	}
+}
+
+// autoPool reports whether a built-in pool is sized from demand.
+func (m *Manager) autoPool() bool {
+	return m.cfg.WarmPool == WarmPoolAuto || m.cfg.WarmPoolCodeInterpreter == WarmPoolAuto
+}
+
+// loadDemand takes up the demand the store kept from before a restart,
+// for the templates that still resolve as they did.
+func (m *Manager) loadDemand(ctx context.Context) error {
+	saved, err := m.cfg.Store.PoolDemand(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range saved {
+		tpl, err := m.resolveTemplate(ctx, d.TeamID, d.TemplateID)
+		if err != nil {
+			m.log.Info("warm pool: the saved demand of a template that no longer resolves is dropped",
+				logkey.Template, d.TemplateID, "err", err)
+			m.demand.touch() // so that the next save leaves it out
+			continue
+		}
+		sb := sandbox.Sandbox{TemplateID: tpl.id, Image: tpl.image, AgentArgs: tpl.agentArgs}
+		sb.CPUCount, sb.MemoryMB = m.resourcesOf(tpl)
+		k := m.demandKind(sb)
+		if k.template != d.TemplateID {
+			m.demand.touch() // its ID now names another template's
+			continue
+		}
+		m.demand.load(k, d.TeamID, d.Peaks)
+	}
+	return nil
+}
+
+// saveDemand saves the demand when it changed since its latest save.
+func (m *Manager) saveDemand(ctx context.Context) {
+	ds, changes, changed := m.demand.toSave()
+	if !changed {
+		return
+	}
+	if err := m.cfg.Store.SavePoolDemand(context.WithoutCancel(ctx), ds); err != nil {
+		m.log.Warn("cannot save the warm pools' demand", "err", err)
+		return
+	}
+	m.demand.markSaved(changes)
 }

@@ -75,6 +75,25 @@ type LogQuery struct {
 	Limit        int       // 0 = no limit
 }
 
+// PoolDemand is what the creates of one template lately asked of the warm
+// pool, kept so that a restarted server's pools are as large as before
+// (internal/lifecycle's pool sizing): the template's ID, the team whose
+// create was its latest (to resolve the template again), and the peaks of
+// its demand.
+type PoolDemand struct {
+	TemplateID string
+	TeamID     string
+	Peaks      []DemandPeak // oldest first
+}
+
+// DemandPeak is a pool size a template's demand asked for At: the pool
+// keeps it for a while after (a burst of that many creates, or as many in
+// one second).
+type DemandPeak struct {
+	At   time.Time
+	Size int
+}
+
 // Store is the source of truth for Warren's state. The lifecycle manager
 // is the only writer of sandboxes; the API reads keys. Methods return an
 // *Error of KindNotFound for a missing record.
@@ -114,6 +133,11 @@ type Store interface {
 	// Metrics returns a sandbox's samples with from <= Time <= to, oldest
 	// first; zero bounds are open.
 	Metrics(ctx context.Context, sandboxID string, from, to time.Time) ([]Stats, error)
+
+	// SavePoolDemand replaces the pools' demand with ds; PoolDemand
+	// returns it as saved, by template ID.
+	SavePoolDemand(ctx context.Context, ds []PoolDemand) error
+	PoolDemand(ctx context.Context) ([]PoolDemand, error)
 
 	Close() error
 }

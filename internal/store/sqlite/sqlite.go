@@ -1,6 +1,7 @@
 // Package sqlite is Warren's persistent store: sandboxes, teams, API keys
-// (hashed), snapshots, secrets (sealed), sandbox logs and metric samples
-// in one SQLite file (modernc.org/sqlite, pure Go) in WAL mode. It implements sandbox.Store and
+// (hashed), snapshots, secrets (sealed), sandbox logs, metric samples and
+// the warm pools' learned demand in one SQLite file (modernc.org/sqlite,
+// pure Go) in WAL mode. It implements sandbox.Store and
 // owns the schema and its migrations; it knows nothing of lifecycle rules,
 // which belong to the lifecycle manager, its only writer of sandboxes.
 package sqlite
@@ -178,6 +179,13 @@ var migrations = []string{
 		updated_at INTEGER NOT NULL,
 		sealed BLOB NOT NULL,
 		UNIQUE (team_id, name)
+	);`,
+	// The warm pools' learned demand, per template, kept across restarts
+	// (pooldemand.go); peaks is a JSON array of {at, size}.
+	`CREATE TABLE pool_demand (
+		template_id TEXT PRIMARY KEY,
+		team_id TEXT NOT NULL,
+		peaks TEXT NOT NULL
 	);`,
 }
 

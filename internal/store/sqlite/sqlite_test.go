@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -258,5 +259,79 @@ func TestMigrateSnapshots(t *testing.T) {
 	want := sandbox.Snapshot{ID: "s1", TeamID: "default", SandboxID: "i1", Image: "img", CreatedAt: time.Unix(0, 1).UTC()}
 	if got, err := s.GetSnapshot(ctx, "s1"); err != nil || !cmp.Equal(want, got) {
 		t.Errorf("old snapshot = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func TestPoolDemand(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	if got, err := s.PoolDemand(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("demand of a new store = %v, %v; want none", got, err)
+	}
+	a := sandbox.PoolDemand{TemplateID: "base", TeamID: "default",
+		Peaks: []sandbox.DemandPeak{{At: t0, Size: 50}, {At: t0.Add(time.Minute), Size: 10}}}
+	b := sandbox.PoolDemand{TemplateID: "tpl1", TeamID: "t2",
+		Peaks: []sandbox.DemandPeak{{At: t0, Size: 3}}}
+	if err := s.SavePoolDemand(ctx, []sandbox.PoolDemand{b, a}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.PoolDemand(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]sandbox.PoolDemand{a, b}, got); diff != "" {
+		t.Errorf("demand (-want +got):\n%s", diff)
+	}
+	// A save replaces: what it leaves out is gone.
+	if err := s.SavePoolDemand(ctx, []sandbox.PoolDemand{b}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.PoolDemand(ctx); !cmp.Equal([]sandbox.PoolDemand{b}, got) {
+		t.Errorf("after a second save (-want +got):\n%s", cmp.Diff([]sandbox.PoolDemand{b}, got))
+	}
+}
+
+// TestMigratePoolDemand: a store from before the pools' demand was kept
+// opens with none, its sandboxes intact, and keeps demand saved after.
+func TestMigratePoolDemand(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "warren.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(migrations) - 1
+	for _, q := range append(slices.Clone(migrations[:before]), fmt.Sprintf("PRAGMA user_version = %d", before),
+		`INSERT INTO sandboxes (id, team_id, state, started_at, data) VALUES ('i1', 'default', 'running', 1, '{"ID":"i1","State":"running"}')`) {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.SchemaVersion(ctx); v != len(migrations) {
+		t.Errorf("schema version = %d, want %d", v, len(migrations))
+	}
+	if _, err := s.GetSandbox(ctx, "i1"); err != nil {
+		t.Errorf("sandbox lost in the migration: %v", err)
+	}
+	if got, err := s.PoolDemand(ctx); err != nil || len(got) != 0 {
+		t.Errorf("demand after the migration = %v, %v; want none", got, err)
+	}
+	d := []sandbox.PoolDemand{{TemplateID: "base", TeamID: "default", Peaks: []sandbox.DemandPeak{{At: t0, Size: 4}}}}
+	if err := s.SavePoolDemand(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, _ := s.PoolDemand(ctx); !cmp.Equal(d, got) {
+		t.Errorf("demand across a reopen (-want +got):\n%s", cmp.Diff(d, got))
 	}
 }
