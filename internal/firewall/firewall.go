@@ -51,9 +51,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/logkey"
@@ -103,9 +105,14 @@ type Firewall struct {
 
 	mu    sync.Mutex // guards the fields below and serialises every change to the kernel
 	rules map[string]sandbox.Egress
-	ports egress.Ports // zero until the egress server listens
+	// restores counts the writes to the kernel, for tests.
+	restores int
+	ports    egress.Ports // zero until the egress server listens
 
 	byIP atomic.Pointer[map[netip.Addr]egress.Sandbox] // sandboxes by address, for the egress server
+
+	qmu     sync.Mutex // guards pending; never held across a write
+	pending []*change  // Apply and Remove calls waiting for the next write (see commit)
 }
 
 var _ sandbox.Firewall = (*Firewall)(nil)
@@ -227,42 +234,114 @@ func (f *Firewall) Apply(ctx context.Context, sandboxID string, e sandbox.Egress
 	if px := e.Network.EgressProxy; px != nil && f.publicProxies && !egress.PublicProxy(px.Address) {
 		return sandbox.Errorf(sandbox.KindInvalid, "network.egressProxy.address '%s' is a private, loopback or link-local address, which this server does not take proxies at (warren serve --egress-proxy-private=false)", px.Address)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	prev, had := f.rules[sandboxID]
-	f.rules[sandboxID] = e
-	if err := f.writeChains(ctx); err != nil {
-		if had {
-			f.rules[sandboxID] = prev
-		} else {
-			delete(f.rules, sandboxID)
-		}
+	if err := f.commit(ctx, &change{id: sandboxID, egress: e}); err != nil {
 		return err
 	}
-	if had && prev.IP != ip {
-		f.egress.Forget(prev.IP)
-	}
-	f.reindex()
 	f.log.Debug("egress rules applied", logkey.Sandbox, sandboxID, "ip", ip)
 	return nil
 }
 
 // Remove deletes one sandbox's rules.
 func (f *Firewall) Remove(ctx context.Context, sandboxID string) error {
+	if err := f.commit(ctx, &change{id: sandboxID, remove: true}); err != nil {
+		return err
+	}
+	f.log.Debug("egress rules removed", logkey.Sandbox, sandboxID)
+	return nil
+}
+
+// A change is one sandbox's rules set (Apply) or deleted (Remove), waiting
+// for the write to the kernel that carries it.
+type change struct {
+	id     string
+	egress sandbox.Egress
+	remove bool
+	done   chan error // buffered: the outcome, sent once
+
+	prev    sandbox.Egress // what the rules were before it, for undo
+	hadPrev bool
+}
+
+// commit queues c and returns once a write to the kernel carried it.
+// Every write rewrites the chains whole, so changes that queue while one
+// is written go together in the next (a group commit): a burst of N
+// creates costs a few iptables-restore runs instead of N in a row, each
+// waiting for the one before.
+func (f *Firewall) commit(ctx context.Context, c *change) error {
+	c.done = make(chan error, 1)
+	f.qmu.Lock()
+	f.pending = append(f.pending, c)
+	f.qmu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	prev, ok := f.rules[sandboxID]
-	if !ok {
+	select {
+	case err := <-c.done: // the writer before carried it
+		return err
+	default:
+	}
+	f.qmu.Lock()
+	batch := f.pending
+	f.pending = nil
+	f.qmu.Unlock()
+	// The write is short and shared: one caller giving up must not fail
+	// the others' changes.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := f.writeBatch(wctx, batch)
+	if err != nil && len(batch) > 1 {
+		// One change may be what the kernel refuses: write each alone, so
+		// that only it fails.
+		for _, b := range batch {
+			b.done <- f.writeBatch(wctx, []*change{b})
+		}
+	} else {
+		for _, b := range batch {
+			b.done <- err
+		}
+	}
+	return <-c.done
+}
+
+// writeBatch applies changes to f.rules and writes the chains; if the
+// write fails, f.rules is as it was. The caller holds f.mu.
+func (f *Firewall) writeBatch(ctx context.Context, batch []*change) error {
+	var gone []netip.Addr // addresses whose rules are no longer theirs
+	dirty := false
+	for _, c := range batch {
+		c.prev, c.hadPrev = f.rules[c.id]
+		switch {
+		case c.remove && !c.hadPrev:
+			continue
+		case c.remove:
+			delete(f.rules, c.id)
+			gone = append(gone, c.prev.IP)
+		default:
+			f.rules[c.id] = c.egress
+			if c.hadPrev && c.prev.IP != c.egress.IP {
+				gone = append(gone, c.prev.IP)
+			}
+		}
+		dirty = true
+	}
+	if !dirty {
 		return nil
 	}
-	delete(f.rules, sandboxID)
 	if err := f.writeChains(ctx); err != nil {
-		f.rules[sandboxID] = prev
+		for _, c := range slices.Backward(batch) {
+			if c.hadPrev {
+				f.rules[c.id] = c.prev
+			} else {
+				delete(f.rules, c.id)
+			}
+		}
 		return err
 	}
 	f.reindex()
-	f.egress.Forget(prev.IP)
-	f.log.Debug("egress rules removed", logkey.Sandbox, sandboxID)
+	for _, ip := range gone {
+		if _, ok := (*f.byIP.Load())[ip]; !ok {
+			f.egress.Forget(ip)
+		}
+	}
 	return nil
 }
 
@@ -415,6 +494,7 @@ func bridgeAddr(bridge string) (netip.Prefix, error) {
 // writeChains rewrites our chains from f.rules, one atomic commit per
 // family. The caller holds f.mu.
 func (f *Firewall) writeChains(ctx context.Context) error {
+	f.restores++
 	for _, fam := range f.families() {
 		in := f.c.restoreInput(fam.name == "ip6tables", f.rules, f.ports)
 		cmd := exec.CommandContext(ctx, fam.iptablesRestore, "-w", "--noflush")

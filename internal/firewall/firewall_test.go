@@ -1,8 +1,10 @@
 package firewall
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -10,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -154,7 +157,11 @@ func TestValidateBridge(t *testing.T) {
 
 // TestInstallUninstall installs the chains for an interface that does not
 // exist, checks they are listed and hooked, and removes them again.
-func TestInstallUninstall(t *testing.T) {
+// newTestFirewall returns a firewall on a bridge of its own (and one for
+// builds), so that the egress server has an address to listen on and the
+// redirects are installed; everything is removed when the test ends.
+func newTestFirewall(t *testing.T) (f *Firewall, bridge, build string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: iptables needs root")
 	}
@@ -163,11 +170,8 @@ func TestInstallUninstall(t *testing.T) {
 	}
 	b := make([]byte, 4)
 	rand.Read(b)
-	bridge := "wft" + hex.EncodeToString(b)
-	ctx := t.Context()
-	// A bridge of our own, so that the egress server has an address to
-	// listen on and the redirects are installed.
-	build := bridge + "b"
+	bridge = "wft" + hex.EncodeToString(b)
+	build = bridge + "b"
 	for _, args := range [][]string{{"link", "add", bridge, "type", "bridge"}, {"addr", "add", "172.31.254.1/24", "dev", bridge},
 		{"link", "add", build, "type", "bridge"}} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -178,11 +182,17 @@ func TestInstallUninstall(t *testing.T) {
 		exec.Command("ip", "link", "del", bridge).Run()
 		exec.Command("ip", "link", "del", build).Run()
 	})
-	f, err := New(ctx, Config{Bridge: bridge, BuildBridge: build, DNSUpstream: []string{"127.0.0.1:53"}})
+	f, err := New(t.Context(), Config{Bridge: bridge, BuildBridge: build, DNSUpstream: []string{"127.0.0.1:53"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Uninstall(t.Context()); f.Close() })
+	t.Cleanup(func() { f.Uninstall(context.Background()); f.Close() })
+	return f, bridge, build
+}
+
+func TestInstallUninstall(t *testing.T) {
+	f, bridge, build := newTestFirewall(t)
+	ctx := t.Context()
 	ip := netip.MustParseAddr("172.31.255.9")
 	for range 2 { // idempotent
 		if err := f.Sync(ctx, map[string]sandbox.Egress{"ia": {IP: ip, Network: sandbox.Network{DenyOut: []string{"0.0.0.0/0"}}}}); err != nil {
@@ -408,5 +418,72 @@ func TestBridgeFiltered(t *testing.T) {
 				t.Errorf("the error does not say what to do: %v", err)
 			}
 		})
+	}
+}
+
+// TestGroupCommit checks that Apply and Remove calls made while a write
+// runs are carried together by the next one, and that each gets its
+// rules.
+func TestGroupCommit(t *testing.T) {
+	f, bridge, _ := newTestFirewall(t)
+	ctx := t.Context()
+	if err := f.Sync(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	// burst runs n calls while the test holds the writer's lock, so that
+	// all of them queue, then lets them go.
+	burst := func(call func(i int) error) {
+		t.Helper()
+		f.mu.Lock()
+		before := f.restores
+		errs := make(chan error, n)
+		for i := range n {
+			go func() { errs <- call(i) }()
+		}
+		for queued := 0; queued < n; {
+			time.Sleep(time.Millisecond)
+			f.qmu.Lock()
+			queued = len(f.pending)
+			f.qmu.Unlock()
+		}
+		f.mu.Unlock()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if got := f.restores - before; got != 1 {
+			t.Errorf("%d calls queued together took %d writes, want 1", n, got)
+		}
+	}
+	ip := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{172, 31, 254, byte(10 + i)}) }
+	burst(func(i int) error {
+		return f.Apply(ctx, fmt.Sprintf("g%d", i), sandbox.Egress{IP: ip(i), Network: sandbox.Network{AllowInternetAccess: true}})
+	})
+	out, err := exec.Command("iptables-save", "-t", "filter").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if w := fmt.Sprintf("-s %s/32 -m comment --comment \"warren:%s:%s sandbox=g%d allowed", ip(i), bridge, f.c.tag, i); !strings.Contains(string(out), w) {
+			t.Errorf("no rule %q after the burst:\n%s", w, grepWarren(string(out), bridge))
+		}
+		if _, ok := f.policy(ip(i)); !ok {
+			t.Errorf("the egress server does not know %s", ip(i))
+		}
+	}
+	burst(func(i int) error { return f.Remove(ctx, fmt.Sprintf("g%d", i)) })
+	if out, _ := exec.Command("iptables-save", "-t", "filter").Output(); strings.Contains(string(out), "sandbox=g") {
+		t.Errorf("rules left after removing every sandbox:\n%s", grepWarren(string(out), bridge))
+	}
+	before := f.restores
+	if err := f.Remove(ctx, "never-there"); err != nil {
+		t.Fatal(err)
+	}
+	if f.restores != before {
+		t.Error("removing a sandbox without rules wrote to the kernel")
 	}
 }
