@@ -100,7 +100,10 @@ gvisor_report() {
 # (Exported: steps run functions in a shell of their own.)
 export KUBE_HOST_STATE=/tmp/warren-kube-host-state.before
 kube_up() {
-	test/kube/host-unchanged.sh snapshot "$KUBE_HOST_STATE" &&
+	# Packages first: installing them is no change the cluster makes, and the snapshot reads
+	# nftables with nft.
+	scripts/kube.sh deps &&
+		test/kube/host-unchanged.sh snapshot "$KUBE_HOST_STATE" &&
 		scripts/kube.sh up &&
 		scripts/kube.sh load warren/base
 }

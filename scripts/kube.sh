@@ -8,14 +8,16 @@
 #   scripts/kube.sh kubectl ARGS...  kubectl against the cluster
 #   scripts/kube.sh load IMAGE...    copy images from the Docker engine into every node's
 #                                    containerd (pods use them with imagePullPolicy: Never)
-#   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes etcd
-#                                    containerd gvisor pause)
+#   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes kube-proxy
+#                                    etcd containerd gvisor pause)
+#   scripts/kube.sh deps             only install the Debian packages it needs (up does too)
 #   scripts/kube.sh logs [NAME]      tails of the daemons' logs (etcd apiserver
 #                                    controller-manager scheduler node1-kubelet ...)
 #
-# The cluster: etcd, kube-apiserver (127.0.0.1:16443), kube-controller-manager and
-# kube-scheduler, and $KUBE_NODES (2) nodes, each a kubelet with its own containerd in a
-# private mount namespace, its pods on a bridge of its own that the host routes to
+# The cluster: etcd, kube-apiserver (10.246.1.1:16443, node 1's bridge address),
+# kube-controller-manager, kube-scheduler, kube-proxy (nftables), and $KUBE_NODES (2) nodes,
+# each a kubelet with its own containerd in a private mount namespace, its pods on a
+# bridge of its own that the host routes to
 # (warren-kube-node<i>: 10.246.<i>.0/24 on wkube<i>). Pods run under runc, or gVisor with
 # runtimeClassName: gvisor. Everything is built from the Go module proxy
 # (scripts/kube/build.sh) and kept under $KUBE_WORK (/var/lib/warren-kube) while it runs.
@@ -99,12 +101,13 @@ case $cmd in
 up) exec "$KUBE_SCRIPTS/up.sh" ;;
 down) exec "$KUBE_SCRIPTS/down.sh" ;;
 build) exec "$KUBE_SCRIPTS/build.sh" "$@" ;;
+deps) kube_deps ;;
 status) status ;;
 kubectl) kctl "$@" ;;
 load) load "$@" ;;
 logs) logs "$@" ;;
 *)
-	sed -n '2,17p' "$0" >&2
+	sed -n '2,15p' "$0" >&2
 	exit 2
 	;;
 esac

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # down.sh — stops the test cluster and leaves the host as it was before up.sh: pods deleted,
 # every process stopped (by its recorded PID, or for what pods leave behind, by its cgroup
-# or by paths only this cluster uses), cgroups, bridges, veths, iptables rules, mounts,
-# forwarding setting and $KUBE_WORK removed. Safe to run twice, or without a cluster.
+# or by paths only this cluster uses), cgroups, bridges, veths, iptables rules, kube-proxy's
+# nftables tables, mounts, forwarding setting and $KUBE_WORK removed. Safe to run twice, or
+# without a cluster.
 set -uo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -72,7 +73,7 @@ for i in $(seq 1 "$KUBE_NODES"); do
 done
 
 step "stopping the control plane"
-for p in scheduler controller-manager apiserver etcd; do stop_file "$RUN/$p.pid"; done
+for p in kube-proxy scheduler controller-manager apiserver etcd; do stop_file "$RUN/$p.pid"; done
 
 step "removing mounts, cgroups, bridges, forwarding rules"
 # Node mounts lived in the nodes' namespaces and went with them; anything under
@@ -94,6 +95,13 @@ for i in $(seq 1 "$KUBE_NODES"); do
 	fi
 done
 while iptables -D FORWARD -j "$KUBE_CHAIN" 2>/dev/null; do :; done
+# kube-proxy leaves its tables when it stops; only those of a kube-proxy this cluster ran
+# are deleted (another cluster's would have the same names).
+if [ -f "$KUBE_WORK/kube-proxy-tables" ]; then
+	for f in ip ip6; do
+		! nft list table "$f" kube-proxy >/dev/null 2>&1 || nft delete table "$f" kube-proxy
+	done
+fi
 if iptables -S "$KUBE_CHAIN" >/dev/null 2>&1; then
 	iptables -F "$KUBE_CHAIN"
 	iptables -X "$KUBE_CHAIN"

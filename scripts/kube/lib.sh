@@ -31,7 +31,7 @@ KUBE_BIN=$KUBE_CACHE/bin
 KUBE_WORK=${KUBE_WORK:-/var/lib/warren-kube}
 KUBECONFIG_FILE=$KUBE_WORK/admin.kubeconfig
 
-# Control plane: loopback only.
+# Control plane: etcd, the controller manager's and the scheduler's health ports on loopback.
 KUBE_ETCD_PORT=${KUBE_ETCD_PORT:-12379}
 KUBE_ETCD_PEER_PORT=${KUBE_ETCD_PEER_PORT:-12380}
 KUBE_API_PORT=${KUBE_API_PORT:-16443}
@@ -49,6 +49,23 @@ KUBE_BRIDGE_PREFIX=${KUBE_BRIDGE_PREFIX:-wkube}
 KUBE_KUBELET_PORT_BASE=${KUBE_KUBELET_PORT_BASE:-20250}
 # The iptables chain holding every rule the cluster adds (jumped to from FORWARD).
 KUBE_CHAIN=${KUBE_CHAIN:-WARREN-KUBE}
+# Every pod CIDR: what kube-proxy counts as traffic from inside the cluster.
+KUBE_CLUSTER_CIDR=$KUBE_POD_NET.0.0/16
+
+# The apiserver listens on node 1's bridge address (the host's address on the pod network,
+# as a control plane co-located with node 1 would), so that pods reach it: at this address,
+# or at the Service "kubernetes" (the first address of KUBE_SERVICE_CIDR), which kube-proxy
+# forwards here. The host reaches it there too; the bridge is up before the apiserver.
+KUBE_API_ADDR=${KUBE_API_ADDR:-$KUBE_POD_NET.1.1}
+
+# kube-proxy (nftables mode, its own tables "ip kube-proxy" and "ip6 kube-proxy") gives
+# Services their virtual IPs, for pods and for the host. One runs for the host's network
+# namespace, which both nodes share. Its table names are fixed, so two clusters on one host
+# cannot both run it: a second cluster beside one with kube-proxy sets KUBE_PROXY=0.
+KUBE_PROXY=${KUBE_PROXY:-1}
+# Its health and metrics ports, on loopback.
+KUBE_PROXY_HEALTH_PORT=${KUBE_PROXY_HEALTH_PORT:-$((KUBE_API_PORT + 3))}
+KUBE_PROXY_METRICS_PORT=${KUBE_PROXY_METRICS_PORT:-$((KUBE_API_PORT + 4))}
 
 kube_log() { printf 'kube: %s\n' "$*" >&2; }
 kube_die() {
@@ -96,7 +113,7 @@ kind: Config
 clusters:
 - name: warren-kube
   cluster:
-    server: https://127.0.0.1:$KUBE_API_PORT
+    server: https://$KUBE_API_ADDR:$KUBE_API_PORT
     certificate-authority: $pki/ca.crt
 users:
 - name: $2
@@ -110,6 +127,26 @@ current-context: warren-kube
 YAML
 }
 
+# kube_deps: installs (apt-get) the Debian packages the cluster needs that are missing.
+kube_deps() {
+	local missing=()
+	[ -d /usr/lib/cni ] && [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+	[ -x /bin/busybox ] || missing+=(busybox-static)
+	command -v runc >/dev/null || missing+=(runc)
+	command -v openssl >/dev/null || missing+=(openssl)
+	command -v curl >/dev/null || missing+=(curl)
+	command -v iptables >/dev/null || missing+=(iptables)
+	command -v zstd >/dev/null || missing+=(zstd)
+	command -v nft >/dev/null || missing+=(nftables)
+	[ ${#missing[@]} -gt 0 ] || return 0
+	command -v apt-get >/dev/null ||
+		kube_die "missing: ${missing[*]} (Debian package names): install them and run this again"
+	kube_log "installing ${missing[*]} (apt-get)"
+	apt-get update -q >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
+		kube_die "apt-get install ${missing[*]} failed: install them by hand and run this again"
+}
+
 kctl() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 
 # pid_alive NAME: whether the process recorded in $KUBE_WORK/run/NAME.pid runs.
@@ -118,8 +155,16 @@ pid_alive() {
 	[ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
 }
 
+# api_url: the apiserver's URL, as the running cluster's admin kubeconfig has it (a cluster
+# started by an older up.sh may listen elsewhere than KUBE_API_ADDR says).
+api_url() {
+	local u
+	u=$(sed -n 's/^ *server: //p' "$KUBECONFIG_FILE" 2>/dev/null | head -n 1)
+	echo "${u:-https://$KUBE_API_ADDR:$KUBE_API_PORT}"
+}
+
 # api_ready: whether the apiserver answers /readyz.
 api_ready() {
 	curl -sf --max-time 3 --cacert "$KUBE_WORK/pki/ca.crt" --cert "$KUBE_WORK/pki/admin.crt" \
-		--key "$KUBE_WORK/pki/admin.key" "https://127.0.0.1:$KUBE_API_PORT/readyz" >/dev/null 2>&1
+		--key "$KUBE_WORK/pki/admin.key" "$(api_url)/readyz" >/dev/null 2>&1
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # pki.sh — the test cluster's certificates, made with openssl into $KUBE_WORK/pki.
 #
-# One CA signs everything: the apiserver's serving certificate, a client
+# One CA signs everything: the apiserver's serving certificate (for its address on
+# the pod network, loopback, and the Service "kubernetes" by IP and name), a client
 # certificate per component (admin in system:masters, the controller manager,
-# the scheduler, the apiserver's own for calling kubelets, each kubelet as
+# the scheduler, kube-proxy, the apiserver's own for calling kubelets, each kubelet as
 # system:node:<name>), each kubelet's serving certificate (for its node IP), and
 # the service-account signing key pair. Existing files are kept, so a second
 # `up` reuses them.
@@ -41,11 +42,12 @@ if [ ! -f ca.crt ]; then
 fi
 svc_ip=${KUBE_SERVICE_CIDR%.*}.1
 cert apiserver "/CN=kube-apiserver" \
-	"$server\nsubjectAltName=IP:127.0.0.1,IP:$svc_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+	"$server\nsubjectAltName=IP:$KUBE_API_ADDR,IP:127.0.0.1,IP:$svc_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$client"
 cert admin "/O=system:masters/CN=warren-kube-admin" "$client"
 cert controller-manager "/CN=system:kube-controller-manager" "$client"
 cert scheduler "/CN=system:kube-scheduler" "$client"
+cert kube-proxy "/CN=system:kube-proxy" "$client"
 for i in $(seq 1 "$KUBE_NODES"); do
 	n=$(node_name "$i")
 	cert "$n-client" "/O=system:nodes/CN=system:node:$n" "$client"

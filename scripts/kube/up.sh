@@ -15,6 +15,9 @@ healthy() {
 	local p i
 	for p in etcd apiserver controller-manager scheduler; do pid_alive "$p" || return 1; done
 	for i in $(seq 1 "$KUBE_NODES"); do pid_alive "node$i" || return 1; done
+	# A cluster an older up.sh started has no kube-proxy: it stays as it is (others may be
+	# using it); a down and an up bring it.
+	[ "$KUBE_PROXY" != 1 ] || [ ! -f "$RUN/kube-proxy.pid" ] || pid_alive kube-proxy || return 1
 	api_ready || return 1
 	for i in $(seq 1 "$KUBE_NODES"); do
 		[ "$(kctl get node "$(node_name "$i")" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ] || return 1
@@ -51,22 +54,7 @@ wait_for() {
 
 preflight() {
 	[ "$(id -u)" = 0 ] || kube_die "the test cluster needs root (cgroups, bridges, mounts): run as root"
-	local missing=()
-	[ -d /usr/lib/cni ] && [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
-	[ -x /bin/busybox ] || missing+=(busybox-static)
-	command -v runc >/dev/null || missing+=(runc)
-	command -v openssl >/dev/null || missing+=(openssl)
-	command -v curl >/dev/null || missing+=(curl)
-	command -v iptables >/dev/null || missing+=(iptables)
-	command -v zstd >/dev/null || missing+=(zstd)
-	if [ ${#missing[@]} -gt 0 ]; then
-		command -v apt-get >/dev/null ||
-			kube_die "missing: ${missing[*]} (Debian package names): install them and run this again"
-		step "installing ${missing[*]} (apt-get)"
-		apt-get update -q >/dev/null
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
-			kube_die "apt-get install ${missing[*]} failed: install them by hand and run this again"
-	fi
+	kube_deps
 	[ -d /sys/fs/cgroup/memory ] ||
 		kube_die "this script drives cgroup v1 (cgroupfs), and /sys/fs/cgroup/memory is missing; on a cgroup v2 host set failCgroupV1 back and test it"
 }
@@ -80,10 +68,18 @@ ports_free() {
 				kube_die "port $p (node $i's kubelet) is in use: stop what listens there (ss -ltnp) or set KUBE_KUBELET_PORT_BASE"
 		done
 	done
-	for p in $KUBE_ETCD_PORT $KUBE_ETCD_PEER_PORT $KUBE_API_PORT $((KUBE_API_PORT + 1)) $((KUBE_API_PORT + 2)); do
+	for p in $KUBE_ETCD_PORT $KUBE_ETCD_PEER_PORT $KUBE_API_PORT $((KUBE_API_PORT + 1)) $((KUBE_API_PORT + 2)) \
+		$KUBE_PROXY_HEALTH_PORT $KUBE_PROXY_METRICS_PORT; do
 		! ss -Hltn "sport = :$p" | grep -q . ||
-			kube_die "port $p is in use: stop what listens there (ss -ltnp) or set KUBE_ETCD_PORT/KUBE_API_PORT"
+			kube_die "port $p is in use: stop what listens there (ss -ltnp) or set KUBE_ETCD_PORT/KUBE_API_PORT/KUBE_PROXY_*_PORT"
 	done
+	if [ "$KUBE_PROXY" = 1 ]; then
+		local f
+		for f in ip ip6; do
+			! nft list table "$f" kube-proxy >/dev/null 2>&1 ||
+				kube_die "the nftables table '$f kube-proxy' exists: another cluster's kube-proxy runs on this host (its table names are fixed). Run this cluster with KUBE_PROXY=0, or stop the other (a leftover: nft delete table $f kube-proxy)"
+		done
+	fi
 }
 
 # host_network: a bridge per node holding the gateway of its pod CIDR (the host routes to
@@ -150,12 +146,13 @@ control_plane() {
 		--initial-cluster "$KUBE_NAME=http://127.0.0.1:$KUBE_ETCD_PEER_PORT" --unsafe-no-fsync
 	wait_for "etcd health" 60 etcd curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$KUBE_ETCD_PORT/health"
 
-	step "starting kube-apiserver $KUBE_VERSION (https://127.0.0.1:$KUBE_API_PORT)"
-	# Bound to loopback: the Service "kubernetes" cannot point at it, hence no endpoint
-	# reconciler. Kubelets are reached at their InternalIP (the node's bridge address).
+	step "starting kube-apiserver $KUBE_VERSION (https://$KUBE_API_ADDR:$KUBE_API_PORT)"
+	# On node 1's bridge address, which pods reach (through the host); the Service
+	# "kubernetes" points there (the endpoint reconciler writes the advertised address).
+	# Kubelets are reached at their InternalIP (the node's bridge address).
 	start apiserver "$KUBE_BIN/kube-apiserver" \
-		--bind-address 127.0.0.1 --secure-port "$KUBE_API_PORT" --etcd-servers "http://127.0.0.1:$KUBE_ETCD_PORT" \
-		--endpoint-reconciler-type none --service-cluster-ip-range "$KUBE_SERVICE_CIDR" \
+		--bind-address "$KUBE_API_ADDR" --advertise-address "$KUBE_API_ADDR" --secure-port "$KUBE_API_PORT" \
+		--etcd-servers "http://127.0.0.1:$KUBE_ETCD_PORT" --service-cluster-ip-range "$KUBE_SERVICE_CIDR" \
 		--tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" --client-ca-file "$PKI/ca.crt" \
 		--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
 		--kubelet-certificate-authority "$PKI/ca.crt" --kubelet-preferred-address-types InternalIP \
@@ -203,6 +200,45 @@ node_ready() {
 
 default_sa() { kctl get serviceaccount default -n default >/dev/null 2>&1; }
 
+# kube_proxy: Services' virtual IPs, in nftables mode, for the host's network namespace
+# (both nodes' pods are routed through it), as node 1's kube-proxy. It changes no sysctl:
+# the conntrack settings it would raise are left as they are (0), and it keeps its own OOM
+# score (lowering it needs CAP_SYS_RESOURCE). down.sh deletes its tables.
+kube_proxy() {
+	kubeconfig "$KUBE_WORK/kube-proxy.kubeconfig" kube-proxy
+	cat >"$KUBE_WORK/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+clientConnection:
+  kubeconfig: $KUBE_WORK/kube-proxy.kubeconfig
+hostnameOverride: $(node_name 1)
+clusterCIDR: $KUBE_CLUSTER_CIDR
+detectLocalMode: ClusterCIDR
+healthzBindAddress: 127.0.0.1:$KUBE_PROXY_HEALTH_PORT
+metricsBindAddress: 127.0.0.1:$KUBE_PROXY_METRICS_PORT
+oomScoreAdj: 0
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+  udpTimeout: 0s
+  udpStreamTimeout: 0s
+YAML
+	step "starting kube-proxy $KUBE_VERSION (nftables; Services $KUBE_SERVICE_CIDR)"
+	# Recorded before it starts: down.sh deletes the tables of a kube-proxy this cluster ran.
+	touch "$KUBE_WORK/kube-proxy-tables"
+	start kube-proxy "$KUBE_BIN/kube-proxy" --config "$KUBE_WORK/kube-proxy.yaml"
+	wait_for "kube-proxy's rules for the Service kubernetes" 60 kube-proxy service_programmed
+}
+
+# service_programmed: kube-proxy is healthy and has the Service "kubernetes" in its table.
+service_programmed() {
+	curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$KUBE_PROXY_HEALTH_PORT/healthz" &&
+		nft list table ip kube-proxy 2>/dev/null | grep -qF "${KUBE_SERVICE_CIDR%.*}.1 . tcp . 443"
+}
+
 cluster_objects() {
 	# The handler is containerd's runtime "runsc" on every node (node.sh).
 	kctl apply -f - >/dev/null <<YAML
@@ -219,6 +255,8 @@ YAML
 preflight
 if [ -d "$KUBE_WORK" ] && healthy; then
 	step "the cluster is already up"
+	[ "$KUBE_PROXY" != 1 ] || [ -f "$RUN/kube-proxy.pid" ] ||
+		step "NOTE: it runs without kube-proxy (an older up.sh, or KUBE_PROXY=0 started it): Services have no virtual IPs; scripts/kube.sh down, then up, brings it"
 else
 	if [ -d "$KUBE_WORK" ] || ip link show "$(node_bridge 1)" >/dev/null 2>&1 ||
 		iptables -S "$KUBE_CHAIN" >/dev/null 2>&1; then
@@ -227,7 +265,7 @@ else
 	fi
 	ports_free
 	step "binaries (scripts/kube/build.sh: cached under $KUBE_CACHE)"
-	"$KUBE_SCRIPTS/build.sh"
+	if [ "$KUBE_PROXY" = 1 ]; then "$KUBE_SCRIPTS/build.sh"; else "$KUBE_SCRIPTS/build.sh" kubernetes etcd containerd gvisor pause; fi
 	mkdir -p "$RUN" "$KUBE_WORK/images"
 	step "certificates (openssl) and images (pause, busybox)"
 	"$KUBE_SCRIPTS/pki.sh"
@@ -238,7 +276,8 @@ else
 	cgroup_roots
 	control_plane
 	nodes
+	[ "$KUBE_PROXY" != 1 ] || kube_proxy
 	cluster_objects
-	step "up: $KUBE_NODES nodes, RuntimeClass gvisor; scripts/kube.sh down removes it all"
+	step "up: $KUBE_NODES nodes, RuntimeClass gvisor$([ "$KUBE_PROXY" != 1 ] || echo ", kube-proxy"); scripts/kube.sh down removes it all"
 fi
 echo "export KUBECONFIG=$KUBECONFIG_FILE"

@@ -6,7 +6,8 @@
 #                                               fail, showing the difference, if it changed
 #
 # What is recorded: every sysctl of the host's namespaces, iptables-save and ip6tables-save
-# of every table (without packet counters), the mount table (mount point, type, source,
+# of every table (without packet counters), the nftables tables (and the rules of those
+# iptables-nft does not manage, such as kube-proxy's), the mount table (mount point, type, source,
 # options), every cgroup directory, network links (name, kind, master, state), addresses and
 # routes, and the directories the kubelet and containerd are known to create when
 # misconfigured (/var/lib/kubelet, /var/lib/cni, /var/log/pods, /var/log/containers,
@@ -27,6 +28,16 @@ snapshot() {
 	for t in iptables-save ip6tables-save; do
 		command -v "$t" >/dev/null || continue
 		"$t" 2>/dev/null | sed -E -e '/^#/d' -e 's/ \[[0-9]+:[0-9]+\]$//' -e 's/^(:[^ ]+ [^ ]+) \[[0-9]+:[0-9]+\]/\1/'
+	done
+	echo "## nftables"
+	# Tables of nftables' own (kube-proxy's): their rules without counters. Those iptables-nft
+	# manages are in iptables-save's output above.
+	nft list tables | sort
+	local t
+	nft list tables | while read -r _ fam name; do
+		t=$(nft list table "$fam" "$name" 2>&1)
+		# (nft names them on stderr: "table ip filter is managed by iptables-nft").
+		grep -q 'managed by iptables-nft' <<<"$t" || sed -E 's/ counter packets [0-9]+ bytes [0-9]+/ counter/' <<<"$t"
 	done
 	echo "## mounts"
 	awk '{sep=0; for (i=7; i<=NF; i++) if ($i == "-") {sep=i; break}; print $5, $(sep+1), $(sep+2), $6}' /proc/self/mountinfo | sort
@@ -52,6 +63,10 @@ snapshot() {
 
 case ${1:-} in
 snapshot)
+	command -v nft >/dev/null || {
+		echo "host-unchanged: nft is missing (scripts/kube.sh deps, or apt-get install nftables): the cluster's kube-proxy writes nftables tables, which this checks" >&2
+		exit 1
+	}
 	snapshot >"${2:?usage: host-unchanged.sh snapshot FILE}"
 	echo "host-unchanged: recorded the host's state in $2 ($(wc -l <"$2") lines)"
 	;;
@@ -67,7 +82,7 @@ compare)
 		before=$after.b
 	fi
 	if diff -u "$before" "$after" >"$after.diff"; then
-		echo "host-unchanged: the host is as it was (sysctls, iptables, mounts, cgroups, links, addresses, routes, paths)"
+		echo "host-unchanged: the host is as it was (sysctls, iptables, nftables, mounts, cgroups, links, addresses, routes, paths)"
 		rm -f "$after" "$after.diff" "$after.b"
 		exit 0
 	fi

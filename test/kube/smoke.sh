@@ -2,8 +2,10 @@
 # smoke.sh — the test cluster works end to end: pods on every node, under runc and under
 # gVisor (RuntimeClass gvisor), each serving on its pod IP; the host reaches every pod by
 # IP, pods reach pods on the other node, exec (with and without stdin) and logs work, and
-# each pod runs under the runtime it asked for (gVisor reports its own kernel); and an image
-# loaded from Docker (warren/base, by scripts/kube.sh load) runs on every node.
+# each pod runs under the runtime it asked for (gVisor reports its own kernel); an image
+# loaded from Docker (warren/base, by scripts/kube.sh load) runs on every node; and Services
+# work (kube-proxy): by ClusterIP from the host and from pods, and the Service kubernetes
+# takes pods to the apiserver.
 #
 # Needs a cluster from scripts/kube.sh up and `scripts/kube.sh load warren/base` (it fails,
 # with what to do, when either is missing).
@@ -19,7 +21,7 @@ fail() {
 }
 k() { kctl -n "$NS" "$@"; }
 
-api_ready || fail "no cluster answers at https://127.0.0.1:$KUBE_API_PORT: run scripts/kube.sh up first"
+api_ready || fail "no cluster answers at $(api_url): run scripts/kube.sh up first"
 cleanup() { kctl delete namespace "$NS" --wait=true --timeout=60s >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 kctl create namespace "$NS" >/dev/null
@@ -36,6 +38,7 @@ apiVersion: v1
 kind: Pod
 metadata:
   name: $pod
+  labels: {smoke: $pod}
 spec:
   $rc
   nodeSelector: {kubernetes.io/hostname: $(node_name "$i")}
@@ -123,4 +126,31 @@ for from in "${web[@]}"; do
 	done
 	echo "smoke: $from reaches every other pod"
 done
+
+# Services (kube-proxy): a ClusterIP in front of the last node's runc pod answers the host,
+# a pod on another node and one beside it (not the pod itself: the one kube-proxy is node
+# 1's, and masquerades hairpin traffic only for its own node's pods); and every pod reaches
+# the apiserver through the Service "kubernetes" by its address in the environment, with
+# its service account's token over TLS checked against the cluster's CA.
+target=runc-node$KUBE_NODES
+k expose pod "$target" --name web --port 80 --target-port 8080 >/dev/null
+svc=$(k get service web -o 'jsonpath={.spec.clusterIP}')
+for _ in $(seq 1 40); do
+	got=$(timeout 5 bash -c "exec 3<>/dev/tcp/$svc/80 && cat <&3" 2>/dev/null) && break
+	sleep 0.25
+done
+[ "$got" = "hello-from-$target" ] || fail "the host cannot reach the Service web at $svc:80 (got '$got'): is kube-proxy running (scripts/kube.sh logs kube-proxy)?"
+for from in runc-node1 "gvisor-node$KUBE_NODES"; do
+	got=$(k exec "$from" -- nc -w 5 "$svc" 80) || fail "$from cannot reach the Service web at $svc:80"
+	[ "$got" = "hello-from-$target" ] || fail "$from reached the Service web at $svc:80, which answered '$got'"
+done
+echo "smoke: the Service web ($svc) answers the host, runc-node1 and gvisor-node$KUBE_NODES"
+for i in $(seq 1 "$KUBE_NODES"); do
+	got=$(k exec "base-node$i" -- sh -c 'd=/var/run/secrets/kubernetes.io/serviceaccount
+		curl -sS --max-time 10 --cacert $d/ca.crt -H "Authorization: Bearer $(cat $d/token)" \
+			"https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/version"') ||
+		fail "base-node$i cannot reach the apiserver through the Service kubernetes: $got"
+	grep -q "\"gitVersion\": \"$KUBE_VERSION\"" <<<"$got" || fail "base-node$i: the Service kubernetes answered: $got"
+done
+echo "smoke: pods on every node reach the apiserver through the Service kubernetes ($(kctl -n default get service kubernetes -o 'jsonpath={.spec.clusterIP}'))"
 echo "smoke: passed"
