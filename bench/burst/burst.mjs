@@ -1,19 +1,36 @@
-// burst.mjs: bursts of creates against `warren serve`, through the official e2b SDK, beside the
-// engine's own floor measured in the same run.
+// burst.mjs: creates against `warren serve`, through the official e2b SDK, beside the engine's
+// own floor measured in the same run: bursts, one at a time, templates of the user's own, first
+// creates of fresh images, and where a create's time goes.
 //
-//   node bench/burst/burst.mjs [--sizes 1,10,50] [--with-100] [--pause 30] [--json]
-//                              [--serve-arg=--warm-pool=0 ...]
+//   node bench/burst/burst.mjs [--only bursts,sequential,template,image,first,phases]
+//        [--sizes 1,10,50] [--with-100] [--pause 30] [--n 20] [--gvisor] [--json]
+//        [--serve-arg=--warm-pool=0 ...]
 //
-// For each burst size N it fires N × (Sandbox.create() → first commands.run('true')) at once,
-// twice: a first burst, then, --pause seconds after the first burst's sandboxes are killed, a
-// second one (what a pool that learns from the first should serve faster). Each burst prints
-// p50/p95 and failures of the N, and beside them the floor: N × `docker run -d` of warren/base
-// at once (a published port, as Warren's containers have), the engine alone. While bursts run,
-// GET /metrics is sampled every 250 ms and the warm pool's ready containers over time are printed
-// per burst (min → max → at the end), so a pool that drains or grows is visible.
+// Every part times Sandbox.create() → first commands.run('true'), what a user waits for:
+//   bursts      for each size N, N at once, twice: a first burst, then, --pause seconds after
+//               its sandboxes are killed, a second (what a pool that learns from the first should
+//               serve faster); then the floor, N × `docker run -d` of warren/base at once (with a
+//               published port, as Warren's containers have). GET /metrics is sampled every
+//               250 ms while a burst runs: the pools' ready containers over it.
+//   sequential  --n creates one at a time back to back (no pause), then --n with a pause of
+//               1 s before each; beside them --n `docker run -d` one at a time.
+//   template    a template of the user's own, built with Template.build() from warren/base
+//               (unique name, deleted at the end): --n creates of it one at a time, 1 s apart;
+//               the first (no pool has it yet), and the p50 after the first 3.
+//   image       the same for a local image used as a template (a fresh tag of warren/base).
+//   first       --n first-ever creates of an image: each of a fresh image (warren/base with a
+//               new label, so a new image ID that no pool or cache has seen), beside the floor,
+//               `docker run -d` of another fresh image, alternating.
+//   phases      where a create's time goes: --n creates one at a time (1 s apart) on this
+//               server (pooled) and on a second one with --warm-pool=0 (cold), and the p50 and
+//               mean of each phase, from the histograms warren_create_phase_seconds of
+//               GET /metrics (internal/phases).
+// --gvisor runs it all on the gVisor engine of scripts/setup-gvisor.sh (its socket, sandboxes
+// under runsc, the floor's containers too): start that engine first.
 //
-// The server is private (test/e2e/server/harness.mjs: free port, fresh state dir, its own
-// container label) and every sandbox and container the benchmark made is removed at the end.
+// The servers are private (test/e2e/server/harness.mjs: free port, fresh state dir, own
+// container label) and every sandbox, template, image and container the benchmark made is
+// removed at the end.
 import { execFile } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { parseArgs, promisify } from 'node:util'
@@ -21,24 +38,42 @@ import os from 'node:os'
 import { WarrenServer } from '../../test/e2e/server/harness.mjs'
 import { stat, fmt } from '../stats.mjs'
 
+const parts = ['bursts', 'sequential', 'template', 'image', 'first', 'phases']
 const { values: opt } = parseArgs({
   options: {
+    only: { type: 'string', default: parts.join(',') },
     sizes: { type: 'string', default: '1,10,50' },
     'with-100': { type: 'boolean', default: false },
     pause: { type: 'string', default: '30' },
+    n: { type: 'string', default: '20' },
+    gvisor: { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
     'serve-arg': { type: 'string', multiple: true, default: [] },
   },
 })
+const only = opt.only.split(',')
+for (const p of only) if (!parts.includes(p)) throw new Error(`--only: no part '${p}' (parts: ${parts.join(', ')})`)
 const sizes = opt.sizes.split(',').map(Number)
 if (opt['with-100'] && !sizes.includes(100)) sizes.push(100)
+const count = Number(opt.n)
+if (!(count >= 4)) throw new Error('--n must be 4 or more')
+
+// The gVisor engine of scripts/setup-gvisor.sh, as test.sh's gVisor suite runs the server on it.
+const gvisorEnv = {
+  DOCKER_HOST: 'unix:///run/warren-gvisor/docker.sock',
+  WARREN_RUNTIME: 'gvisor',
+  WARREN_NETWORK: 'wgvsb',
+}
+if (opt.gvisor) Object.assign(process.env, gvisorEnv)
+const floorRuntime = opt.gvisor ? ['--runtime', 'runsc'] : []
 
 const require = createRequire(new URL('../../test/e2e/package.json', import.meta.url))
-const { Sandbox } = await import(require.resolve('e2b'))
+const { Sandbox, Template } = await import(require.resolve('e2b'))
 const run = promisify(execFile)
 const now = () => performance.now()
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const note = (m) => !opt.json && console.log(m)
+const tag = `burstbench-${process.pid}`
 
 const server = new WarrenServer({ name: `warren-burst-${process.pid}`, args: opt['serve-arg'] })
 await server.start()
@@ -46,12 +81,17 @@ Object.assign(process.env, server.sdkEnv)
 delete process.env.E2B_DEBUG
 const meta = { bench: server.name }
 
-// poolReady reads the warm pool's ready containers, summed over templates, from GET /metrics.
+// metrics returns the text of a server's GET /metrics.
+async function metrics(srv = server) {
+  const r = await srv.api('/metrics')
+  if (!r.ok) throw new Error(`GET /metrics: ${r.status} ${await r.text()}`)
+  return r.text()
+}
+
+// poolReady reads the warm pool's ready containers, summed over templates.
 async function poolReady() {
-  const r = await server.api("/metrics")
-  const text = await r.text()
   let n = 0
-  for (const m of text.matchAll(/^warren_warm_pool_ready\{[^}]*\} (\d+)$/gm)) n += Number(m[1])
+  for (const m of (await metrics()).matchAll(/^warren_warm_pool_ready\{[^}]*\} (\d+)$/gm)) n += Number(m[1])
   return n
 }
 
@@ -72,11 +112,24 @@ function sampler() {
   }
 }
 
-async function createAndRun() {
+async function createAndRun(template) {
   const t0 = now()
-  const sbx = await Sandbox.create({ metadata: meta })
+  const sbx = template ? await Sandbox.create(template, { metadata: meta }) : await Sandbox.create({ metadata: meta })
   await sbx.commands.run('true')
   return { sbx, ms: now() - t0 }
+}
+
+// series runs n creates of template one at a time, waiting pauseMs before each, and kills each
+// sandbox before the next create; it returns their times, in order.
+async function series(n, pauseMs, template) {
+  const lat = []
+  for (let i = 0; i < n; i++) {
+    if (pauseMs) await sleep(pauseMs)
+    const r = await createAndRun(template)
+    lat.push(r.ms)
+    await r.sbx.kill()
+  }
+  return lat
 }
 
 async function burst(n) {
@@ -91,68 +144,225 @@ async function burst(n) {
   return { lat: ok.map((r) => r.ms), failures: errs.length, errors: [...new Set(errs)].slice(0, 3), wall, pool }
 }
 
-// floor: n × `docker run -d` of warren/base at once, each timed on its own.
-async function floor(n) {
-  const ids = []
-  const lat = []
-  let failures = 0
-  await Promise.all(Array.from({ length: n }, async () => {
-    const t0 = now()
-    try {
-      const { stdout } = await run('docker', ['run', '-d', '--label', `bench=${server.name}`, '-p', '127.0.0.1::49983',
-        '--entrypoint', '/bin/sleep', 'warren/base', '600'])
-      lat.push(now() - t0)
-      ids.push(stdout.trim())
-    } catch {
-      failures++
-    }
-  }))
-  if (ids.length) await run('docker', ['rm', '-f', ...ids])
-  return { lat, failures }
+// dockerRun times one `docker run -d` of image (a published port, as Warren's containers have)
+// and returns the container's ID with it.
+async function dockerRun(image) {
+  const t0 = now()
+  const { stdout } = await run('docker', ['run', '-d', ...floorRuntime, '--label', `bench=${server.name}`,
+    '-p', '127.0.0.1::49983', '--entrypoint', '/bin/sleep', image, '600'])
+  return { ms: now() - t0, id: stdout.trim() }
 }
 
-const results = { sizes: {} }
-const line = (label, s, failures) =>
-  note(`${label.padEnd(34)} ${s.n ? fmt(s) : 'no successes'}  failures ${failures}`)
+// floor: n × `docker run -d` of warren/base at once, each timed on its own.
+async function floor(n) {
+  const rs = await Promise.allSettled(Array.from({ length: n }, () => dockerRun('warren/base')))
+  const ok = rs.filter((r) => r.status === 'fulfilled').map((r) => r.value)
+  if (ok.length) await run('docker', ['rm', '-f', ...ok.map((r) => r.id)])
+  return { lat: ok.map((r) => r.ms), failures: n - ok.length }
+}
+
+// floorSeries: n × `docker run -d` one at a time, each removed before the next.
+async function floorSeries(n, image = () => 'warren/base') {
+  const lat = []
+  for (let i = 0; i < n; i++) {
+    const r = await dockerRun(image(i))
+    lat.push(r.ms)
+    await run('docker', ['rm', '-f', r.id])
+  }
+  return lat
+}
+
+// freshImage builds warren/base with a label of its own: a new image ID, no new layer.
+async function freshImage(name) {
+  const p = run('docker', ['build', '-q', '-t', name, '-'])
+  p.child.stdin.end(`FROM warren/base\nLABEL burstbench.image="${name}"\n`)
+  await p
+  images.push(name)
+  return name
+}
+
+// phaseHistograms parses warren_create_phase_seconds from a /metrics text:
+// { path: { phase: { buckets: [[le, cumulative]], sum, count } } }.
+function phaseHistograms(text) {
+  const h = {}
+  const get = (path, phase) => ((h[path] ??= {})[phase] ??= { buckets: [], sum: 0, count: 0 })
+  for (const m of text.matchAll(/^warren_create_phase_seconds_(bucket|sum|count)\{path="([^"]*)",phase="([^"]*)"(?:,le="([^"]*)")?\} (\S+)$/gm)) {
+    const s = get(m[2], m[3])
+    if (m[1] === 'bucket') s.buckets.push([m[4] === '+Inf' ? Infinity : Number(m[4]), Number(m[5])])
+    else s[m[1]] = Number(m[5])
+  }
+  return h
+}
+
+// phaseStats returns, per path and phase, the count, mean and p50 (interpolated within its
+// histogram bucket) in ms of the creates between two /metrics texts.
+function phaseStats(before, after) {
+  const a = phaseHistograms(after)
+  const b = phaseHistograms(before)
+  const out = {}
+  for (const [path, byPhase] of Object.entries(a)) {
+    for (const [phase, s] of Object.entries(byPhase)) {
+      const o = b[path]?.[phase]
+      const n = s.count - (o?.count ?? 0)
+      if (n <= 0) continue
+      const cum = s.buckets.map(([le, c], i) => [le, c - (o?.buckets[i]?.[1] ?? 0)])
+      let p50 = NaN
+      for (let i = 0, lo = 0, prev = 0; i < cum.length; i++) {
+        const [le, c] = cum[i]
+        if (c >= n / 2) {
+          p50 = le === Infinity ? lo : lo + ((le - lo) * (n / 2 - prev)) / Math.max(c - prev, 1)
+          break
+        }
+        lo = le
+        prev = c
+      }
+      ;(out[path] ??= {})[phase] = { n, p50_ms: p50 * 1000, mean_ms: ((s.sum - (o?.sum ?? 0)) / n) * 1000 }
+    }
+  }
+  return out
+}
+
+// The order phases happen in on each path (a path may lack some: egress without rules is ~0).
+const phaseOrder = ['resolve', 'image_id', 'pool_miss', 'gate', 'save', 'limits', 'engine_create', 'engine_start',
+  'engine_inspect', 'engine', 'egress', 'agent_wait', 'agent_init', 'agent', 'template', 'save_running', 'total']
+
+// The first bucket's bound (ms): a p50 in it is only known to be below it.
+const phaseBounds0 = 0.5
+
+function printPhases(label, stats) {
+  note(label)
+  const names = Object.keys(stats).sort((x, y) => phaseOrder.indexOf(x) - phaseOrder.indexOf(y))
+  for (const p of names) {
+    const s = stats[p]
+    const p50 = s.p50_ms < phaseBounds0 ? `<${phaseBounds0}` : s.p50_ms.toFixed(1)
+    note(`  ${p.padEnd(16)} p50 ${p50.padStart(7)} ms  mean ${s.mean_ms.toFixed(1).padStart(7)} ms  (n=${s.n})`)
+  }
+}
+
+const images = [] // every image the benchmark tagged or built, removed at the end
+const templates = [] // every template it built, deleted at the end
+const results = { engine: opt.gvisor ? 'gvisor' : 'runc', parts: only, load_start: os.loadavg() }
+const line = (label, s, failures = 0) =>
+  note(`${label.padEnd(40)} ${s.n ? fmt(s) : 'no successes'}  failures ${failures}`)
 let failed = false
+let cold
 try {
-  const [load] = os.loadavg()
-  note(`warren serve ${opt['serve-arg'].join(' ')} bursts — ${new Date().toISOString()} — ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, load ${load.toFixed(1)}`)
+  note(`warren serve ${opt['serve-arg'].join(' ')} (${results.engine}) — ${new Date().toISOString()} — ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, load ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`)
   // warm-up: the first create pays for page-cache warm-up
   await (await createAndRun()).sbx.kill()
   await sleep(2000)
-  for (const n of sizes) {
-    const out = {}
-    for (const which of ['first', 'second']) {
-      const b = await burst(n)
-      const s = stat(b.lat)
-      out[which] = { ...s, failures: b.failures, errors: b.errors, wall_ms: b.wall, pool: b.pool }
-      line(`burst of ${n}, ${which}`, s, b.failures)
-      const p = b.pool.filter(Number.isFinite)
-      if (p.length) note(`${''.padEnd(34)} pool ready: start ${p[0]} min ${Math.min(...p)} max ${Math.max(...p)} end ${p.at(-1)}; wall ${b.wall.toFixed(0)} ms`)
-      if (b.errors.length) note(`${''.padEnd(34)} errors: ${b.errors.join(' | ')}`)
-      if (which === 'first') await sleep(Number(opt.pause) * 1000)
+
+  if (only.includes('bursts')) {
+    results.sizes = {}
+    for (const n of sizes) {
+      const out = {}
+      for (const which of ['first', 'second']) {
+        const b = await burst(n)
+        const s = stat(b.lat)
+        out[which] = { ...s, failures: b.failures, errors: b.errors, wall_ms: b.wall, pool: b.pool }
+        line(`burst of ${n}, ${which}`, s, b.failures)
+        const p = b.pool.filter(Number.isFinite)
+        if (p.length) note(`${''.padEnd(40)} pool ready: start ${p[0]} min ${Math.min(...p)} max ${Math.max(...p)} end ${p.at(-1)}; wall ${b.wall.toFixed(0)} ms`)
+        if (b.errors.length) note(`${''.padEnd(40)} errors: ${b.errors.join(' | ')}`)
+        if (which === 'first') await sleep(Number(opt.pause) * 1000)
+      }
+      const f = await floor(n)
+      const fs = stat(f.lat)
+      out.floor = { ...fs, failures: f.failures }
+      line(`  floor: ${n} × docker run -d`, fs, f.failures)
+      if (fs.n && out.second.n) note(`${''.padEnd(40)} second burst p50 / floor p50 = ${(out.second.p50 / fs.p50).toFixed(2)}`)
+      results.sizes[n] = out
+      await sleep(Number(opt.pause) * 1000)
     }
-    const f = await floor(n)
-    const fs = stat(f.lat)
-    out.floor = { ...fs, failures: f.failures }
-    line(`  floor: ${n} × docker run -d`, fs, f.failures)
-    if (fs.n && out.second.n) note(`${''.padEnd(34)} second burst p50 / floor p50 = ${(out.second.p50 / fs.p50).toFixed(2)}`)
-    results.sizes[n] = out
-    await sleep(Number(opt.pause) * 1000)
+    results.pool_at_end = await poolReady()
+    note(`pool ready after the last pause: ${results.pool_at_end}`)
   }
-  results.pool_at_end = await poolReady()
-  note(`pool ready after the last pause: ${results.pool_at_end}`)
+
+  if (only.includes('sequential')) {
+    const b2b = stat(await series(count, 0))
+    line(`one at a time, back to back (n=${count})`, b2b)
+    const paused = stat(await series(count, 1000))
+    line('one at a time, 1 s apart', paused)
+    const f = stat(await floorSeries(count))
+    line('  floor: docker run -d one at a time', f)
+    results.sequential = { back_to_back: b2b, paused, floor: f }
+  }
+
+  // own: creates of a template of the user's own, one at a time, 1 s apart: the first, and the
+  // p50 after the first 3 (by then the template's learned pool serves them).
+  const own = async (key, label, template) => {
+    const lat = await series(count, 1000, template)
+    const after = stat(lat.slice(3))
+    results[key] = { first_ms: lat[0], after_first_3: after, all: lat }
+    note(`${label}: first create ${lat[0].toFixed(1)} ms`)
+    line(`  after the first 3`, after)
+  }
+  if (only.includes('template')) {
+    const name = `${tag}-tpl`
+    templates.push(name)
+    const t0 = now()
+    await Template.build(Template().fromImage('warren/base').runCmd(`echo ${tag} > /tmp/burstbench`), name)
+    note(`Template.build() of ${name}: ${(now() - t0).toFixed(0)} ms`)
+    await own('template', `template built with Template.build() (n=${count})`, name)
+  }
+  if (only.includes('image')) {
+    const name = `${tag}-img:v1`
+    await run('docker', ['tag', 'warren/base', name])
+    images.push(name)
+    await own('image', `local image ${name} as a template (n=${count})`, name)
+  }
+
+  if (only.includes('first')) {
+    const w = []
+    const f = []
+    for (let i = 0; i < count; i++) {
+      const r = await createAndRun(await freshImage(`${tag}-first:w${i}`))
+      w.push(r.ms)
+      await r.sbx.kill()
+      const other = await freshImage(`${tag}-first:f${i}`)
+      f.push(...(await floorSeries(1, () => other)))
+    }
+    const ws = stat(w)
+    const fs = stat(f)
+    line(`first create of a fresh image (n=${count})`, ws)
+    line('  floor: docker run -d of a fresh image', fs)
+    note(`${''.padEnd(40)} p50 / floor p50 = ${(ws.p50 / fs.p50).toFixed(2)}`)
+    results.first = { warren: ws, floor: fs, ratio_p50: ws.p50 / fs.p50 }
+  }
+
+  if (only.includes('phases')) {
+    const m0 = await metrics()
+    await series(count, 1000)
+    const pooled = phaseStats(m0, await metrics())
+    cold = new WarrenServer({ name: `warren-burst-cold-${process.pid}`, args: [...opt['serve-arg'], '--warm-pool=0'] })
+    await cold.start()
+    Object.assign(process.env, cold.sdkEnv)
+    const c0 = await metrics(cold)
+    await series(count, 1000)
+    const coldStats = phaseStats(c0, await metrics(cold))
+    Object.assign(process.env, server.sdkEnv)
+    results.phases = { pool: pooled.pool ?? {}, cold: coldStats.cold ?? {}, pooled_server_cold: pooled.cold ?? {} }
+    printPhases(`phases of the creates from the pool (n=${pooled.pool?.total?.n ?? 0} of ${count}):`, results.phases.pool)
+    printPhases(`phases of cold creates, --warm-pool=0 (n=${count}):`, results.phases.cold)
+  }
+  results.load_end = os.loadavg()
+  note(`load average at the end: ${results.load_end.map((l) => l.toFixed(1)).join(' ')}`)
   if (opt.json) console.log(JSON.stringify(results, null, 2))
 } catch (e) {
   failed = true
   console.error(e)
   console.error(`--- server log tail:\n${await server.logTail(40)}`)
 } finally {
-  await server.purge()
-  await server.stop()
-  await server.removeContainers()
+  for (const t of templates) await server.api(`/templates/${t}`, { method: 'DELETE' }).catch(() => {})
+  for (const srv of [server, cold]) {
+    if (!srv) continue
+    const problems = await srv.purge()
+    if (problems.length) console.error(`bench: ${problems.join('; ')}`)
+    await srv.stop()
+    await srv.removeContainers() // the warm pool's, which a server keeps for its next start
+  }
   const { stdout } = await run('docker', ['ps', '-aq', '--filter', `label=bench=${server.name}`])
   if (stdout.trim()) await run('docker', ['rm', '-f', ...stdout.trim().split('\n')])
+  if (images.length) await run('docker', ['rmi', ...images]).catch((e) => console.error(`bench: docker rmi: ${e.message}`))
 }
 process.exit(failed ? 1 : 0)

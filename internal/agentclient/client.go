@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -74,6 +75,7 @@ func (c *Client) Init(ctx context.Context, addr string, init sandbox.AgentInit) 
 	if err := c.waitHealthy(ctx, addr); err != nil {
 		return err
 	}
+	phases.Mark(ctx, "agent_wait")
 	body, err := json.Marshal(initBody{
 		EnvVars:        init.EnvVars,
 		AccessToken:    init.AccessToken,
@@ -104,6 +106,7 @@ func (c *Client) Init(ctx context.Context, addr string, init sandbox.AgentInit) 
 	if resp.StatusCode != http.StatusNoContent {
 		return sandbox.Wrap(sandbox.KindInternal, responseError(resp), "agent init failed")
 	}
+	phases.Mark(ctx, "agent_init")
 	return nil
 }
 

@@ -430,6 +430,12 @@ func TestServerMetrics(t *testing.T) {
 		`warren_warm_pool_size{template="base"} 0` + "\n",
 		"warren_checkpoints 0\n",
 		"warren_checkpoint_bytes 0\n",
+		// Both creates were cold (the pool is off): each of their steps counted twice.
+		"# TYPE warren_create_phase_seconds histogram\n",
+		`warren_create_phase_seconds_count{path="cold",phase="total"} 2` + "\n",
+		`warren_create_phase_seconds_bucket{path="cold",phase="total",le="+Inf"} 2` + "\n",
+		`warren_create_phase_seconds_count{path="cold",phase="engine"} 2` + "\n",
+		`warren_create_phase_seconds_count{path="cold",phase="agent"} 2` + "\n",
 	} {
 		if !strings.Contains(string(r.body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, r.body)

@@ -5,8 +5,10 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -61,6 +63,28 @@ func (s *server) serverMetrics(w http.ResponseWriter, r *http.Request) {
 		metric("warren_checkpoint_bytes", "Disk used by the checkpoints of checkpointed sandboxes.")
 		fmt.Fprintf(&b, "warren_checkpoint_bytes %d\n", st.CheckpointBytes)
 	}
+	writeCreatePhases(&b, st.CreatePhases)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write([]byte(b.String()))
+}
+
+// writeCreatePhases writes the histograms of the creates' steps
+// (internal/phases) as warren_create_phase_seconds, by path (cold or
+// pool) and phase; phase "total" is the whole create.
+func writeCreatePhases(b *strings.Builder, series []phases.Series) {
+	const name = "warren_create_phase_seconds"
+	fmt.Fprintf(b, "# HELP %s Time of each step of the sandbox creates that succeeded, by path (cold: made its container; pool: claimed one) and phase.\n# TYPE %s histogram\n", name, name)
+	for _, s := range series {
+		labels := fmt.Sprintf("path=%q,phase=%q", s.Path, s.Step)
+		var n uint64
+		for i, c := range s.Counts {
+			n += c
+			le := "+Inf"
+			if i < len(phases.Bounds) {
+				le = strconv.FormatFloat(phases.Bounds[i], 'g', -1, 64)
+			}
+			fmt.Fprintf(b, "%s_bucket{%s,le=%q} %d\n", name, labels, le, n)
+		}
+		fmt.Fprintf(b, "%s_sum{%s} %g\n%s_count{%s} %d\n", name, labels, s.Sum.Seconds(), name, labels, s.Count)
+	}
 }

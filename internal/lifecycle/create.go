@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 	templates "github.com/warrenhq/warren/internal/template"
 )
@@ -182,6 +183,7 @@ func (m *Manager) checkTimeout(d time.Duration) error {
 // Create makes a sandbox and returns it running, its agent initialised.
 // A failure half-way removes whatever was made.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (sandbox.Sandbox, error) {
+	ctx, _ = phases.Start(ctx)
 	if err := m.checkTimeout(req.Timeout); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -195,6 +197,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sandbox.Sandbo
 	if tpl.runtime, err = m.requiredRuntime(ctx, tpl); err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	phases.Mark(ctx, "resolve")
 	return m.create(ctx, req, tpl)
 }
 
@@ -319,17 +322,20 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	if out, ok, err := m.createFromPool(ctx, sb); ok {
 		return out, err
 	}
+	phases.Mark(ctx, "pool_miss")
 	release, err := m.admitCold(ctx)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	defer release()
+	phases.Mark(ctx, "gate")
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()
 	log := m.log.With(logkey.Sandbox, sb.ID, logkey.Template, sb.TemplateID)
 	if err := m.save(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	phases.Mark(ctx, "save")
 	c, err := m.cfg.Runtime.Create(ctx, m.containerSpec(sb))
 	if err != nil {
 		log.Error("create container failed", "err", err)
@@ -337,6 +343,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to create sandbox")
 	}
 	sb.ContainerID, sb.AgentAddr = c.ID, c.AgentAddr
+	phases.Mark(ctx, "engine")
 	if _, err := m.bringUp(ctx, &sb, c.IP, m.cfg.InitTimeout); err != nil {
 		log.Error("sandbox start failed", logkey.Container, c.ID, "err", err)
 		m.abandon(ctx, sb)
@@ -345,6 +352,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image)
 	m.record(ctx, sb, sandbox.EventCreated, nil)
 	log.Info("sandbox created", logkey.Container, c.ID)
+	m.observeCreate(ctx, "cold")
 	return sb, nil
 }
 
@@ -372,15 +380,20 @@ func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Add
 	if err := m.applyEgress(ctx, *sb, ip); err != nil {
 		return false, err
 	}
+	phases.Mark(ctx, "egress")
 	if err := m.initAgent(ctx, *sb, initTimeout); err != nil {
 		return true, sandbox.Wrap(sandbox.KindInternal, err, "failed to start sandbox agent")
 	}
+	phases.Mark(ctx, "agent")
 	if err := m.startTemplate(ctx, *sb); err != nil {
 		return false, err
 	}
+	phases.Mark(ctx, "template")
 	now := time.Now().UTC()
 	sb.State, sb.StartedAt, sb.EndAt = sandbox.StateRunning, now, now.Add(sb.Timeout)
-	return false, m.save(ctx, *sb)
+	err = m.save(ctx, *sb)
+	phases.Mark(ctx, "save_running")
+	return false, err
 }
 
 // abandon removes a half-made sandbox's container and record.
@@ -496,4 +509,12 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// observeCreate adds the steps of the create traced in ctx to the
+// histograms of path ("cold": it made its container; "pool": it claimed
+// one), which GET /metrics exports (ServerStats.CreatePhases). Only
+// creates that succeed are counted.
+func (m *Manager) observeCreate(ctx context.Context, path string) {
+	m.createPhases.Observe(path, phases.From(ctx))
 }

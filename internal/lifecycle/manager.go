@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -107,6 +108,9 @@ type Manager struct {
 	// once (see admitCold).
 	cold coldGate
 	caps capabilities // the optional parts of cfg.Runtime
+	// createPhases sums the steps of the creates that succeeded, by
+	// whether they claimed a pooled container (observeCreate).
+	createPhases phases.Histograms
 
 	reconciling sync.Mutex // held by Reconcile: the loops' and events' never overlap
 

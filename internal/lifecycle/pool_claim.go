@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -31,6 +32,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 	if err != nil {
 		return sb, false, nil
 	}
+	phases.Mark(ctx, "image_id")
 	e, ok := m.pool.take(k.template, imageID, sb.Runtime)
 	if !ok {
 		return sb, false, nil
@@ -46,11 +48,13 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 		m.abandon(ctx, sb)
 		return sb, true, err
 	}
+	phases.Mark(ctx, "save")
 	if err := m.applyLimits(ctx, e, sb); err != nil {
 		log.Warn("pooled container refused its limits; creating from scratch", "err", err)
 		m.abandon(ctx, sb)
 		return sb, false, nil
 	}
+	phases.Mark(ctx, "limits")
 	if initFailed, err := m.bringUp(ctx, &sb, e.container.IP, pooledInitTimeout); err != nil {
 		m.abandon(ctx, sb)
 		if initFailed {
@@ -63,6 +67,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image, "pool", "true")
 	m.record(ctx, sb, sandbox.EventCreated, nil)
 	log.Info("sandbox created from the warm pool")
+	m.observeCreate(ctx, "pool")
 	return sb, true, nil
 }
 

@@ -124,6 +124,27 @@ func TestPoolDrainedFallsBackToCold(t *testing.T) {
 		if got := e.m.WarmPoolReady(); got != 1 {
 			t.Errorf("pool = %d, want 1", got)
 		}
+		// Each create's steps are counted under the path it took: the
+		// python one cold, the others (a refill may have run between them)
+		// one or two claims.
+		counts := map[string]uint64{}
+		for _, s := range e.m.ServerStats(context.Background()).CreatePhases {
+			counts[s.Path+" "+s.Step] = s.Count
+		}
+		pool, cold := counts["pool total"], counts["cold total"]
+		if pool+cold != 3 || pool < 1 || cold < 1 {
+			t.Fatalf("creates counted: %d claims, %d cold; want 3 in all, one of each at least (all: %v)", pool, cold, counts)
+		}
+		for _, k := range []string{"image_id", "save", "limits", "agent", "save_running"} {
+			if counts["pool "+k] != pool {
+				t.Errorf("claims counted in %q = %d, want %d (all: %v)", k, counts["pool "+k], pool, counts)
+			}
+		}
+		for _, k := range []string{"resolve", "pool_miss", "gate", "save", "engine", "agent", "save_running"} {
+			if counts["cold "+k] != cold {
+				t.Errorf("cold creates counted in %q = %d, want %d (all: %v)", k, counts["cold "+k], cold, counts)
+			}
+		}
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -22,6 +23,9 @@ type ServerStats struct {
 	Checkpoints     int
 	CheckpointBytes int64
 	CheckpointErr   error
+	// CreatePhases are the histograms of the steps of the creates that
+	// succeeded, by path: "cold" (made its container) or "pool".
+	CreatePhases []phases.Series
 }
 
 // ServerStats counts the live sandboxes by state and pause mode, and
@@ -44,6 +48,7 @@ func (m *Manager) ServerStats(ctx context.Context) ServerStats {
 		}
 	}
 	st.Checkpoints = len(checkpointed)
+	st.CreatePhases = m.createPhases.Snapshot()
 	if cp := m.caps.checkpointer; cp != nil {
 		st.CheckpointBytes, st.CheckpointErr = cp.CheckpointsSize(ctx, checkpointed)
 	} else if len(checkpointed) > 0 {

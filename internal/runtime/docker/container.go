@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -75,6 +76,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	if err != nil {
 		return sandbox.Container{}, classify(err, "cannot create the sandbox's container")
 	}
+	phases.Mark(ctx, "engine_create")
 	c, err := r.Start(ctx, res.ID)
 	if err != nil {
 		r.removeQuietly(ctx, res.ID)
@@ -172,10 +174,12 @@ func (r *Runtime) Start(ctx context.Context, id string) (sandbox.Container, erro
 	if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return sandbox.Container{}, classify(err, "cannot start the sandbox's container")
 	}
+	phases.Mark(ctx, "engine_start")
 	c, err := r.Inspect(ctx, id)
 	if err != nil {
 		return sandbox.Container{}, err
 	}
+	phases.Mark(ctx, "engine_inspect")
 	if c.AgentAddr == "" {
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInternal, "the sandbox's container has no published agent port")
 	}
