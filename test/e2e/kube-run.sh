@@ -6,12 +6,13 @@
 #   test/e2e/kube-run.sh server/x.test.mjs
 #
 # It applies deploy/kubernetes/ (namespace, RBAC, gVisor RuntimeClass, the node agent
-# DaemonSet with a fresh token Secret, and the control plane's Deployment and Service, which
-# stays pending here: no node has the builder label), builds warren/node and imports it and the
-# code interpreter's image into both nodes, checks what the control plane's service account
-# may and may not do, then runs server-run.sh with the servers authenticating as that service
-# account, so the tests prove the RBAC is enough. Afterwards no sandbox pod may be left;
-# whatever happens, the namespace and the cluster-wide objects it applied are deleted.
+# DaemonSet with a fresh token Secret), builds warren/node and imports it and the code
+# interpreter's image into both nodes, checks what the control plane's service account may and
+# may not do; without arguments it runs the control plane's Deployment and Service in the
+# cluster and the SDK against it (kube-control-plane.sh); then it runs server-run.sh with the
+# servers authenticating as that service account, so the tests prove the RBAC is enough.
+# Afterwards no sandbox pod may be left; whatever happens, the namespace and the cluster-wide
+# objects it applied are deleted.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -65,7 +66,7 @@ k apply -f "$deploy/namespace.yaml" -f "$deploy/rbac.yaml" -f "$deploy/runtimecl
 if ! k -n "$ns" get secret warren-node-token >/dev/null 2>&1; then
   k -n "$ns" create secret generic warren-node-token --from-literal=token="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >/dev/null
 fi
-k apply -f "$deploy/node-agent.yaml" -f "$deploy/control-plane.yaml" >/dev/null
+k apply -f "$deploy/node-agent.yaml" >/dev/null
 k -n "$ns" rollout status daemonset/warren-node --timeout=180s
 nodes=$(k get nodes -o name | wc -l)
 ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}')
@@ -98,10 +99,11 @@ KUBECONFIG="$work/sa.kubeconfig" k config set-credentials warren --token="$token
 KUBECONFIG="$work/sa.kubeconfig" k config set-context e2e --cluster=e2e --user=warren --namespace="$ns" >/dev/null
 KUBECONFIG="$work/sa.kubeconfig" k config use-context e2e >/dev/null
 
+rc=0
 if [ $# -eq 0 ]; then
+  WARREN_E2E_KUBECTL="$kubectl" WARREN_NAMESPACE="$ns" test/e2e/kube-control-plane.sh || rc=1
   set -- kube/kubernetes.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs
 fi
-rc=0
 WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \
   WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" \
   test/e2e/server-run.sh "$@" || rc=1

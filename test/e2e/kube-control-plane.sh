@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# kube-control-plane.sh: Warren's control plane inside the cluster, as deploy/kubernetes/
+# control-plane.yaml runs it, driven with the official SDKs through its Service. A step of
+# test/e2e/kube-run.sh, which has applied the namespace, the RBAC, the node agents and their
+# token, and imported warren/node into the nodes (run it through kube-run.sh).
+#
+# It labels the first node as the builder (the Deployment's nodeSelector; that node's Docker
+# socket is the machine's engine), makes the Secret warren-api-key, applies control-plane.yaml
+# with two test changes (kustomize): the state's hostPath under the cluster's work dir instead
+# of /var/lib/warren, and an instance name of its own. Then it waits for the pod to be Ready
+# and runs kube/control-plane.test.mjs against the Service's ClusterIP (kube-proxy takes the
+# host there). The server talks to the API server only with its in-cluster config, so as the
+# service account warren-control-plane with the RBAC of rbac.yaml. Whatever happens, the
+# Deployment, Service, Secret, label and state go at the end, and no pod of its instance may
+# be left once its server has stopped.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+cd "$repo"
+
+say() { printf 'e2e-kube-control-plane: %s\n' "$*" >&2; }
+
+export KUBECONFIG=${KUBECONFIG:-/var/lib/warren-kube/admin.kubeconfig}
+kubectl=${WARREN_E2E_KUBECTL:-$HOME/.cache/warren/kube/bin/kubectl}
+ns=${WARREN_NAMESPACE:-warren}
+k() { "$kubectl" -n "$ns" "$@"; }
+k get secret warren-node-token >/dev/null 2>&1 ||
+  { say "no Secret $ns/warren-node-token: run this through test/e2e/kube-run.sh, which sets the namespace up"; exit 1; }
+
+start=$SECONDS
+instance=e2e-incluster-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+node=$("$kubectl" get nodes -o 'jsonpath={.items[0].metadata.name}')
+# On the node's filesystem, which is the host's here; scripts/kube.sh down removes its parent.
+state=${KUBECONFIG%/*}/$instance-state
+work="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-kubecp-XXXXXX")"
+
+cleanup() {
+  local rc=$? left
+  # The server stops cleanly (SIGTERM): it removes its warm pool's pods itself.
+  k delete --ignore-not-found --wait=true --timeout=90s deployment/warren service/warren >/dev/null 2>&1 || rc=1
+  k wait --for=delete pod -l app.kubernetes.io/name=warren --timeout=90s >/dev/null 2>&1 || true
+  left=$(k get pods -l "dev.warren.managed=$instance" -o name 2>/dev/null)
+  if [ -n "$left" ]; then
+    say "pods of the in-cluster control plane left behind: $(echo $left)"
+    k delete --wait=false $left >/dev/null 2>&1 || true
+    rc=1
+  fi
+  k delete --ignore-not-found secret warren-api-key >/dev/null 2>&1 || true
+  "$kubectl" label node "$node" warren.dev/builder- >/dev/null 2>&1 || true
+  rm -rf "$state" "$work"
+  say "done in $((SECONDS - start))s"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+key=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
+"$kubectl" label node "$node" warren.dev/builder=true --overwrite >/dev/null
+k create secret generic warren-api-key --from-literal=api-key="$key" >/dev/null
+cp deploy/kubernetes/control-plane.yaml "$work/"
+cat >"$work/kustomization.yaml" <<YAML
+resources: [control-plane.yaml]
+patches:
+  - target: {kind: Deployment, name: warren}
+    patch: |-
+      - op: replace
+        path: /spec/template/spec/volumes/0/hostPath/path
+        value: $state
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: WARREN_INSTANCE, value: $instance}
+YAML
+"$kubectl" kustomize "$work" | k apply -f - >/dev/null
+if ! k rollout status deployment/warren --timeout=180s; then
+  k describe pods -l app.kubernetes.io/name=warren >&2 || true
+  k logs deployment/warren --tail=40 >&2 || true
+  say "the control plane did not become Ready"
+  exit 1
+fi
+ip=$(k get service warren -o 'jsonpath={.spec.clusterIP}')
+say "control plane Ready on $node after $((SECONDS - start))s; its Service at $ip:3000"
+
+test/e2e/npm-deps.sh
+rc=0
+(
+  cd test/e2e
+  E2B_API_URL="http://$ip:3000" E2B_SANDBOX_URL="http://$ip:3000" E2B_DOMAIN=warren.localhost E2B_API_KEY="$key" \
+    WARREN_E2E_CP_INSTANCE="$instance" \
+    WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" WARREN_NAMESPACE="$ns" \
+    node --test --test-concurrency=1 --test-reporter=spec --test-timeout=300000 kube/control-plane.test.mjs
+) || rc=1
+[ "$rc" = 0 ] || k logs deployment/warren --tail=60 >&2 || true
+exit "$rc"
