@@ -3,7 +3,7 @@
 // creates of fresh images, and where a create's time goes.
 //
 //   node bench/burst/burst.mjs [--only bursts,sequential,template,image,first,phases]
-//        [--sizes 1,10,50] [--with-100] [--pause 30] [--n 20] [--gvisor] [--json]
+//        [--sizes 1,10,50] [--with-100] [--pause 30] [--n 20] [--gvisor] [--baseline DIR] [--json]
 //        [--serve-arg=--warm-pool=0 ...]
 //
 // Every part times Sandbox.create() → first commands.run('true'), what a user waits for:
@@ -24,7 +24,9 @@
 //   phases      where a create's time goes: --n creates one at a time (1 s apart) on this
 //               server (pooled) and on a second one with --warm-pool=0 (cold), and the p50 and
 //               mean of each phase, from the histograms warren_create_phase_seconds of
-//               GET /metrics (internal/phases).
+//               GET /metrics (internal/phases). --baseline DIR (a bin/ of other binaries:
+//               warren, warren-agent) adds the same two on servers of those, a create on each
+//               in turn: before and after in one run.
 // --gvisor runs it all on the gVisor engine of scripts/setup-gvisor.sh (its socket, sandboxes
 // under runsc, the floor's containers too): start that engine first.
 //
@@ -47,6 +49,7 @@ const { values: opt } = parseArgs({
     pause: { type: 'string', default: '30' },
     n: { type: 'string', default: '20' },
     gvisor: { type: 'boolean', default: false },
+    baseline: { type: 'string' },
     json: { type: 'boolean', default: false },
     'serve-arg': { type: 'string', multiple: true, default: [] },
   },
@@ -229,14 +232,16 @@ const phaseOrder = ['resolve', 'image_id', 'pool_miss', 'gate', 'save', 'limits'
 // The first bucket's bound (ms): a p50 in it is only known to be below it.
 const phaseBounds0 = 0.5
 
-function printPhases(label, stats) {
-  note(label)
-  const names = Object.keys(stats).sort((x, y) => phaseOrder.indexOf(x) - phaseOrder.indexOf(y))
-  for (const p of names) {
-    const s = stats[p]
-    const p50 = s.p50_ms < phaseBounds0 ? `<${phaseBounds0}` : s.p50_ms.toFixed(1)
-    note(`  ${p.padEnd(16)} p50 ${p50.padStart(7)} ms  mean ${s.mean_ms.toFixed(1).padStart(7)} ms  (n=${s.n})`)
-  }
+// printPhases prints a table: a row per phase, a column per run (p50 / mean in ms), then the
+// runs' create → first command p50 and how many of their creates took their path.
+function printPhases(phases, keys) {
+  const cell = (s) => (s ? `${s.p50_ms < phaseBounds0 ? `<${phaseBounds0}` : s.p50_ms.toFixed(1)} / ${s.mean_ms.toFixed(1)}` : '–')
+  const names = [...new Set(keys.flatMap((k) => Object.keys(phases[k].phases)))]
+    .sort((x, y) => phaseOrder.indexOf(x) - phaseOrder.indexOf(y))
+  note(`phases, p50 / mean ms   ${keys.map((k) => k.padStart(18)).join('')}`)
+  for (const p of names) note(`  ${p.padEnd(20)} ${keys.map((k) => cell(phases[k].phases[p]).padStart(18)).join('')}`)
+  note(`  ${'create → first cmd'.padEnd(20)} ${keys.map((k) => `p50 ${phases[k].create_to_first_cmd.p50.toFixed(1)}`.padStart(18)).join('')}`)
+  note(`  ${'creates on the path'.padEnd(20)} ${keys.map((k) => `${phases[k].phases.total?.n ?? 0} of ${phases[k].create_to_first_cmd.n}`.padStart(18)).join('')}`)
 }
 
 const images = [] // every image the benchmark tagged or built, removed at the end
@@ -245,7 +250,7 @@ const results = { engine: opt.gvisor ? 'gvisor' : 'runc', parts: only, load_star
 const line = (label, s, failures = 0) =>
   note(`${label.padEnd(40)} ${s.n ? fmt(s) : 'no successes'}  failures ${failures}`)
 let failed = false
-let cold
+const others = [] // the servers the phases part starts
 try {
   note(`warren serve ${opt['serve-arg'].join(' ')} (${results.engine}) — ${new Date().toISOString()} — ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, load ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`)
   // warm-up: the first create pays for page-cache warm-up
@@ -331,19 +336,41 @@ try {
   }
 
   if (only.includes('phases')) {
-    const m0 = await metrics()
-    await series(count, 1000)
-    const pooled = phaseStats(m0, await metrics())
-    cold = new WarrenServer({ name: `warren-burst-cold-${process.pid}`, args: [...opt['serve-arg'], '--warm-pool=0'] })
-    await cold.start()
-    Object.assign(process.env, cold.sdkEnv)
-    const c0 = await metrics(cold)
-    await series(count, 1000)
-    const coldStats = phaseStats(c0, await metrics(cold))
+    // Pooled creates on this server, cold ones on a second with --warm-pool=0, and with
+    // --baseline the same on two servers of the baseline's binaries: one create on each in
+    // turn, 1 s apart, so that all see the same machine.
+    const extra = async (key, bin, args) => {
+      const srv = new WarrenServer({ name: `warren-burst-${key}-${process.pid}`, args: [...opt['serve-arg'], ...args],
+        bin: bin && `${bin}/warren`, agentBin: bin && `${bin}/warren-agent` })
+      await srv.start()
+      others.push(srv)
+      return srv
+    }
+    const runs = [{ key: 'pool', srv: server }, { key: 'cold', srv: await extra('cold', undefined, ['--warm-pool=0']) }]
+    if (opt.baseline) {
+      runs.push({ key: 'pool_before', srv: await extra('pool-before', opt.baseline, []) },
+        { key: 'cold_before', srv: await extra('cold-before', opt.baseline, ['--warm-pool=0']) })
+    }
+    await sleep(3000) // the new servers' pools fill
+    const m0 = await Promise.all(runs.map((r) => metrics(r.srv)))
+    const lat = runs.map(() => [])
+    for (let i = 0; i < count; i++) {
+      for (const [j, r] of runs.entries()) {
+        await sleep(1000)
+        Object.assign(process.env, r.srv.sdkEnv)
+        const x = await createAndRun()
+        lat[j].push(x.ms)
+        await x.sbx.kill()
+      }
+    }
     Object.assign(process.env, server.sdkEnv)
-    results.phases = { pool: pooled.pool ?? {}, cold: coldStats.cold ?? {}, pooled_server_cold: pooled.cold ?? {} }
-    printPhases(`phases of the creates from the pool (n=${pooled.pool?.total?.n ?? 0} of ${count}):`, results.phases.pool)
-    printPhases(`phases of cold creates, --warm-pool=0 (n=${count}):`, results.phases.cold)
+    results.phases = {}
+    for (const [j, r] of runs.entries()) {
+      const st = phaseStats(m0[j], await metrics(r.srv))
+      const path = r.key.split('_')[0]
+      results.phases[r.key] = { create_to_first_cmd: stat(lat[j]), phases: st[path] ?? {}, other: st[path === 'pool' ? 'cold' : 'pool'] ?? {} }
+    }
+    printPhases(results.phases, runs.map((r) => r.key))
   }
   results.load_end = os.loadavg()
   note(`load average at the end: ${results.load_end.map((l) => l.toFixed(1)).join(' ')}`)
@@ -354,8 +381,7 @@ try {
   console.error(`--- server log tail:\n${await server.logTail(40)}`)
 } finally {
   for (const t of templates) await server.api(`/templates/${t}`, { method: 'DELETE' }).catch(() => {})
-  for (const srv of [server, cold]) {
-    if (!srv) continue
+  for (const srv of [server, ...others]) {
     const problems = await srv.purge()
     if (problems.length) console.error(`bench: ${problems.join('; ')}`)
     await srv.stop()

@@ -70,6 +70,8 @@ export class WarrenServer {
    * @param {string} [opts.apiKey] default a fresh e2b_ key
    * @param {string[]} [opts.args] extra `warren serve` arguments
    * @param {object} [opts.env]    extra environment for the server
+   * @param {string} [opts.bin]    the warren binary; default WARREN_BIN
+   * @param {string} [opts.agentBin] the agent binary; default AGENT_BIN
    */
   constructor(opts = {}) {
     this.name = opts.name ?? `warren-e2e-${RUN_ID}-${randomBytes(3).toString('hex')}`
@@ -77,6 +79,8 @@ export class WarrenServer {
     this.domain = opts.domain ?? DOMAIN
     this.args = opts.args ?? []
     this.extraEnv = opts.env ?? {}
+    this.bin = opts.bin ?? WARREN_BIN
+    this.agentBin = opts.agentBin ?? AGENT_BIN
     this.proc = undefined
     this.port = undefined
     this.dir = undefined
@@ -107,7 +111,7 @@ export class WarrenServer {
   /** Starts the server (the first time on a fresh state dir and port; later on the same). */
   async start() {
     if (this.proc) throw new Error(`${this.name} is already running`)
-    for (const bin of [WARREN_BIN, AGENT_BIN]) {
+    for (const bin of [this.bin, this.agentBin]) {
       if (!existsSync(bin)) throw new Error(`${bin} is missing: run scripts/build.sh`)
     }
     this.dir ??= await mkdtemp(join(tmpdir(), 'warren-e2e-'))
@@ -117,13 +121,13 @@ export class WarrenServer {
       'serve',
       '--addr', `127.0.0.1:${this.port}`,
       '--state-dir', this.stateDir,
-      '--agent', AGENT_BIN,
+      '--agent', this.agentBin,
       '--domain', this.domain,
       ...this.args,
     ]
     const env = { ...process.env, ...this.extraEnv, WARREN_API_KEY: this.apiKey, WARREN_INSTANCE: this.name }
     for (const k of Object.keys(env)) if (k.startsWith('E2B_')) delete env[k]
-    const proc = spawn(WARREN_BIN, args, { env, stdio: ['ignore', log, log] })
+    const proc = spawn(this.bin, args, { env, stdio: ['ignore', log, log] })
     closeSync(log)
     this.proc = proc
     live.add(this)
