@@ -35,7 +35,7 @@ func (e *env) stopped() []string {
 
 // newEnv starts a manager on a fake runtime, a fake agent and a SQLite
 // store in a temp dir. In a synctest bubble, call it inside the bubble.
-func newEnv(t *testing.T, tweak func(*config)) *env {
+func newEnv(t testing.TB, tweak func(*config)) *env {
 	t.Helper()
 	e := &env{rt: fake.New("warren/base", "python:3.12"), agent: fake.NewAgent(), dir: t.TempDir()}
 	e.start(t, tweak)

@@ -48,8 +48,12 @@ func (m *Manager) List(ctx context.Context, req ListRequest) ([]sandbox.Sandbox,
 		}
 		after = &c
 	}
-	var out []sandbox.Sandbox
-	for _, sb := range m.snapshotAll() {
+	// Only the page is copied out: the matches are sorted by their
+	// cursors, small, rather than as whole records (bench/idle lists 500).
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var keys []cursor
+	for _, sb := range m.sandboxes {
 		if sb.TeamID != req.TeamID || !slices.Contains(states, sb.State) ||
 			sb.State == sandbox.StateCreating || sb.State == sandbox.StateKilled {
 			continue
@@ -63,26 +67,31 @@ func (m *Manager) List(ctx context.Context, req ListRequest) ([]sandbox.Sandbox,
 		if !hasMetadata(sb.Metadata, req.Metadata) {
 			continue
 		}
+		c := cursorOf(sb)
 		if after != nil {
-			c := cursorOf(sb).compare(*after)
-			if (!req.Descending && c <= 0) || (req.Descending && c >= 0) {
+			o := c.compare(*after)
+			if (!req.Descending && o <= 0) || (req.Descending && o >= 0) {
 				continue
 			}
 		}
-		out = append(out, sb)
+		keys = append(keys, c)
 	}
-	slices.SortFunc(out, func(a, b sandbox.Sandbox) int {
-		c := cursorOf(a).compare(cursorOf(b))
+	slices.SortFunc(keys, func(a, b cursor) int {
 		if req.Descending {
-			return -c
+			return b.compare(a)
 		}
-		return c
+		return a.compare(b)
 	})
-	if req.Limit > 0 && len(out) > req.Limit {
-		out = out[:req.Limit]
-		return out, cursorOf(out[len(out)-1]).String(), nil
+	next := ""
+	if req.Limit > 0 && len(keys) > req.Limit {
+		keys = keys[:req.Limit]
+		next = keys[len(keys)-1].String()
 	}
-	return out, "", nil
+	out := make([]sandbox.Sandbox, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, m.sandboxes[k.id])
+	}
+	return out, next, nil
 }
 
 func hasMetadata(have, want map[string]string) bool {

@@ -214,3 +214,37 @@ func TestMetricsAndLogs(t *testing.T) {
 		e.stop()
 	})
 }
+
+// BenchmarkList500 pages through 500 running sandboxes 100 at a time, as
+// `Sandbox.list()` does (bench/idle measures the same through HTTP).
+func BenchmarkList500(b *testing.B) {
+	e := newEnv(b, nil)
+	e.m.mu.Lock()
+	t0 := time.Now()
+	for i := range 500 {
+		sb := sandbox.Sandbox{ID: sandbox.NewID(), TeamID: team, TemplateID: "base", State: sandbox.StateRunning,
+			StartedAt: t0.Add(time.Duration(i) * time.Millisecond), EndAt: t0.Add(time.Hour), Metadata: map[string]string{"bench": "idle"}}
+		e.m.sandboxes[sb.ID] = sb
+	}
+	e.m.mu.Unlock()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		req := ListRequest{TeamID: team, Limit: 100, Descending: true}
+		seen := 0
+		for {
+			page, next, err := e.m.List(ctx, req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			seen += len(page)
+			if next == "" {
+				break
+			}
+			req.NextToken = next
+		}
+		if seen != 500 {
+			b.Fatalf("listed %d of 500", seen)
+		}
+	}
+}
