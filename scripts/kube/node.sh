@@ -11,7 +11,9 @@
 # would otherwise set host-wide (vm.overcommit_memory, kernel.panic, ...) with files that
 # already read the kubelet's values, so the host's stay as they are; and /var/log,
 # /var/lib/cni and /var/lib/kubelet (paths the kubelet's container logs and device plugin
-# socket and containerd's CNI cache hard-code) with the node's own directories, so two nodes do not share them and the host gets none of their files. Then it
+# socket and containerd's CNI cache hard-code) with the node's own directories, so two nodes do not share them and the host gets none of their files; and
+# /run/containerd with the node's socket directory, so that a pod mounting the usual
+# hostPath /run/containerd (the node agent) reaches its own node's containerd. Then it
 # starts containerd, imports the images every node needs, starts the kubelet, and waits.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -24,7 +26,10 @@ PKI=$KUBE_WORK/pki
 port=$(node_kubelet_port "$i")
 
 config() {
-	mkdir -p "$dir"/{containerd,cni/net.d,cni/ipam,cni/cache,runc,runsc,kubelet,log,sysctl,opt,s}
+	mkdir -p "$dir"/{containerd,cni/net.d,cni/ipam,cni/cache,runc,runsc,kubelet,log,sysctl,opt,s,run}
+	# The socket lives in a directory of its own, which run mounts at /run/containerd in the
+	# node's namespace; from the host it is reached at $dir/containerd.sock as well.
+	ln -sfn run/containerd.sock "$dir/containerd.sock"
 	cat >"$dir/containerd.toml" <<TOML
 # containerd of $name. Own root, state and sockets; nothing read from /etc.
 version = 4
@@ -40,7 +45,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.image-verifier.v1
 # Sockets: the node's own (containerd's defaults are those of a system containerd,
 # /run/containerd/..., which this must never take over), shim sockets too.
 [plugins."io.containerd.server.v1.grpc"]
-  address = "$dir/containerd.sock"
+  address = "$dir/run/containerd.sock"
 [plugins."io.containerd.server.v1.ttrpc"]
   address = "$dir/containerd.sock.ttrpc"
 [plugins."io.containerd.server.v1.debug"]
@@ -139,7 +144,7 @@ authentication:
   x509: {clientCAFile: $PKI/ca.crt}
 authorization:
   mode: AlwaysAllow
-containerRuntimeEndpoint: unix://$dir/containerd.sock
+containerRuntimeEndpoint: unix://$dir/run/containerd.sock
 cgroupDriver: cgroupfs
 # Each node's pods under a cgroup of their own, so two kubelets do not share kubepods.
 cgroupRoot: /$name
@@ -183,6 +188,7 @@ run() {
 	mount --bind "$dir/log/var" /var/log
 	mount --bind "$dir/cni/cache" /var/lib/cni
 	mount --bind "$dir/kubelet" /var/lib/kubelet
+	mount --bind "$dir/run" /run/containerd
 
 	PATH=$KUBE_BIN:$PATH containerd --config "$dir/containerd.toml" >"$dir/containerd.log" 2>&1 &
 	echo $! >"$dir/containerd.pid"

@@ -107,11 +107,11 @@ host_network() {
 	iptables -A "$KUBE_CHAIN" -o "$b" -j DROP
 	iptables -C FORWARD -j "$KUBE_CHAIN" 2>/dev/null || iptables -A FORWARD -j "$KUBE_CHAIN"
 	# containerd's CNI cache (/var/lib/cni) and the kubelet's device plugin socket
-	# (/var/lib/kubelet/device-plugins) ignore the configured directories; each node mounts
-	# its own over them in its namespace, which needs the directories to exist. down.sh
-	# removes those that up made.
+	# (/var/lib/kubelet/device-plugins) ignore the configured directories, and the node
+	# agent's hostPath is the usual /run/containerd; each node mounts its own over them in
+	# its namespace, which needs the directories to exist. down.sh removes those that up made.
 	local d
-	for d in /var/lib/cni /var/lib/kubelet; do
+	for d in /var/lib/cni /var/lib/kubelet /run/containerd; do
 		if [ ! -d "$d" ]; then
 			mkdir "$d"
 			echo "$d" >>"$KUBE_WORK/made-dirs"

@@ -11,7 +11,7 @@
 # options), every cgroup directory, network links (name, kind, master, state), addresses and
 # routes, and the directories the kubelet and containerd are known to create when
 # misconfigured (/var/lib/kubelet, /var/lib/cni, /var/log/pods, /var/log/containers,
-# /etc/cni, /opt/cni, /run/netns, /opt/containerd). Counters that move on their own (entropy,
+# /etc/cni, /opt/cni, /run/netns, /opt/containerd, /run/containerd). Counters that move on their own (entropy,
 # inode and file counts, conntrack entries, PIDs) are left out.
 #
 # Run it on a machine where nothing else changes the host meanwhile (CI does): other
@@ -55,7 +55,7 @@ snapshot() {
 	echo "## routes"
 	ip route show table all 2>/dev/null | grep -v '^local\|^broadcast' | sort
 	echo "## paths"
-	for p in /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /etc/cni /opt/cni /run/netns /opt/containerd /var/lib/warren-kube; do
+	for p in /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /etc/cni /opt/cni /run/netns /opt/containerd /run/containerd /var/lib/warren-kube; do
 		[ -e "$p" ] && echo "$p exists"
 	done
 	return 0
