@@ -22,8 +22,10 @@ const nodeUsage = `Usage: warren node [flags]
 Run Warren's node agent: on each node of a Kubernetes cluster (the warren-node
 DaemonSet of deploy/kubernetes/), it does for warren serve --engine kubernetes
 what the Kubernetes API cannot: freeze and thaw a sandbox pod's cgroup, cap its
-processes, sample its CPU and memory. Every call but /healthz needs the token
-(WARREN_NODE_TOKEN, from the warren-node-token Secret).
+processes, sample its CPU and memory; import, export, list and remove the node's
+images in its containerd (namespace k8s.io) and commit a pod's container to an
+image. Every call but /healthz needs the token (WARREN_NODE_TOKEN, from the
+warren-node-token Secret): access to containerd's socket is root on the node.
 
 install-agent copies the warren-agent binary that lies beside this one to DEST:
 the init container of every sandbox pod runs it to deliver the agent.`
@@ -37,10 +39,12 @@ func (m *Main) runNode(ctx context.Context, args []string) error {
 	}
 	fs := m.newFlagSet("node", "warren node [flags]", nodeUsage)
 	e := &envFlags{fs: fs, getenv: m.Getenv}
-	var addr, root, tokenFile string
+	var addr, root, tokenFile, socket, snapshotter string
 	e.String(&addr, "node-addr", ":"+strconv.Itoa(nodeagent.Port), "address the node agent listens on")
 	e.String(&root, "cgroup-root", "/sys/fs/cgroup", "the host's cgroup filesystem, as mounted into the node agent")
 	e.String(&tokenFile, "node-token-file", "", "file holding the token callers must present (else env WARREN_NODE_TOKEN)")
+	e.String(&socket, "containerd-socket", "/run/containerd/containerd.sock", "the node's containerd socket, as mounted into the node agent (\"\": no image API)")
+	e.String(&snapshotter, "snapshotter", "overlayfs", "the containerd snapshotter the kubelet's pods use")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -64,12 +68,20 @@ func (m *Main) runNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if socket != "" {
+		images, err := nodeagent.NewContainerd(ctx, socket, snapshotter)
+		if err != nil {
+			return fmt.Errorf("--containerd-socket: %w", err)
+		}
+		defer images.Close()
+		srv.ServeImages(images)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 5 * time.Minute}
-	log.Info("node agent listening", "addr", ln.Addr().String(), "cgroup_root", root)
+	log.Info("node agent listening", "addr", ln.Addr().String(), "cgroup_root", root, "containerd", socket)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

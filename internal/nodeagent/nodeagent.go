@@ -3,7 +3,11 @@
 // plane needs done to a sandbox's pod that the Kubernetes API cannot do.
 // It freezes and thaws a pod's cgroup (a pause that keeps memory), caps
 // its process count and samples its CPU and memory, found by the pod's UID
-// under the host's cgroup filesystem, v1 or v2.
+// under the host's cgroup filesystem, v1 or v2. And it keeps the node's
+// images in its containerd (namespace k8s.io, where the kubelet finds
+// them): it imports the tars the control plane streams to it (no registry
+// needed), lists, exports and removes them, and commits a pod's container
+// to a new image that a pod on the node can run at once.
 //
 // Only Warren's control plane may call it: every request but /healthz
 // carries the shared token (a Kubernetes Secret both are given) as a
@@ -39,24 +43,25 @@ type Server struct {
 	mux   *http.ServeMux
 }
 
-// NewServer returns the API on cg, for callers presenting token.
+// NewServer returns the API on cg, for callers presenting token. Its
+// image API answers once ServeImages gave it a store.
 func NewServer(cg *Cgroups, token string, log *slog.Logger) (*Server, error) {
 	if len(token) < MinTokenLen {
 		return nil, errors.New("the node agent's token must be at least 32 characters (make one with: openssl rand -hex 32)")
 	}
 	s := &Server{cg: cg, token: []byte(token), log: logkey.For(log, "nodeagent"), mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	s.mux.HandleFunc("POST /v1/pods/{uid}/freeze", s.authed(func(r *http.Request, uid string) (any, error) {
+	s.mux.HandleFunc("POST /v1/pods/{uid}/freeze", s.pod(func(r *http.Request, uid string) (any, error) {
 		return nil, s.cg.Freeze(r.Context(), uid)
 	}))
-	s.mux.HandleFunc("POST /v1/pods/{uid}/thaw", s.authed(func(r *http.Request, uid string) (any, error) {
+	s.mux.HandleFunc("POST /v1/pods/{uid}/thaw", s.pod(func(r *http.Request, uid string) (any, error) {
 		return nil, s.cg.Thaw(r.Context(), uid)
 	}))
-	s.mux.HandleFunc("GET /v1/pods/{uid}/frozen", s.authed(func(_ *http.Request, uid string) (any, error) {
+	s.mux.HandleFunc("GET /v1/pods/{uid}/frozen", s.pod(func(_ *http.Request, uid string) (any, error) {
 		f, err := s.cg.Frozen(uid)
 		return map[string]bool{"frozen": f}, err
 	}))
-	s.mux.HandleFunc("PUT /v1/pods/{uid}/pids-limit", s.authed(func(r *http.Request, uid string) (any, error) {
+	s.mux.HandleFunc("PUT /v1/pods/{uid}/pids-limit", s.pod(func(r *http.Request, uid string) (any, error) {
 		var body struct {
 			Limit int `json:"limit"`
 		}
@@ -65,7 +70,7 @@ func NewServer(cg *Cgroups, token string, log *slog.Logger) (*Server, error) {
 		}
 		return nil, s.cg.SetPidsLimit(uid, body.Limit)
 	}))
-	s.mux.HandleFunc("GET /v1/pods/{uid}/stats", s.authed(func(_ *http.Request, uid string) (any, error) {
+	s.mux.HandleFunc("GET /v1/pods/{uid}/stats", s.pod(func(_ *http.Request, uid string) (any, error) {
 		return s.cg.Stats(uid)
 	}))
 	return s, nil
@@ -73,33 +78,47 @@ func NewServer(cg *Cgroups, token string, log *slog.Logger) (*Server, error) {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// authed checks the caller's token and the pod UID, runs h, and answers
-// its result as JSON (204 when it has none).
-func (s *Server) authed(h func(r *http.Request, uid string) (any, error)) http.HandlerFunc {
+// handler answers a request with a value (encoded as JSON; nil: 204), an
+// error, or answered when it wrote the answer itself.
+type handler func(w http.ResponseWriter, r *http.Request) (any, error)
+
+// answered is what a handler that streamed its answer returns.
+type answered struct{}
+
+// authed checks the caller's token, runs h and answers its result.
+func (s *Server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
 			writeError(w, sandbox.Errorf(sandbox.KindUnauthenticated, "a valid node agent token is required"))
 			return
 		}
-		uid := r.PathValue("uid")
-		if !ValidUID(uid) {
-			writeError(w, sandbox.Errorf(sandbox.KindInvalid, "%q is not a pod UID", uid))
-			return
-		}
-		v, err := h(r, uid)
+		v, err := h(w, r)
 		if err != nil {
 			s.log.WarnContext(r.Context(), "node agent request failed", "path", r.URL.Path, "err", err)
 			writeError(w, err)
 			return
 		}
-		if v == nil {
+		switch v.(type) {
+		case nil:
 			w.WriteHeader(http.StatusNoContent)
-			return
+		case answered:
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(v)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(v)
 	}
+}
+
+// pod is authed for a request about the pod of the path's UID, checked.
+func (s *Server) pod(h func(r *http.Request, uid string) (any, error)) http.HandlerFunc {
+	return s.authed(func(_ http.ResponseWriter, r *http.Request) (any, error) {
+		uid := r.PathValue("uid")
+		if !ValidUID(uid) {
+			return nil, sandbox.Errorf(sandbox.KindInvalid, "%q is not a pod UID", uid)
+		}
+		return h(r, uid)
+	})
 }
 
 // errorBody is Warren's error shape.
