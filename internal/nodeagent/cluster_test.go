@@ -42,7 +42,8 @@ type cluster struct {
 // TestImagesOnCluster drives the image API of the node agents of the real
 // cluster over HTTP, end to end: a `docker save` imported into node 1 and
 // run by pods with imagePullPolicy Never, a file written in a runc pod and
-// in a gVisor pod committed and read back from new pods of the commits, an
+// in a gVisor pod committed (frozen) and read back from new pods of the
+// commits, an
 // export of node 1 imported into node 2 (and into Docker) and run there,
 // and the removals, after which the images' content and snapshots are
 // gone from both nodes. test/kube/node-images.sh runs it (./test.sh's
@@ -102,9 +103,19 @@ func TestImagesOnCluster(t *testing.T) {
 		t.Run(rt, func(t *testing.T) {
 			pod := c.runPod(n1, "nodeimg-"+rt+"-"+suffix, short, rt)
 			c.exec(pod, "echo written-under-"+rt+" >/committed.txt && rm /etc/marker")
-			ref := repo + ":" + rt
-			img, err := c.client.Commit(ctx, a1, c.uid(pod), "main", ref, map[string]string{"dev.warren.committed": rt})
+			// Committed frozen, as a pause does, and left frozen.
+			ref, podUID := repo+":"+rt, c.uid(pod)
+			if err := c.client.Freeze(ctx, a1, podUID); err != nil {
+				t.Fatal(err)
+			}
+			img, err := c.client.Commit(ctx, a1, podUID, "main", ref, map[string]string{"dev.warren.committed": rt})
 			if err != nil {
+				t.Fatal(err)
+			}
+			if frozen, err := c.client.Frozen(ctx, a1, podUID); err != nil || !frozen {
+				t.Errorf("after the commit, frozen: %v, %v", frozen, err)
+			}
+			if err := c.client.Thaw(ctx, a1, podUID); err != nil {
 				t.Fatal(err)
 			}
 			c.removeAtEnd(a1, "docker.io/"+ref)
