@@ -14,6 +14,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -324,6 +328,82 @@ func FuzzImageAPI(f *testing.F) {
 			if !isNormalName(ref) {
 				t.Errorf("the store was given %q", ref)
 			}
+		}
+	})
+}
+
+// TestCommitConfig: a commit's config is the base's with one more layer
+// and history entry, the labels merged, and what it does not know (Docker's
+// fields) kept as it was.
+func TestCommitConfig(t *testing.T) {
+	base := `{"architecture":"amd64","os":"linux","docker_version":"20.10.24","container_config":{"Hostname":"x"},
+		"config":{"Env":["PATH=/bin"],"Healthcheck":{"Test":["CMD","true"]},"Labels":{"a":"1","b":"2"}},
+		"rootfs":{"type":"layers","diff_ids":["sha256:` + strings.Repeat("1", 64) + `"]},
+		"history":[{"created":"2020-01-01T00:00:00Z","created_by":"COPY x"}]}`
+	diffID := "sha256:" + strings.Repeat("2", 64)
+	created, _ := time.Parse(time.RFC3339, "2026-12-02T06:00:00Z")
+	b, err := commitConfig([]byte(base), digest.Digest(diffID), created, "warren commit", map[string]string{"b": "3", "c": "4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		DockerVersion   string          `json:"docker_version"`
+		ContainerConfig json.RawMessage `json:"container_config"`
+		Created         time.Time       `json:"created"`
+		Config          struct {
+			Env         []string
+			Healthcheck json.RawMessage
+			Labels      map[string]string
+		} `json:"config"`
+		RootFS  ocispec.RootFS    `json:"rootfs"`
+		History []ocispec.History `json:"history"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.DockerVersion != "20.10.24" || string(got.ContainerConfig) != `{"Hostname":"x"}` || string(got.Config.Healthcheck) != `{"Test":["CMD","true"]}` ||
+		!slices.Equal(got.Config.Env, []string{"PATH=/bin"}) {
+		t.Errorf("fields lost: %s", b)
+	}
+	if !maps.Equal(got.Config.Labels, map[string]string{"a": "1", "b": "3", "c": "4"}) {
+		t.Errorf("labels %v", got.Config.Labels)
+	}
+	if len(got.RootFS.DiffIDs) != 2 || got.RootFS.DiffIDs[1].String() != diffID || len(got.History) != 2 ||
+		got.History[1].CreatedBy != "warren commit" || !got.History[1].Created.Equal(created) || !got.Created.Equal(created) {
+		t.Errorf("layers or history: %s", b)
+	}
+	// A config with no run config and no history (FROM scratch, by hand).
+	b, err = commitConfig([]byte(`{"rootfs":{"type":"layers","diff_ids":[]}}`), digest.Digest(diffID), created, "warren commit", map[string]string{"k": "v"})
+	if err != nil || !strings.Contains(string(b), `"Labels":{"k":"v"}`) {
+		t.Errorf("minimal config: %s, %v", b, err)
+	}
+	if _, err := commitConfig([]byte(`[]`), digest.Digest(diffID), created, "x", nil); err == nil {
+		t.Error("a config that is not an object extended")
+	}
+}
+
+// FuzzCommitConfig: whatever config an imported image has, extending it
+// fails cleanly or gives a config whose last layer is the commit's.
+func FuzzCommitConfig(f *testing.F) {
+	f.Add(`{"config":{"Labels":{"a":"1"}},"rootfs":{"type":"layers","diff_ids":[]},"history":[]}`)
+	f.Add(`{"config":null,"history":null}`)
+	f.Add(`{"config":{"Labels":null}}`)
+	f.Add(`{"rootfs":{"diff_ids":"x"}}`)
+	diffID := digest.Digest("sha256:" + strings.Repeat("2", 64))
+	f.Fuzz(func(t *testing.T, base string) {
+		b, err := commitConfig([]byte(base), diffID, time.Unix(0, 0), "x", map[string]string{"k": "v"})
+		if err != nil {
+			return
+		}
+		var got struct { // the fields it writes; the others are the base's
+			Config struct{ Labels map[string]string } `json:"config"`
+			RootFS ocispec.RootFS                     `json:"rootfs"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s gave %s: %v", base, b, err)
+		}
+		if n := len(got.RootFS.DiffIDs); n == 0 || got.RootFS.DiffIDs[n-1] != diffID || got.Config.Labels["k"] != "v" {
+			t.Errorf("%s gave %s", base, b)
 		}
 	})
 }
