@@ -85,7 +85,7 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 	}
 	kc := kubernetes.Config{Client: cli, Namespace: cfg.Kube.Namespace, Instance: cfg.Instance,
 		AgentImage: cfg.Kube.AgentImage, PullPolicy: cfg.Kube.PullPolicy, GVisorRuntimeClass: cfg.Kube.RuntimeClass,
-		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent, Images: images, Logger: log}
+		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent, Images: images, Source: images, Logger: log}
 	if cfg.Kube.NodeTokenSecret != "" {
 		token, err := nodeToken(ctx, cli, cfg.Kube.Namespace, cfg.Kube.NodeTokenSecret)
 		if err != nil {
@@ -93,7 +93,7 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 		}
 		kc.Nodes = kubernetes.NewNodeAgentPods(cli, cfg.Kube.Namespace, token)
 	} else {
-		log.Warn("no node agents (--node-token-secret is empty): pauses that keep memory, process limits and per-sandbox stats are unavailable")
+		log.Warn("no node agents (--node-token-secret is empty): pauses, snapshots, forks, process limits and per-sandbox stats are unavailable, and the nodes must have every image already")
 	}
 	rt, err := kubernetes.New(kc)
 	if err != nil {

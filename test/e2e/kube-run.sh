@@ -76,11 +76,12 @@ ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}'
 sa=system:serviceaccount:$ns:warren-control-plane
 can() { [ "$(k auth can-i --as="$sa" "$@" 2>/dev/null)" = yes ]; }
 for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get pods --subresource=log -n $ns" \
-  "patch pods --subresource=resize -n $ns" "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns"; do
+  "patch pods --subresource=resize -n $ns" "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns" \
+  "create configmaps -n $ns" "list configmaps -n $ns" "update configmaps -n $ns" "delete configmaps -n $ns"; do
   can $want || { say "RBAC: the control plane cannot: $want"; exit 1; }
 done
 for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods --subresource=exec -n $ns" "delete nodes" \
-  "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces"; do
+  "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces" "create configmaps -n default"; do
   if can $refuse; then say "RBAC: the control plane may, and should not: $refuse"; exit 1; fi
 done
 say "RBAC: the control plane's service account has what it needs and no more"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -78,6 +79,17 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 func removeImage(ctx context.Context, cli *client.Client, ref string) error {
 	_, err := cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{PruneChildren: true})
 	return classify(err, "cannot remove the image")
+}
+
+// SaveImage streams the image ref names, with its name, as the tar
+// `docker save` writes: how the Kubernetes engine brings images built here
+// to its nodes. The caller closes it.
+func (r *Runtime) SaveImage(ctx context.Context, ref string) (io.ReadCloser, error) {
+	rc, err := r.cli.ImageSave(ctx, []string{ref})
+	if err != nil {
+		return nil, classify(err, "cannot export the image")
+	}
+	return rc, nil
 }
 
 // ImageExists reports whether an image is present on the engine.

@@ -1,11 +1,13 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,23 +34,44 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 			"volume mounts are not available on the Kubernetes engine: a volume is a directory on the control plane's host")
 	}
 	pod := r.podFor(spec)
-	imageID, err := r.cfg.Images.ImageID(ctx, spec.Image)
+	nodes, imageID, err := r.placeImage(ctx, spec.Image)
 	if err != nil {
 		return sandbox.Container{}, err
 	}
 	pod.Annotations[annotationImageID] = imageID
+	pinTo(pod, nodes)
+	return r.run(ctx, pod, spec.PidsLimit)
+}
+
+// run creates pod and waits until its agent runs, with the process limit
+// applied; on failure the pod is deleted.
+func (r *Runtime) run(ctx context.Context, pod *corev1.Pod, pidsLimit int) (sandbox.Container, error) {
 	if _, err := r.cli.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return sandbox.Container{}, classify(err, "cannot create the sandbox's pod")
 	}
 	p, err := r.waitRunning(ctx, pod.Name)
-	if err == nil && spec.PidsLimit > 0 {
-		err = r.applyPidsLimit(ctx, p, spec.PidsLimit)
+	if err == nil && pidsLimit > 0 {
+		err = r.applyPidsLimit(ctx, p, pidsLimit)
 	}
 	if err != nil {
-		r.removeQuietly(ctx, pod.Name)
+		r.deletePodQuietly(ctx, pod.Name)
 		return sandbox.Container{}, err
 	}
 	return r.containerOf(p), nil
+}
+
+// pinTo lets pod run only on nodes; nil nodes: anywhere.
+func pinTo(pod *corev1.Pod, nodes []string) {
+	if nodes == nil {
+		return
+	}
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{
+				Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: slices.Sorted(slices.Values(nodes)),
+			}},
+		}}},
+	}}
 }
 
 // waitRunning waits until the named pod's sandbox container runs and the
@@ -77,6 +100,9 @@ func (r *Runtime) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 				return p, nil
 			}
 			if err := startFailure(p); err != nil {
+				if sandbox.KindOf(err) == sandbox.KindUnavailable && p.Spec.NodeName != "" {
+					r.forgetNode(p.Spec.NodeName) // its image is not there after all
+				}
 				return nil, err
 			}
 		}
@@ -99,7 +125,7 @@ func startFailure(p *corev1.Pod) error {
 		if w := cs.State.Waiting; w != nil {
 			switch w.Reason {
 			case "ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName":
-				return sandbox.Errorf(sandbox.KindUnavailable, "image %s is not on node %s: import it into the node's containerd (%s)",
+				return sandbox.Errorf(sandbox.KindUnavailable, "image %s is not on node %s (%s): removed behind the server's back? try again (it is imported anew), or import it into the node's containerd",
 					cs.Image, p.Spec.NodeName, w.Reason)
 			case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
 				return sandbox.Errorf(sandbox.KindInternal, "container %s of the sandbox's pod cannot start: %s: %s", cs.Name, w.Reason, w.Message)
@@ -151,22 +177,38 @@ func (r *Runtime) containerOf(p *corev1.Pod) sandbox.Container {
 		Running:   running(p),
 	}
 	c.Paused = c.Running && p.Annotations[annotationFrozen] == "true"
-	for _, ct := range p.Spec.Containers {
-		if ct.Name != sandboxContainer {
-			continue
-		}
-		for _, e := range ct.Env {
-			if e.Name == agentSecretEnv {
-				c.AgentSecret = e.Value
-			}
-		}
-	}
+	c.AgentSecret = agentSecret(p)
 	c.ImageID = p.Annotations[annotationImageID]
 	if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil && c.Running {
 		c.IP = ip
 		c.AgentAddr = net.JoinHostPort(ip.String(), strconv.Itoa(sandbox.AgentPort))
 	}
 	return c
+}
+
+// agentSecret is the agent secret pod p's sandbox container was made with.
+func agentSecret(p *corev1.Pod) string {
+	for _, ct := range p.Spec.Containers {
+		if ct.Name != sandboxContainer {
+			continue
+		}
+		for _, e := range ct.Env {
+			if e.Name == agentSecretEnv {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}
+
+// sandboxImage is the image pod p's sandbox container runs.
+func sandboxImage(p *corev1.Pod) string {
+	for _, ct := range p.Spec.Containers {
+		if ct.Name == sandboxContainer {
+			return ct.Image
+		}
+	}
+	return ""
 }
 
 // get reads a pod afresh from the API server. A pod being deleted, or one
@@ -186,10 +228,18 @@ func (r *Runtime) get(ctx context.Context, id string) (*corev1.Pod, error) {
 	return p, nil
 }
 
-// Inspect returns a sandbox pod's current state. Running is true for a
-// frozen pod too; Paused tells them apart.
+// Inspect returns a sandbox pod's current state, or a stopped sandbox's
+// from its record. Running is true for a frozen pod too; Paused tells them
+// apart.
 func (r *Runtime) Inspect(ctx context.Context, id string) (sandbox.Container, error) {
 	p, err := r.get(ctx, id)
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		if rec, rerr := r.record(ctx, id); rerr == nil {
+			return containerOfRecord(rec), nil
+		} else if sandbox.KindOf(rerr) != sandbox.KindNotFound {
+			return sandbox.Container{}, rerr
+		}
+	}
 	if err != nil {
 		return sandbox.Container{}, err
 	}
@@ -197,10 +247,12 @@ func (r *Runtime) Inspect(ctx context.Context, id string) (sandbox.Container, er
 }
 
 // List returns every pod labelled as this runtime's, ended ones included
-// (not running) so that reconciliation removes them; pods being deleted
-// are left out.
+// (not running) so that reconciliation removes them, and every stopped
+// sandbox (not running either) whose pod is gone; pods being deleted are
+// left out.
 func (r *Runtime) List(ctx context.Context) ([]sandbox.Container, error) {
 	var out []sandbox.Container
+	listed := map[string]bool{}
 	opts := metav1.ListOptions{LabelSelector: r.selector(), Limit: 500}
 	for {
 		res, err := r.cli.CoreV1().Pods(r.ns).List(ctx, opts)
@@ -210,7 +262,30 @@ func (r *Runtime) List(ctx context.Context) ([]sandbox.Container, error) {
 		for i := range res.Items {
 			if p := &res.Items[i]; p.DeletionTimestamp == nil {
 				out = append(out, r.containerOf(p))
+				listed[p.Name] = true
 			}
+		}
+		if opts.Continue = res.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	opts = metav1.ListOptions{LabelSelector: r.selector() + "," + LabelStopped + "=true", Limit: 500}
+	for {
+		res, err := r.cli.CoreV1().ConfigMaps(r.ns).List(ctx, opts)
+		if err != nil {
+			return nil, classify(err, "cannot list the stopped sandboxes' records")
+		}
+		for i := range res.Items {
+			cm := &res.Items[i]
+			if listed[cm.Name] {
+				continue // its pod runs again; the record goes once Start sees it run
+			}
+			rec, err := r.recordOf(cm)
+			if err != nil {
+				r.log.WarnContext(ctx, "skipping a stopped sandbox's record", logkey.Container, cm.Name, "err", err)
+				continue
+			}
+			out = append(out, containerOfRecord(rec))
 		}
 		if opts.Continue = res.Continue; opts.Continue == "" {
 			return out, nil
@@ -218,19 +293,59 @@ func (r *Runtime) List(ctx context.Context) ([]sandbox.Container, error) {
 	}
 }
 
-// Remove deletes a sandbox's pod at once (no grace period), thawing it
-// first: processes frozen in their cgroup cannot die.
+// Remove removes a sandbox: its pod at once (no grace period, thawed
+// first: processes frozen in their cgroup cannot die), the record of it
+// stopped, and the image its files were committed to on its node.
 func (r *Runtime) Remove(ctx context.Context, id string) error {
 	p, err := r.cli.CoreV1().Pods(r.ns).Get(ctx, id, metaGet)
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return classify(err, "cannot read the sandbox's pod")
 	}
-	if p.Annotations[annotationFrozen] == "true" && r.cfg.Nodes != nil {
-		if err := r.cfg.Nodes.Thaw(ctx, p.Spec.NodeName, string(p.UID)); err != nil {
-			r.log.WarnContext(ctx, "thawing a frozen pod before deleting it", logkey.Container, id, "err", err)
+	if err != nil {
+		p = nil
+	}
+	rec, err := r.record(ctx, id)
+	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+		return err
+	}
+	if p == nil && rec == nil {
+		return sandbox.Errorf(sandbox.KindNotFound, "no sandbox pod %s", id)
+	}
+	var node, committed string
+	if p != nil {
+		node = p.Spec.NodeName
+		if img, sb := sandboxImage(p), stoppedImage(p.Labels[sandbox.LabelSandbox]); imageName(img) == imageName(sb) {
+			committed = sb
+		}
+		if err := r.deletePod(ctx, p); err != nil {
+			return err
 		}
 	}
-	r.forgetSample(id)
+	if rec != nil {
+		node = cmp.Or(node, rec.node)
+		committed = rec.image
+		r.deleteRecord(ctx, id)
+	}
+	if committed != "" && node != "" && r.cfg.Nodes != nil {
+		err := r.cfg.Nodes.RemoveImage(ctx, node, committed)
+		if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+			r.log.ErrorContext(ctx, "cannot remove a stopped sandbox's image from its node: remove it there (ctr -n k8s.io images rm)",
+				logkey.Container, id, "node", node, logkey.Image, committed, "err", err)
+		} else {
+			r.forgetImage(node, committed)
+		}
+	}
+	return nil
+}
+
+// deletePod deletes pod p at once, thawing it first.
+func (r *Runtime) deletePod(ctx context.Context, p *corev1.Pod) error {
+	if p.Annotations[annotationFrozen] == "true" && r.cfg.Nodes != nil {
+		if err := r.cfg.Nodes.Thaw(ctx, p.Spec.NodeName, string(p.UID)); err != nil {
+			r.log.WarnContext(ctx, "thawing a frozen pod before deleting it", logkey.Container, p.Name, "err", err)
+		}
+	}
+	r.forgetSample(p.Name)
 	return r.delete(ctx, p)
 }
 
@@ -249,14 +364,40 @@ func (r *Runtime) delete(ctx context.Context, p *corev1.Pod) error {
 	return classify(err, "cannot delete the sandbox's pod")
 }
 
-// removeQuietly removes a pod during cleanup of a failed operation, even
-// when ctx is already cancelled.
-func (r *Runtime) removeQuietly(ctx context.Context, id string) {
+// deletePodQuietly deletes a pod during cleanup of a failed operation,
+// even when ctx is already cancelled.
+func (r *Runtime) deletePodQuietly(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := r.Remove(ctx, id); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+	p, err := r.cli.CoreV1().Pods(r.ns).Get(ctx, id, metaGet)
+	if err == nil {
+		err = r.deletePod(ctx, p)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
 		r.log.WarnContext(ctx, "cleanup: deleting pod", logkey.Container, id, "err", err)
 	}
+}
+
+// Commit saves a running or frozen pod's files as the image ref on its
+// node (the node agent's commit), and returns ref. The image is on that
+// node only: the pods made of it are placed accordingly (placeImage).
+func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
+	if ref == "" {
+		return "", sandbox.Errorf(sandbox.KindInvalid, "a snapshot needs an image reference")
+	}
+	p, err := r.nodeOp(ctx, id, "saving the files of")
+	if err != nil {
+		return "", err
+	}
+	if !running(p) {
+		return "", sandbox.Errorf(sandbox.KindConflict, "the sandbox's pod is not running")
+	}
+	img, err := r.cfg.Nodes.Commit(ctx, p.Spec.NodeName, string(p.UID), sandboxContainer, ref, commitLabels(p))
+	if err != nil {
+		return "", err
+	}
+	r.noteImage(p.Spec.NodeName, img)
+	return ref, nil
 }
 
 // Freeze freezes every process of a running pod through the node agent of

@@ -23,8 +23,6 @@ const resync = 5 * time.Minute
 // it wakes whoever waits for a pod to change (Create, Start) and feeds the
 // subscribers of WatchContainers.
 func (r *Runtime) startInformer() {
-	ctx, cancel := context.WithCancel(context.Background())
-	r.stop = cancel
 	r.factory = informers.NewSharedInformerFactoryWithOptions(r.cli, resync,
 		informers.WithNamespace(r.ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = r.selector() }))
@@ -36,7 +34,7 @@ func (r *Runtime) startInformer() {
 		UpdateFunc: func(_, obj any) { r.wake(obj) },
 		DeleteFunc: func(obj any) { r.wake(obj) },
 	})
-	r.factory.Start(ctx.Done())
+	r.factory.Start(r.ctx.Done())
 }
 
 func (r *Runtime) selector() string { return sandbox.LabelManaged + "=" + r.cfg.Instance }

@@ -1,42 +1,536 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/distribution/reference"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// Images are answered by Config.Images: the Docker engine beside the
-// control plane, where templates are built. A pod runs the image of that
-// name on its node (imported there, or pulled from a registry), and is
-// stamped with the ID the builder's engine gives it, which is what the
-// warm pool compares to tell a rebuilt image.
+// Images live in two places. Templates are built by the Docker engine
+// beside the control plane (Config.Images, the builder); a pod runs an
+// image from its node's containerd. With PullPolicy "Never" (no registry)
+// the runtime brings the builder's images to the nodes itself: before a
+// pod of an image is made, every node with a node agent gets it (`docker
+// save` streamed to the node agent's import, all nodes at once, once per
+// node and image ID however many creates ask), and the pod may only run
+// on the nodes that have it. A rebuilt image has a new ID and is imported
+// again, replacing the node's copy under that name.
+//
+// Images committed on a node (snapshots, forks, stopped sandboxes) exist
+// on that node only, so every answer about an image is the builder's or,
+// when it has none, the nodes'. A pod of a committed image is pinned to
+// the nodes that have it, which it can start on at once, and the image is
+// copied to the other nodes in the background (exported by its node's
+// agent, imported by theirs), so that later pods of it may run anywhere:
+// a create never waits for a copy, and a snapshot does not tie all its
+// sandboxes to one node for long.
+//
+// The builder's image ID is what the pod is stamped with (the warm pool
+// compares it to tell a rebuilt image): the node agent reports the same
+// ID, the digest of the image's config.
 
-// ImageExists reports whether the builder's engine has the image.
-func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
-	return r.cfg.Images.ImageExists(ctx, ref)
+// ImageSource streams an image the builder's engine has, with its name,
+// as the tar `docker save` writes (runtime/docker's SaveImage).
+type ImageSource interface {
+	SaveImage(ctx context.Context, ref string) (io.ReadCloser, error)
 }
 
-// ImageID returns the builder engine's ID of the image ref names.
+// Timings of the image cache.
+const (
+	// nodesTTL is how long the list of nodes with an agent is reused.
+	nodesTTL = 10 * time.Second
+	// importTimeout bounds one image's import into one node.
+	importTimeout = 30 * time.Minute
+	// gcInterval is how often images no template uses any more are
+	// removed from the nodes (and gcDelay after start, once).
+	gcInterval = 10 * time.Minute
+	gcDelay    = time.Minute
+)
+
+// nodeImages is what the runtime knows of the nodes' images: each node's
+// list, read from its agent the first time it is needed (so a restart
+// finds what it imported and committed before) and kept up to date by the
+// imports, commits and removals made through it.
+type nodeImages struct {
+	mu      sync.Mutex
+	byNode  map[string]map[string]nodeagent.Image // node → normalized name → image
+	imports map[string]*importFlight              // node, name and ID → the import under way
+	nodes   []string
+	nodesAt time.Time
+}
+
+type importFlight struct {
+	done chan struct{}
+	err  error
+}
+
+func newNodeImages() *nodeImages {
+	return &nodeImages{byNode: map[string]map[string]nodeagent.Image{}, imports: map[string]*importFlight{}}
+}
+
+// imageName is ref as containerd and the node agent name it:
+// "warren/base" is "docker.io/warren/base:latest".
+func imageName(ref string) string {
+	if n, err := reference.ParseDockerRef(ref); err == nil {
+		return n.String()
+	}
+	return ref
+}
+
+// agentNodes names the nodes with a node agent.
+func (r *Runtime) agentNodes(ctx context.Context) ([]string, error) {
+	c := r.img
+	c.mu.Lock()
+	if c.nodes != nil && time.Since(c.nodesAt) < nodesTTL {
+		defer c.mu.Unlock()
+		return slices.Clone(c.nodes), nil
+	}
+	c.mu.Unlock()
+	nodes, err := r.cfg.Nodes.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(nodes)
+	nodes = slices.Compact(nodes)
+	c.mu.Lock()
+	c.nodes, c.nodesAt = nodes, time.Now()
+	c.mu.Unlock()
+	return slices.Clone(nodes), nil
+}
+
+// nodeImage returns node's image named ref, reading the node's list from
+// its agent when not known yet.
+func (r *Runtime) nodeImage(ctx context.Context, node, ref string) (nodeagent.Image, bool, error) {
+	if err := r.loadNode(ctx, node); err != nil {
+		return nodeagent.Image{}, false, err
+	}
+	c := r.img
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	img, ok := c.byNode[node][imageName(ref)]
+	return img, ok, nil
+}
+
+// loadNode reads node's images from its agent unless they are known.
+func (r *Runtime) loadNode(ctx context.Context, node string) error {
+	c := r.img
+	c.mu.Lock()
+	_, loaded := c.byNode[node]
+	c.mu.Unlock()
+	if loaded {
+		return nil
+	}
+	list, err := r.cfg.Nodes.Images(ctx, node)
+	if err != nil {
+		return err
+	}
+	m := make(map[string]nodeagent.Image, len(list))
+	for _, i := range list {
+		m[imageName(i.Name)] = i
+	}
+	c.mu.Lock()
+	if _, ok := c.byNode[node]; !ok { // else filled meanwhile, and perhaps updated since: keep that
+		c.byNode[node] = m
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// noteImage records that node has img now.
+func (r *Runtime) noteImage(node string, img nodeagent.Image) {
+	c := r.img
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.byNode[node]; ok { // else the node's list, once read, has it
+		m[imageName(img.Name)] = img
+	}
+}
+
+// forgetImage records that node no longer has ref.
+func (r *Runtime) forgetImage(node, ref string) {
+	c := r.img
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byNode[node], imageName(ref))
+}
+
+// forgetNode drops what is known of node's images: the next question
+// reads them from its agent again (a pod found an image missing there).
+func (r *Runtime) forgetNode(node string) {
+	c := r.img
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byNode, node)
+}
+
+// holders returns the nodes with an agent that have ref, and ref's image
+// on the first of them.
+func (r *Runtime) holders(ctx context.Context, ref string) ([]string, nodeagent.Image, error) {
+	nodes, err := r.agentNodes(ctx)
+	if err != nil {
+		return nil, nodeagent.Image{}, err
+	}
+	var out []string
+	var first nodeagent.Image
+	var failed error
+	for _, n := range nodes {
+		img, ok, err := r.nodeImage(ctx, n, ref)
+		switch {
+		case err != nil:
+			r.log.WarnContext(ctx, "cannot list a node's images", "node", n, "err", err)
+			failed = cmp.Or(failed, err)
+		case ok:
+			if out == nil {
+				first = img
+			}
+			out = append(out, n)
+		}
+	}
+	if out == nil && failed != nil {
+		return nil, first, failed
+	}
+	return out, first, nil
+}
+
+// onNodes returns ref's image as the nodes have it; KindNotFound when
+// none has it.
+func (r *Runtime) onNodes(ctx context.Context, ref string) (nodeagent.Image, error) {
+	if r.cfg.Nodes == nil {
+		return nodeagent.Image{}, sandbox.Errorf(sandbox.KindNotFound, "no image %s", ref)
+	}
+	hs, img, err := r.holders(ctx, ref)
+	if err != nil {
+		return img, err
+	}
+	if len(hs) == 0 {
+		return img, sandbox.Errorf(sandbox.KindNotFound, "no image %s in the builder's Docker engine nor on any node", ref)
+	}
+	return img, nil
+}
+
+// ImageExists reports whether the builder's engine or a node has the
+// image.
+func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
+	ok, err := r.cfg.Images.ImageExists(ctx, ref)
+	if err != nil || ok || r.cfg.Nodes == nil {
+		return ok, err
+	}
+	_, err = r.onNodes(ctx, ref)
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ImageID returns the ID of the image ref names: the builder's, or the
+// nodes' for an image committed there.
 func (r *Runtime) ImageID(ctx context.Context, ref string) (string, error) {
-	return r.cfg.Images.ImageID(ctx, ref)
+	id, err := r.cfg.Images.ImageID(ctx, ref)
+	if sandbox.KindOf(err) != sandbox.KindNotFound {
+		return id, err
+	}
+	img, err := r.onNodes(ctx, ref)
+	return img.ID, err
 }
 
 // ImageLabels returns the labels of the image ref names.
 func (r *Runtime) ImageLabels(ctx context.Context, ref string) (map[string]string, error) {
-	return r.cfg.Images.ImageLabels(ctx, ref)
+	l, err := r.cfg.Images.ImageLabels(ctx, ref)
+	if sandbox.KindOf(err) != sandbox.KindNotFound {
+		return l, err
+	}
+	img, err := r.onNodes(ctx, ref)
+	return img.Labels, err
 }
 
-// InspectImage returns the image the builder's engine finds for ref.
+// InspectImage returns the image the builder's engine finds for ref, or
+// the one a node has under that name (nodes are asked by name only).
 func (r *Runtime) InspectImage(ctx context.Context, ref string) (sandbox.Image, error) {
-	return r.cfg.Images.InspectImage(ctx, ref)
+	si, err := r.cfg.Images.InspectImage(ctx, ref)
+	if sandbox.KindOf(err) != sandbox.KindNotFound {
+		return si, err
+	}
+	img, err := r.onNodes(ctx, ref)
+	if err != nil {
+		return sandbox.Image{}, err
+	}
+	return sandbox.Image{ID: img.ID, RepoTags: []string{img.Name}, Labels: img.Labels}, nil
 }
 
-// RemoveImage removes an image from the builder's engine.
+// RemoveImage removes an image from the builder's engine and from every
+// node that has it. KindNotFound when none had it.
 func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
-	return r.cfg.Images.RemoveImage(ctx, ref)
+	err := r.cfg.Images.RemoveImage(ctx, ref)
+	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+		return err
+	}
+	removed := err == nil
+	if r.cfg.Nodes != nil {
+		hs, _, err := r.holders(ctx, ref)
+		if err != nil {
+			return err
+		}
+		for _, n := range hs {
+			err := r.cfg.Nodes.RemoveImage(ctx, n, ref)
+			if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+				return err
+			}
+			r.forgetImage(n, ref)
+			removed = true
+		}
+	}
+	if !removed {
+		return sandbox.Errorf(sandbox.KindNotFound, "no image %s", ref)
+	}
+	return nil
+}
+
+// placeImage makes sure nodes have the image ref names before a pod of it
+// is made, and returns the nodes the pod may run on (nil: any, the
+// kubelets pull it) and the image's ID.
+func (r *Runtime) placeImage(ctx context.Context, ref string) (nodes []string, id string, err error) {
+	id, err = r.cfg.Images.ImageID(ctx, ref)
+	switch {
+	case err == nil:
+		if r.cfg.PullPolicy != "Never" || r.cfg.Nodes == nil {
+			return nil, id, nil
+		}
+		nodes, err := r.importEverywhere(ctx, ref, id)
+		return nodes, id, err
+	case sandbox.KindOf(err) != sandbox.KindNotFound || r.cfg.Nodes == nil:
+		return nil, "", err
+	}
+	hs, img, err := r.holders(ctx, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(hs) == 0 {
+		return nil, "", sandbox.Errorf(sandbox.KindNotFound, "image %s is neither in the builder's Docker engine nor on any node", ref)
+	}
+	r.spread(ref, img.ID, hs)
+	return hs, img.ID, nil
+}
+
+// importEverywhere brings the builder's image ref (of ID id) to every node
+// with an agent, and returns those that have it. An import that fails
+// leaves its node out (logged); only when none has it does placing fail.
+func (r *Runtime) importEverywhere(ctx context.Context, ref, id string) ([]string, error) {
+	nodes, err := r.agentNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 {
+		return nil, sandbox.Errorf(sandbox.KindUnavailable,
+			"no node agent runs, so no node can get image %s: apply the warren-node DaemonSet of deploy/kubernetes/ (kubectl -n %s get pods -l %s)", ref, r.ns, NodeAgentLabel)
+	}
+	save := func(ctx context.Context) (io.ReadCloser, error) {
+		if r.cfg.Source == nil {
+			return nil, sandbox.Errorf(sandbox.KindUnavailable, "this server has no image source to import image %s from", ref)
+		}
+		return r.cfg.Source.SaveImage(ctx, ref)
+	}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = r.ensureOn(ctx, n, ref, id, save) })
+	}
+	wg.Wait()
+	var have []string
+	var failed error
+	for i, n := range nodes {
+		if errs[i] != nil {
+			r.log.WarnContext(ctx, "a node lacks an image: pods of it avoid the node", "node", n, logkey.Image, ref, "err", errs[i])
+			failed = cmp.Or(failed, errs[i])
+			continue
+		}
+		have = append(have, n)
+	}
+	if have == nil {
+		return nil, failed
+	}
+	return have, nil
+}
+
+// spread copies the committed image ref (of ID id), which holders have, to
+// the other nodes with an agent, in the background.
+func (r *Runtime) spread(ref, id string, holders []string) {
+	go func() {
+		ctx := r.ctx
+		nodes, err := r.agentNodes(ctx)
+		if err != nil {
+			return
+		}
+		from := holders[0]
+		export := func(ctx context.Context) (io.ReadCloser, error) { return r.cfg.Nodes.ExportImage(ctx, from, ref) }
+		for _, n := range nodes {
+			if slices.Contains(holders, n) {
+				continue
+			}
+			if err := r.ensureOn(ctx, n, ref, id, export); err != nil && ctx.Err() == nil {
+				r.log.Warn("cannot copy an image to another node: its pods stay on the nodes that have it", logkey.Image, ref,
+					"from", from, "node", n, "err", err)
+			}
+		}
+	}()
+}
+
+// ensureOn makes sure node has image ref with ID id, importing it from
+// what source streams when not. However many ask at once, one import per
+// node, name and ID runs; it goes on when the caller gives up waiting
+// (ctx), so that a retry finds it done.
+func (r *Runtime) ensureOn(ctx context.Context, node, ref, id string, source func(context.Context) (io.ReadCloser, error)) error {
+	if img, ok, err := r.nodeImage(ctx, node, ref); err == nil && ok && img.ID == id {
+		return nil
+	}
+	key := node + " " + imageName(ref) + " " + id
+	c := r.img
+	c.mu.Lock()
+	f, ok := c.imports[key]
+	if !ok {
+		f = &importFlight{done: make(chan struct{})}
+		c.imports[key] = f
+		go r.runImport(f, key, node, ref, id, source)
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(),
+			fmt.Sprintf("image %s is still being imported into node %s: try again in a while", ref, node))
+	}
+}
+
+// runImport runs one import for ensureOn, bounded by the runtime's life.
+func (r *Runtime) runImport(f *importFlight, key, node, ref, id string, source func(context.Context) (io.ReadCloser, error)) {
+	defer func() {
+		r.img.mu.Lock()
+		delete(r.img.imports, key)
+		r.img.mu.Unlock()
+		close(f.done)
+	}()
+	ctx, cancel := context.WithTimeout(r.ctx, importTimeout)
+	defer cancel()
+	start := time.Now()
+	r.log.Info("importing an image into a node", logkey.Image, ref, "node", node)
+	f.err = r.importOnce(ctx, node, ref, id, source)
+	if f.err != nil {
+		r.log.Warn("image import failed", logkey.Image, ref, "node", node, "err", f.err)
+		return
+	}
+	r.log.Info("image imported", logkey.Image, ref, "node", node, "took", time.Since(start).Round(time.Millisecond))
+}
+
+func (r *Runtime) importOnce(ctx context.Context, node, ref, id string, source func(context.Context) (io.ReadCloser, error)) error {
+	tar, err := source(ctx)
+	if err != nil {
+		return sandbox.Wrap(sandbox.KindOf(err), err, fmt.Sprintf("cannot read image %s to import it into node %s", ref, node))
+	}
+	defer tar.Close()
+	imgs, err := r.cfg.Nodes.ImportImage(ctx, node, tar)
+	if err != nil {
+		return sandbox.Wrap(sandbox.KindUnavailable, err, fmt.Sprintf(
+			"cannot import image %s into node %s: see its node agent's log (kubectl -n %s logs -l %s --field-selector spec.nodeName=%s)",
+			ref, node, r.ns, NodeAgentLabel, node))
+	}
+	name := imageName(ref)
+	var got *nodeagent.Image
+	for i := range imgs {
+		r.noteImage(node, imgs[i])
+		if imageName(imgs[i].Name) == name {
+			got = &imgs[i]
+		}
+	}
+	switch {
+	case got == nil:
+		return sandbox.Errorf(sandbox.KindInternal, "node %s imported no image named %s", node, name)
+	case got.ID != id:
+		return sandbox.Errorf(sandbox.KindUnavailable, "node %s imported image %s as %s, not %s: it was rebuilt meanwhile; try again", node, ref, got.ID, id)
+	}
+	return nil
+}
+
+// collectImages removes from the nodes the images of built templates the
+// builder no longer has (a template deleted, a build superseded) and no
+// pod of the node runs: every gcInterval. Snapshots' and forks' images are
+// removed with them (RemoveImage), a stopped sandbox's with it (Remove),
+// and a rebuilt image's old copy when the new one is imported under its
+// name.
+func (r *Runtime) collectImages(ctx context.Context) {
+	nodes, err := r.agentNodes(ctx)
+	if err != nil {
+		r.log.WarnContext(ctx, "image collection: cannot list the node agents", "err", err)
+		return
+	}
+	inUse := map[string]bool{} // node and image name
+	pods, _ := r.pods.List(labels.Everything())
+	for _, p := range pods {
+		for _, ct := range p.Spec.Containers {
+			inUse[p.Spec.NodeName+" "+imageName(ct.Image)] = true
+		}
+	}
+	for _, n := range nodes {
+		r.forgetNode(n) // read afresh: images come and go behind the runtime's back too
+		if err := r.loadNode(ctx, n); err != nil {
+			r.log.WarnContext(ctx, "image collection: cannot list a node's images", "node", n, "err", err)
+			continue
+		}
+		r.img.mu.Lock()
+		var names []string
+		for name := range r.img.byNode[n] {
+			names = append(names, name)
+		}
+		r.img.mu.Unlock()
+		for _, name := range names {
+			if !templateImage(name) || inUse[n+" "+name] {
+				continue
+			}
+			if ok, err := r.cfg.Images.ImageExists(ctx, name); err != nil || ok {
+				continue
+			}
+			if err := r.cfg.Nodes.RemoveImage(ctx, n, name); err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+				r.log.WarnContext(ctx, "image collection: cannot remove an image from a node", "node", n, logkey.Image, name, "err", err)
+				continue
+			}
+			r.forgetImage(n, name)
+			r.log.InfoContext(ctx, "removed from a node an image no template uses any more", "node", n, logkey.Image, name)
+		}
+	}
+}
+
+// templateImage reports whether a normalized image name is a built
+// template's.
+func templateImage(name string) bool {
+	n, err := reference.ParseNormalizedNamed(name)
+	return err == nil && strings.HasPrefix(reference.FamiliarName(n), sandbox.TemplateRepo+"/")
+}
+
+// collectLoop runs collectImages until the runtime closes.
+func (r *Runtime) collectLoop() {
+	t := time.NewTimer(gcDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+			r.collectImages(r.ctx)
+			t.Reset(gcInterval)
+		}
+	}
 }
 
 // CheckRuntime checks that the cluster can run sandboxes under rt: for

@@ -82,8 +82,12 @@ type Config struct {
 	// Default 2 minutes.
 	StartTimeout time.Duration
 	// Images answers for the images sandboxes run: the Docker engine
-	// templates are built with. Required.
+	// templates are built with (the builder). Required.
 	Images sandbox.Images
+	// Source streams the builder's images, which the runtime imports into
+	// the nodes when PullPolicy is "Never" (see images.go). nil: the nodes
+	// must have them already.
+	Source ImageSource
 	// Nodes reaches the node agents; nil = none, and freezing, process
 	// limits and stats are unavailable.
 	Nodes NodeAgents
@@ -101,20 +105,23 @@ type Runtime struct {
 	factory  informers.SharedInformerFactory
 	informer cache.SharedIndexInformer
 	pods     corelisters.PodNamespaceLister
+	ctx      context.Context // the runtime's life: background imports, collection
 	stop     context.CancelFunc
+	img      *nodeImages
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // pod name → who waits for its next change
 	samples map[string]cpuSample       // pod name → last CPU sample for Stats
 }
 
-// The capabilities the Kubernetes engine has. It is no Committer (the
-// node agent does not commit a pod's filesystem yet) and no Checkpointer
-// (CRIU fails on these kernels, and gVisor's containerd shim answers a
-// checkpoint Unimplemented).
+// The capabilities the Kubernetes engine has: a Committer through the node
+// agents (snapshots and forks; stopped pause, see stop.go, commits too),
+// but no Checkpointer (CRIU fails on these kernels, and gVisor's
+// containerd shim answers a checkpoint Unimplemented).
 var (
 	_ sandbox.Runtime        = (*Runtime)(nil)
 	_ sandbox.Freezer        = (*Runtime)(nil)
+	_ sandbox.Committer      = (*Runtime)(nil)
 	_ sandbox.StatsReader    = (*Runtime)(nil)
 	_ sandbox.LogReader      = (*Runtime)(nil)
 	_ sandbox.EventWatcher   = (*Runtime)(nil)
@@ -182,8 +189,12 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.StartTimeout = 2 * time.Minute
 	}
 	r := &Runtime{cfg: cfg, cli: cfg.Client, ns: cfg.Namespace, log: logkey.For(cfg.Logger, "kubernetes"),
-		waiters: map[string][]chan struct{}{}, samples: map[string]cpuSample{}}
+		img: newNodeImages(), waiters: map[string][]chan struct{}{}, samples: map[string]cpuSample{}}
+	r.ctx, r.stop = context.WithCancel(context.Background())
 	r.startInformer()
+	if cfg.Nodes != nil && cfg.PullPolicy == "Never" {
+		go r.collectLoop()
+	}
 	return r, nil
 }
 

@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,51 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
-
-// images is an ImageStore that knows every image, under one ID.
-type images struct{ id string }
-
-func (i images) ImageExists(context.Context, string) (bool, error) { return true, nil }
-func (i images) ImageID(context.Context, string) (string, error)   { return i.id, nil }
-func (i images) ImageLabels(context.Context, string) (map[string]string, error) {
-	return nil, nil
-}
-func (i images) InspectImage(context.Context, string) (sandbox.Image, error) {
-	return sandbox.Image{ID: i.id}, nil
-}
-func (i images) RemoveImage(context.Context, string) error { return nil }
-
-// nodes is a NodeAgents that records what it is asked.
-type nodes struct {
-	mu    sync.Mutex
-	calls []string
-	err   error
-}
-
-func (n *nodes) record(op, node, uid string) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.calls = append(n.calls, op+" "+node+" "+uid)
-	return n.err
-}
-func (n *nodes) Freeze(_ context.Context, node, uid string) error {
-	return n.record("freeze", node, uid)
-}
-func (n *nodes) Thaw(_ context.Context, node, uid string) error { return n.record("thaw", node, uid) }
-func (n *nodes) SetPidsLimit(_ context.Context, node, uid string, _ int) error {
-	return n.record("pids", node, uid)
-}
-func (n *nodes) Stats(_ context.Context, node, uid string) (nodeagent.Stats, error) {
-	return nodeagent.Stats{CPUNanos: 1, MemUsed: 10 << 20}, n.record("stats", node, uid)
-}
-func (n *nodes) got() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return slices.Clone(n.calls)
-}
 
 type env struct {
 	rt    *Runtime
@@ -68,8 +24,9 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	cli := fake.NewClientset()
-	n := &nodes{}
-	rt, err := New(Config{Client: cli, Images: images{id: "sha256:abc"}, Nodes: n,
+	n := newNodes("node-a")
+	b := newBuilder()
+	rt, err := New(Config{Client: cli, Images: b, Source: b, Nodes: n,
 		Caps: []string{"CHOWN", "KILL"}, StartTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -338,7 +295,7 @@ func TestAFreezeTheNodeAgentRefusesIsNotRecorded(t *testing.T) {
 }
 
 func TestWithoutNodeAgentsFreezingIsUnavailable(t *testing.T) {
-	rt, err := New(Config{Client: fake.NewClientset(), Images: images{}})
+	rt, err := New(Config{Client: fake.NewClientset(), Images: newBuilder()})
 	if err != nil {
 		t.Fatal(err)
 	}

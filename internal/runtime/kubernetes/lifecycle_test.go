@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,12 +25,13 @@ import (
 // cluster is a fake API server with a kubelet that runs every pod made
 // in it: scheduled to one of two nodes in turn, with an IP of its own.
 type cluster struct {
-	cli   *fake.Clientset
-	nodes *nodes
+	cli     *fake.Clientset
+	nodes   *nodes
+	builder *builder
 }
 
 func newCluster(t *testing.T) *cluster {
-	c := &cluster{cli: fake.NewClientset(), nodes: &nodes{}}
+	c := &cluster{cli: fake.NewClientset(), nodes: newNodes("node-1", "node-2"), builder: newBuilder()}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w, err := c.cli.CoreV1().Pods(DefaultNamespace).Watch(ctx, metav1.ListOptions{})
@@ -51,6 +53,10 @@ func newCluster(t *testing.T) *cluster {
 				i := n.Add(1)
 				p.UID = types.UID(uuid.NewString())
 				p.Spec.NodeName = fmt.Sprintf("node-%d", i%2+1)
+				if a := p.Spec.Affinity; a != nil { // pinned: the scheduler keeps to the nodes named
+					vals := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values
+					p.Spec.NodeName = vals[int(i)%len(vals)]
+				}
 				runningStatus(p)
 				p.Status.PodIP = fmt.Sprintf("10.244.%d.%d", i%2+1, i)
 				if _, err := c.cli.CoreV1().Pods(DefaultNamespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
@@ -65,7 +71,13 @@ func newCluster(t *testing.T) *cluster {
 // manager starts a lifecycle manager on the cluster with its store in dir.
 func (c *cluster) manager(t *testing.T, dir string) *lifecycle.Manager {
 	t.Helper()
-	rt, err := New(Config{Client: c.cli, Images: images{id: "sha256:base"}, Nodes: c.nodes, Instance: "e2e", StartTimeout: 10 * time.Second})
+	return c.managerWith(t, dir, func(*lifecycle.Settings) {})
+}
+
+// managerWith is manager with its settings changed by set.
+func (c *cluster) managerWith(t *testing.T, dir string, set func(*lifecycle.Settings)) *lifecycle.Manager {
+	t.Helper()
+	rt, err := New(Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e", StartTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +85,11 @@ func (c *cluster) manager(t *testing.T, dir string) *lifecycle.Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := lifecycle.DefaultSettings()
-	set.WarmPool, set.WarmPoolCodeInterpreter = 0, 0
-	set.ReconcileInterval = time.Hour // events, not the periodic reconcile, must do it
-	m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: fakert.NewAgent(), Store: st}, set)
+	settings := lifecycle.DefaultSettings()
+	settings.WarmPool, settings.WarmPoolCodeInterpreter = 0, 0
+	settings.ReconcileInterval = time.Hour // events, not the periodic reconcile, must do it
+	set(&settings)
+	m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: fakert.NewAgent(), Store: st}, settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +157,26 @@ func TestManagerOnPods(t *testing.T) {
 	if _, _, err := m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Pause(ctx, sandbox.DefaultTeamID, sb.ID, false); sandbox.KindOf(err) != sandbox.KindUnavailable {
-		t.Errorf("a pause without memory: %v, want unavailable", err)
+	node := p.Spec.NodeName
+	if err := m.Pause(ctx, sandbox.DefaultTeamID, sb.ID, false); err != nil {
+		t.Fatal(err)
 	}
-	if got, _ := m.Get(ctx, sandbox.DefaultTeamID, sb.ID); got.State != sandbox.StateRunning {
-		t.Errorf("after a refused stop: %s", got.State)
+	if got, _ := m.Get(ctx, sandbox.DefaultTeamID, sb.ID); got.State != sandbox.StatePaused || got.PauseMode != sandbox.PauseStopped {
+		t.Errorf("paused as %s %s", got.State, got.PauseMode)
+	}
+	if _, ok := c.pod(t, sb.ID); ok {
+		t.Error("the stopped sandbox's pod is left")
+	}
+	if _, ok := c.nodes.has(node, stoppedImage(sb.ID)); !ok {
+		t.Errorf("no image of the stopped sandbox's files on %s", node)
+	}
+	got, _, err := m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok = c.pod(t, sb.ID)
+	if !ok || p.Spec.NodeName != node || sandboxImage(p) != imageName(stoppedImage(sb.ID)) || got.AgentAddr != p.Status.PodIP+":49983" {
+		t.Fatalf("resumed pod %v (agent at %s), want on %s from the committed image", p, got.AgentAddr, node)
 	}
 
 	if err := m.Kill(ctx, sandbox.DefaultTeamID, sb.ID); err != nil {
@@ -156,6 +184,70 @@ func TestManagerOnPods(t *testing.T) {
 	}
 	if _, ok := c.pod(t, sb.ID); ok {
 		t.Error("the killed sandbox's pod is left")
+	}
+	if _, ok := c.nodes.has(node, stoppedImage(sb.ID)); ok {
+		t.Error("the killed sandbox's committed image is left")
+	}
+}
+
+// A frozen sandbox past --freeze-max-age is demoted to stopped, as on
+// Docker: committed, its pod thawed and deleted.
+func TestAFrozenSandboxTooOldIsStopped(t *testing.T) {
+	c := newCluster(t)
+	m := c.managerWith(t, t.TempDir(), func(s *lifecycle.Settings) { s.FreezeMaxAge, s.TickInterval = time.Millisecond, 20*time.Millisecond })
+	sb := create(t, m)
+	p, _ := c.pod(t, sb.ID)
+	if err := m.Pause(t.Context(), sandbox.DefaultTeamID, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := m.Get(t.Context(), sandbox.DefaultTeamID, sb.ID)
+		if got.PauseMode == sandbox.PauseStopped {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %s %s", got.State, got.PauseMode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := c.pod(t, sb.ID); ok {
+		t.Error("the demoted sandbox's pod is left")
+	}
+	if calls := c.nodes.got(); !slices.Contains(calls, "thaw "+p.Spec.NodeName+" "+string(p.UID)) {
+		t.Errorf("the frozen pod was not thawed before its deletion: %v", calls)
+	}
+}
+
+// A control plane restarted while a sandbox is stopped finds it stopped
+// (its record, not a pod), not vanished, and resumes it on its node.
+func TestARestartedManagerKeepsAStoppedSandbox(t *testing.T) {
+	c := newCluster(t)
+	dir := t.TempDir()
+	m := c.manager(t, dir)
+	sb := create(t, m)
+	p, _ := c.pod(t, sb.ID)
+	if err := m.Pause(t.Context(), sandbox.DefaultTeamID, sb.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+
+	m2 := c.manager(t, dir)
+	if err := m2.Reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m2.Get(t.Context(), sandbox.DefaultTeamID, sb.ID)
+	if err != nil || got.State != sandbox.StatePaused || got.PauseMode != sandbox.PauseStopped {
+		t.Fatalf("after the restart: %v %s %s", err, got.State, got.PauseMode)
+	}
+	if _, _, err := m2.Connect(t.Context(), sandbox.DefaultTeamID, sb.ID, time.Minute, true); err != nil {
+		t.Fatal(err)
+	}
+	if p2, ok := c.pod(t, sb.ID); !ok || p2.Spec.NodeName != p.Spec.NodeName || agentSecret(p2) != agentSecret(p) {
+		t.Errorf("resumed pod %v, want on %s with the same agent secret", p2, p.Spec.NodeName)
+	}
+	if _, err := c.cli.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), PodName(sb.ID), metav1.GetOptions{}); err == nil {
+		t.Error("the record of the resumed sandbox is left")
 	}
 }
 

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -16,12 +17,23 @@ import (
 )
 
 // NodeAgents does on a pod's node what the Kubernetes API cannot. podUID
-// names the pod there (its cgroup).
+// names the pod there (its cgroup). The image methods act on the node's
+// containerd (namespace k8s.io, where the kubelet finds images), as
+// nodeagent.Client documents them.
 type NodeAgents interface {
+	// Nodes names the nodes a node agent runs on: those images can be
+	// brought to, and so the only ones a sandbox's pod may run on.
+	Nodes(ctx context.Context) ([]string, error)
 	Freeze(ctx context.Context, node, podUID string) error
 	Thaw(ctx context.Context, node, podUID string) error
 	SetPidsLimit(ctx context.Context, node, podUID string, limit int) error
 	Stats(ctx context.Context, node, podUID string) (nodeagent.Stats, error)
+
+	ImportImage(ctx context.Context, node string, tar io.Reader) ([]nodeagent.Image, error)
+	Images(ctx context.Context, node string) ([]nodeagent.Image, error)
+	RemoveImage(ctx context.Context, node, ref string) error
+	ExportImage(ctx context.Context, node, ref string) (io.ReadCloser, error)
+	Commit(ctx context.Context, node, podUID, container, ref string, labels map[string]string) (nodeagent.Image, error)
 }
 
 // NodeAgentLabel selects the node agent's pods (deploy/kubernetes/).
@@ -45,6 +57,21 @@ var _ NodeAgents = (*NodeAgentPods)(nil)
 // token.
 func NewNodeAgentPods(cli k8s.Interface, ns, token string) *NodeAgentPods {
 	return &NodeAgentPods{cli: cli, ns: ns, client: nodeagent.NewClient(token), addrs: map[string]string{}}
+}
+
+// Nodes lists the nodes whose agent pod runs.
+func (n *NodeAgentPods) Nodes(ctx context.Context) ([]string, error) {
+	pods, err := n.cli.CoreV1().Pods(n.ns).List(ctx, metav1.ListOptions{LabelSelector: NodeAgentLabel})
+	if err != nil {
+		return nil, classify(err, "cannot list the node agents")
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+			out = append(out, p.Spec.NodeName)
+		}
+	}
+	return out, nil
 }
 
 // addr returns the address of node's agent.
@@ -116,4 +143,52 @@ func (n *NodeAgentPods) Stats(ctx context.Context, node, uid string) (nodeagent.
 		return err
 	})
 	return s, err
+}
+
+// ImportImage is not retried: the stream is consumed by the first try.
+// The address is forgotten when the agent is unreachable, so the caller's
+// next try finds it again.
+func (n *NodeAgentPods) ImportImage(ctx context.Context, node string, tar io.Reader) ([]nodeagent.Image, error) {
+	a, err := n.addr(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := n.client.ImportImage(ctx, a, tar)
+	if sandbox.KindOf(err) == sandbox.KindUnavailable {
+		n.mu.Lock()
+		delete(n.addrs, node)
+		n.mu.Unlock()
+	}
+	return imgs, err
+}
+
+func (n *NodeAgentPods) Images(ctx context.Context, node string) ([]nodeagent.Image, error) {
+	var out []nodeagent.Image
+	err := n.call(ctx, node, func(a string) (err error) {
+		out, err = n.client.Images(ctx, a)
+		return err
+	})
+	return out, err
+}
+
+func (n *NodeAgentPods) RemoveImage(ctx context.Context, node, ref string) error {
+	return n.call(ctx, node, func(a string) error { return n.client.RemoveImage(ctx, a, ref) })
+}
+
+func (n *NodeAgentPods) ExportImage(ctx context.Context, node, ref string) (io.ReadCloser, error) {
+	var out io.ReadCloser
+	err := n.call(ctx, node, func(a string) (err error) {
+		out, err = n.client.ExportImage(ctx, a, ref)
+		return err
+	})
+	return out, err
+}
+
+func (n *NodeAgentPods) Commit(ctx context.Context, node, uid, container, ref string, labels map[string]string) (nodeagent.Image, error) {
+	var img nodeagent.Image
+	err := n.call(ctx, node, func(a string) (err error) {
+		img, err = n.client.Commit(ctx, a, uid, container, ref, labels)
+		return err
+	})
+	return img, err
 }

@@ -1,0 +1,326 @@
+package kubernetes
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// runtime is a Runtime on the cluster, without a manager.
+func (c *cluster) runtime(t *testing.T) *Runtime {
+	t.Helper()
+	rt, err := New(Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e", StartTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+func (c *cluster) create(t *testing.T, rt *Runtime, id, image string) *corev1.Pod {
+	t.Helper()
+	s := spec(id)
+	s.Image, s.PidsLimit = image, 0
+	if _, err := rt.Create(t.Context(), s); err != nil {
+		t.Fatalf("create %s of %s: %v", id, image, err)
+	}
+	p, _ := c.pod(t, id)
+	return p
+}
+
+// pinned returns the nodes a pod may run on; nil: any.
+func pinned(p *corev1.Pod) []string {
+	if p.Spec.Affinity == nil {
+		return nil
+	}
+	return p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values
+}
+
+func TestCreatesAtOnceImportTheImageOncePerNode(t *testing.T) {
+	c := newCluster(t)
+	rt := c.runtime(t)
+	c.builder.set("warren-template/t1:b1", "sha256:t1")
+	c.nodes.gate = make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() { c.create(t, rt, fmt.Sprintf("i%d", i), "warren-template/t1:b1") })
+	}
+	time.Sleep(100 * time.Millisecond) // all of them are waiting for the imports
+	close(c.nodes.gate)
+	wg.Wait()
+	got := c.nodes.importsDone()
+	slices.Sort(got)
+	want := []string{"node-1 docker.io/warren-template/t1:b1 sha256:t1", "node-2 docker.io/warren-template/t1:b1 sha256:t1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("imports %v, want %v", got, want)
+	}
+	p, _ := c.pod(t, "i0")
+	if !slices.Equal(pinned(p), []string{"node-1", "node-2"}) || p.Annotations[annotationImageID] != "sha256:t1" {
+		t.Errorf("pod on %v of image %s", pinned(p), p.Annotations[annotationImageID])
+	}
+	c.create(t, rt, "iagain", "warren-template/t1:b1")
+	if n := len(c.nodes.importsDone()); n != 2 {
+		t.Errorf("a create of an image the nodes have imported it again: %d imports", n)
+	}
+}
+
+func TestARebuiltImageIsImportedAgain(t *testing.T) {
+	c := newCluster(t)
+	rt := c.runtime(t)
+	c.create(t, rt, "i1", "warren/base")
+	c.builder.set("warren/base", "sha256:rebuilt")
+	p := c.create(t, rt, "i2", "warren/base")
+	if n := len(c.nodes.importsDone()); n != 4 {
+		t.Errorf("%d imports, want 2 per build: %v", n, c.nodes.importsDone())
+	}
+	for _, n := range []string{"node-1", "node-2"} {
+		if img, _ := c.nodes.has(n, "warren/base"); img.ID != "sha256:rebuilt" {
+			t.Errorf("%s has warren/base %s", n, img.ID)
+		}
+	}
+	if p.Annotations[annotationImageID] != "sha256:rebuilt" {
+		t.Errorf("pod of image %s", p.Annotations[annotationImageID])
+	}
+}
+
+// After a restart the runtime asks the nodes what they have: warren/base,
+// loaded there already, is not imported again.
+func TestAnImageTheNodesHaveIsNotImported(t *testing.T) {
+	c := newCluster(t)
+	c.nodes.put("node-1", "warren/base", "sha256:abc")
+	c.nodes.put("node-2", "warren/base", "sha256:abc")
+	c.create(t, c.runtime(t), "i1", "warren/base")
+	if got := c.nodes.importsDone(); len(got) != 0 {
+		t.Errorf("imports %v", got)
+	}
+}
+
+func TestANodeThatCannotImportIsAvoided(t *testing.T) {
+	c := newCluster(t)
+	c.nodes.failImport["node-2"] = true
+	rt := c.runtime(t)
+	p := c.create(t, rt, "i1", "warren/base")
+	if !slices.Equal(pinned(p), []string{"node-1"}) || p.Spec.NodeName != "node-1" {
+		t.Errorf("pod pinned to %v, on %s", pinned(p), p.Spec.NodeName)
+	}
+	c.nodes.failImport["node-1"] = true
+	c.builder.set("warren/base", "sha256:rebuilt")
+	s := spec("i2")
+	s.PidsLimit = 0
+	if _, err := rt.Create(t.Context(), s); err == nil || sandbox.KindOf(err) != sandbox.KindUnavailable {
+		t.Errorf("a create no node can have the image of: %v, want unavailable", err)
+	}
+	if _, ok := c.pod(t, "i2"); ok {
+		t.Error("a pod was made without its image on any node")
+	}
+}
+
+func TestWithARegistryNothingIsImported(t *testing.T) {
+	c := newCluster(t)
+	rt, err := New(Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e",
+		PullPolicy: "IfNotPresent", StartTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	p := c.create(t, rt, "i1", "warren/base")
+	if got := c.nodes.importsDone(); len(got) != 0 || pinned(p) != nil {
+		t.Errorf("imports %v, pinned to %v", got, pinned(p))
+	}
+}
+
+// A snapshot is committed on its sandbox's node: the image is found
+// there, a sandbox of it starts there at once, and it is copied to the
+// other node for the next ones.
+func TestACommittedImageIsFoundPinnedAndSpread(t *testing.T) {
+	c := newCluster(t)
+	rt := c.runtime(t)
+	src := c.create(t, rt, "isrc", "warren/base")
+	node := src.Spec.NodeName
+	other := map[string]string{"node-1": "node-2", "node-2": "node-1"}[node]
+	ref := sandbox.SnapshotRepo + ":s1"
+	if got, err := rt.Commit(t.Context(), PodName("isrc"), ref); err != nil || got != ref {
+		t.Fatalf("commit: %q, %v", got, err)
+	}
+	img, err := rt.InspectImage(t.Context(), ref)
+	if err != nil || !img.Warrens() || img.Labels[sandbox.LabelTeam] != "t1" {
+		t.Fatalf("inspect the snapshot: %+v, %v", img, err)
+	}
+	if ok, err := rt.ImageExists(t.Context(), ref); !ok || err != nil {
+		t.Errorf("exists: %v, %v", ok, err)
+	}
+	if id, err := rt.ImageID(t.Context(), ref); id != img.ID || err != nil {
+		t.Errorf("ID %s, %v; want %s", id, err, img.ID)
+	}
+	if _, err := rt.ImageID(t.Context(), sandbox.SnapshotRepo+":nope"); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("ID of no image: %v", err)
+	}
+
+	p := c.create(t, rt, "ifrom", ref)
+	if !slices.Equal(pinned(p), []string{node}) || p.Spec.NodeName != node || p.Annotations[annotationImageID] != img.ID {
+		t.Errorf("pod of the snapshot pinned to %v, on %s; image %s", pinned(p), p.Spec.NodeName, p.Annotations[annotationImageID])
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if got, ok := c.nodes.has(other, ref); ok && got.ID == img.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the snapshot was not copied to %s", other)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p := c.create(t, rt, "ilater", ref); !slices.Equal(pinned(p), []string{"node-1", "node-2"}) {
+		t.Errorf("once copied, a pod of the snapshot is pinned to %v", pinned(p))
+	}
+
+	if err := rt.RemoveImage(t.Context(), ref); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-1", "node-2"} {
+		if _, ok := c.nodes.has(n, ref); ok {
+			t.Errorf("the removed snapshot is left on %s", n)
+		}
+	}
+	if err := rt.RemoveImage(t.Context(), ref); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("removing it again: %v, want not found", err)
+	}
+}
+
+func TestRemoveImageRemovesItFromTheBuilderAndEveryNode(t *testing.T) {
+	c := newCluster(t)
+	rt := c.runtime(t)
+	c.builder.set("warren-template/t1:b1", "sha256:t1")
+	c.create(t, rt, "i1", "warren-template/t1:b1")
+	if err := rt.RemoveImage(t.Context(), "warren-template/t1:b1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.builder.id("warren-template/t1:b1"); ok {
+		t.Error("left in the builder")
+	}
+	for _, n := range []string{"node-1", "node-2"} {
+		if _, ok := c.nodes.has(n, "warren-template/t1:b1"); ok {
+			t.Errorf("left on %s", n)
+		}
+	}
+}
+
+// The collection removes from the nodes the template images the builder
+// no longer has, unless a pod of the node runs one; other images stay.
+func TestCollectionRemovesTemplateImagesNoLongerBuilt(t *testing.T) {
+	c := newCluster(t)
+	rt := c.runtime(t)
+	c.builder.set("warren-template/used:b1", "sha256:used")
+	p := c.create(t, rt, "i1", "warren-template/used:b1")
+	if err := c.builder.RemoveImage(t.Context(), "warren-template/used:b1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-1", "node-2"} {
+		c.nodes.put(n, "warren-template/gone:b1", "sha256:gone")
+		c.nodes.put(n, "warren-template/kept:b2", "sha256:kept")
+		c.nodes.put(n, sandbox.SnapshotRepo+":s1", "sha256:snap")
+	}
+	c.builder.set("warren-template/kept:b2", "sha256:kept")
+	waitSynced(t, rt, "i1")
+	rt.collectImages(t.Context())
+	for _, n := range []string{"node-1", "node-2"} {
+		for ref, want := range map[string]bool{"warren-template/gone:b1": false, "warren-template/kept:b2": true,
+			sandbox.SnapshotRepo + ":s1": true, "warren/base": false, "warren-template/used:b1": n == p.Spec.NodeName} {
+			if _, ok := c.nodes.has(n, ref); ok != want && ref != "warren/base" {
+				t.Errorf("%s on %s: %v, want %v", ref, n, ok, want)
+			}
+		}
+	}
+}
+
+// waitSynced waits until the runtime's informer has the named pod.
+func waitSynced(t *testing.T, rt *Runtime, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if p, err := rt.pods.Get(PodName(id)); err == nil && p.Spec.NodeName != "" {
+			return
+		}
+	}
+	t.Fatalf("the informer has no pod of %s", id)
+}
+
+func TestStopRecordsTheSandboxAndStartPinsItToItsNode(t *testing.T) {
+	c := newCluster(t)
+	rt := c.runtime(t)
+	p := c.create(t, rt, "i1", "warren/base")
+	id := PodName("i1")
+	if err := rt.Stop(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.pod(t, "i1"); ok {
+		t.Error("the stopped sandbox's pod is left")
+	}
+	if err := rt.Stop(t.Context(), id); err != nil {
+		t.Errorf("stopping it again: %v", err)
+	}
+	cm, err := c.cli.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), id, metav1.GetOptions{})
+	if err != nil || cm.Labels[sandbox.LabelSandbox] != "i1" || cm.Data[recordNode] != p.Spec.NodeName {
+		t.Fatalf("record %v, %v", cm, err)
+	}
+	ct, err := rt.Inspect(t.Context(), id)
+	if err != nil || ct.Running || ct.SandboxID != "i1" || ct.AgentSecret != "s3cret" || ct.Labels[sandbox.LabelTeam] != "t1" {
+		t.Fatalf("inspect the stopped sandbox: %+v, %v", ct, err)
+	}
+	list, err := rt.List(t.Context())
+	if err != nil || len(list) != 1 || list[0].ID != id || list[0].Running {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+
+	ct, err = rt.Start(t.Context(), id)
+	if err != nil || !ct.Running || ct.AgentSecret != "s3cret" {
+		t.Fatalf("start: %+v, %v", ct, err)
+	}
+	p2, _ := c.pod(t, "i1")
+	if p2.Spec.NodeName != p.Spec.NodeName || !slices.Equal(pinned(p2), []string{p.Spec.NodeName}) ||
+		sandboxImage(p2) != imageName(stoppedImage("i1")) || p2.Labels[sandbox.LabelTeam] != "t1" {
+		t.Errorf("started pod on %s pinned to %v of %s, labels %v", p2.Spec.NodeName, pinned(p2), sandboxImage(p2), p2.Labels)
+	}
+	if _, err := c.cli.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), id, metav1.GetOptions{}); err == nil {
+		t.Error("the record is left once the sandbox runs again")
+	}
+
+	// Stopped again, then removed: pod, record and image go.
+	if err := rt.Stop(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Remove(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.nodes.has(p.Spec.NodeName, stoppedImage("i1")); ok {
+		t.Error("the stopped sandbox's image is left")
+	}
+	if _, err := rt.Inspect(t.Context(), id); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("inspect after remove: %v", err)
+	}
+	if err := rt.Remove(t.Context(), id); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("remove again: %v", err)
+	}
+}
+
+func TestWithoutNodeAgentsStopIsUnavailable(t *testing.T) {
+	c := newCluster(t)
+	rt, err := New(Config{Client: c.cli, Images: c.builder, Instance: "e2e", StartTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	c.create(t, rt, "i1", "warren/base")
+	if err := rt.Stop(t.Context(), PodName("i1")); sandbox.KindOf(err) != sandbox.KindUnavailable {
+		t.Errorf("stop: %v, want unavailable", err)
+	}
+	if _, ok := c.pod(t, "i1"); !ok {
+		t.Error("the pod was deleted")
+	}
+}
