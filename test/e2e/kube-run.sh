@@ -103,7 +103,8 @@ KUBECONFIG="$work/sa.kubeconfig" k config use-context e2e >/dev/null
 rc=0
 if [ $# -eq 0 ]; then
   WARREN_E2E_KUBECTL="$kubectl" WARREN_NAMESPACE="$ns" test/e2e/kube-control-plane.sh || rc=1
-  set -- kube/kubernetes.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs
+  set -- kube/kubernetes.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
+    server/snapshots.test.mjs server/templates.test.mjs
 fi
 WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \
   WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" \

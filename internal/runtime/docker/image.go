@@ -92,6 +92,28 @@ func (r *Runtime) SaveImage(ctx context.Context, ref string) (io.ReadCloser, err
 	return rc, nil
 }
 
+// LoadImage loads the images of a tar as SaveImage writes it (`docker
+// load`): how the Kubernetes engine brings a snapshot committed on a node
+// here, where templates are built on it.
+func (r *Runtime) LoadImage(ctx context.Context, tar io.Reader) error {
+	res, err := r.cli.ImageLoad(ctx, tar, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return classify(err, "cannot load the image")
+	}
+	defer res.Close()
+	// The engine reports a failure in the stream, after its 200.
+	var msg struct {
+		Error string `json:"error"`
+	}
+	dec := json.NewDecoder(res)
+	for dec.Decode(&msg) == nil {
+		if msg.Error != "" {
+			return sandbox.Errorf(sandbox.KindInternal, "cannot load the image: %s", msg.Error)
+		}
+	}
+	return nil
+}
+
 // ImageExists reports whether an image is present on the engine.
 func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
 	_, err := r.cli.ImageInspect(ctx, ref)

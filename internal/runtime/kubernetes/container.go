@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -397,6 +398,9 @@ func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
 		return "", err
 	}
 	r.noteImage(p.Spec.NodeName, img)
+	if n, err := reference.ParseNormalizedNamed(ref); err == nil && reference.FamiliarName(n) == sandbox.SnapshotRepo {
+		r.toBuilder(p.Spec.NodeName, ref)
+	}
 	return ref, nil
 }
 

@@ -81,6 +81,19 @@ func (b *builder) SaveImage(_ context.Context, ref string) (io.ReadCloser, error
 	return io.NopCloser(strings.NewReader(imageName(ref) + " " + id)), nil
 }
 
+func (b *builder) LoadImage(_ context.Context, tar io.Reader) error {
+	data, err := io.ReadAll(tar)
+	if err != nil {
+		return err
+	}
+	name, id, ok := strings.Cut(string(data), " ")
+	if !ok {
+		return fmt.Errorf("not an image: %q", data)
+	}
+	b.set(name, id)
+	return nil
+}
+
 // nodes is a NodeAgents that records what it is asked and keeps each
 // node's images.
 type nodes struct {

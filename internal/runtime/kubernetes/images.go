@@ -31,7 +31,8 @@ import (
 //
 // Images committed on a node (snapshots, forks, stopped sandboxes) exist
 // on that node only, so every answer about an image is the builder's or,
-// when it has none, the nodes'. A pod of a committed image is pinned to
+// when it has none, the nodes'. A snapshot is also copied into the builder
+// in the background, since templates may be built on it. A pod of a committed image is pinned to
 // the nodes that have it, which it can start on at once, and the image is
 // copied to the other nodes in the background (exported by its node's
 // agent, imported by theirs), so that later pods of it may run anywhere:
@@ -42,10 +43,12 @@ import (
 // compares it to tell a rebuilt image): the node agent reports the same
 // ID, the digest of the image's config.
 
-// ImageSource streams an image the builder's engine has, with its name,
-// as the tar `docker save` writes (runtime/docker's SaveImage).
+// ImageSource is the builder's engine as a store of images: it streams
+// one it has, with its name, as the tar `docker save` writes, and loads
+// one from such a tar (runtime/docker's SaveImage and LoadImage).
 type ImageSource interface {
 	SaveImage(ctx context.Context, ref string) (io.ReadCloser, error)
+	LoadImage(ctx context.Context, tar io.Reader) error
 }
 
 // Timings of the image cache.
@@ -302,6 +305,13 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 // is made, and returns the nodes the pod may run on (nil: any, the
 // kubelets pull it) and the image's ID.
 func (r *Runtime) placeImage(ctx context.Context, ref string) (nodes []string, id string, err error) {
+	if committed(ref) && r.cfg.Nodes != nil {
+		// Where it was committed, even once the builder has a copy.
+		if hs, img, err := r.holders(ctx, ref); err == nil && len(hs) > 0 {
+			r.spread(ref, img.ID, hs)
+			return hs, img.ID, nil
+		}
+	}
 	id, err = r.cfg.Images.ImageID(ctx, ref)
 	switch {
 	case err == nil:
@@ -362,6 +372,37 @@ func (r *Runtime) importEverywhere(ctx context.Context, ref, id string) ([]strin
 		return nil, failed
 	}
 	return have, nil
+}
+
+// committed reports whether ref names an image committed on a node: a
+// snapshot's, a fork's, a stopped sandbox's.
+func committed(ref string) bool {
+	n, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return false
+	}
+	repo := reference.FamiliarName(n)
+	return repo == sandbox.SnapshotRepo || repo == sandbox.ForkRepo || repo == stoppedRepo
+}
+
+// toBuilder copies the image ref, just committed on node, into the
+// builder's engine in the background, for templates built on it.
+func (r *Runtime) toBuilder(node, ref string) {
+	if r.cfg.Source == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(r.ctx, importTimeout)
+		defer cancel()
+		tar, err := r.cfg.Nodes.ExportImage(ctx, node, ref)
+		if err == nil {
+			err = r.cfg.Source.LoadImage(ctx, tar)
+			tar.Close()
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("cannot copy a snapshot into the builder's Docker engine: templates cannot be built on it", logkey.Image, ref, "node", node, "err", err)
+		}
+	}()
 }
 
 // spread copies the committed image ref (of ID id), which holders have, to

@@ -163,11 +163,19 @@ func TestACommittedImageIsFoundPinnedAndSpread(t *testing.T) {
 		t.Errorf("ID of no image: %v", err)
 	}
 
+	deadline := time.Now().Add(5 * time.Second)
+	for id, _ := c.builder.id(ref); id != img.ID; id, _ = c.builder.id(ref) {
+		if time.Now().After(deadline) {
+			t.Fatal("the snapshot was not copied into the builder, for templates built on it")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
 	p := c.create(t, rt, "ifrom", ref)
 	if !slices.Equal(pinned(p), []string{node}) || p.Spec.NodeName != node || p.Annotations[annotationImageID] != img.ID {
 		t.Errorf("pod of the snapshot pinned to %v, on %s; image %s", pinned(p), p.Spec.NodeName, p.Annotations[annotationImageID])
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for {
 		if got, ok := c.nodes.has(other, ref); ok && got.ID == img.ID {
 			break
@@ -188,6 +196,9 @@ func TestACommittedImageIsFoundPinnedAndSpread(t *testing.T) {
 		if _, ok := c.nodes.has(n, ref); ok {
 			t.Errorf("the removed snapshot is left on %s", n)
 		}
+	}
+	if _, ok := c.builder.id(ref); ok {
+		t.Error("the removed snapshot is left in the builder")
 	}
 	if err := rt.RemoveImage(t.Context(), ref); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Errorf("removing it again: %v, want not found", err)

@@ -1,8 +1,9 @@
 // The Kubernetes engine against a real cluster (test/e2e/kube-run.sh brings it in): sandboxes
 // are pods spread over both nodes, hardened, with the agent delivered read-only; a frozen pause
 // keeps processes and memory through the node agent; a pod deleted behind the server's back
-// kills its sandbox at once; a kill -9 of the control plane loses and leaks nothing; what the
-// engine cannot do (a pause without memory, snapshots) is refused and changes nothing.
+// kills its sandbox at once; a kill -9 of the control plane loses and leaks nothing; a pause
+// without memory commits the pod's files on its node and resumes there, also after a kill -9
+// of the control plane; a snapshot and a freshly built template reach the nodes.
 //
 // Runs only under kube-run.sh, which sets WARREN_ENGINE=kubernetes, WARREN_KUBECONFIG (the
 // control plane's service account) and WARREN_E2E_KUBECTL_CONFIG (the cluster's admin, for
@@ -82,11 +83,70 @@ describeEachSdk('kubernetes engine', (ctx) => {
     console.log(`kubernetes: frozen pause ${pauseMs} ms, resume (connect) ${resumeMs} ms`)
   })
 
-  it('a pause without memory is refused and leaves the sandbox running', { skip: ctx.is219 && 'SDK 2.19 has no keepMemory' }, async () => {
-    const sbx = await ctx.create({ timeoutMs: 120_000 })
-    await assert.rejects(sbx.pause({ keepMemory: false }))
-    assert.equal(await sbx.isRunning(), true)
-    assert.equal((await sbx.commands.run('echo still')).stdout, 'still\n')
+  it('a pause without memory (stopped) commits the files on the node, deletes the pod, and resumes on that node', { skip: ctx.is219 && 'SDK 2.19 has no keepMemory' }, async () => {
+    const sbx = await ctx.create({ timeoutMs: 300_000 })
+    const mark = uid()
+    await sbx.files.write('/home/user/stopped.txt', mark)
+    const node = (await pods()).get(sbx.sandboxId).spec.nodeName
+    const pauses = []
+    const resumes = []
+    let cur = sbx
+    for (let i = 0; i < 3; i++) {
+      let t0 = performance.now()
+      assert.equal(await cur.pause({ keepMemory: false }), true)
+      pauses.push(ms(t0))
+      assert.equal((await pods()).has(sbx.sandboxId), false, 'the stopped sandbox still has a pod')
+      const rec = JSON.parse(await kubectl('get', 'configmap', `warren-${sbx.sandboxId}`, '-o', 'json'))
+      assert.equal(rec.data.node, node)
+      assert.equal((await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
+      t0 = performance.now()
+      cur = await ctx.sdk.Sandbox.connect(sbx.sandboxId)
+      resumes.push(ms(t0))
+      assert.equal(await cur.files.read('/home/user/stopped.txt'), mark)
+      await cur.files.write('/home/user/stopped.txt', mark + i)
+      await cur.files.write('/home/user/stopped.txt', mark)
+      assert.equal((await pods()).get(sbx.sandboxId).spec.nodeName, node, 'resumed on another node')
+    }
+    await assert.rejects(kubectl('get', 'configmap', `warren-${sbx.sandboxId}`), 'the record of a running sandbox is left')
+    const p50 = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+    console.log(`kubernetes: stopped pause p50 ${p50(pauses)} ms (${pauses}), resume p50 ${p50(resumes)} ms (${resumes})`)
+    assert.equal(await ctx.sdk.Sandbox.kill(sbx.sandboxId), true)
+  })
+
+  it('a snapshot is committed on its node; sandboxes of it start there and, once copied, anywhere', async () => {
+    const src = await ctx.create({ timeoutMs: 300_000 })
+    await src.files.write('/home/user/snap.txt', 'in the snapshot')
+    let t0 = performance.now()
+    const snap = await src.createSnapshot()
+    const snapMs = ms(t0)
+    t0 = performance.now()
+    const a = await ctx.create(snap.snapshotId, { timeoutMs: 300_000 })
+    const fromMs = ms(t0)
+    assert.equal(await a.files.read('/home/user/snap.txt'), 'in the snapshot')
+    const byId = await pods()
+    assert.equal(byId.get(a.sandboxId).spec.nodeName, byId.get(src.sandboxId).spec.nodeName, 'a sandbox of a fresh snapshot runs where it was committed')
+    console.log(`kubernetes: snapshot ${snapMs} ms, create from it ${fromMs} ms`)
+    for (const s of [src, a]) assert.equal(await ctx.sdk.Sandbox.kill(s.sandboxId), true)
+    await ctx.sdk.Sandbox.deleteSnapshot(snap.snapshotId)
+  })
+
+  it('a template built here reaches the nodes: its first sandbox imports it, the next does not', { skip: !ctx.sdk.Template && 'this SDK has no Template' }, async () => {
+    const { Template } = ctx.sdk
+    const name = `e2e-kube-tpl-${uid()}`
+    await Template.build(Template().fromImage('warren/base').runCmd(`echo ${name} > /tmp/built`), name)
+    try {
+      const times = []
+      for (let i = 0; i < 2; i++) {
+        const t0 = performance.now()
+        const s = await ctx.create(name, { timeoutMs: 120_000 })
+        times.push(ms(t0))
+        assert.equal((await s.commands.run('cat /tmp/built')).stdout, `${name}\n`)
+        assert.equal(await ctx.sdk.Sandbox.kill(s.sandboxId), true)
+      }
+      console.log(`kubernetes: first create of a fresh template (import included) ${times[0]} ms, the second ${times[1]} ms`)
+    } finally {
+      await h.server.api(`/templates/${name}`, { method: 'DELETE' }).catch(() => {})
+    }
   })
 
   it('a pod deleted behind the server\'s back: its sandbox is killed at once', async () => {
@@ -126,5 +186,25 @@ describeEachSdk('kubernetes engine', (ctx) => {
       const left = await pods()
       return ![a, b, c].some((s) => left.has(s.sandboxId))
     }, { timeoutMs: 20_000, intervalMs: 250, what: 'no pod of a killed sandbox' })
+  })
+
+  it('kill -9 of the control plane while a sandbox is stopped: it stays paused, and resumes on its node with its files', { skip: ctx.is219 && 'SDK 2.19 has no keepMemory' }, async () => {
+    const sbx = await ctx.create({ timeoutMs: 600_000 })
+    const mark = uid()
+    await sbx.files.write('/home/user/restart.txt', mark)
+    const node = (await pods()).get(sbx.sandboxId).spec.nodeName
+    assert.equal(await sbx.pause({ keepMemory: false }), true)
+
+    await h.server.kill9()
+    await h.server.start()
+
+    const info = await ctx.sdk.Sandbox.getInfo(sbx.sandboxId)
+    assert.equal(info.state, 'paused')
+    const resumed = await ctx.sdk.Sandbox.connect(sbx.sandboxId)
+    assert.equal(await resumed.files.read('/home/user/restart.txt'), mark)
+    assert.equal((await pods()).get(sbx.sandboxId).spec.nodeName, node)
+    assert.equal(await ctx.sdk.Sandbox.kill(sbx.sandboxId), true)
+    await waitFor(async () => !(await pods()).has(sbx.sandboxId), { timeoutMs: 20_000, intervalMs: 250, what: 'its pod to go' })
+    await assert.rejects(kubectl('get', 'configmap', `warren-${sbx.sandboxId}`), 'the record of a killed sandbox is left')
   })
 })

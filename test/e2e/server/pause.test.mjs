@@ -162,8 +162,7 @@ describeEachSdk('pause with streams open', (ctx) => {
   })
 
   it('a pause without memory (stopped) with streams open stays paused; connect boots it again', {
-    skip: (ctx.is219 && 'SDK 2.19 has no keepMemory') ||
-      (process.env.WARREN_ENGINE === 'kubernetes' && 'the Kubernetes engine cannot stop a pod keeping its files (docs/kubernetes.md)'),
+    skip: ctx.is219 && 'SDK 2.19 has no keepMemory',
   }, async () => {
     const sbx = await ctx.create({ timeoutMs: 120_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
     await sbx.files.write('/home/user/kept.txt', 'on disk')
