@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 
@@ -111,8 +112,24 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 	log.Warn("egress rules are refused on the Kubernetes engine: the cluster's network policy decides what sandboxes reach")
 	cfg.Firewall = "off"
 	ac := agentclient.New()
-	return m.serve(ctx, newServer(cfg, server.Deps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: firewall.Off{}, Builder: images.Builder(buildNet),
+	builder := kubeBuilder{Builder: images.Builder(buildNet), rt: rt}
+	return m.serve(ctx, newServer(cfg, server.Deps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: firewall.Off{}, Builder: builder,
 		Commands: ac, Terminals: ac, Files: ac, Logger: log}), log)
+}
+
+// kubeBuilder builds templates with the local Docker engine once the
+// snapshots being copied into it from the nodes are there, since a build
+// may start from one (fromTemplate of a snapshot).
+type kubeBuilder struct {
+	*docker.Builder
+	rt *kubernetes.Runtime
+}
+
+func (b kubeBuilder) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(string)) error {
+	if err := b.rt.BuilderCopies(ctx); err != nil {
+		return err
+	}
+	return b.Builder.Build(ctx, contextTar, tag, noCache, out)
 }
 
 // nodeToken reads the node agents' token from its Secret.

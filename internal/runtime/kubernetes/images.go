@@ -71,8 +71,11 @@ type nodeImages struct {
 	mu      sync.Mutex
 	byNode  map[string]map[string]nodeagent.Image // node → normalized name → image
 	imports map[string]*importFlight              // node, name and ID → the import under way
-	nodes   []string
-	nodesAt time.Time
+	// toBuilder holds the copies of snapshots into the builder under way,
+	// each closed when done.
+	toBuilder map[chan struct{}]bool
+	nodes     []string
+	nodesAt   time.Time
 }
 
 type importFlight struct {
@@ -81,7 +84,8 @@ type importFlight struct {
 }
 
 func newNodeImages() *nodeImages {
-	return &nodeImages{byNode: map[string]map[string]nodeagent.Image{}, imports: map[string]*importFlight{}}
+	return &nodeImages{byNode: map[string]map[string]nodeagent.Image{}, imports: map[string]*importFlight{},
+		toBuilder: map[chan struct{}]bool{}}
 }
 
 // imageName is ref as containerd and the node agent name it:
@@ -391,7 +395,17 @@ func (r *Runtime) toBuilder(node, ref string) {
 	if r.cfg.Source == nil {
 		return
 	}
+	done := make(chan struct{})
+	r.img.mu.Lock()
+	r.img.toBuilder[done] = true
+	r.img.mu.Unlock()
 	go func() {
+		defer func() {
+			r.img.mu.Lock()
+			delete(r.img.toBuilder, done)
+			r.img.mu.Unlock()
+			close(done)
+		}()
 		ctx, cancel := context.WithTimeout(r.ctx, importTimeout)
 		defer cancel()
 		tar, err := r.cfg.Nodes.ExportImage(ctx, node, ref)
@@ -403,6 +417,25 @@ func (r *Runtime) toBuilder(node, ref string) {
 			r.log.Warn("cannot copy a snapshot into the builder's Docker engine: templates cannot be built on it", logkey.Image, ref, "node", node, "err", err)
 		}
 	}()
+}
+
+// BuilderCopies waits until the snapshots being copied into the builder's
+// engine are there (or ctx ends): a template build may start from one.
+func (r *Runtime) BuilderCopies(ctx context.Context) error {
+	r.img.mu.Lock()
+	var copies []chan struct{}
+	for c := range r.img.toBuilder {
+		copies = append(copies, c)
+	}
+	r.img.mu.Unlock()
+	for _, c := range copies {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), "a snapshot is still being copied into the builder")
+		}
+	}
+	return nil
 }
 
 // spread copies the committed image ref (of ID id), which holders have, to

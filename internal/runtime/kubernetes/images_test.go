@@ -163,13 +163,13 @@ func TestACommittedImageIsFoundPinnedAndSpread(t *testing.T) {
 		t.Errorf("ID of no image: %v", err)
 	}
 
-	deadline := time.Now().Add(5 * time.Second)
-	for id, _ := c.builder.id(ref); id != img.ID; id, _ = c.builder.id(ref) {
-		if time.Now().After(deadline) {
-			t.Fatal("the snapshot was not copied into the builder, for templates built on it")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := rt.BuilderCopies(t.Context()); err != nil {
+		t.Fatal(err)
 	}
+	if id, _ := c.builder.id(ref); id != img.ID {
+		t.Fatalf("the snapshot was not copied into the builder, for templates built on it: %q", id)
+	}
+	deadline := time.Now().Add(5 * time.Second)
 
 	p := c.create(t, rt, "ifrom", ref)
 	if !slices.Equal(pinned(p), []string{node}) || p.Spec.NodeName != node || p.Annotations[annotationImageID] != img.ID {
