@@ -119,7 +119,8 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 
 // kubeBuilder builds templates with the local Docker engine once the
 // snapshots being copied into it from the nodes are there, since a build
-// may start from one (fromTemplate of a snapshot).
+// may start from one (fromTemplate of a snapshot), and brings the image
+// built to the nodes before the build is done.
 type kubeBuilder struct {
 	*docker.Builder
 	rt *kubernetes.Runtime
@@ -129,7 +130,11 @@ func (b kubeBuilder) Build(ctx context.Context, contextTar io.Reader, tag string
 	if err := b.rt.BuilderCopies(ctx); err != nil {
 		return err
 	}
-	return b.Builder.Build(ctx, contextTar, tag, noCache, out)
+	if err := b.Builder.Build(ctx, contextTar, tag, noCache, out); err != nil {
+		return err
+	}
+	b.rt.Distribute(ctx, tag, out)
+	return nil
 }
 
 // nodeToken reads the node agents' token from its Secret.

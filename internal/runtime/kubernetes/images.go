@@ -338,6 +338,28 @@ func (r *Runtime) placeImage(ctx context.Context, ref string) (nodes []string, i
 	return hs, img.ID, nil
 }
 
+// Distribute brings the builder's image ref to the nodes now, as the
+// first pod of it would, saying so on out: the last step of a template
+// build, so that the template's first sandbox does not wait for it. A
+// failure is said on out, not returned: the image is built, and its first
+// pod tries again.
+func (r *Runtime) Distribute(ctx context.Context, ref string, out func(line string)) {
+	if r.cfg.PullPolicy != "Never" || r.cfg.Nodes == nil {
+		return
+	}
+	id, err := r.cfg.Images.ImageID(ctx, ref)
+	if err == nil {
+		out("importing the image into the cluster's nodes")
+		start := time.Now()
+		var nodes []string
+		if nodes, err = r.importEverywhere(ctx, ref, id); err == nil {
+			out(fmt.Sprintf("the image is on %s (%v)", strings.Join(nodes, ", "), time.Since(start).Round(100*time.Millisecond)))
+			return
+		}
+	}
+	out("the image could not be imported into the nodes; its first sandbox tries again: " + err.Error())
+}
+
 // importEverywhere brings the builder's image ref (of ID id) to every node
 // with an agent, and returns those that have it. An import that fails
 // leaves its node out (logged); only when none has it does placing fail.

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -333,5 +334,29 @@ func TestWithoutNodeAgentsStopIsUnavailable(t *testing.T) {
 	}
 	if _, ok := c.pod(t, "i1"); !ok {
 		t.Error("the pod was deleted")
+	}
+}
+
+// A template build ends by bringing its image to the nodes: its first
+// sandbox imports nothing.
+func TestDistributeBringsABuiltImageToTheNodes(t *testing.T) {
+	c := newCluster(t)
+	rt := c.runtime(t)
+	c.builder.set("warren-template/t1:b1", "sha256:t1")
+	var lines []string
+	rt.Distribute(t.Context(), "warren-template/t1:b1", func(l string) { lines = append(lines, l) })
+	if n := len(c.nodes.importsDone()); n != 2 || len(lines) != 2 || !strings.Contains(lines[1], "node-1, node-2") {
+		t.Fatalf("%d imports, said %q", n, lines)
+	}
+	c.create(t, rt, "i1", "warren-template/t1:b1")
+	if n := len(c.nodes.importsDone()); n != 2 {
+		t.Errorf("the first sandbox imported again: %d imports", n)
+	}
+	c.nodes.failImport["node-1"], c.nodes.failImport["node-2"] = true, true
+	c.builder.set("warren-template/t1:b2", "sha256:t2")
+	lines = nil
+	rt.Distribute(t.Context(), "warren-template/t1:b2", func(l string) { lines = append(lines, l) })
+	if len(lines) != 2 || !strings.Contains(lines[1], "disk full") {
+		t.Errorf("a failed import said %q", lines)
 	}
 }
