@@ -110,10 +110,11 @@ WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPAC
   WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" \
   test/e2e/server-run.sh "$@" || rc=1
 
-# Every server of the run is gone: none of their pods may be left.
-left=$(k -n "$ns" get pods -l dev.warren.managed -o name)
+# Every server of the run is gone: none of their pods, nor records of stopped sandboxes, may
+# be left.
+left=$(k -n "$ns" get pods,configmaps -l dev.warren.managed -o name)
 if [ -n "$left" ]; then
-  say "sandbox pods left behind: $(echo $left)"
+  say "sandbox pods or stopped sandboxes' records left behind: $(echo $left)"
   rc=1
 fi
 exit "$rc"
