@@ -61,18 +61,37 @@ func (r *Runtime) run(ctx context.Context, pod *corev1.Pod, pidsLimit int) (sand
 	return r.containerOf(p), nil
 }
 
-// pinTo lets pod run only on nodes; nil nodes: anywhere.
+// pinTo lets pod run only on nodes; nil nodes: anywhere. A node is
+// matched by its name, one term each: the API takes a single value for a
+// field selector, and terms are alternatives.
 func pinTo(pod *corev1.Pod, nodes []string) {
 	if nodes == nil {
 		return
 	}
+	var terms []corev1.NodeSelectorTerm
+	for _, n := range slices.Sorted(slices.Values(nodes)) {
+		terms = append(terms, corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{
+			Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n},
+		}}})
+	}
 	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchFields: []corev1.NodeSelectorRequirement{{
-				Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: slices.Sorted(slices.Values(nodes)),
-			}},
-		}}},
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
 	}}
+}
+
+// pinnedTo returns the nodes pinTo let pod run on; nil: any.
+func pinnedTo(pod *corev1.Pod) []string {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range t.MatchFields {
+			out = append(out, f.Values...)
+		}
+	}
+	return out
 }
 
 // waitRunning waits until the named pod's sandbox container runs and the

@@ -36,13 +36,6 @@ func (c *cluster) create(t *testing.T, rt *Runtime, id, image string) *corev1.Po
 	return p
 }
 
-// pinned returns the nodes a pod may run on; nil: any.
-func pinned(p *corev1.Pod) []string {
-	if p.Spec.Affinity == nil {
-		return nil
-	}
-	return p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values
-}
 
 func TestCreatesAtOnceImportTheImageOncePerNode(t *testing.T) {
 	c := newCluster(t)
@@ -63,8 +56,8 @@ func TestCreatesAtOnceImportTheImageOncePerNode(t *testing.T) {
 		t.Errorf("imports %v, want %v", got, want)
 	}
 	p, _ := c.pod(t, "i0")
-	if !slices.Equal(pinned(p), []string{"node-1", "node-2"}) || p.Annotations[annotationImageID] != "sha256:t1" {
-		t.Errorf("pod on %v of image %s", pinned(p), p.Annotations[annotationImageID])
+	if !slices.Equal(pinnedTo(p), []string{"node-1", "node-2"}) || p.Annotations[annotationImageID] != "sha256:t1" {
+		t.Errorf("pod on %v of image %s", pinnedTo(p), p.Annotations[annotationImageID])
 	}
 	c.create(t, rt, "iagain", "warren-template/t1:b1")
 	if n := len(c.nodes.importsDone()); n != 2 {
@@ -108,8 +101,8 @@ func TestANodeThatCannotImportIsAvoided(t *testing.T) {
 	c.nodes.failImport["node-2"] = true
 	rt := c.runtime(t)
 	p := c.create(t, rt, "i1", "warren/base")
-	if !slices.Equal(pinned(p), []string{"node-1"}) || p.Spec.NodeName != "node-1" {
-		t.Errorf("pod pinned to %v, on %s", pinned(p), p.Spec.NodeName)
+	if !slices.Equal(pinnedTo(p), []string{"node-1"}) || p.Spec.NodeName != "node-1" {
+		t.Errorf("pod pinned to %v, on %s", pinnedTo(p), p.Spec.NodeName)
 	}
 	c.nodes.failImport["node-1"] = true
 	c.builder.set("warren/base", "sha256:rebuilt")
@@ -132,8 +125,8 @@ func TestWithARegistryNothingIsImported(t *testing.T) {
 	}
 	defer rt.Close()
 	p := c.create(t, rt, "i1", "warren/base")
-	if got := c.nodes.importsDone(); len(got) != 0 || pinned(p) != nil {
-		t.Errorf("imports %v, pinned to %v", got, pinned(p))
+	if got := c.nodes.importsDone(); len(got) != 0 || pinnedTo(p) != nil {
+		t.Errorf("imports %v, pinned to %v", got, pinnedTo(p))
 	}
 }
 
@@ -173,8 +166,8 @@ func TestACommittedImageIsFoundPinnedAndSpread(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 
 	p := c.create(t, rt, "ifrom", ref)
-	if !slices.Equal(pinned(p), []string{node}) || p.Spec.NodeName != node || p.Annotations[annotationImageID] != img.ID {
-		t.Errorf("pod of the snapshot pinned to %v, on %s; image %s", pinned(p), p.Spec.NodeName, p.Annotations[annotationImageID])
+	if !slices.Equal(pinnedTo(p), []string{node}) || p.Spec.NodeName != node || p.Annotations[annotationImageID] != img.ID {
+		t.Errorf("pod of the snapshot pinned to %v, on %s; image %s", pinnedTo(p), p.Spec.NodeName, p.Annotations[annotationImageID])
 	}
 	deadline = time.Now().Add(5 * time.Second)
 	for {
@@ -186,8 +179,8 @@ func TestACommittedImageIsFoundPinnedAndSpread(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if p := c.create(t, rt, "ilater", ref); !slices.Equal(pinned(p), []string{"node-1", "node-2"}) {
-		t.Errorf("once copied, a pod of the snapshot is pinned to %v", pinned(p))
+	if p := c.create(t, rt, "ilater", ref); !slices.Equal(pinnedTo(p), []string{"node-1", "node-2"}) {
+		t.Errorf("once copied, a pod of the snapshot is pinned to %v", pinnedTo(p))
 	}
 
 	if err := rt.RemoveImage(t.Context(), ref); err != nil {
@@ -295,9 +288,9 @@ func TestStopRecordsTheSandboxAndStartPinsItToItsNode(t *testing.T) {
 		t.Fatalf("start: %+v, %v", ct, err)
 	}
 	p2, _ := c.pod(t, "i1")
-	if p2.Spec.NodeName != p.Spec.NodeName || !slices.Equal(pinned(p2), []string{p.Spec.NodeName}) ||
+	if p2.Spec.NodeName != p.Spec.NodeName || !slices.Equal(pinnedTo(p2), []string{p.Spec.NodeName}) ||
 		sandboxImage(p2) != imageName(stoppedImage("i1")) || p2.Labels[sandbox.LabelTeam] != "t1" {
-		t.Errorf("started pod on %s pinned to %v of %s, labels %v", p2.Spec.NodeName, pinned(p2), sandboxImage(p2), p2.Labels)
+		t.Errorf("started pod on %s pinned to %v of %s, labels %v", p2.Spec.NodeName, pinnedTo(p2), sandboxImage(p2), p2.Labels)
 	}
 	if _, err := c.cli.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), id, metav1.GetOptions{}); err == nil {
 		t.Error("the record is left once the sandbox runs again")

@@ -53,8 +53,7 @@ func newCluster(t *testing.T) *cluster {
 				i := n.Add(1)
 				p.UID = types.UID(uuid.NewString())
 				p.Spec.NodeName = fmt.Sprintf("node-%d", i%2+1)
-				if a := p.Spec.Affinity; a != nil { // pinned: the scheduler keeps to the nodes named
-					vals := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values
+				if vals := pinnedTo(p); vals != nil { // the scheduler keeps to the nodes named
 					p.Spec.NodeName = vals[int(i)%len(vals)]
 				}
 				runningStatus(p)
