@@ -122,18 +122,35 @@ async function createAndRun(template) {
   return { sbx, ms: now() - t0 }
 }
 
-// series runs n creates of template one at a time, waiting pauseMs before each, and kills each
-// sandbox before the next create; it returns their times, in order.
+// attempt runs one create → first command of template and kills the sandbox; it returns the
+// time, or undefined after adding the error to errors: one create that fails is counted, it
+// does not end the benchmark.
+async function attempt(errors, template) {
+  try {
+    const r = await createAndRun(template)
+    await r.sbx.kill()
+    return r.ms
+  } catch (e) {
+    errors.push(String(e?.message ?? e))
+    return undefined
+  }
+}
+
+// series runs n creates of template one at a time, waiting pauseMs before each, each sandbox
+// killed before the next create: their times in order (undefined for a failure), and the
+// errors.
 async function series(n, pauseMs, template) {
   const lat = []
+  const errors = []
   for (let i = 0; i < n; i++) {
     if (pauseMs) await sleep(pauseMs)
-    const r = await createAndRun(template)
-    lat.push(r.ms)
-    await r.sbx.kill()
+    lat.push(await attempt(errors, template))
   }
-  return lat
+  return { lat, errors }
 }
+
+// summary is stat of the times that succeeded, with the failures and their distinct errors.
+const summary = (lat, errors) => ({ ...stat(lat.filter(Number.isFinite)), failures: errors.length, errors: [...new Set(errors)].slice(0, 3) })
 
 async function burst(n) {
   const stop = sampler()
@@ -240,8 +257,10 @@ function printPhases(phases, keys) {
     .sort((x, y) => phaseOrder.indexOf(x) - phaseOrder.indexOf(y))
   note(`phases, p50 / mean ms   ${keys.map((k) => k.padStart(18)).join('')}`)
   for (const p of names) note(`  ${p.padEnd(20)} ${keys.map((k) => cell(phases[k].phases[p]).padStart(18)).join('')}`)
-  note(`  ${'create → first cmd'.padEnd(20)} ${keys.map((k) => `p50 ${phases[k].create_to_first_cmd.p50.toFixed(1)}`.padStart(18)).join('')}`)
-  note(`  ${'creates on the path'.padEnd(20)} ${keys.map((k) => `${phases[k].phases.total?.n ?? 0} of ${phases[k].create_to_first_cmd.n}`.padStart(18)).join('')}`)
+  note(`  ${'create → first cmd'.padEnd(20)} ${keys.map((k) => `p50 ${phases[k].create_to_first_cmd.p50?.toFixed(1) ?? '–'}`.padStart(18)).join('')}`)
+  const tried = (c) => c.n + c.failures
+  note(`  ${'creates on the path'.padEnd(20)} ${keys.map((k) => `${phases[k].phases.total?.n ?? 0} of ${tried(phases[k].create_to_first_cmd)}`.padStart(18)).join('')}`)
+  note(`  ${'failures'.padEnd(20)} ${keys.map((k) => String(phases[k].create_to_first_cmd.failures).padStart(18)).join('')}`)
 }
 
 const images = [] // every image the benchmark tagged or built, removed at the end
@@ -284,10 +303,12 @@ try {
   }
 
   if (only.includes('sequential')) {
-    const b2b = stat(await series(count, 0))
-    line(`one at a time, back to back (n=${count})`, b2b)
-    const paused = stat(await series(count, 1000))
-    line('one at a time, 1 s apart', paused)
+    const a = await series(count, 0)
+    const b2b = summary(a.lat, a.errors)
+    line(`one at a time, back to back (n=${count})`, b2b, b2b.failures)
+    const b = await series(count, 1000)
+    const paused = summary(b.lat, b.errors)
+    line('one at a time, 1 s apart', paused, paused.failures)
     const f = stat(await floorSeries(count))
     line('  floor: docker run -d one at a time', f)
     results.sequential = { back_to_back: b2b, paused, floor: f }
@@ -296,11 +317,12 @@ try {
   // own: creates of a template of the user's own, one at a time, 1 s apart: the first, and the
   // p50 after the first 3 (by then the template's learned pool serves them).
   const own = async (key, label, template) => {
-    const lat = await series(count, 1000, template)
-    const after = stat(lat.slice(3))
+    const { lat, errors } = await series(count, 1000, template)
+    const after = summary(lat.slice(3), errors)
     results[key] = { first_ms: lat[0], after_first_3: after, all: lat }
-    note(`${label}: first create ${lat[0].toFixed(1)} ms`)
-    line(`  after the first 3`, after)
+    note(`${label}: first create ${lat[0]?.toFixed(1) ?? 'failed'} ms`)
+    line(`  after the first 3`, after, errors.length)
+    if (errors.length) note(`${''.padEnd(40)} errors: ${after.errors.join(' | ')}`)
   }
   if (only.includes('template')) {
     const name = `${tag}-tpl`
@@ -318,21 +340,25 @@ try {
   }
 
   if (only.includes('first')) {
+    const m0 = await metrics()
     const w = []
+    const errors = []
     const f = []
     for (let i = 0; i < count; i++) {
-      const r = await createAndRun(await freshImage(`${tag}-first:w${i}`))
-      w.push(r.ms)
-      await r.sbx.kill()
+      w.push(await attempt(errors, await freshImage(`${tag}-first:w${i}`)))
       const other = await freshImage(`${tag}-first:f${i}`)
       f.push(...(await floorSeries(1, () => other)))
     }
-    const ws = stat(w)
+    const ws = summary(w, errors)
     const fs = stat(f)
-    line(`first create of a fresh image (n=${count})`, ws)
+    line(`first create of a fresh image (n=${count})`, ws, ws.failures)
+    if (errors.length) note(`${''.padEnd(40)} errors: ${ws.errors.join(' | ')}`)
     line('  floor: docker run -d of a fresh image', fs)
     note(`${''.padEnd(40)} p50 / floor p50 = ${(ws.p50 / fs.p50).toFixed(2)}`)
-    results.first = { warren: ws, floor: fs, ratio_p50: ws.p50 / fs.p50 }
+    const ph = phaseStats(m0, await metrics()).cold ?? {}
+    const names = Object.keys(ph).sort((x, y) => phaseOrder.indexOf(x) - phaseOrder.indexOf(y))
+    note(`${''.padEnd(40)} its phases, p50 ms: ${names.map((p) => `${p} ${ph[p].p50_ms.toFixed(1)}`).join(', ')}`)
+    results.first = { warren: ws, floor: fs, ratio_p50: ws.p50 / fs.p50, phases: ph }
   }
 
   if (only.includes('phases')) {
@@ -354,13 +380,12 @@ try {
     await sleep(3000) // the new servers' pools fill
     const m0 = await Promise.all(runs.map((r) => metrics(r.srv)))
     const lat = runs.map(() => [])
+    const errs = runs.map(() => [])
     for (let i = 0; i < count; i++) {
       for (const [j, r] of runs.entries()) {
         await sleep(1000)
         Object.assign(process.env, r.srv.sdkEnv)
-        const x = await createAndRun()
-        lat[j].push(x.ms)
-        await x.sbx.kill()
+        lat[j].push(await attempt(errs[j], undefined))
       }
     }
     Object.assign(process.env, server.sdkEnv)
@@ -368,7 +393,7 @@ try {
     for (const [j, r] of runs.entries()) {
       const st = phaseStats(m0[j], await metrics(r.srv))
       const path = r.key.split('_')[0]
-      results.phases[r.key] = { create_to_first_cmd: stat(lat[j]), phases: st[path] ?? {}, other: st[path === 'pool' ? 'cold' : 'pool'] ?? {} }
+      results.phases[r.key] = { create_to_first_cmd: summary(lat[j], errs[j]), phases: st[path] ?? {}, other: st[path === 'pool' ? 'cold' : 'pool'] ?? {} }
     }
     printPhases(results.phases, runs.map((r) => r.key))
   }

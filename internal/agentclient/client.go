@@ -24,9 +24,9 @@ import (
 // of the container starting (10–30 ms on a loaded 2-core machine), and
 // that moment is on the critical path of creating a sandbox, so retries
 // come fast and stay close: a probe is one connection to the published
-// port, refused at once while the agent does not listen, and at most a
-// few creates poll at a time (the lifecycle's gate). With the interval
-// doubling to 50 ms an agent up at 31 ms was seen at 62 ms.
+// port, and at most a few creates poll at a time (the lifecycle's gate).
+// With the interval doubling to 50 ms an agent up at 31 ms was seen at
+// 62 ms.
 const (
 	pollFirst = 2 * time.Millisecond
 	pollMax   = 10 * time.Millisecond
@@ -72,17 +72,14 @@ func (c *Client) Health(ctx context.Context, addr string) error {
 	return nil
 }
 
-// Init configures the agent at addr, waiting until it is healthy if it
-// does not answer yet. The token goes in the body (to set it the first
-// time) and in X-Access-Token (to prove it when the agent already has
-// one, e.g. after a retry).
-//
-// The init is tried first, before any health probe: a pooled
-// container's agent has been listening for long, so its claim costs one
-// round trip instead of two. An agent that does not answer (not yet
-// listening: the engine's port proxy accepts and drops the connection)
-// is waited for, then asked again; an init applied twice sets the same.
+// Init waits until the agent at addr is healthy, then configures it. The
+// token goes in the body (to set it the first time) and in X-Access-Token
+// (to prove it when the agent already has one, e.g. after a retry).
 func (c *Client) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
+	if err := c.waitHealthy(ctx, addr); err != nil {
+		return err
+	}
+	phases.Mark(ctx, "agent_wait")
 	body, err := json.Marshal(initBody{
 		EnvVars:        init.EnvVars,
 		AccessToken:    init.AccessToken,
@@ -94,30 +91,6 @@ func (c *Client) Init(ctx context.Context, addr string, init sandbox.AgentInit) 
 	if err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "encoding agent init")
 	}
-	err = c.postInit(ctx, addr, init, body)
-	if !errors.As(err, new(noAnswer)) || ctx.Err() != nil {
-		if err == nil {
-			phases.Mark(ctx, "agent_init")
-		}
-		return err
-	}
-	if err := c.waitHealthy(ctx, addr); err != nil {
-		return err
-	}
-	phases.Mark(ctx, "agent_wait")
-	if err := c.postInit(ctx, addr, init, body); err != nil {
-		return err
-	}
-	phases.Mark(ctx, "agent_init")
-	return nil
-}
-
-// noAnswer is what postInit's error wraps when the agent did not answer
-// at all.
-type noAnswer struct{ error }
-
-// postInit sends one POST /init of body.
-func (c *Client) postInit(ctx context.Context, addr string, init sandbox.AgentInit, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/init", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -131,12 +104,13 @@ func (c *Client) postInit(ctx context.Context, addr string, init sandbox.AgentIn
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return sandbox.Wrap(sandbox.KindUnavailable, noAnswer{err}, "agent init failed")
+		return sandbox.Wrap(sandbox.KindUnavailable, err, "agent init failed")
 	}
 	defer drain(resp)
 	if resp.StatusCode != http.StatusNoContent {
 		return sandbox.Wrap(sandbox.KindInternal, responseError(resp), "agent init failed")
 	}
+	phases.Mark(ctx, "agent_init")
 	return nil
 }
 

@@ -128,68 +128,6 @@ func TestInitSendsAgentSecret(t *testing.T) {
 	}
 }
 
-// droppingListener closes every connection it accepts until ready is
-// closed, as the engine's port proxy does while the container's agent
-// does not listen yet.
-type droppingListener struct {
-	net.Listener
-	ready chan struct{}
-}
-
-func (l droppingListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case <-l.ready:
-			return c, nil
-		default:
-			c.Close()
-		}
-	}
-}
-
-// TestInitThroughPortProxy: an agent behind a proxy that drops
-// connections until the agent listens is waited for, then initialised.
-func TestInitThroughPortProxy(t *testing.T) {
-	srv, st := newAgent(t, "")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	go srv.Serve(droppingListener{ln, ready})
-	time.AfterFunc(100*time.Millisecond, func() { close(ready) })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := New().Init(ctx, ln.Addr().String(), sandbox.AgentInit{AccessToken: "tok"}); err != nil {
-		t.Fatalf("Init: %v", err)
-	}
-	if got := st.AccessToken(); got != "tok" {
-		t.Errorf("access token %q after Init, want tok", got)
-	}
-}
-
-// TestInitReadyAgentOneRequest: an agent that answers (a pooled
-// container's) is initialised with its init alone, no health probe first.
-func TestInitReadyAgentOneRequest(t *testing.T) {
-	srv, _ := newAgent(t, "")
-	var paths []string
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		paths = append(paths, r.Method+" "+r.URL.Path)
-		srv.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	if err := New().Init(context.Background(), ts.Listener.Addr().String(), sandbox.AgentInit{}); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"POST /init"}, paths); diff != "" {
-		t.Errorf("requests (-want +got):\n%s", diff)
-	}
-}
-
 func TestInitFast(t *testing.T) {
 	addr, _, _ := startAgent(t, "")
 	c := New()
