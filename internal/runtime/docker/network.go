@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/moby/moby/api/types/network"
@@ -50,6 +51,9 @@ func (r *Runtime) ensureBridge(ctx context.Context, name, what string) (string, 
 	}
 	opts := map[string]string{}
 	if len(name) <= 15 {
+		if err := bridgeNameFree(name, what); err != nil {
+			return "", err
+		}
 		opts[bridgeNameOption] = name
 	}
 	noIPv6 := false
@@ -70,6 +74,19 @@ func (r *Runtime) ensureBridge(ctx context.Context, name, what string) (string, 
 		return bridge, nil
 	}
 	return "br-" + created.ID[:12], nil
+}
+
+// bridgeNameFree refuses to name a new network's bridge after a host
+// interface that exists: this engine has no such network, so the
+// interface is another's, most likely another Docker engine's network of
+// the same name on this host. The bridge driver would take it over and
+// readdress it, and cut that network's containers off.
+func bridgeNameFree(name, what string) error {
+	if _, err := net.InterfaceByName(name); err == nil {
+		return fmt.Errorf("cannot create the %s network %q: a host interface of that name exists, which is not this engine's "+
+			"(another Docker engine's network on this host?); choose another network name (warren serve --network)", what, name)
+	}
+	return nil
 }
 
 // bridgeOf is the interface of a bridge network.
