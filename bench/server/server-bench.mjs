@@ -23,6 +23,7 @@ import { parseArgs } from 'node:util'
 import os from 'node:os'
 import { WarrenServer } from '../../test/e2e/server/harness.mjs'
 import { reporter } from '../stats.mjs'
+import { timeListings } from '../listing.mjs'
 
 const { values: opt } = parseArgs({
   options: {
@@ -164,32 +165,7 @@ try {
       }
     }))
     note(`(created ${N} sandboxes for listing in ${((now() - t0) / 1000).toFixed(1)} s, 8 at a time)`)
-    const sdkAll = []
-    const rawPage = []
-    const rawAll = []
-    for (let i = 0; i < 30; i++) {
-      let t = now()
-      const p = Sandbox.list({ limit: 100 })
-      let count = 0
-      while (p.hasNext) count += (await p.nextItems()).length
-      sdkAll.push(now() - t)
-      if (count !== N) throw new Error(`listed ${count}, expected ${N}`)
-      t = now()
-      const r = await server.api('/v2/sandboxes?limit=100')
-      await r.arrayBuffer()
-      rawPage.push(now() - t)
-      t = now()
-      let token = ''
-      let seen = 0
-      do {
-        const q = token ? `&nextToken=${encodeURIComponent(token)}` : ''
-        const rr = await server.api(`/v2/sandboxes?limit=100${q}`)
-        seen += (await rr.json()).length
-        token = rr.headers.get('x-next-token') ?? ''
-      } while (token)
-      rawAll.push(now() - t)
-      if (seen !== N) throw new Error(`raw listing saw ${seen}, expected ${N}`)
-    }
+    const { sdkAll, rawPage, rawAll } = await timeListings({ Sandbox, server, expected: N, runs: 30 })
     report('list_all_sdk', `Sandbox.list() of all ${N} (pages of 100), SDK`, sdkAll)
     report('list_page_raw', `one GET /v2/sandboxes?limit=100 page, raw`, rawPage)
     report('list_all_raw', `all ${N} by raw GETs (X-Next-Token paging)`, rawAll)
