@@ -107,6 +107,11 @@ type Firewall struct {
 	rules map[string]sandbox.Egress
 	// restores counts the writes to the kernel, for tests.
 	restores int
+	// written is the iptables-restore input last written, by family,
+	// which a change of the rules need not write again: the IPv6 chains
+	// never change with them, and a pooled container's chains may not
+	// change when it is claimed. install rewrites everything.
+	written map[string]string
 	ports    egress.Ports // zero until the egress server listens
 
 	byIP atomic.Pointer[map[netip.Addr]egress.Sandbox] // sandboxes by address, for the egress server
@@ -326,7 +331,7 @@ func (f *Firewall) writeBatch(ctx context.Context, batch []*change) error {
 	if !dirty {
 		return nil
 	}
-	if err := f.writeChains(ctx); err != nil {
+	if err := f.writeChains(ctx, false); err != nil {
 		for _, c := range slices.Backward(batch) {
 			if c.hadPrev {
 				f.rules[c.id] = c.prev
@@ -399,7 +404,7 @@ func (f *Firewall) install(ctx context.Context) error {
 		return err
 	}
 	f.listenEgress()
-	if err := f.writeChains(ctx); err != nil {
+	if err := f.writeChains(ctx, true); err != nil {
 		return err
 	}
 	for _, fam := range f.families() {
@@ -492,16 +497,26 @@ func bridgeAddr(bridge string) (netip.Prefix, error) {
 }
 
 // writeChains rewrites our chains from f.rules, one atomic commit per
-// family. The caller holds f.mu.
-func (f *Firewall) writeChains(ctx context.Context) error {
+// family, skipping a family whose chains are as last written unless all
+// is true (the chains may have been lost: an engine restart, an
+// operator's flush). The caller holds f.mu.
+func (f *Firewall) writeChains(ctx context.Context, all bool) error {
 	f.restores++
+	if f.written == nil {
+		f.written = map[string]string{}
+	}
 	for _, fam := range f.families() {
 		in := f.c.restoreInput(fam.name == "ip6tables", f.rules, f.ports)
+		if !all && f.written[fam.name] == in {
+			continue
+		}
+		delete(f.written, fam.name) // unknown until the write succeeds
 		cmd := exec.CommandContext(ctx, fam.iptablesRestore, "-w", "--noflush")
 		cmd.Stdin = strings.NewReader(in)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("firewall: %s-restore: %w: %s", fam.name, err, bytes.TrimSpace(out))
 		}
+		f.written[fam.name] = in
 	}
 	return nil
 }
@@ -527,6 +542,7 @@ func (f *Firewall) Chains() (input, forward string) { return f.c.input, f.c.forw
 func (f *Firewall) Uninstall(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.written = nil
 	var errs []error
 	rule := f.c.jump(f.c.bridge, f.c.redirect, "domain rules of sandboxes")
 	for {
