@@ -144,7 +144,7 @@ func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool
 		}
 	} else if err := m.cfg.Runtime.Stop(ctx, sb.ContainerID); err != nil {
 		if sandbox.KindOf(err) == sandbox.KindUnavailable {
-			return err // the engine cannot (Kubernetes: a pod cannot stop): its message says so
+			return err // the engine cannot (Kubernetes without node agents): its message says so
 		}
 		return sandbox.Wrap(sandbox.KindInternal, err, "failed to pause sandbox")
 	}

@@ -116,7 +116,9 @@ type Stats struct {
 // a task driver for its capabilities): an engine implements the ones it can
 // and leaves out the rest, and each capability's comment says what the
 // manager does without it. Implementations: runtime/docker (the Docker
-// engine, every capability) and runtime/fake (in memory, for tests, every
+// engine, every capability), runtime/kubernetes (pods on a cluster, every
+// capability but Checkpointer; Freezer, Committer, StatsReader and Stop
+// through its node agents) and runtime/fake (in memory, for tests, every
 // capability).
 //
 // Every method of every capability returns an *Error with KindNotFound
