@@ -406,6 +406,12 @@ func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
 		return "", sandbox.Errorf(sandbox.KindInvalid, "a snapshot needs an image reference")
 	}
 	p, err := r.nodeOp(ctx, id, "saving the files of")
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		if _, rerr := r.record(ctx, id); rerr == nil {
+			return "", sandbox.Errorf(sandbox.KindConflict,
+				"a stopped sandbox's files are an image on its node, which the node agent cannot copy under another name: resume it, then snapshot it")
+		}
+	}
 	if err != nil {
 		return "", err
 	}

@@ -270,6 +270,9 @@ func TestStopRecordsTheSandboxAndStartPinsItToItsNode(t *testing.T) {
 	if err := rt.Stop(t.Context(), id); err != nil {
 		t.Errorf("stopping it again: %v", err)
 	}
+	if _, err := rt.Commit(t.Context(), id, sandbox.SnapshotRepo+":s1"); sandbox.KindOf(err) != sandbox.KindConflict {
+		t.Errorf("a snapshot of the stopped sandbox: %v, want a conflict", err)
+	}
 	cm, err := c.cli.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), id, metav1.GetOptions{})
 	if err != nil || cm.Labels[sandbox.LabelSandbox] != "i1" || cm.Data[recordNode] != p.Spec.NodeName {
 		t.Fatalf("record %v, %v", cm, err)
