@@ -106,8 +106,13 @@ if [ $# -eq 0 ]; then
   set -- kube/kubernetes.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs
 fi
-WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \
+# The nodes' containerd, for the tests that look for images there (scripts/kube.sh's layout).
+# A file may take longer than on Docker: each template build ends by importing its image into
+# both nodes.
+kube_dir=${KUBECONFIG%/*}
+WARREN_E2E_TEST_TIMEOUT=${WARREN_E2E_TEST_TIMEOUT:-900000} WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \
   WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" \
+  WARREN_E2E_CTR="${kubectl%/*}/ctr" WARREN_E2E_CONTAINERD="$(echo "$kube_dir"/node*/containerd.sock)" \
   test/e2e/server-run.sh "$@" || rc=1
 
 # Every server of the run is gone: none of their pods, nor records of stopped sandboxes, may

@@ -103,7 +103,7 @@ fi
 say "running node --test ${opts[*]} ${files[*]}"
 set +e
 node server/harness.mjs run -- \
-  node --test --test-concurrency=1 --test-reporter=spec --test-timeout=300000 "${opts[@]}" "${files[@]}"
+  node --test --test-concurrency=1 --test-reporter=spec --test-timeout="${WARREN_E2E_TEST_TIMEOUT:-300000}" "${opts[@]}" "${files[@]}"
 status=$?
 set -e
 if [ "$status" -eq 0 ]; then say "all server end-to-end tests passed"; else say "server end-to-end tests FAILED (exit $status)"; fi

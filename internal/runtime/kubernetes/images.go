@@ -71,11 +71,17 @@ type nodeImages struct {
 	mu      sync.Mutex
 	byNode  map[string]map[string]nodeagent.Image // node → normalized name → image
 	imports map[string]*importFlight              // node, name and ID → the import under way
-	// toBuilder holds the copies of snapshots into the builder under way,
-	// each closed when done.
-	toBuilder map[chan struct{}]bool
-	nodes     []string
-	nodesAt   time.Time
+	// copies are the background copies of images under way (to other
+	// nodes, into the builder), each channel closed when done.
+	copies  map[chan struct{}]copyOf
+	nodes   []string
+	nodesAt time.Time
+}
+
+// copyOf is what a background copy copies.
+type copyOf struct {
+	name      string // normalized
+	toBuilder bool
 }
 
 type importFlight struct {
@@ -85,7 +91,7 @@ type importFlight struct {
 
 func newNodeImages() *nodeImages {
 	return &nodeImages{byNode: map[string]map[string]nodeagent.Image{}, imports: map[string]*importFlight{},
-		toBuilder: map[chan struct{}]bool{}}
+		copies: map[chan struct{}]copyOf{}}
 }
 
 // imageName is ref as containerd and the node agent name it:
@@ -278,8 +284,12 @@ func (r *Runtime) InspectImage(ctx context.Context, ref string) (sandbox.Image, 
 }
 
 // RemoveImage removes an image from the builder's engine and from every
-// node that has it. KindNotFound when none had it.
+// node that has it, once the copies of it under way have landed (they
+// would bring it back). KindNotFound when none had it.
 func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
+	if err := r.copiesOf(ctx, ref); err != nil {
+		return err
+	}
 	err := r.cfg.Images.RemoveImage(ctx, ref)
 	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
 		return err
@@ -417,17 +427,9 @@ func (r *Runtime) toBuilder(node, ref string) {
 	if r.cfg.Source == nil {
 		return
 	}
-	done := make(chan struct{})
-	r.img.mu.Lock()
-	r.img.toBuilder[done] = true
-	r.img.mu.Unlock()
+	end := r.startCopy(copyOf{name: imageName(ref), toBuilder: true})
 	go func() {
-		defer func() {
-			r.img.mu.Lock()
-			delete(r.img.toBuilder, done)
-			r.img.mu.Unlock()
-			close(done)
-		}()
+		defer end()
 		ctx, cancel := context.WithTimeout(r.ctx, importTimeout)
 		defer cancel()
 		tar, err := r.cfg.Nodes.ExportImage(ctx, node, ref)
@@ -441,20 +443,47 @@ func (r *Runtime) toBuilder(node, ref string) {
 	}()
 }
 
+// copiesOf waits for the background copies of ref under way.
+func (r *Runtime) copiesOf(ctx context.Context, ref string) error {
+	name := imageName(ref)
+	return r.waitCopies(ctx, func(c copyOf) bool { return c.name == name })
+}
+
 // BuilderCopies waits until the snapshots being copied into the builder's
 // engine are there (or ctx ends): a template build may start from one.
 func (r *Runtime) BuilderCopies(ctx context.Context) error {
+	return r.waitCopies(ctx, func(c copyOf) bool { return c.toBuilder })
+}
+
+// startCopy records a background copy; the function returned ends it.
+func (r *Runtime) startCopy(c copyOf) (end func()) {
+	done := make(chan struct{})
 	r.img.mu.Lock()
-	var copies []chan struct{}
-	for c := range r.img.toBuilder {
-		copies = append(copies, c)
+	r.img.copies[done] = c
+	r.img.mu.Unlock()
+	return func() {
+		r.img.mu.Lock()
+		delete(r.img.copies, done)
+		r.img.mu.Unlock()
+		close(done)
+	}
+}
+
+// waitCopies waits for the background copies under way that match.
+func (r *Runtime) waitCopies(ctx context.Context, match func(copyOf) bool) error {
+	r.img.mu.Lock()
+	var wait []chan struct{}
+	for ch, c := range r.img.copies {
+		if match(c) {
+			wait = append(wait, ch)
+		}
 	}
 	r.img.mu.Unlock()
-	for _, c := range copies {
+	for _, ch := range wait {
 		select {
-		case <-c:
+		case <-ch:
 		case <-ctx.Done():
-			return sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), "a snapshot is still being copied into the builder")
+			return sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), "an image is still being copied")
 		}
 	}
 	return nil
@@ -463,7 +492,9 @@ func (r *Runtime) BuilderCopies(ctx context.Context) error {
 // spread copies the committed image ref (of ID id), which holders have, to
 // the other nodes with an agent, in the background.
 func (r *Runtime) spread(ref, id string, holders []string) {
+	end := r.startCopy(copyOf{name: imageName(ref)})
 	go func() {
+		defer end()
 		ctx := r.ctx
 		nodes, err := r.agentNodes(ctx)
 		if err != nil {

@@ -36,7 +36,6 @@ func (c *cluster) create(t *testing.T, rt *Runtime, id, image string) *corev1.Po
 	return p
 }
 
-
 func TestCreatesAtOnceImportTheImageOncePerNode(t *testing.T) {
 	c := newCluster(t)
 	rt := c.runtime(t)

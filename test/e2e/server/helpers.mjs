@@ -184,4 +184,44 @@ export async function agentAddr(sandboxId) {
   return published.split('\n').find((l) => l.startsWith('127.0.0.1:'))
 }
 
+/**
+ * The image a sandbox runs, as its engine names it: its Docker container's, or its pod's
+ * sandbox container's on the Kubernetes engine; '' when it has none.
+ */
+export async function sandboxImage(sandboxId) {
+  if (process.env.WARREN_ENGINE === 'kubernetes') {
+    return (await kubectl('get', 'pod', `warren-${sandboxId}`, '-o', 'jsonpath={.spec.containers[?(@.name=="sandbox")].image}')).trim()
+  }
+  const { stdout } = await promisify(execFile)('docker', ['ps', '-a', '--filter', `label=dev.warren.sandbox=${sandboxId}`, '--format', '{{.Image}}'])
+  return stdout.trim()
+}
+
+/** The nodes' containerd sockets on the Kubernetes engine (kube-run.sh sets them), else none. */
+const nodeSockets = () => (process.env.WARREN_ENGINE === 'kubernetes' ? (process.env.WARREN_E2E_CONTAINERD || '').split(' ').filter(Boolean) : [])
+const ctr = (sock, ...args) => promisify(execFile)(process.env.WARREN_E2E_CTR || 'ctr', ['--address', sock, '-n', 'k8s.io', ...args])
+/** ref as containerd names it: "warren/x:1" is "docker.io/warren/x:1". */
+const fullName = (ref) => {
+  const first = ref.split('/')[0]
+  const named = ref.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost') ? ref : `docker.io/${ref.includes('/') ? '' : 'library/'}${ref}`
+  return /:[^/]+$/.test(named) ? named : `${named}:latest`
+}
+
+/**
+ * Whether the engine has image ref anywhere: Docker's engine, and on the Kubernetes engine also
+ * any node's containerd.
+ */
+export async function engineHasImage(ref) {
+  if (await promisify(execFile)('docker', ['image', 'inspect', ref]).then(() => true, () => false)) return true
+  for (const sock of nodeSockets()) {
+    if ((await ctr(sock, 'images', 'ls', '-q')).stdout.split('\n').includes(fullName(ref))) return true
+  }
+  return false
+}
+
+/** Removes image ref wherever engineHasImage looks (a failed test's leftovers). */
+export async function removeEngineImage(ref) {
+  await promisify(execFile)('docker', ['rmi', '-f', ref]).catch(() => {})
+  for (const sock of nodeSockets()) await ctr(sock, 'images', 'rm', fullName(ref)).catch(() => {})
+}
+
 export { assert }

@@ -2,23 +2,20 @@
 // the files preserved, listSnapshots (all and by sandbox), deleteSnapshot; fork (state copied,
 // sandboxes independent, count). Fork only exists from SDK 2.4x, so it runs with 2.51 only.
 import { it, after } from 'node:test'
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import { useServer } from './harness.mjs'
-import { assert, describeEachSdk, rejectsWith, listAll, listTagged, uid, waitFor } from './helpers.mjs'
+import { assert, describeEachSdk, rejectsWith, listAll, listTagged, uid, waitFor, engineHasImage, removeEngineImage, sandboxImage } from './helpers.mjs'
 
 await useServer()
 
-// The engine side (what an operator sees in `docker images`): a deleted snapshot, or a fork
-// whose sandboxes are all gone, must not leave its image behind. Images the server leaks are
-// removed after the file so a failing run leaves nothing either.
-const run = promisify(execFile)
+// The engine side (what an operator sees in `docker images`, or in the nodes' containerd on
+// the Kubernetes engine): a deleted snapshot, or a fork whose sandboxes are all gone, must not
+// leave its image behind. Images the server leaks are removed after the file so a failing run
+// leaves nothing either.
 const images = new Set()
-const imageExists = async (ref) => (await run('docker', ['image', 'inspect', ref]).then(() => true, () => false))
-const containerImage = async (sandboxId) =>
-  (await run('docker', ['ps', '-a', '--filter', `label=dev.warren.sandbox=${sandboxId}`, '--format', '{{.Image}}'])).stdout.trim()
+const imageExists = engineHasImage
+const containerImage = sandboxImage
 after(async () => {
-  for (const ref of images) if (await imageExists(ref)) await run('docker', ['rmi', '-f', ref]).catch(() => {})
+  for (const ref of images) if (await imageExists(ref)) await removeEngineImage(ref)
 })
 const gone = (ref, what) => waitFor(async () => !(await imageExists(ref)), { timeoutMs: 10_000, intervalMs: 250, what })
 
@@ -125,6 +122,7 @@ describeEachSdk('fork', (ctx) => {
     assert.equal(await f3.files.read('/home/user/f.txt'), 'before fork')
 
     const refs = [...new Set(await Promise.all([f1, f2, f3].map((f) => containerImage(f.sandboxId))))]
+    assert.ok(refs.every(Boolean), 'the images of the forks')
     refs.forEach((r) => images.add(r))
     for (const f of [f1, f2, f3]) assert.equal(await ctx.sdk.Sandbox.kill(f.sandboxId), true)
     for (const r of refs) await gone(r, `fork image ${r} to be removed once its sandboxes are killed`)
