@@ -355,3 +355,35 @@ func TestDistributeBringsABuiltImageToTheNodes(t *testing.T) {
 		t.Errorf("a failed import said %q", lines)
 	}
 }
+
+// A snapshot deleted while it is being copied to another node is removed
+// from that node too, once the copy lands.
+func TestRemovingAnImageBeingCopiedLeavesNoCopy(t *testing.T) {
+	c := newCluster(t)
+	rt := c.runtime(t)
+	c.create(t, rt, "isrc", "warren/base")
+	ref := sandbox.ForkRepo + ":f1"
+	if _, err := rt.Commit(t.Context(), PodName("isrc"), ref); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes.mu.Lock()
+	c.nodes.gate = make(chan struct{})
+	c.nodes.mu.Unlock()
+	c.create(t, rt, "ifork", ref) // pinned where committed; the copy to the other node waits at the gate
+	removed := make(chan error, 1)
+	go func() { removed <- rt.RemoveImage(t.Context(), ref) }()
+	select {
+	case err := <-removed:
+		t.Fatalf("the removal did not wait for the copy under way: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(c.nodes.gate)
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-1", "node-2"} {
+		if _, ok := c.nodes.has(n, ref); ok {
+			t.Errorf("the removed fork image is left on %s", n)
+		}
+	}
+}
