@@ -211,14 +211,35 @@ type limits struct{ cpu, memMB, pids int }
 // warmPool is the pool's bookkeeping; the Manager's methods below and in
 // pool_claim.go do the work.
 type warmPool struct {
-	mu    sync.Mutex      // guards ready and busy
+	mu    sync.Mutex      // guards ready, busy and made
 	ready []pooled        // oldest first
 	busy  map[string]bool // sandbox IDs being made for, or claimed from, the pool
-	kick  chan struct{}   // wakes the refill loop; buffered
+	// made holds the kinds whose latest container was made without an
+	// error: a refill makes several of them at once from its start.
+	made map[string]bool
+	kick chan struct{} // wakes the refill loop; buffered
 }
 
 func newWarmPool() *warmPool {
-	return &warmPool{busy: map[string]bool{}, kick: make(chan struct{}, 1)}
+	return &warmPool{busy: map[string]bool{}, made: map[string]bool{}, kick: make(chan struct{}, 1)}
+}
+
+// madeOK reports whether kind's latest container was made without an
+// error.
+func (p *warmPool) madeOK(kind string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.made[kind]
+}
+
+func (p *warmPool) setMade(kind string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ok {
+		p.made[kind] = true
+	} else {
+		delete(p.made, kind)
+	}
 }
 
 // knows reports whether id is a pooled container's, or one being made or
@@ -373,8 +394,17 @@ func (m *Manager) refillLoop(ctx context.Context) {
 
 // poolFillers bounds the pooled containers made at once, so that a
 // refill after a burst neither takes its time one container after another
-// nor holds the engine from the creates the pool could not serve.
-func poolFillers() int { return max(runtime.NumCPU(), 2) }
+// nor holds the engine from the creates the pool could not serve: this
+// machine's CPUs (a Docker engine starts containers on it), or more where
+// the engine starts them elsewhere (sandbox.ParallelStarter: the nodes of
+// a cluster).
+func (m *Manager) poolFillers() int {
+	n := max(runtime.NumCPU(), 2)
+	if p, ok := m.cfg.Runtime.(sandbox.ParallelStarter); ok {
+		n = max(n, p.ParallelStarts())
+	}
+	return n
+}
 
 // refill discards pooled containers of an outdated image, and those
 // beyond their kind's size (demand has passed, or the template is no
@@ -434,12 +464,15 @@ func (m *Manager) refill(ctx context.Context) error {
 		fills = append(fills, fill{kind: k, target: t})
 	}
 	var (
-		mu     sync.Mutex // guards failed, making, made and errs below
-		failed = map[string]bool{}
-		making = map[string]int{}
-		made   = map[string]bool{}
-		wg     sync.WaitGroup
-		slots  = make(chan struct{}, poolFillers())
+		mu       sync.Mutex // guards failed, making, made, inFlight and errs below
+		failed   = map[string]bool{}
+		making   = map[string]int{}
+		made     = map[string]bool{}
+		inFlight int
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, m.poolFillers())
+		// done tells the loop that a container is made (or failed).
+		done = make(chan struct{}, 1)
 	)
 	for more := true; more && ctx.Err() == nil; {
 		more = false
@@ -447,11 +480,14 @@ func (m *Manager) refill(ctx context.Context) error {
 			k := f.kind
 			mu.Lock()
 			// A kind makes one container before it makes several, so that
-			// a failing engine sees one attempt per refill.
+			// a failing engine sees one attempt per refill; unless its
+			// latest one was made, so that a refill after claims replaces
+			// them all at once.
 			full := failed[k.template] || m.pool.count(k.template)+making[k.template] >= k.size ||
-				!made[k.template] && making[k.template] > 0
+				!made[k.template] && making[k.template] > 0 && !m.pool.madeOK(k.template)
 			if !full {
 				making[k.template]++
+				inFlight++
 			}
 			mu.Unlock()
 			if full {
@@ -465,6 +501,7 @@ func (m *Manager) refill(ctx context.Context) error {
 				mu.Lock()
 				defer mu.Unlock()
 				making[k.template]--
+				inFlight--
 				if errors.Is(err, errReleased) {
 					failed[k.template] = true
 				} else if err != nil {
@@ -473,19 +510,47 @@ func (m *Manager) refill(ctx context.Context) error {
 				} else {
 					made[k.template] = true
 				}
+				m.pool.setMade(k.template, err == nil)
+				select {
+				case done <- struct{}{}:
+				default:
+				}
 			})
 		}
-		if !more {
-			// What is being made may yet fail, or claims take what was:
-			// look again once it is done.
-			wg.Wait()
-			mu.Lock()
-			for _, f := range fills {
-				if !failed[f.kind.template] && m.pool.count(f.kind.template) < f.kind.size {
-					more = true
-				}
+		if more {
+			continue
+		}
+		mu.Lock()
+		busy := inFlight > 0
+		mu.Unlock()
+		if busy {
+			// Look again when a container is made (a kind's first lets it
+			// make several) or claims take some (the pool must not wait
+			// for every container in flight before it replaces them: on
+			// an engine whose starts take seconds, back-to-back creates
+			// would drain it).
+			select {
+			case <-done:
+			case <-m.pool.kick:
+			case <-ctx.Done():
 			}
-			mu.Unlock()
+			// Demand may have grown the kinds meanwhile (a pass lasts as
+			// long as creates keep claiming).
+			sizes := map[string]int{}
+			for _, k := range m.poolKinds() {
+				sizes[k.template] = k.size
+			}
+			for i := range fills {
+				fills[i].kind.size = sizes[fills[i].kind.template]
+			}
+			more = true
+			continue
+		}
+		// Nothing in flight: claims may have taken what was made.
+		for _, f := range fills {
+			if !failed[f.kind.template] && m.pool.count(f.kind.template) < f.kind.size {
+				more = true
+			}
 		}
 	}
 	wg.Wait()
@@ -515,10 +580,12 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 	defer m.pool.setBusy(sb.ID, false)
 	spec := m.containerSpec(sb)
 	spec.Labels = map[string]string{sandbox.LabelPool: "true"}
+	t0 := time.Now()
 	c, err := m.cfg.Runtime.Create(ctx, spec)
 	if err != nil {
 		return err
 	}
+	m.demand.refilled(k.template, time.Since(t0))
 	imageID := t.imageID
 	if c.ImageID != "" {
 		imageID = c.ImageID // the image may have been rebuilt meanwhile

@@ -14,8 +14,10 @@ import (
 // How the warm pool sizes itself when a size is WarmPoolAuto: each
 // template's pool is as large as the demand it saw in the last poolWindow,
 // the larger of its biggest burst (creates in flight at once) and its
-// busiest second (creates begun within one second, which a pool must hold
-// since a refill takes about that long), and never smaller than its floor
+// busiest refill span (creates begun within the time a refill of its pool
+// takes, which a pool must hold since the containers claimed in that span
+// are not replaced before it ends: at least a second, about that on
+// Docker, two or more for a pod on a busy cluster), and never smaller than its floor
 // (DefaultWarmPool for base, DefaultWarmPoolCodeInterpreter for the code
 // interpreter, 0 for the others). So a burst larger than the pool grows
 // it for the next one, and when demand stops the pool drains back to its
@@ -51,10 +53,13 @@ func DefaultWarmPoolMemoryMB() int {
 const (
 	// poolWindow is how long a burst keeps its template's pool large.
 	poolWindow = 5 * time.Minute
-	// poolRateSpan is the span over which creates count as one burst
-	// even when they do not overlap: back-to-back creates, each waiting
-	// for the one before, need a pool too.
-	poolRateSpan = time.Second
+	// poolRateSpan is the shortest span over which creates count as one
+	// burst even when they do not overlap: back-to-back creates, each
+	// waiting for the one before, need a pool too. The span is the time a
+	// refill of the template's pool takes, as measured (demand.refilled),
+	// from poolRateSpan to poolRateSpanMax.
+	poolRateSpan    = time.Second
+	poolRateSpanMax = 10 * time.Second
 	// poolDemandCap bounds the creates remembered per template.
 	poolDemandCap = 4096
 	// poolSaveInterval is how often changed demand is saved.
@@ -80,6 +85,10 @@ func poolMemoryMB(template string) int {
 type demand struct {
 	mu    sync.Mutex
 	kinds map[string]*kindDemand // by template ID
+	// refill is, by template ID, the smoothed time the engine took to make
+	// a pooled container of it (kept while kinds come and go, dropped by
+	// forget).
+	refill map[string]time.Duration
 	// changes counts the changes to kinds; saved is its value at the
 	// latest save.
 	changes, saved uint64
@@ -102,7 +111,25 @@ type start struct {
 	inFlight int
 }
 
-func newDemand() *demand { return &demand{kinds: map[string]*kindDemand{}} }
+func newDemand() *demand {
+	return &demand{kinds: map[string]*kindDemand{}, refill: map[string]time.Duration{}}
+}
+
+// refilled records that a pooled container of template took took to make.
+func (d *demand) refilled(template string, took time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if prev, ok := d.refill[template]; ok {
+		took = prev + (took-prev)/4 // smoothed: one slow start does not double the pool
+	}
+	d.refill[template] = took
+}
+
+// spanLocked is the span within which template's creates count as one
+// burst: the time a refill of its pool takes, within bounds.
+func (d *demand) spanLocked(template string) time.Duration {
+	return min(max(d.refill[template], poolRateSpan), poolRateSpanMax)
+}
 
 // begin records the start of a create of kind k by team; the returned
 // function records its end.
@@ -154,16 +181,18 @@ func (d *demand) want(template string) int {
 		return 0
 	}
 	kd.prune(time.Now())
-	return kd.wantLocked()
+	return kd.wantLocked(d.spanLocked(template))
 }
 
-func (kd *kindDemand) wantLocked() int {
+// wantLocked is the kind's largest burst, counting the creates begun
+// within span as one.
+func (kd *kindDemand) wantLocked(span time.Duration) int {
 	n, lo := 0, 0
 	for _, p := range kd.peaks {
 		n = max(n, p.inFlight)
 	}
 	for hi, s := range kd.starts {
-		for s.at.Sub(kd.starts[lo].at) > poolRateSpan {
+		for s.at.Sub(kd.starts[lo].at) > span {
 			lo++
 		}
 		n = max(n, s.inFlight, hi-lo+1)
@@ -172,15 +201,15 @@ func (kd *kindDemand) wantLocked() int {
 }
 
 // peaksLocked returns what each start and loaded peak asks for (as
-// inFlight) in time order, a start's the larger of its burst and its
-// second's count (as wantLocked), keeping only those that ask for more
+// inFlight) in time order, a start's the larger of its burst and the
+// count of its span (as wantLocked), keeping only those that ask for more
 // than every later one: the steps down of what the pool will want as they
 // age out, whose largest is what it wants now.
-func (kd *kindDemand) peaksLocked() []start {
+func (kd *kindDemand) peaksLocked(span time.Duration) []start {
 	all := slices.Clone(kd.peaks)
 	lo := 0
 	for hi, s := range kd.starts {
-		for s.at.Sub(kd.starts[lo].at) > poolRateSpan {
+		for s.at.Sub(kd.starts[lo].at) > span {
 			lo++
 		}
 		all = append(all, start{at: s.at, inFlight: max(s.inFlight, hi-lo+1)})
@@ -210,7 +239,7 @@ func (d *demand) toSave() (_ []sandbox.PoolDemand, changes uint64, changed bool)
 	var all []kindPeaks
 	for id, kd := range d.kinds {
 		kd.prune(now)
-		peaks := kd.peaksLocked()
+		peaks := kd.peaksLocked(d.spanLocked(id))
 		if len(peaks) == 0 {
 			continue
 		}
@@ -284,13 +313,16 @@ func (d *demand) learned(builtin func(template string) bool) []poolKind {
 		kd.prune(now)
 		if len(kd.starts) == 0 && len(kd.peaks) == 0 && kd.inFlight == 0 {
 			delete(d.kinds, id)
+			if !builtin(id) {
+				delete(d.refill, id) // a learned kind's pool goes with its demand
+			}
 			continue
 		}
 		if builtin(id) {
 			continue
 		}
 		k := kd.kind
-		k.size = kd.wantLocked()
+		k.size = kd.wantLocked(d.spanLocked(id))
 		out = append(out, k)
 	}
 	slices.SortFunc(out, func(a, b poolKind) int {
@@ -327,6 +359,7 @@ func (d *demand) forget(image string, builtin func(template string) bool) []stri
 	for id, kd := range d.kinds {
 		if same(kd.kind.image) && !builtin(id) {
 			delete(d.kinds, id)
+			delete(d.refill, id)
 			d.changes++
 			out = append(out, id)
 		}

@@ -219,6 +219,14 @@ type Pinger interface {
 	Ping(ctx context.Context) (version string, err error)
 }
 
+// ParallelStarter is an engine whose containers start somewhere else than
+// on the server's machine (the nodes of a cluster), so that the warm pool
+// may start more at once than this machine has CPUs: ParallelStarts of
+// them. Without it the pool starts as many at once as there are CPUs.
+type ParallelStarter interface {
+	ParallelStarts() int
+}
+
 // AgentInit is what the server tells a freshly started agent.
 type AgentInit struct {
 	// AgentSecret is the sandbox's agent secret: an agent started with

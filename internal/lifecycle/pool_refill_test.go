@@ -1,0 +1,162 @@
+package lifecycle
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/warrenhq/warren/internal/runtime/fake"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// slowStarts is an engine whose containers take start to make, as a pod
+// on a busy cluster does, and which starts parallel at once (a
+// sandbox.ParallelStarter) unless parallel is 0. It counts the creates
+// that were no pool's (cold).
+type slowStarts struct {
+	*fake.Runtime
+	start    time.Duration
+	parallel int
+
+	mu         sync.Mutex
+	cold       int
+	inFlight   int
+	inFlightHi int
+}
+
+func (s *slowStarts) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandbox.Container, error) {
+	s.mu.Lock()
+	if spec.Labels[sandbox.LabelPool] == "" {
+		s.cold++
+	}
+	s.inFlight++
+	s.inFlightHi = max(s.inFlightHi, s.inFlight)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	time.Sleep(s.start)
+	return s.Runtime.Create(ctx, spec)
+}
+
+func (s *slowStarts) counts() (cold, inFlightHi int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cold, s.inFlightHi
+}
+
+type parallelSlowStarts struct{ *slowStarts }
+
+func (p parallelSlowStarts) ParallelStarts() int { return p.parallel }
+
+// oneAtATime creates n sandboxes of base back to back, as a client
+// waiting for each before the next, gap apart (its own work with each),
+// and kills each.
+func (e *env) oneAtATime(t *testing.T, n int, gap time.Duration) {
+	t.Helper()
+	for range n {
+		sb := e.create(t, CreateRequest{Template: "base"})
+		time.Sleep(gap)
+		if err := e.m.Kill(context.Background(), team, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Back-to-back creates on an engine whose starts take 2 s: the pool learns
+// how many begin within a refill's time (not within a second), refills as
+// many at once as the engine starts, and replaces what claims take without
+// waiting for the containers in flight. So the first run of 20 creates
+// 300 ms apart finds it mostly ready (its floor of 2 and what it learns on
+// the way), and once it has seen them it serves every one.
+func TestPoolKeepsUpWithBackToBackCreatesOnSlowStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &slowStarts{Runtime: fake.New("warren/base", "python:3.12"), start: 2 * time.Second, parallel: 8}
+		e := &env{rt: rt.Runtime, agent: fake.NewAgent(), dir: t.TempDir()}
+		e.start(t, func(c *config) {
+			withAutoPool(1024)(c)
+			c.Runtime = parallelSlowStarts{rt}
+			// A reconcile waiting (on a mutex: not durably blocked) for a
+			// sandbox whose cold create sleeps would stop the bubble's clock.
+			c.ReconcileInterval = time.Hour
+		})
+		advance(10 * time.Second)
+		var misses []int
+		for range 3 {
+			before, _ := rt.counts()
+			e.oneAtATime(t, 20, 300*time.Millisecond)
+			after, _ := rt.counts()
+			misses = append(misses, after-before)
+			advance(10 * time.Second)
+		}
+		if misses[0] > 5 || misses[2] != 0 {
+			t.Errorf("runs of 20 back-to-back creates missed the pool %v times, want at most 5 the first time and none the third", misses)
+		}
+		if got, want := e.m.WarmPoolReady(), 7; got < want {
+			t.Errorf("pool after them = %d, want at least %d (those begun within 2 s)", got, want)
+		}
+		if _, hi := rt.counts(); hi > 8 {
+			t.Errorf("%d containers made at once, more than the engine's 8", hi)
+		}
+	})
+}
+
+// On an engine that says nothing of its parallelism, as Docker, the pool
+// makes at most as many containers at once as this machine has CPUs (at
+// least 2).
+func TestPoolFillersWithoutParallelStarter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &slowStarts{Runtime: fake.New("warren/base", "python:3.12"), start: 2 * time.Second}
+		e := &env{rt: rt.Runtime, agent: fake.NewAgent(), dir: t.TempDir()}
+		e.start(t, func(c *config) {
+			withPool(32)(c)
+			c.Runtime = rt
+		})
+		advance(time.Minute)
+		if got := e.m.WarmPoolReady(); got != 32 {
+			t.Fatalf("pool = %d, want 32", got)
+		}
+		if _, hi := rt.counts(); hi != max(runtime.NumCPU(), 2) {
+			t.Errorf("%d containers made at once, want %d (the CPUs, at least 2)", hi, max(runtime.NumCPU(), 2))
+		}
+	})
+}
+
+// The span within which creates count as one burst follows the time a
+// refill takes, smoothed, between poolRateSpan and poolRateSpanMax.
+func TestDemandSpanFollowsRefillTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDemand()
+		k := poolKind{template: "t"}
+		for range 12 { // one create every 500 ms, each alone in flight
+			d.begin(k, team)()
+			time.Sleep(500 * time.Millisecond)
+		}
+		if got := d.want("t"); got != 3 {
+			t.Errorf("want with no refill measured = %d, want 3 (those within a second)", got)
+		}
+		d.refilled("t", 2*time.Second)
+		if got := d.want("t"); got != 5 {
+			t.Errorf("want with 2 s refills = %d, want 5 (those within 2 s)", got)
+		}
+		d.refilled("t", 10*time.Second) // one slow start moves it a quarter of the way
+		d.mu.Lock()
+		span := d.spanLocked("t")
+		d.mu.Unlock()
+		if span != 4*time.Second {
+			t.Errorf("span after a 10 s refill following 2 s = %v, want 4s", span)
+		}
+		d.refilled("t", time.Hour)
+		d.mu.Lock()
+		span = d.spanLocked("t")
+		d.mu.Unlock()
+		if span != poolRateSpanMax {
+			t.Errorf("span = %v, want at most %v", span, poolRateSpanMax)
+		}
+	})
+}
