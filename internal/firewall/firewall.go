@@ -112,7 +112,7 @@ type Firewall struct {
 	// never change with them, and a pooled container's chains may not
 	// change when it is claimed. install rewrites everything.
 	written map[string]string
-	ports    egress.Ports // zero until the egress server listens
+	ports   egress.Ports // zero until the egress server listens
 
 	byIP atomic.Pointer[map[netip.Addr]egress.Sandbox] // sandboxes by address, for the egress server
 
