@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
@@ -96,6 +97,9 @@ type Manager struct {
 
 	pool   *warmPool
 	demand *demand // what creates asked of the pool, for auto-sized pools
+	// crowdedUntil holds refills back (UnixNano) after the pools gave way
+	// to a sandbox the engine had no room for (see GiveWay).
+	crowdedUntil atomic.Int64
 	// releasing is held by ReleasePool while it lets go of an image, and
 	// read-held by every make of a learned pool's container, so that none
 	// is in flight then and none starts for the image after it.
@@ -132,7 +136,7 @@ func New(deps Deps, settings Settings) (*Manager, error) {
 		log.Warn("sandbox resources lowered to the server's maxima", "lowered", lowered,
 			"cpu_count", settings.CPUCount, "memory_mb", settings.MemoryMB)
 	}
-	return &Manager{
+	m := &Manager{
 		cfg:       config{deps, settings},
 		log:       log,
 		sandboxes: map[string]sandbox.Sandbox{},
@@ -141,7 +145,11 @@ func New(deps Deps, settings Settings) (*Manager, error) {
 		demand:    newDemand(),
 		cold:      newColdGate(),
 		caps:      capabilitiesOf(deps.Runtime),
-	}, nil
+	}
+	if c, ok := deps.Runtime.(sandbox.Crowdable); ok {
+		c.OnCrowded(m.GiveWay)
+	}
+	return m, nil
 }
 
 // Settings returns the settings the manager runs with: those given to

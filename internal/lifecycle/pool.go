@@ -56,6 +56,10 @@ const (
 	// claims do not cut the wait short.
 	poolBackoffMin = time.Second
 	poolBackoffMax = time.Minute
+	// poolCrowdedHold is how long the pools make no container after they
+	// gave way to a sandbox the engine had no room for, so that they do
+	// not take the room back from it.
+	poolCrowdedHold = time.Minute
 )
 
 // poolKind is what pooled containers are made for: a template's image
@@ -392,6 +396,32 @@ func (m *Manager) refillLoop(ctx context.Context) {
 	}
 }
 
+// GiveWay frees room on the engine for a sandbox that finds none: it
+// removes the newest idle pooled container of the kind that holds the most
+// (sandbox.Crowdable), and holds refills back for poolCrowdedHold. It
+// reports whether it removed one.
+func (m *Manager) GiveWay(ctx context.Context) bool {
+	m.crowdedUntil.Store(time.Now().Add(poolCrowdedHold).UnixNano())
+	most, n := "", 0
+	for _, e := range m.pool.entries() {
+		if c := m.pool.count(e.kind); c > n {
+			most, n = e.kind, c
+		}
+	}
+	taken := false
+	gone := m.pool.dropNewest(func(e pooled) bool {
+		if taken || e.kind != most {
+			return false
+		}
+		taken = true
+		return true
+	})
+	for _, e := range gone {
+		m.discardPooled(ctx, e.container.ID, e.sandboxID, "the engine has no room for a sandbox")
+	}
+	return len(gone) > 0
+}
+
 // poolFillers bounds the pooled containers made at once, so that a
 // refill after a burst neither takes its time one container after another
 // nor holds the engine from the creates the pool could not serve: this
@@ -462,6 +492,11 @@ func (m *Manager) refill(ctx context.Context) error {
 			continue
 		}
 		fills = append(fills, fill{kind: k, target: t})
+	}
+	if until := m.crowdedUntil.Load(); time.Now().UnixNano() < until {
+		m.log.Debug("warm pool: the engine was out of room for a sandbox; no refill until the hold ends",
+			"until", time.Unix(0, until))
+		return errors.Join(errs...)
 	}
 	var (
 		mu       sync.Mutex // guards failed, making, made, inFlight and errs below

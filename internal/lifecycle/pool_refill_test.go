@@ -160,3 +160,63 @@ func TestDemandSpanFollowsRefillTime(t *testing.T) {
 		}
 	})
 }
+
+// crowded is an engine that hands its giveWay to the test
+// (sandbox.Crowdable), as a cluster short of room calls it.
+type crowded struct {
+	*fake.Runtime
+	giveWay func(context.Context) bool
+}
+
+func (c *crowded) OnCrowded(giveWay func(context.Context) bool) { c.giveWay = giveWay }
+
+// When the engine has no room for a sandbox, the pools give way: each call
+// removes one idle pooled container from the engine, and the pools make no
+// more until poolCrowdedHold has passed, then fill up again. An empty pool
+// has nothing to give.
+func TestPoolGivesWayWhenTheEngineIsFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &crowded{Runtime: fake.New("warren/base", "python:3.12")}
+		e := &env{rt: rt.Runtime, agent: fake.NewAgent(), dir: t.TempDir()}
+		e.start(t, func(c *config) {
+			withPool(3)(c)
+			c.Runtime = rt
+		})
+		advance(10 * time.Second)
+		if got := e.m.WarmPoolReady(); got != 3 {
+			t.Fatalf("pool = %d, want 3", got)
+		}
+		if rt.giveWay == nil {
+			t.Fatal("the manager did not hand its giveWay to a sandbox.Crowdable engine")
+		}
+		containers := func() int {
+			cs, err := rt.List(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(cs)
+		}
+		for want := 2; want >= 0; want-- {
+			if !rt.giveWay(context.Background()) {
+				t.Fatalf("giveWay found nothing to remove with %d pooled", want+1)
+			}
+			if got := e.m.WarmPoolReady(); got != want {
+				t.Fatalf("pool after giving way = %d, want %d", got, want)
+			}
+			if got := containers(); got != want {
+				t.Fatalf("%d containers on the engine after giving way, want %d", got, want)
+			}
+		}
+		if rt.giveWay(context.Background()) {
+			t.Error("an empty pool reported that it gave way")
+		}
+		advance(poolCrowdedHold - 5*time.Second)
+		if got := e.m.WarmPoolReady(); got != 0 {
+			t.Errorf("pool %v after giving way = %d, want 0 (held)", poolCrowdedHold-5*time.Second, got)
+		}
+		advance(5*time.Second + poolRecheck + time.Second)
+		if got := e.m.WarmPoolReady(); got != 3 {
+			t.Errorf("pool after the hold = %d, want 3", got)
+		}
+	})
+}

@@ -227,6 +227,15 @@ type ParallelStarter interface {
 	ParallelStarts() int
 }
 
+// Crowdable is an engine whose room for containers can run out while the
+// warm pools hold some of it (a cluster's scheduler places pods within
+// the nodes' capacity). OnCrowded hands it giveWay, which it calls while a
+// sandbox's container finds no room; giveWay frees some, if it can, by
+// removing idle pooled containers, and reports whether it did.
+type Crowdable interface {
+	OnCrowded(giveWay func(context.Context) bool)
+}
+
 // AgentInit is what the server tells a freshly started agent.
 type AgentInit struct {
 	// AgentSecret is the sandbox's agent secret: an agent started with

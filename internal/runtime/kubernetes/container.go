@@ -104,7 +104,9 @@ func (r *Runtime) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 		return nil, sandbox.Errorf(sandbox.KindUnavailable, "cannot list the sandboxes' pods")
 	}
 	var last *corev1.Pod
+	var gaveWay time.Time
 	for {
+		var recheck <-chan time.Time // while unschedulable: give way again even if the pod does not change
 		changed := r.changed(name)
 		p, err := r.pods.Get(name)
 		switch {
@@ -125,14 +127,46 @@ func (r *Runtime) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 				}
 				return nil, err
 			}
+			if why, ok := unschedulable(p); ok {
+				if p.Labels[sandbox.LabelPool] != "" {
+					return nil, sandbox.Errorf(sandbox.KindUnavailable, "no node has room for another warm pool pod: %s", why)
+				}
+				if time.Since(gaveWay) >= giveWayEvery {
+					gaveWay = time.Now()
+					if g := r.giveWay.Load(); g != nil && (*g)(ctx) {
+						r.log.Info("no node had room for a sandbox's pod; a warm pool pod gave way", "pod", name, "why", why)
+					}
+				}
+				recheck = time.After(time.Until(gaveWay.Add(giveWayEvery)))
+			}
 		}
 		select {
+		case <-recheck:
 		case <-changed:
 		case <-ctx.Done():
 			return nil, sandbox.Errorf(sandbox.KindUnavailable, "the sandbox's pod did not start within %v%s",
 				r.cfg.StartTimeout, pending(last))
 		}
 	}
+}
+
+// giveWayEvery spaces the warm pool pods one sandbox's pod asks to give
+// way while the scheduler finds no room for it: a deleted pod's requests
+// are freed once it is gone, and the scheduler tries again then.
+const giveWayEvery = 2 * time.Second
+
+// OnCrowded is sandbox.Crowdable.
+func (r *Runtime) OnCrowded(giveWay func(context.Context) bool) { r.giveWay.Store(&giveWay) }
+
+// unschedulable says why the scheduler found no node for p, while it finds
+// none.
+func unschedulable(p *corev1.Pod) (string, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Message, true
+		}
+	}
+	return "", false
 }
 
 // startFailure says why a pod will never run, or nil while it may.

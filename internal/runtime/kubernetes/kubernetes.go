@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -109,6 +110,8 @@ type Runtime struct {
 	stop     context.CancelFunc
 	img      *nodeImages
 
+	giveWay atomic.Pointer[func(context.Context) bool] // see OnCrowded
+
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // pod name → who waits for its next change
 	samples map[string]cpuSample       // pod name → last CPU sample for Stats
@@ -121,6 +124,7 @@ type Runtime struct {
 var (
 	_ sandbox.Runtime        = (*Runtime)(nil)
 	_ sandbox.Freezer        = (*Runtime)(nil)
+	_ sandbox.Crowdable      = (*Runtime)(nil)
 	_ sandbox.Committer      = (*Runtime)(nil)
 	_ sandbox.StatsReader    = (*Runtime)(nil)
 	_ sandbox.LogReader      = (*Runtime)(nil)

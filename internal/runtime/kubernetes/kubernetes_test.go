@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -341,5 +342,49 @@ func TestWatchClosesWhenItsContextEnds(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("channel not closed")
+	}
+}
+
+func unschedulableStatus(p *corev1.Pod) {
+	p.Spec.NodeName = ""
+	p.Status.Phase = corev1.PodPending
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "0/2 nodes are available: 2 Insufficient cpu."}}
+}
+
+// A sandbox's pod the scheduler finds no room for asks the warm pools to
+// give way (sandbox.Crowdable) and runs once they did; a warm pool pod
+// finds no room at once, fails and leaves no pod, since a pool must not
+// wait for the room sandboxes need.
+func TestUnschedulablePodsAskThePoolsToGiveWay(t *testing.T) {
+	e := newEnv(t)
+	asked := make(chan struct{}, 10)
+	e.rt.OnCrowded(func(context.Context) bool {
+		if len(asked) == 0 {
+			e.kubelet(t, "warren-iroom", runningStatus)
+		}
+		asked <- struct{}{}
+		return true
+	})
+	e.kubelet(t, "warren-iroom", unschedulableStatus)
+	if _, err := e.rt.Create(t.Context(), spec("iroom")); err != nil {
+		t.Fatalf("create after the pools gave way: %v", err)
+	}
+	if len(asked) != 1 {
+		t.Errorf("the pools were asked to give way %d times, want 1", len(asked))
+	}
+
+	s := spec("ipool")
+	s.Labels = map[string]string{sandbox.LabelPool: "true"}
+	e.kubelet(t, "warren-ipool", unschedulableStatus)
+	_, err := e.rt.Create(t.Context(), s)
+	if sandbox.KindOf(err) != sandbox.KindUnavailable || !strings.Contains(err.Error(), "Insufficient cpu") {
+		t.Errorf("unschedulable pool pod: %v, want unavailable saying why", err)
+	}
+	if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Get(t.Context(), "warren-ipool", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pool pod left behind: %v", err)
+	}
+	if len(asked) != 1 {
+		t.Errorf("a pool pod asked the pools to give way")
 	}
 }

@@ -17,7 +17,7 @@
 // Every server started in one run writes `<name>.pid` and `<name>.label` to WARREN_E2E_RUN_DIR
 // (when set), so server-run.sh can finish off what a crashed test process left behind.
 import { spawn, execFile } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { mkdtemp, rm, writeFile, readFile, mkdir } from 'node:fs/promises'
 import { openSync, closeSync, existsSync, unlinkSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -250,6 +250,11 @@ export class WarrenServer {
     // After a clean stop only warm-pool containers should remain (the server keeps them for its
     // next start); they are removed here like anything else labelled with this server's name.
     if (left.length) problems.push(`removed ${left.length} container(s) left after the server stopped (warm pool?): ${left.join(' ')}`)
+    // A server that stops with sandboxes live keeps its chains, so that they stay isolated until
+    // it starts again; with their containers removed above, the chains' rules would refuse the
+    // sandboxes of later servers that the engine gives the same addresses.
+    const chains = await removeChains(this.name)
+    if (chains.length) problems.push(`removed firewall chains left after the server stopped: ${chains.join(' ')}`)
     const dir = process.env.WARREN_E2E_RUN_DIR
     if (dir) for (const ext of ['pid', 'label', 'dir']) rmQuiet(join(dir, `${this.name}.${ext}`))
     if (this.dir && process.env.WARREN_E2E_KEEP !== '1') {
@@ -266,6 +271,45 @@ export class WarrenServer {
       return '(no log)'
     }
   }
+}
+
+/**
+ * Removes the firewall chains of the Warren server instance `name` (WRN-<bridge>-<tag>-*, the
+ * tag from the instance's SHA-256) and the jumps to them, from every table; returns their names.
+ * Does nothing where iptables is missing (the Kubernetes engine's servers have no firewall).
+ */
+export async function removeChains(name) {
+  const tag = createHash('sha256').update(name).digest('hex').slice(0, 6)
+  const ours = new RegExp(`^WRN-.+-${tag}-[A-Z]$`)
+  const removed = []
+  for (const cmd of ['iptables', 'ip6tables']) {
+    let saved
+    try {
+      saved = (await run(`${cmd}-save`, [])).stdout
+    } catch {
+      continue
+    }
+    let table = ''
+    const jumps = [], chains = []
+    for (const line of saved.split('\n')) {
+      if (line.startsWith('*')) table = line.slice(1)
+      else if (line.startsWith(':') && ours.test(line.slice(1).split(' ')[0])) chains.push([table, line.slice(1).split(' ')[0]])
+      else if (line.startsWith('-A ')) {
+        const m = line.match(/ -j (\S+)/)
+        if (m && ours.test(m[1]) && !ours.test(line.split(' ')[1])) jumps.push([table, line.slice(3)])
+      }
+    }
+    for (const [t, rule] of jumps) {
+      // iptables-save quotes comments; the shell splits them back into one argument.
+      await run('sh', ['-c', `${cmd} -t ${t} -D ${rule}`]).catch(() => {})
+    }
+    for (const [t, chain] of chains) {
+      await run(cmd, ['-t', t, '-F', chain]).catch(() => {})
+      await run(cmd, ['-t', t, '-X', chain]).catch(() => {})
+      removed.push(`${cmd}:${t}:${chain}`)
+    }
+  }
+  return removed
 }
 
 function rmQuiet(p) {

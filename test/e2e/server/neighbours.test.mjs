@@ -30,6 +30,15 @@ async function curl(sbx, url) {
   return r.exitCode === 0 ? r.stdout : `exit ${r.exitCode}`
 }
 
+/** The host part of url. */
+const host = (url) => new URL(url).hostname
+
+/** The lines of iptables-save that name ip, to tell whose rule refused a pair. */
+async function rulesNaming(ip) {
+  const { stdout } = await promisify(execFile)('iptables-save', []).catch((e) => ({ stdout: String(e) }))
+  return stdout.split('\n').filter((l) => l.includes(`${ip}/32`)).join('\n')
+}
+
 /**
  * curl for a request that must get through: up to three tries a second apart, each one that
  * failed reported, since CI once saw a named pair refused once under load (the cause is not
@@ -40,6 +49,7 @@ async function reaches(sbx, url, what) {
   for (let i = 1; i <= 3; i++) {
     if ((got = await curl(sbx, url)) === '200') return got
     console.error(`neighbours: ${what}: try ${i} got ${got}`)
+    if (i === 1) console.error(`neighbours: the host's rules that name ${host(url)}:\n${await rulesNaming(host(url))}`)
     await new Promise((r) => setTimeout(r, 1000))
   }
   return got
