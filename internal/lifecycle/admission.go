@@ -98,19 +98,23 @@ func newColdGate() coldGate {
 }
 
 // admitCold waits for the gate to let a create through and returns the
-// function that lets the next one. A create is refused when coldQueue
-// others wait already, or when it waited coldWait or until ctx ended.
-func (m *Manager) admitCold(ctx context.Context) (release func(), err error) {
+// function that lets the next one. While it waits, every container the
+// warm pool readies (a refill runs beside the burst, and grows the pool
+// for it) is offered to claim, which reports whether it took it: then
+// admitCold returns claimed true and no release, and the create is the
+// pool's. A create is refused when coldQueue others wait already, or when
+// it waited coldWait or until ctx ended.
+func (m *Manager) admitCold(ctx context.Context, claim func() bool) (release func(), claimed bool, err error) {
 	g := &m.cold
 	select {
 	case g.slots <- struct{}{}:
-		return func() { <-g.slots }, nil
+		return func() { <-g.slots }, false, nil
 	default:
 	}
 	g.mu.Lock()
 	if g.waiting >= coldQueue {
 		g.mu.Unlock()
-		return nil, sandbox.Errorf(sandbox.KindUnavailable,
+		return nil, false, sandbox.Errorf(sandbox.KindUnavailable,
 			"the server is creating as many sandboxes as it can (%d waiting to start): retry in a few seconds", coldQueue)
 	}
 	g.waiting++
@@ -122,13 +126,20 @@ func (m *Manager) admitCold(ctx context.Context) (release func(), err error) {
 	}()
 	t := time.NewTimer(coldWait)
 	defer t.Stop()
-	select {
-	case g.slots <- struct{}{}:
-		return func() { <-g.slots }, nil
-	case <-t.C:
-		return nil, sandbox.Errorf(sandbox.KindUnavailable,
-			"the sandbox could not start within %s: the server is busy creating others; retry later", coldWait)
-	case <-ctx.Done():
-		return nil, sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), "the create was cancelled while waiting to start")
+	for {
+		added := m.pool.readied()
+		select {
+		case g.slots <- struct{}{}:
+			return func() { <-g.slots }, false, nil
+		case <-added:
+			if claim() {
+				return nil, true, nil
+			}
+		case <-t.C:
+			return nil, false, sandbox.Errorf(sandbox.KindUnavailable,
+				"the sandbox could not start within %s: the server is busy creating others; retry later", coldWait)
+		case <-ctx.Done():
+			return nil, false, sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), "the create was cancelled while waiting to start")
+		}
 	}
 }

@@ -11,10 +11,11 @@ import (
 
 func TestColdGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &Manager{cold: newColdGate()}
+		m := &Manager{cold: newColdGate(), pool: newWarmPool()}
+		none := func() bool { return false }
 		var releases []func()
 		for range cap(m.cold.slots) {
-			release, err := m.admitCold(context.Background())
+			release, _, err := m.admitCold(context.Background(), none)
 			if err != nil {
 				t.Fatalf("admit within the gate's slots: %v", err)
 			}
@@ -23,7 +24,7 @@ func TestColdGate(t *testing.T) {
 		// A full gate: a create waits, and gets through when a slot frees.
 		got := make(chan func(), 1)
 		go func() {
-			release, err := m.admitCold(context.Background())
+			release, _, err := m.admitCold(context.Background(), none)
 			if err != nil {
 				t.Errorf("a waiting create was refused when a slot freed: %v", err)
 			}
@@ -38,13 +39,35 @@ func TestColdGate(t *testing.T) {
 		releases[0]()
 		releases[0] = <-got
 
+		// A full gate: a waiting create is offered every container the
+		// pool readies, waits on when its claim does not take it, and is
+		// done when one does.
+		offers := make(chan bool, 2)
+		offers <- false
+		offers <- true
+		claimed := make(chan bool, 1)
+		go func() {
+			release, ok, err := m.admitCold(context.Background(), func() bool { return <-offers })
+			if err != nil || release != nil {
+				t.Errorf("a create the pool served: release %v, err %v; want none", release != nil, err)
+			}
+			claimed <- ok
+		}()
+		for range 2 {
+			synctest.Wait()
+			m.pool.put(pooled{kind: "base", sandboxID: sandbox.NewID()}, 10)
+		}
+		if !<-claimed {
+			t.Error("a waiting create did not take the container the pool readied")
+		}
+
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := m.admitCold(ctx)
+		_, _, err := m.admitCold(ctx, none)
 		wantKind(t, "admit with the client gone", err, sandbox.KindUnavailable)
 
 		start := time.Now()
-		_, err = m.admitCold(context.Background())
+		_, _, err = m.admitCold(context.Background(), none)
 		wantKind(t, "admit that waits too long", err, sandbox.KindUnavailable)
 		if waited := time.Since(start); waited != coldWait {
 			t.Errorf("refused after %s, want %s", waited, coldWait)
@@ -52,7 +75,7 @@ func TestColdGate(t *testing.T) {
 
 		m.cold.waiting = coldQueue
 		start = time.Now()
-		_, err = m.admitCold(context.Background())
+		_, _, err = m.admitCold(context.Background(), none)
 		wantKind(t, "admit beyond the queue", err, sandbox.KindUnavailable)
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("refused beyond the queue after %s, want at once", waited)
@@ -61,7 +84,7 @@ func TestColdGate(t *testing.T) {
 		for _, release := range releases {
 			release()
 		}
-		if _, err := m.admitCold(context.Background()); err != nil {
+		if _, _, err := m.admitCold(context.Background(), none); err != nil {
 			t.Errorf("admit into an empty gate: %v", err)
 		}
 	})

@@ -323,9 +323,20 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		return out, err
 	}
 	phases.Mark(ctx, "pool_miss")
-	release, err := m.admitCold(ctx)
+	var (
+		claim    sandbox.Sandbox
+		claimErr error
+	)
+	release, claimed, err := m.admitCold(ctx, func() bool {
+		var ok bool
+		claim, ok, claimErr = m.createFromPool(ctx, sb)
+		return ok
+	})
 	if err != nil {
 		return sandbox.Sandbox{}, err
+	}
+	if claimed {
+		return claim, claimErr
 	}
 	defer release()
 	phases.Mark(ctx, "gate")

@@ -222,10 +222,21 @@ type warmPool struct {
 	// error: a refill makes several of them at once from its start.
 	made map[string]bool
 	kick chan struct{} // wakes the refill loop; buffered
+	// added is closed, and replaced, whenever a container is put in
+	// ready: creates waiting at the cold gate then try to claim it.
+	added chan struct{}
 }
 
 func newWarmPool() *warmPool {
-	return &warmPool{busy: map[string]bool{}, made: map[string]bool{}, kick: make(chan struct{}, 1)}
+	return &warmPool{busy: map[string]bool{}, made: map[string]bool{}, kick: make(chan struct{}, 1), added: make(chan struct{})}
+}
+
+// readied returns a channel closed when the next container is put in the
+// pool.
+func (p *warmPool) readied() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.added
 }
 
 // madeOK reports whether kind's latest container was made without an
@@ -273,6 +284,8 @@ func (p *warmPool) put(e pooled, max int) bool {
 		return false
 	}
 	p.ready = append(p.ready, e)
+	close(p.added)
+	p.added = make(chan struct{})
 	return true
 }
 
