@@ -47,6 +47,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -265,6 +266,9 @@ type change struct {
 
 	prev    sandbox.Egress // what the rules were before it, for undo
 	hadPrev bool
+	// evicted holds the rules of other sandboxes at the address an Apply
+	// gives to its own, for undo.
+	evicted map[string]sandbox.Egress
 }
 
 // commit queues c and returns once a write to the kernel carried it.
@@ -321,6 +325,7 @@ func (f *Firewall) writeBatch(ctx context.Context, batch []*change) error {
 			delete(f.rules, c.id)
 			gone = append(gone, c.prev.IP)
 		default:
+			f.evict(c)
 			f.rules[c.id] = c.egress
 			if c.hadPrev && c.prev.IP != c.egress.IP {
 				gone = append(gone, c.prev.IP)
@@ -338,6 +343,7 @@ func (f *Firewall) writeBatch(ctx context.Context, batch []*change) error {
 			} else {
 				delete(f.rules, c.id)
 			}
+			maps.Copy(f.rules, c.evicted)
 		}
 		return err
 	}
@@ -348,6 +354,25 @@ func (f *Firewall) writeBatch(ctx context.Context, batch []*change) error {
 		}
 	}
 	return nil
+}
+
+// evict drops the rules of every other sandbox at the address c applies
+// rules for. An address has one owner, the latest: the engine hands a
+// released address to the next container, and rules left for its last
+// holder (a container that died before its rules were removed) would
+// otherwise judge the new one's packets first. The caller holds f.mu.
+func (f *Firewall) evict(c *change) {
+	c.evicted = nil
+	for id, e := range f.rules {
+		if id != c.id && e.IP == c.egress.IP {
+			if c.evicted == nil {
+				c.evicted = map[string]sandbox.Egress{}
+			}
+			c.evicted[id] = e
+			delete(f.rules, id)
+			f.log.Debug("egress rules of an address's last holder dropped", logkey.Sandbox, id, "ip", e.IP, "holder", c.id)
+		}
+	}
 }
 
 // Sync replaces every sandbox's rules and reinstalls the host-wide ones.

@@ -532,3 +532,41 @@ func TestUnchangedChainsNotRewritten(t *testing.T) {
 		}(), bridge))
 	}
 }
+
+// TestAddressHasOneOwner: rules applied for an address replace those of
+// any other sandbox at it (its last holder, whose removal was missed), so
+// that they cannot judge the new holder's packets first.
+func TestAddressHasOneOwner(t *testing.T) {
+	f, bridge, _ := newTestFirewall(t)
+	ctx := t.Context()
+	if err := f.Sync(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	ip := netip.AddrFrom4([4]byte{172, 31, 254, 20})
+	if err := f.Apply(ctx, "old", sandbox.Egress{IP: ip, Network: sandbox.Network{AllowInternetAccess: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Apply(ctx, "new", sandbox.Egress{IP: ip, TeamID: "t", Network: sandbox.Network{}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("iptables-save", "-t", "filter").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "sandbox=old") || !strings.Contains(string(out), "sandbox=new no internet access") {
+		t.Errorf("rules at %s after a second sandbox took it, want the new one's only:\n%s", ip, grepWarren(string(out), bridge))
+	}
+	if p, ok := f.policy(ip); !ok || p.ID != "new" || p.TeamID != "t" {
+		t.Errorf("the egress server sees %+v at %s, want sandbox new of team t", p, ip)
+	}
+	before := f.restores
+	if err := f.Remove(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if f.restores != before {
+		t.Error("removing the evicted sandbox's rules wrote to the kernel")
+	}
+	if _, ok := f.policy(ip); !ok {
+		t.Error("removing the evicted sandbox's rules dropped the new holder's")
+	}
+}

@@ -224,7 +224,7 @@ func (m *Manager) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, e := range m.pool.drop(func(pooled) bool { return false }) {
-		m.discardPooled(ctx, e.container.ID, e.sandboxID, "server stopped with no sandbox")
+		m.dropPooled(ctx, e, "server stopped with no sandbox")
 	}
 	if m.cfg.Firewall != nil {
 		if err := m.cfg.Firewall.Uninstall(ctx); err != nil {

@@ -190,7 +190,7 @@ func (m *Manager) ReleasePool(ctx context.Context, image string) {
 		return
 	}
 	for _, e := range m.pool.drop(func(e pooled) bool { return !slices.Contains(kinds, e.kind) }) {
-		m.discardPooled(ctx, e.container.ID, e.sandboxID, "its image is being removed")
+		m.dropPooled(ctx, e, "its image is being removed")
 	}
 }
 
@@ -430,7 +430,7 @@ func (m *Manager) GiveWay(ctx context.Context) bool {
 		return true
 	})
 	for _, e := range gone {
-		m.discardPooled(ctx, e.container.ID, e.sandboxID, "the engine has no room for a sandbox")
+		m.dropPooled(ctx, e, "the engine has no room for a sandbox")
 	}
 	return len(gone) > 0
 }
@@ -483,7 +483,7 @@ func (m *Manager) refill(ctx context.Context) error {
 		}
 		return false
 	}) {
-		m.discardPooled(ctx, e.container.ID, e.sandboxID, "more than the pool keeps now")
+		m.dropPooled(ctx, e, "more than the pool keeps now")
 	}
 	for _, k := range kinds {
 		if k.size == 0 {
@@ -498,7 +498,7 @@ func (m *Manager) refill(ctx context.Context) error {
 			return e.kind == k.template && (!ok || e.imageID != t.imageID || e.runtime != t.runtime)
 		}
 		for _, e := range m.pool.drop(func(e pooled) bool { return !outdated(e) }) {
-			m.discardPooled(ctx, e.container.ID, e.sandboxID, "image rebuilt or removed")
+			m.dropPooled(ctx, e, "image rebuilt or removed")
 		}
 		if !ok {
 			m.log.Debug("warm pool: image not built; keeping none until it is", logkey.Template, k.template, logkey.Image, k.image)
@@ -643,8 +643,12 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 		imageID: imageID, runtime: spec.Runtime,
 		limits: limits{spec.CPUCount, spec.MemoryMB, spec.PidsLimit},
 	}
+	if err := m.preparePooled(ctx, e); err != nil {
+		m.discardPooled(ctx, c.ID, sb.ID, "its network rules failed")
+		return err
+	}
 	if !m.pool.put(e, k.size) {
-		m.discardPooled(ctx, c.ID, sb.ID, "pool full")
+		m.dropPooled(ctx, e, "pool full")
 		return nil
 	}
 	m.log.Debug("warm pool container ready", logkey.Template, k.template, logkey.Sandbox, sb.ID, logkey.Container, c.ID)

@@ -146,7 +146,11 @@ func (m *Manager) adoptPooled(ctx context.Context, c sandbox.Container) string {
 	}
 	k := kinds[0]
 	e := pooled{kind: k.template, sandboxID: c.SandboxID, secret: c.AgentSecret, container: c, imageID: c.ImageID, runtime: rt}
+	if err := m.preparePooled(ctx, e); err != nil {
+		return "its network rules failed: " + err.Error()
+	}
 	if !m.pool.put(e, k.size) {
+		m.removeEgress(ctx, e.sandboxID)
 		return "pool full"
 	}
 	m.log.Info("adopted warm pool container", logkey.Template, k.template, logkey.Sandbox, c.SandboxID, logkey.Container, c.ID)
@@ -175,9 +179,30 @@ func (m *Manager) prunePool(ctx context.Context, seen map[string]sandbox.Contain
 		return
 	}
 	for _, e := range m.pool.drop(func(e pooled) bool { return !dead[e.container.ID] }) {
-		m.discardPooled(ctx, e.container.ID, e.sandboxID, "stopped or gone")
+		m.dropPooled(ctx, e, "stopped or gone")
 	}
 	m.pool.wake()
+}
+
+// poolNetwork is the network a pooled container's egress rules are
+// written for before it is claimed: the one most creates ask for (the
+// SDKs' default, internet access and no lists). A claim asking for it
+// renders the chains as they are already written, so the firewall has
+// nothing to write on the claim's path; any other network is written
+// then. Until it is claimed, a pooled container runs the agent only.
+var poolNetwork = sandbox.Network{AllowInternetAccess: true}
+
+// preparePooled writes the egress rules of a container about to be put in
+// the pool, for poolNetwork. Put it in the pool only after: a claim's own
+// rules must come after these, never before.
+func (m *Manager) preparePooled(ctx context.Context, e pooled) error {
+	return m.applyEgress(ctx, sandbox.Sandbox{ID: e.sandboxID, Network: poolNetwork}, e.container.IP)
+}
+
+// dropPooled removes a container the pool held, and its egress rules.
+func (m *Manager) dropPooled(ctx context.Context, e pooled, reason string) {
+	m.discardPooled(ctx, e.container.ID, e.sandboxID, reason)
+	m.removeEgress(ctx, e.sandboxID)
 }
 
 // discardPooled removes a pooled container.

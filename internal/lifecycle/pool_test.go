@@ -439,18 +439,51 @@ func TestPoolDropsStoppedContainers(t *testing.T) {
 	})
 }
 
+// TestPoolClaimAppliesEgress: a pooled container has the default
+// network's rules before it is claimed (so a claim asking for it writes
+// nothing), a claim gets its own, and a pooled container that goes takes
+// its rules with it.
 func TestPoolClaimAppliesEgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fw := &fakeFirewall{rules: map[string]sandbox.Network{}}
 		e := newEnv(t, func(c *config) { c.WarmPool, c.Firewall = 1, fw })
 		synctest.Wait()
+		pooled := e.pooledContainers(t)
+		if len(pooled) != 1 {
+			t.Fatalf("pooled containers = %d, want 1", len(pooled))
+		}
+		first := pooled[0].SandboxID
+		if got, ok := fw.rules[first]; !ok || !got.AllowInternetAccess {
+			t.Errorf("pooled container's rules before its claim = %+v (%v), want the default network's", got, ok)
+		}
 		deny := sandbox.Network{AllowPublicTraffic: true, DenyOut: []string{"10.0.0.0/8"}}
 		sb := e.create(t, CreateRequest{Template: "base", Network: deny})
-		if e.containerLabels(t, sb.ContainerID)[sandbox.LabelPool] != "true" {
-			t.Fatal("sandbox did not come from the pool")
+		if sb.ID != first {
+			t.Fatalf("claimed sandbox %s, want the pooled %s", sb.ID, first)
 		}
-		if got := fw.ids(); !slices.Contains(got, sb.ID) {
-			t.Errorf("sandboxes with egress rules = %v, want %s among them", got, sb.ID)
+		if diff := cmp.Diff(deny, fw.rules[sb.ID]); diff != "" {
+			t.Errorf("claimed sandbox's rules (-want +got):\n%s", diff)
+		}
+		if fw.teams[sb.ID] != team {
+			t.Errorf("claimed sandbox's rules are for team %q, want %q", fw.teams[sb.ID], team)
+		}
+		synctest.Wait()
+		refilled := e.pooledContainers(t)
+		if len(refilled) != 1 {
+			t.Fatalf("pooled containers after the refill = %d, want 1", len(refilled))
+		}
+		next := refilled[0]
+		if _, ok := fw.rules[next.SandboxID]; !ok {
+			t.Error("the refill's container has no rules")
+		}
+		if err := e.rt.Remove(context.Background(), next.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.m.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := fw.rules[next.SandboxID]; ok {
+			t.Error("a pooled container that vanished left its rules")
 		}
 	})
 }
