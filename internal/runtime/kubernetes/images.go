@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -78,15 +79,20 @@ type nodeImages struct {
 	nodesAt time.Time
 }
 
-// copyOf is what a background copy copies.
+// copyOf is what a background copy copies, and how to stop it.
 type copyOf struct {
 	name      string // normalized
 	toBuilder bool
+	cancel    context.CancelFunc
 }
 
+// importFlight is one import of an image into a node, which every caller
+// asking for it waits on.
 type importFlight struct {
-	done chan struct{}
-	err  error
+	name   string // normalized
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
 }
 
 func newNodeImages() *nodeImages {
@@ -284,10 +290,12 @@ func (r *Runtime) InspectImage(ctx context.Context, ref string) (sandbox.Image, 
 }
 
 // RemoveImage removes an image from the builder's engine and from every
-// node that has it, once the copies of it under way have landed (they
-// would bring it back). KindNotFound when none had it.
+// node that has it, once the copies and imports of it under way have
+// stopped (they would bring it back): it cancels them rather than wait for
+// them to land, so a fork killed while its image is still being copied to
+// the other nodes goes at once. KindNotFound when none had it.
 func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
-	if err := r.copiesOf(ctx, ref); err != nil {
+	if err := r.stopCopies(ctx, ref); err != nil {
 		return err
 	}
 	err := r.cfg.Images.RemoveImage(ctx, ref)
@@ -427,10 +435,10 @@ func (r *Runtime) toBuilder(node, ref string) {
 	if r.cfg.Source == nil {
 		return
 	}
-	end := r.startCopy(copyOf{name: imageName(ref), toBuilder: true})
+	ctx, end := r.startCopy(imageName(ref), true)
 	go func() {
 		defer end()
-		ctx, cancel := context.WithTimeout(r.ctx, importTimeout)
+		ctx, cancel := context.WithTimeout(ctx, importTimeout)
 		defer cancel()
 		tar, err := r.cfg.Nodes.ExportImage(ctx, node, ref)
 		if err == nil {
@@ -443,10 +451,26 @@ func (r *Runtime) toBuilder(node, ref string) {
 	}()
 }
 
-// copiesOf waits for the background copies of ref under way.
-func (r *Runtime) copiesOf(ctx context.Context, ref string) error {
+// stopCopies cancels the background copies and the imports of ref under
+// way, and waits for them to end.
+func (r *Runtime) stopCopies(ctx context.Context, ref string) error {
 	name := imageName(ref)
-	return r.waitCopies(ctx, func(c copyOf) bool { return c.name == name })
+	r.img.mu.Lock()
+	var wait []chan struct{}
+	for ch, c := range r.img.copies {
+		if c.name == name {
+			c.cancel()
+			wait = append(wait, ch)
+		}
+	}
+	for _, f := range r.img.imports {
+		if f.name == name {
+			f.cancel()
+			wait = append(wait, f.done)
+		}
+	}
+	r.img.mu.Unlock()
+	return waitAll(ctx, wait)
 }
 
 // BuilderCopies waits until the snapshots being copied into the builder's
@@ -455,16 +479,20 @@ func (r *Runtime) BuilderCopies(ctx context.Context) error {
 	return r.waitCopies(ctx, func(c copyOf) bool { return c.toBuilder })
 }
 
-// startCopy records a background copy; the function returned ends it.
-func (r *Runtime) startCopy(c copyOf) (end func()) {
+// startCopy records a background copy of the image name (normalized),
+// into the builder or not; it returns the copy's context, which
+// stopCopies cancels, and the function that ends it.
+func (r *Runtime) startCopy(name string, toBuilder bool) (_ context.Context, end func()) {
+	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan struct{})
 	r.img.mu.Lock()
-	r.img.copies[done] = c
+	r.img.copies[done] = copyOf{name: name, toBuilder: toBuilder, cancel: cancel}
 	r.img.mu.Unlock()
-	return func() {
+	return ctx, func() {
 		r.img.mu.Lock()
 		delete(r.img.copies, done)
 		r.img.mu.Unlock()
+		cancel()
 		close(done)
 	}
 }
@@ -479,7 +507,12 @@ func (r *Runtime) waitCopies(ctx context.Context, match func(copyOf) bool) error
 		}
 	}
 	r.img.mu.Unlock()
-	for _, ch := range wait {
+	return waitAll(ctx, wait)
+}
+
+// waitAll waits until every channel of chans is closed, or ctx ends.
+func waitAll(ctx context.Context, chans []chan struct{}) error {
+	for _, ch := range chans {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -492,10 +525,9 @@ func (r *Runtime) waitCopies(ctx context.Context, match func(copyOf) bool) error
 // spread copies the committed image ref (of ID id), which holders have, to
 // the other nodes with an agent, in the background.
 func (r *Runtime) spread(ref, id string, holders []string) {
-	end := r.startCopy(copyOf{name: imageName(ref)})
+	ctx, end := r.startCopy(imageName(ref), false)
 	go func() {
 		defer end()
-		ctx := r.ctx
 		nodes, err := r.agentNodes(ctx)
 		if err != nil {
 			return
@@ -527,9 +559,10 @@ func (r *Runtime) ensureOn(ctx context.Context, node, ref, id string, source fun
 	c.mu.Lock()
 	f, ok := c.imports[key]
 	if !ok {
-		f = &importFlight{done: make(chan struct{})}
+		ictx, cancel := context.WithTimeout(r.ctx, importTimeout)
+		f = &importFlight{name: imageName(ref), cancel: cancel, done: make(chan struct{})}
 		c.imports[key] = f
-		go r.runImport(f, key, node, ref, id, source)
+		go r.runImport(ictx, f, key, node, ref, id, source)
 	}
 	c.mu.Unlock()
 	select {
@@ -541,20 +574,24 @@ func (r *Runtime) ensureOn(ctx context.Context, node, ref, id string, source fun
 	}
 }
 
-// runImport runs one import for ensureOn, bounded by the runtime's life.
-func (r *Runtime) runImport(f *importFlight, key, node, ref, id string, source func(context.Context) (io.ReadCloser, error)) {
+// runImport runs one import for ensureOn, bounded by ctx: the runtime's
+// life and importTimeout, or a removal of the image (stopCopies).
+func (r *Runtime) runImport(ctx context.Context, f *importFlight, key, node, ref, id string, source func(context.Context) (io.ReadCloser, error)) {
 	defer func() {
 		r.img.mu.Lock()
 		delete(r.img.imports, key)
 		r.img.mu.Unlock()
+		f.cancel()
 		close(f.done)
 	}()
-	ctx, cancel := context.WithTimeout(r.ctx, importTimeout)
-	defer cancel()
 	start := time.Now()
 	r.log.Info("importing an image into a node", logkey.Image, ref, "node", node)
 	f.err = r.importOnce(ctx, node, ref, id, source)
-	if f.err != nil {
+	switch {
+	case f.err != nil && errors.Is(ctx.Err(), context.Canceled) && r.ctx.Err() == nil:
+		r.log.Info("image import stopped: the image is being removed", logkey.Image, ref, "node", node)
+		return
+	case f.err != nil:
 		r.log.Warn("image import failed", logkey.Image, ref, "node", node, "err", f.err)
 		return
 	}
