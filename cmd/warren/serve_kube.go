@@ -109,11 +109,12 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 	if err := rt.CheckRuntime(ctx, cfg.Lifecycle.SandboxRuntime); err != nil {
 		return fmt.Errorf("--runtime=%s: %w", cfg.Lifecycle.SandboxRuntime, err)
 	}
-	log.Warn("egress rules are refused on the Kubernetes engine: the cluster's network policy decides what sandboxes reach")
+	const noFirewall = "the Kubernetes engine leaves what sandboxes reach to the cluster's network policy"
+	log.Warn("egress rules are refused: " + noFirewall)
 	cfg.Firewall = "off"
 	ac := agentclient.New()
 	builder := kubeBuilder{Builder: images.Builder(buildNet), rt: rt}
-	return m.serve(ctx, newServer(cfg, server.Deps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: firewall.Off{}, Builder: builder,
+	return m.serve(ctx, newServer(cfg, server.Deps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: firewall.Off{Why: noFirewall}, Builder: builder,
 		Commands: ac, Terminals: ac, Files: ac, Logger: log}), log)
 }
 

@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -26,5 +27,17 @@ func TestOffRefusesWhatItCannotEnforce(t *testing.T) {
 		if err := (Off{}).Apply(context.Background(), "sb", sandbox.Egress{Network: n}); sandbox.KindOf(err) != sandbox.KindInvalid {
 			t.Errorf("%s: %v, want an invalid-argument error", what, err)
 		}
+	}
+}
+
+// TestOffSaysWhy: a refusal says why the server has no firewall.
+func TestOffSaysWhy(t *testing.T) {
+	closed := sandbox.Egress{Network: sandbox.Network{}}
+	if err := (Off{}).Apply(context.Background(), "sb", closed); err == nil || !strings.Contains(err.Error(), "--firewall=off") {
+		t.Errorf("without a reason: %v, want it to name --firewall=off", err)
+	}
+	const why = "the cluster's network policy decides"
+	if err := (Off{Why: why}).Apply(context.Background(), "sb", closed); err == nil || !strings.Contains(err.Error(), why) || strings.Contains(err.Error(), "--firewall") {
+		t.Errorf("with a reason: %v, want it to say %q only", err, why)
 	}
 }

@@ -203,7 +203,14 @@ func (c *Cgroups) Frozen(uid string) (bool, error) {
 	return strings.TrimSpace(string(b)) == "FROZEN", err
 }
 
-// SetPidsLimit caps the number of processes in the pod.
+// podTasks is what a pod holds beside its containers' processes: the
+// pause process that keeps its namespaces.
+const podTasks = 1
+
+// SetPidsLimit caps the processes of each of the pod's containers at
+// limit, as under Docker, where a sandbox sees its cap in its own
+// /sys/fs/cgroup, and the pod's at limit plus podTasks, a cap that holds
+// also for a container that starts after the call.
 func (c *Cgroups) SetPidsLimit(uid string, limit int) error {
 	if limit <= 0 {
 		return sandbox.Errorf(sandbox.KindInvalid, "a process limit must be positive")
@@ -212,7 +219,28 @@ func (c *Cgroups) SetPidsLimit(uid string, limit int) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(c.hierarchy("pids"), rel, "pids.max"), []byte(strconv.Itoa(limit)), 0)
+	dir := filepath.Join(c.hierarchy("pids"), rel)
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(limit+podTasks)), 0); err != nil {
+		return err
+	}
+	value := []byte(strconv.Itoa(limit))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		file := filepath.Join(dir, e.Name(), "pids.max")
+		if _, err := os.Stat(file); err != nil {
+			continue // not a cgroup with the controller, or gone meanwhile
+		}
+		if err := os.WriteFile(file, value, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Stats is one resource sample of a pod's cgroup.

@@ -94,11 +94,15 @@ func TestCgroupV1FreezePidsAndStats(t *testing.T) {
 	if got := read(t, root, "freezer/"+pod+"/freezer.state"); got != "THAWED" {
 		t.Errorf("freezer.state %q after thaw", got)
 	}
+	write(t, root, "pids/"+pod+"/ctr-sandbox/pids.max", "max")
 	if err := cg.SetPidsLimit(uid, 256); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(t, root, "pids/"+pod+"/pids.max"); got != "256" {
-		t.Errorf("pids.max %q", got)
+	if got := read(t, root, "pids/"+pod+"/pids.max"); got != "257" {
+		t.Errorf("the pod's pids.max %q, want the cap and its pause process", got)
+	}
+	if got := read(t, root, "pids/"+pod+"/ctr-sandbox/pids.max"); got != "256" {
+		t.Errorf("the container's pids.max %q, want the pod's cap it sees", got)
 	}
 	s, err := cg.Stats(uid)
 	if err != nil {
@@ -122,11 +126,15 @@ func TestCgroupV2FreezePidsAndStats(t *testing.T) {
 	if got := read(t, root, pod+"/cgroup.freeze"); got != "1" {
 		t.Errorf("cgroup.freeze %q", got)
 	}
+	write(t, root, pod+"/cri-containerd-sandbox.scope/pids.max", "max")
 	if err := cg.SetPidsLimit(uid, 64); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(t, root, pod+"/pids.max"); got != "64" {
-		t.Errorf("pids.max %q", got)
+	if got := read(t, root, pod+"/pids.max"); got != "65" {
+		t.Errorf("the pod's pids.max %q, want the cap and its pause process", got)
+	}
+	if got := read(t, root, pod+"/cri-containerd-sandbox.scope/pids.max"); got != "64" {
+		t.Errorf("the container's pids.max %q, want the pod's cap it sees", got)
 	}
 	s, err := cg.Stats(uid)
 	if err != nil {

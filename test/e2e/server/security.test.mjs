@@ -11,7 +11,7 @@ import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { WARREN_BIN, useServer } from './harness.mjs'
-import { uid } from './helpers.mjs'
+import { uid, waitFor } from './helpers.mjs'
 
 const MAX_CPUS = 1
 const MAX_MEMORY_MB = 1024
@@ -52,7 +52,9 @@ describe('security', () => {
     await src.files.write('/home/user/secret.txt', 'team A only')
     const snap = await src.createSnapshot()
     const image = `warren/snapshot:${snap.snapshotId}`
-    const id = await imageId(image)
+    // On the Kubernetes engine the snapshot is committed on a node and copied into the builder's
+    // Docker engine (where templates are built on it, and prefixes resolve) in the background.
+    const id = await waitFor(() => imageId(image), { timeoutMs: 60_000, intervalMs: 250, what: `the snapshot's image ${image} on the engine` })
     assert.match(id, /^sha256:[0-9a-f]{64}$/, `the snapshot's image ${image} is not on the engine`)
     const hex = id.slice('sha256:'.length)
     // The shortest prefix the engine itself takes for this image: what the audit used.
