@@ -179,13 +179,9 @@ type hostFirewall interface {
 // firewall makes the sandbox network and the firewall guarding it and the
 // template builds' bridge; the manager installs the rules when it starts.
 func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, buildBridge string, log *slog.Logger) (hostFirewall, string, error) {
-	switch cfg.Firewall {
-	case "off":
+	if cfg.Firewall == "off" {
 		log.Warn("firewall off: sandboxes can reach the host and each other, and egress rules are refused")
 		return firewall.Off{}, "", nil
-	case "iptables":
-	default:
-		return nil, "", usageError{fmt.Sprintf("--firewall=%q: want iptables or off", cfg.Firewall)}
 	}
 	bridge, err := rt.EnsureNetwork(ctx)
 	if err != nil {
@@ -339,7 +335,7 @@ func (m *Main) sharedServeFlags(e *envFlags, cfg *serveConfig) {
 	e.String(&cfg.Addr, "addr", "127.0.0.1:3000", "address to listen on")
 	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
-	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules (needs root); off: neither, and egress rules are refused")
+	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules, and keep template builds from the host and sandboxes (needs root; with --engine kubernetes only the builds, since the cluster's network policy decides for pods); off: none of it, and egress rules are refused")
 	e.String(&cfg.Runtime, "runtime", string(sandbox.RuntimeRunc), "what sandboxes run under: runc, or gvisor (stronger isolation; "+
 		"frozen sandboxes are demoted to checkpointed, keeping their memory on disk; set up with: warren runtime setup gvisor)")
 	e.String(&cfg.GVisorName, "gvisor-runtime-name", docker.DefaultGVisorRuntime, "the Docker engine's name of the gVisor runtime (its daemon.json \"runtimes\" key)")
@@ -419,8 +415,11 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	if fs.NArg() > 0 {
 		return serveConfig{}, usageError{fmt.Sprintf("serve takes no arguments, got %q", fs.Args())}
 	}
-	if err := checkEngine(cfg, isSet(fs, "firewall") || m.Getenv("WARREN_FIREWALL") != ""); err != nil {
+	if err := checkEngine(cfg); err != nil {
 		return serveConfig{}, err
+	}
+	if cfg.Firewall != "iptables" && cfg.Firewall != "off" {
+		return serveConfig{}, usageError{fmt.Sprintf("--firewall=%q: want iptables or off", cfg.Firewall)}
 	}
 	rt, err := sandbox.ParseOCIRuntime(cfg.Runtime)
 	if err != nil {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,16 +54,13 @@ func addKubeFlags(e *envFlags, engine *string, k *kubeConfig) {
 }
 
 // checkEngine validates --engine and what it implies.
-func checkEngine(cfg serveConfig, firewallSet bool) error {
+func checkEngine(cfg serveConfig) error {
 	switch cfg.Engine {
 	case engineDocker:
 		return nil
 	case engineKubernetes:
 	default:
 		return usageError{fmt.Sprintf("--engine=%q: want docker or kubernetes", cfg.Engine)}
-	}
-	if firewallSet && cfg.Firewall != "off" {
-		return usageError{"--firewall=" + cfg.Firewall + " guards the Docker engine's bridge; with --engine kubernetes egress rules are refused: leave --firewall unset or off"}
 	}
 	if cfg.Kube.RequestPercent < 1 || cfg.Kube.RequestPercent > 100 {
 		return usageError{"--request-percent must be 1 to 100"}
@@ -80,7 +80,7 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 		return fmt.Errorf("%w (templates are built with the local Docker engine; run \"warren doctor\")", err)
 	}
 	defer images.Close()
-	buildNet, _, err := images.EnsureBuildNetwork(ctx)
+	buildNet, buildBridge, err := images.EnsureBuildNetwork(ctx)
 	if err != nil {
 		return fmt.Errorf("template build network: %w (run \"warren doctor\")", err)
 	}
@@ -109,13 +109,81 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 	if err := rt.CheckRuntime(ctx, cfg.Lifecycle.SandboxRuntime); err != nil {
 		return fmt.Errorf("--runtime=%s: %w", cfg.Lifecycle.SandboxRuntime, err)
 	}
+	if cfg.Firewall != "off" {
+		stop, err := m.guardBuilds(ctx, cfg, images, buildBridge, rt.PodNetworks, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	const noFirewall = "the Kubernetes engine leaves what sandboxes reach to the cluster's network policy"
 	log.Warn("egress rules are refused: " + noFirewall)
-	cfg.Firewall = "off"
 	ac := agentclient.New()
 	builder := kubeBuilder{Builder: images.Builder(buildNet), rt: rt}
 	return m.serve(ctx, newServer(cfg, server.Deps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: firewall.Off{Why: noFirewall}, Builder: builder,
 		Commands: ac, Terminals: ac, Files: ac, Logger: log}), log)
+}
+
+// guardRestore is how often the template builds' firewall learns the
+// cluster's pod networks again and is reinstalled, in case an engine
+// restart dropped its jumps.
+const guardRestore = 30 * time.Second
+
+// guardBuilds keeps template builds, which run on the local Docker engine
+// whatever the engine of sandboxes, from the host, from each other and
+// from the cluster's pods (podNetworks): the firewall of --engine docker,
+// over a sandbox bridge no sandbox uses here. It returns what removes it
+// again.
+func (m *Main) guardBuilds(ctx context.Context, cfg serveConfig, images *docker.Runtime, buildBridge string,
+	podNetworks func(context.Context) ([]netip.Prefix, error), log *slog.Logger) (stop func(), err error) {
+	hfw, _, err := m.firewall(ctx, cfg, images, buildBridge, log)
+	if err != nil {
+		return nil, fmt.Errorf("template builds' isolation: %w", err)
+	}
+	fw := hfw.(*firewall.Firewall)
+	warned := false
+	guard := func(ctx context.Context) error {
+		nets, err := podNetworks(ctx)
+		if err == nil && len(nets) == 0 && !warned {
+			warned = true
+			log.Warn("no pod network known (no node agent, or nodes without spec.podCIDRs): template builds can reach the cluster's pods")
+		}
+		if err == nil {
+			err = fw.RefuseToBuilds(ctx, nets)
+		}
+		return errors.Join(err, fw.Restore(ctx))
+	}
+	if err := guard(ctx); err != nil {
+		fw.Close()
+		return nil, fmt.Errorf("template builds' isolation: %w; to build without it, start with --firewall=off", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(guardRestore)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := guard(ctx); err != nil && ctx.Err() == nil {
+					log.Error("cannot reinstall the template builds' firewall rules", "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer ucancel()
+		if err := fw.Uninstall(uctx); err != nil {
+			log.Warn("cannot remove the template builds' firewall rules", "err", err)
+		}
+		fw.Close()
+	}, nil
 }
 
 // kubeBuilder builds templates with the local Docker engine once the

@@ -29,20 +29,19 @@ func TestParseServeEngine(t *testing.T) {
 	if cfg, err := env(nil).parseServe([]string{"--engine", "kubernetes"}); err != nil || cfg.Kube.Namespace != kubernetes.DefaultNamespace {
 		t.Errorf("default namespace %q, %v", cfg.Kube.Namespace, err)
 	}
-	if _, err := env(nil).parseServe([]string{"--engine", "kubernetes", "--firewall", "off"}); err != nil {
-		t.Errorf("--firewall off: %v", err)
+	for _, fw := range []string{"off", "iptables"} { // iptables: the template builds' isolation
+		if _, err := env(nil).parseServe([]string{"--engine", "kubernetes", "--firewall", fw}); err != nil {
+			t.Errorf("--firewall %s: %v", fw, err)
+		}
 	}
 	for name, args := range map[string][]string{
 		"unknown engine":        {"--engine", "nomad"},
-		"iptables on k8s":       {"--engine", "kubernetes", "--firewall", "iptables"},
+		"nftables on k8s":       {"--engine", "kubernetes", "--firewall", "nftables"},
 		"request percent 0":     {"--engine", "kubernetes", "--request-percent", "0"},
 		"request percent > 100": {"--engine", "kubernetes", "--request-percent", "101"},
 	} {
 		if _, err := env(nil).parseServe(args); !errors.As(err, new(usageError)) {
 			t.Errorf("%s: err %v, want usage error", name, err)
 		}
-	}
-	if _, err := env(map[string]string{"WARREN_ENGINE": "kubernetes", "WARREN_FIREWALL": "iptables"}).parseServe(nil); !errors.As(err, new(usageError)) {
-		t.Errorf("WARREN_FIREWALL=iptables on kubernetes: %v", err)
 	}
 }

@@ -375,6 +375,29 @@ func (f *Firewall) evict(c *change) {
 	}
 }
 
+// RefuseToBuilds sets the networks, beyond the host and the sandboxes,
+// that template builds may not reach: on the Kubernetes engine, whose
+// sandboxes are pods elsewhere, the cluster's pod networks. It rewrites
+// the chains when they change. Without a build bridge it does nothing.
+func (f *Firewall) RefuseToBuilds(ctx context.Context, nets []netip.Prefix) error {
+	nets = slices.Clone(nets)
+	slices.SortFunc(nets, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
+	nets = slices.Compact(nets)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.c.build == "" || slices.Equal(nets, f.c.buildRefused) {
+		return nil
+	}
+	prev := f.c.buildRefused
+	f.c.buildRefused = nets
+	if err := f.writeChains(ctx, false); err != nil {
+		f.c.buildRefused = prev
+		return err
+	}
+	f.log.Info("template builds refused networks", "networks", fmt.Sprint(nets))
+	return nil
+}
+
 // Sync replaces every sandbox's rules and reinstalls the host-wide ones.
 func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) error {
 	f.mu.Lock()

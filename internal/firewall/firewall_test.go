@@ -570,3 +570,43 @@ func TestAddressHasOneOwner(t *testing.T) {
 		t.Error("removing the evicted sandbox's rules dropped the new holder's")
 	}
 }
+
+// TestRefuseToBuilds: networks refused to template builds get a rule of
+// their own on the build bridge, are rewritten when they change, and an
+// unchanged set writes nothing.
+func TestRefuseToBuilds(t *testing.T) {
+	f, bridge, build := newTestFirewall(t)
+	ctx := t.Context()
+	if err := f.Sync(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	pods := []netip.Prefix{netip.MustParsePrefix("10.246.2.0/24"), netip.MustParsePrefix("10.246.1.0/24")}
+	if err := f.RefuseToBuilds(ctx, pods); err != nil {
+		t.Fatal(err)
+	}
+	save := func() string {
+		out, err := exec.Command("iptables-save", "-t", "filter").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	for _, p := range pods {
+		if w := fmt.Sprintf("-d %s -i %s -m comment --comment \"warren:%s:%s no template build reaches %s\" -j REJECT", p, build, bridge, f.c.tag, p); !strings.Contains(save(), w) {
+			t.Errorf("no rule %q:\n%s", w, grepWarren(save(), bridge))
+		}
+	}
+	before := f.restores
+	if err := f.RefuseToBuilds(ctx, []netip.Prefix{pods[1], pods[0], pods[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if f.restores != before {
+		t.Error("the same networks in another order rewrote the chains")
+	}
+	if err := f.RefuseToBuilds(ctx, pods[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if out := save(); strings.Contains(out, "reaches "+pods[1].String()) || !strings.Contains(out, "reaches "+pods[0].String()) {
+		t.Errorf("after dropping %s:\n%s", pods[1], grepWarren(out, bridge))
+	}
+}

@@ -20,12 +20,15 @@ import (
 // bridge each own their chains: a packet goes through all of them, and
 // each decides only for its own sandboxes' addresses.
 type chains struct {
-	bridge   string
-	build    string // the template builds' bridge; "" when builds are not covered
-	tag      string // 6 hex digits naming the instance
-	input    string // jumped to from INPUT for packets from the bridge
-	forward  string // jumped to from DOCKER-USER (or FORWARD) likewise
-	redirect string // in the nat table, jumped to from PREROUTING likewise
+	bridge string
+	build  string // the template builds' bridge; "" when builds are not covered
+	// buildRefused are networks beyond the host and the sandboxes that
+	// builds may not reach (Firewall.RefuseToBuilds).
+	buildRefused []netip.Prefix
+	tag          string // 6 hex digits naming the instance
+	input        string // jumped to from INPUT for packets from the bridge
+	forward      string // jumped to from DOCKER-USER (or FORWARD) likewise
+	redirect     string // in the nat table, jumped to from PREROUTING likewise
 }
 
 func chainsFor(bridge, build, instance string) chains {
@@ -92,6 +95,11 @@ func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress, ports egr
 	add(c.forward, "-d 169.254.0.0/16 -m comment --comment", c.quoted("no link-local or cloud metadata"), "-j REJECT")
 	if c.build != "" {
 		add(c.forward, "-i", c.build, "-o", c.build, "-m comment --comment", c.quoted("no template build reaches another"), "-j REJECT")
+		for _, p := range c.buildRefused {
+			if p.Addr().Is4() {
+				add(c.forward, "-i", c.build, "-d", p.String(), "-m comment --comment", c.quoted("no template build reaches "+p.String()), "-j REJECT")
+			}
+		}
 	}
 	c.neighbourRules(add, rules)
 	for _, id := range slices.Sorted(maps.Keys(rules)) {

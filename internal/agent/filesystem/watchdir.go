@@ -38,6 +38,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDir
 	}
 	defer w.close()
 
+	reqCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var sendMu sync.Mutex
@@ -72,6 +73,12 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDir
 	})
 	cancel()
 	wg.Wait()
+	if err == nil {
+		// A request that ran out of time ends so, not as a watch the
+		// agent closed (deadline_exceeded, as when the client's own
+		// deadline comes first).
+		err = reqCtx.Err()
+	}
 	return err
 }
 

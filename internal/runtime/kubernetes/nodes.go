@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -191,4 +192,36 @@ func (n *NodeAgentPods) Commit(ctx context.Context, node, uid, container, ref st
 		return err
 	})
 	return img, err
+}
+
+// PodNetworks returns the pod networks (spec.podCIDRs) of the nodes with
+// a node agent: where the cluster's pods, sandboxes and others, have their
+// addresses. Template builds run beside the control plane, on the Docker
+// engine, and must not reach them. Without node agents it knows no node
+// and returns none.
+func (r *Runtime) PodNetworks(ctx context.Context) ([]netip.Prefix, error) {
+	if r.cfg.Nodes == nil {
+		return nil, nil
+	}
+	nodes, err := r.agentNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var nets []netip.Prefix
+	for _, name := range nodes {
+		n, err := r.cli.CoreV1().Nodes().Get(ctx, name, metaGet)
+		if err != nil {
+			return nil, classify(err, "cannot read node "+name)
+		}
+		cidrs := n.Spec.PodCIDRs
+		if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
+			cidrs = []string{n.Spec.PodCIDR}
+		}
+		for _, c := range cidrs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				nets = append(nets, p.Masked())
+			}
+		}
+	}
+	return nets, nil
 }
