@@ -407,10 +407,10 @@ try {
 } finally {
   for (const t of templates) await server.api(`/templates/${t}`, { method: 'DELETE' }).catch(() => {})
   for (const srv of [server, ...others]) {
-    const problems = await srv.purge()
+    // dispose also removes what a server stopped partway leaves: its pool's containers and
+    // firewall chains, which would refuse later sandboxes at those addresses.
+    const problems = (await srv.dispose()).filter((p) => !p.includes('(warm pool?)'))
     if (problems.length) console.error(`bench: ${problems.join('; ')}`)
-    await srv.stop()
-    await srv.removeContainers() // the warm pool's, which a server keeps for its next start
   }
   const { stdout } = await run('docker', ['ps', '-aq', '--filter', `label=bench=${server.name}`])
   if (stdout.trim()) await run('docker', ['rm', '-f', ...stdout.trim().split('\n')])

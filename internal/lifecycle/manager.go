@@ -223,14 +223,25 @@ func (m *Manager) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, e := range m.pool.drop(func(pooled) bool { return false }) {
-		m.dropPooled(ctx, e, "server stopped with no sandbox")
-	}
+	// The rules go first: a server stopped for good (SIGKILL) partway
+	// through must not leave rules naming addresses the engine hands to
+	// other servers' sandboxes; pooled containers it leaves run only the
+	// agent, and the next start adopts or removes them.
 	if m.cfg.Firewall != nil {
 		if err := m.cfg.Firewall.Uninstall(ctx); err != nil {
 			m.log.Warn("cannot remove firewall rules", "err", err)
 		}
 	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, m.poolFillers())
+	for _, e := range m.pool.drop(func(pooled) bool { return false }) {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			m.discardPooled(ctx, e.container.ID, e.sandboxID, "server stopped with no sandbox")
+		})
+	}
+	wg.Wait()
 	return nil
 }
 

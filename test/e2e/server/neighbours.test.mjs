@@ -49,7 +49,11 @@ async function reaches(sbx, url, what) {
   for (let i = 1; i <= 3; i++) {
     if ((got = await curl(sbx, url)) === '200') return got
     console.error(`neighbours: ${what}: try ${i} got ${got}`)
-    if (i === 1) console.error(`neighbours: the host's rules that name ${host(url)}:\n${await rulesNaming(host(url))}`)
+    if (i === 1) {
+      const from = await addressOf(sbx).catch((e) => String(e))
+      console.error(`neighbours: the host's rules that name ${host(url)}:\n${await rulesNaming(host(url))}`)
+      console.error(`neighbours: ${what} is at ${from}; the host's rules that name it:\n${await rulesNaming(from)}`)
+    }
     await new Promise((r) => setTimeout(r, 1000))
   }
   return got
