@@ -8,8 +8,8 @@
 # What is recorded: every sysctl of the host's namespaces, iptables-save and ip6tables-save
 # of every table (without packet counters), the nftables tables (and the rules of those
 # iptables-nft does not manage, such as kube-proxy's), the mount table (mount point, type, source,
-# options), every cgroup directory, network links (name, kind, master, state), addresses and
-# routes, and the directories the kubelet and containerd are known to create when
+# options), every cgroup directory, network links (name, kind, master, and state but for
+# bridges), addresses and routes, and the directories the kubelet and containerd are known to create when
 # misconfigured (/var/lib/kubelet, /var/lib/cni, /var/log/pods, /var/log/containers,
 # /etc/cni, /opt/cni, /run/netns, /opt/containerd, /run/containerd). Counters that move on their own (entropy,
 # inode and file counts, conntrack entries, PIDs) are left out.
@@ -19,6 +19,34 @@
 # HOST_UNCHANGED_IGNORE=REGEX leaves out the lines it matches (e.g. other engines' objects:
 # 'docker|warren0|/tmp/warren-'); CI sets none.
 set -euo pipefail
+
+# links prints every network link: name, kind, master, state. A bridge's state is left out: it
+# is its carrier, which follows its ports (listed themselves) and reaches the link's state a
+# while after a port goes (Docker's sandbox bridge reads UP for seconds after its last container
+# is removed).
+links() {
+	ip -o -d link show | awk '{
+		name=$2; master="-"; kind="-"
+		for (i=3; i<=NF; i++) { if ($i == "master") master=$(i+1); if ($i == "state") state=$(i+1) }
+		if (match($0, / (bridge|veth|vxlan|bridge_slave|tun|dummy) /)) kind=substr($0, RSTART+1, RLENGTH-2)
+		if (kind == "bridge") state="-"
+		print name, kind, master, state
+	}' | sort
+}
+
+# settled_links prints links once two listings a second apart agree (for at most 20 s): the
+# kernel removes the host ends of containers just removed in the background.
+settled_links() {
+	local prev cur i
+	prev=$(links)
+	for i in $(seq 20); do
+		sleep 1
+		cur=$(links)
+		[ "$cur" = "$prev" ] && break
+		prev=$cur
+	done
+	printf '%s\n' "$prev"
+}
 
 snapshot() {
 	echo "## sysctl"
@@ -44,16 +72,12 @@ snapshot() {
 	echo "## cgroups"
 	find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort
 	echo "## links"
-	ip -o -d link show | awk '{
-		name=$2; master="-"; kind="-"
-		for (i=3; i<=NF; i++) { if ($i == "master") master=$(i+1); if ($i == "state") state=$(i+1) }
-		if (match($0, / (bridge|veth|vxlan|bridge_slave|tun|dummy) /)) kind=substr($0, RSTART+1, RLENGTH-2)
-		print name, kind, master, state
-	}' | sort
+	settled_links
 	echo "## addresses"
 	ip -o addr show | awk '{print $2, $3, $4}' | sort
 	echo "## routes"
-	ip route show table all 2>/dev/null | grep -v '^local\|^broadcast' | sort
+	# (A route's "linkdown" is its bridge's carrier: see links.)
+	ip route show table all 2>/dev/null | grep -v '^local\|^broadcast' | sed 's/ linkdown//' | sort
 	echo "## paths"
 	for p in /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /etc/cni /opt/cni /run/netns /opt/containerd /run/containerd /var/lib/warren-kube; do
 		[ -e "$p" ] && echo "$p exists"
