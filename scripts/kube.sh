@@ -9,13 +9,14 @@
 #   scripts/kube.sh load IMAGE...    copy images from the Docker engine into every node's
 #                                    containerd (pods use them with imagePullPolicy: Never)
 #   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes kube-proxy
-#                                    etcd containerd gvisor pause)
+#                                    etcd containerd gvisor pause registry)
 #   scripts/kube.sh deps             only install the Debian packages it needs (up does too)
 #   scripts/kube.sh logs [NAME]      tails of the daemons' logs (etcd apiserver
 #                                    controller-manager scheduler node1-kubelet ...)
 #
 # The cluster: etcd, kube-apiserver (10.246.1.1:16443, node 1's bridge address),
-# kube-controller-manager, kube-scheduler, kube-proxy (nftables), and $KUBE_NODES (2) nodes,
+# kube-controller-manager, kube-scheduler, kube-proxy (nftables), an image registry
+# (CNCF Distribution, http://127.0.0.1:15000), and $KUBE_NODES (2) nodes,
 # each a kubelet with its own containerd in a private mount namespace, its pods on a
 # bridge of its own that the host routes to
 # (warren-kube-node<i>: 10.246.<i>.0/24 on wkube<i>). Pods run under runc, or gVisor with
@@ -32,7 +33,7 @@ rss() { echo $(($(awk '/VmRSS/ {print $2}' "/proc/$(cat "$1")/status" 2>/dev/nul
 status() {
 	local p i f
 	[ -d "$KUBE_WORK" ] || { echo "no cluster ($KUBE_WORK does not exist): scripts/kube.sh up starts one"; return 1; }
-	for p in etcd apiserver controller-manager scheduler $(for i in $(seq 1 "$KUBE_NODES"); do echo "node$i/containerd node$i/kubelet"; done); do
+	for p in etcd apiserver controller-manager scheduler registry $(for i in $(seq 1 "$KUBE_NODES"); do echo "node$i/containerd node$i/kubelet"; done); do
 		case $p in
 		*/*) f=$KUBE_WORK/$p.pid ;;
 		*) f=$KUBE_WORK/run/$p.pid ;;

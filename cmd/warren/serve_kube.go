@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
@@ -40,6 +41,9 @@ type kubeConfig struct {
 	// node agents take; "" = no node agents.
 	NodeTokenSecret string
 	RequestPercent  int
+	// Registry is where built images are pushed for the kubelets to pull
+	// ("": imported into the nodes by their agents).
+	Registry string
 }
 
 func addKubeFlags(e *envFlags, engine *string, k *kubeConfig) {
@@ -50,6 +54,7 @@ func addKubeFlags(e *envFlags, engine *string, k *kubeConfig) {
 	e.String(&k.AgentImage, "agent-image", kubernetes.DefaultAgentImage, "with --engine kubernetes: image holding warren and warren-agent, whose init container delivers the agent into every pod (scripts/kube-images.sh)")
 	e.String(&k.PullPolicy, "image-pull-policy", "Never", "with --engine kubernetes: Never (images imported into the nodes) or IfNotPresent (pulled from a registry)")
 	e.String(&k.NodeTokenSecret, "node-token-secret", "warren-node-token", "with --engine kubernetes: Secret (key token) shared with the warren node DaemonSet, for freezing pods (\"\": no node agents, frozen pause unavailable)")
+	e.String(&k.Registry, "registry", "", "with --engine kubernetes: repository prefix (host[:port][/path]) in a registry the kubelets pull from: built images are pushed there and pods name them by digest (default: none, the node agents import images into the nodes)")
 	e.Int(&k.RequestPercent, "request-percent", 10, "with --engine kubernetes: share of a sandbox's CPU and memory limits its pod requests from the scheduler (1-100)")
 }
 
@@ -57,6 +62,9 @@ func addKubeFlags(e *envFlags, engine *string, k *kubeConfig) {
 func checkEngine(cfg serveConfig) error {
 	switch cfg.Engine {
 	case engineDocker:
+		if cfg.Kube.Registry != "" {
+			return usageError{"--registry is for --engine kubernetes: the Docker engine runs the images it builds"}
+		}
 		return nil
 	case engineKubernetes:
 	default:
@@ -64,6 +72,11 @@ func checkEngine(cfg serveConfig) error {
 	}
 	if cfg.Kube.RequestPercent < 1 || cfg.Kube.RequestPercent > 100 {
 		return usageError{"--request-percent must be 1 to 100"}
+	}
+	if r := cfg.Kube.Registry; r != "" {
+		if _, err := reference.ParseNormalizedNamed(r + "/image:tag"); err != nil || strings.HasSuffix(r, "/") {
+			return usageError{fmt.Sprintf("--registry=%q: want a repository prefix such as registry.example.com:5000/warren (no tag, no trailing slash)", r)}
+		}
 	}
 	return nil
 }
@@ -86,7 +99,8 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 	}
 	kc := kubernetes.Config{Client: cli, Namespace: cfg.Kube.Namespace, Instance: cfg.Instance,
 		AgentImage: cfg.Kube.AgentImage, PullPolicy: cfg.Kube.PullPolicy, GVisorRuntimeClass: cfg.Kube.RuntimeClass,
-		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent, Images: images, Source: images, Logger: log}
+		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent, Images: images, Source: images,
+		Registry: cfg.Kube.Registry, Logger: log}
 	if cfg.Kube.NodeTokenSecret != "" {
 		token, err := nodeToken(ctx, cli, cfg.Kube.Namespace, cfg.Kube.NodeTokenSecret)
 		if err != nil {

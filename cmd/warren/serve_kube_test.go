@@ -29,6 +29,9 @@ func TestParseServeEngine(t *testing.T) {
 	if cfg, err := env(nil).parseServe([]string{"--engine", "kubernetes"}); err != nil || cfg.Kube.Namespace != kubernetes.DefaultNamespace {
 		t.Errorf("default namespace %q, %v", cfg.Kube.Namespace, err)
 	}
+	if cfg, err := env(nil).parseServe([]string{"--engine", "kubernetes", "--registry", "127.0.0.1:5000/warren"}); err != nil || cfg.Kube.Registry != "127.0.0.1:5000/warren" {
+		t.Errorf("--registry: %q, %v", cfg.Kube.Registry, err)
+	}
 	for _, fw := range []string{"off", "iptables"} { // iptables: the template builds' isolation
 		if _, err := env(nil).parseServe([]string{"--engine", "kubernetes", "--firewall", fw}); err != nil {
 			t.Errorf("--firewall %s: %v", fw, err)
@@ -39,6 +42,10 @@ func TestParseServeEngine(t *testing.T) {
 		"nftables on k8s":       {"--engine", "kubernetes", "--firewall", "nftables"},
 		"request percent 0":     {"--engine", "kubernetes", "--request-percent", "0"},
 		"request percent > 100": {"--engine", "kubernetes", "--request-percent", "101"},
+		"registry on docker":    {"--registry", "127.0.0.1:5000"},
+		"registry with a tag":   {"--engine", "kubernetes", "--registry", "reg:5000/w:latest"},
+		"registry slash":        {"--engine", "kubernetes", "--registry", "reg:5000/w/"},
+		"registry not a name":   {"--engine", "kubernetes", "--registry", "Reg Istry"},
 	} {
 		if _, err := env(nil).parseServe(args); !errors.As(err, new(usageError)) {
 			t.Errorf("%s: err %v, want usage error", name, err)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build.sh — the test cluster's binaries, built from the Go module proxy and cached.
 #
-#   scripts/kube/build.sh [COMPONENT...]     kubernetes kube-proxy etcd containerd gvisor pause (default: all)
+#   scripts/kube/build.sh [COMPONENT...]     kubernetes kube-proxy etcd containerd gvisor pause registry
+#                                            (default: all)
 #
 # Each component is cached as $KUBE_CACHE/<component>-<version>-r<recipe>.tar.zst and unpacked
 # into $KUBE_CACHE/bin. A cache hit restores in about a second; a miss builds (a cold
@@ -22,6 +23,7 @@ ETCD_REV=1
 CONTAINERD_REV=1
 GVISOR_REV=1
 PAUSE_REV=1
+REGISTRY_REV=1
 
 P=${KUBE_BUILD_P:-1}
 
@@ -34,7 +36,8 @@ version_of() {
 	gvisor) echo "$GVISOR_VERSION-r$GVISOR_REV" ;;
 	# The pause binary is built from this repository's source: its hash is its version.
 	pause) echo "$(sha256sum "$KUBE_SCRIPTS/pause/main.go" | cut -c1-12)-r$PAUSE_REV" ;;
-	*) kube_die "unknown component '$1' (known: kubernetes kube-proxy etcd containerd gvisor pause)" ;;
+	registry) echo "$DISTRIBUTION_VERSION-r$REGISTRY_REV" ;;
+	*) kube_die "unknown component '$1' (known: kubernetes kube-proxy etcd containerd gvisor pause registry)" ;;
 	esac
 }
 
@@ -46,6 +49,7 @@ binaries_of() {
 	containerd) echo containerd containerd-shim-runc-v2 ctr ;;
 	gvisor) echo runsc containerd-shim-runsc-v1 ;;
 	pause) echo pause ;;
+	registry) echo registry ;;
 	esac
 }
 
@@ -157,6 +161,16 @@ build_gvisor() {
 	(cd "$src" && with_heartbeat "compiling the gvisor shim" gobuild build -p "$P" -trimpath -ldflags "-s -w" -o "$OUT/containerd-shim-runsc-v1" ./shim)
 }
 
+build_registry() {
+	local dir=$SCRATCH/registry m=github.com/distribution/distribution/v3
+	scratch_module "$dir" "$m" "$DISTRIBUTION_VERSION" "$m/cmd/registry"
+	kube_log "registry: resolving $m@$DISTRIBUTION_VERSION"
+	(cd "$dir" && tidy)
+	kube_log "registry: compiling CNCF Distribution's registry (~3 min)"
+	(cd "$dir" && with_heartbeat "compiling the registry" gobuild build -p "$P" -trimpath \
+		-ldflags "-s -w -X $m/version.version=$DISTRIBUTION_VERSION" -o "$OUT/registry" "$m/cmd/registry")
+}
+
 build_pause() {
 	kube_log "pause: compiling the pod sandbox's pause process"
 	(cd "$KUBE_SCRIPTS/pause" && gobuild build -trimpath -ldflags "-s -w" -o "$OUT/pause" .)
@@ -217,5 +231,5 @@ ensure() {
 command -v go >/dev/null || kube_die "go is not installed: the cluster's binaries are built from the Go module proxy (install Go 1.25 or newer)"
 command -v zstd >/dev/null || kube_die "zstd is missing: apt-get install zstd"
 mkdir -p "$KUBE_CACHE"
-[ $# -gt 0 ] || set -- kubernetes kube-proxy etcd containerd gvisor pause
+[ $# -gt 0 ] || set -- kubernetes kube-proxy etcd containerd gvisor pause registry
 for comp in "$@"; do ensure "$comp"; done

@@ -73,7 +73,7 @@ for i in $(seq 1 "$KUBE_NODES"); do
 done
 
 step "stopping the control plane"
-for p in kube-proxy scheduler controller-manager apiserver etcd; do stop_file "$RUN/$p.pid"; done
+for p in registry kube-proxy scheduler controller-manager apiserver etcd; do stop_file "$RUN/$p.pid"; done
 
 step "removing mounts, cgroups, bridges, forwarding rules"
 # Node mounts lived in the nodes' namespaces and went with them; anything under

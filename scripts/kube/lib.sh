@@ -9,6 +9,8 @@
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+# CNCF Distribution: the registry the nodes pull from when Warren runs with --registry.
+DISTRIBUTION_VERSION=${DISTRIBUTION_VERSION:-v3.1.2}
 
 KUBE_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KUBE_REPO=$(cd "$KUBE_SCRIPTS/../.." && pwd)
@@ -36,6 +38,12 @@ KUBE_ETCD_PORT=${KUBE_ETCD_PORT:-12379}
 KUBE_ETCD_PEER_PORT=${KUBE_ETCD_PEER_PORT:-12380}
 KUBE_API_PORT=${KUBE_API_PORT:-16443}
 KUBE_SERVICE_CIDR=${KUBE_SERVICE_CIDR:-10.247.0.0/24}
+
+# The cluster's image registry (plain HTTP, on loopback, which the nodes share with the
+# host): Warren's builder pushes there (Docker takes 127.0.0.0/8 registries as insecure) and
+# the kubelets pull (each node's containerd is told it is HTTP). Its store is under $KUBE_WORK.
+KUBE_REGISTRY_PORT=${KUBE_REGISTRY_PORT:-15000}
+KUBE_REGISTRY=127.0.0.1:$KUBE_REGISTRY_PORT
 
 # Nodes. Node i (1-based) is named warren-kube-node<i>, has pod CIDR 10.246.<i>.0/24 on
 # the bridge wkube<i> (gateway .1, also the node's IP), and its kubelet listens there on

@@ -60,6 +60,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.image-verifier.v1
 
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
+  # The cluster's registry speaks plain HTTP (hosts.toml).
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "$dir/certs.d"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "registry.k8s.io/pause:3.10"
 
@@ -93,6 +96,12 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.image-verifier.v1
   # exec, attach and port-forward streams: loopback, a free port.
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+TOML
+	mkdir -p "$dir/certs.d/$KUBE_REGISTRY"
+	cat >"$dir/certs.d/$KUBE_REGISTRY/hosts.toml" <<TOML
+server = "http://$KUBE_REGISTRY"
+[host."http://$KUBE_REGISTRY"]
+  capabilities = ["pull", "resolve"]
 TOML
 	# As in scripts/setup-gvisor.sh: writes go to the container's layer (so a commit
 	# keeps them), and setuid binaries work.
@@ -153,7 +162,8 @@ failCgroupV1: false
 # No KUBE-* chains on the host: the cluster's few rules are its own chain ($KUBE_CHAIN).
 makeIPTablesUtilChains: false
 podLogsDir: $dir/log/pods
-# The imported images are the only copies (there is no registry): never collect them.
+# The imported images are the only copies (only built images go through the registry):
+# never collect them.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:

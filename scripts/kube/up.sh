@@ -13,7 +13,7 @@ PKI=$KUBE_WORK/pki
 # healthy: every process runs, the apiserver is ready and every node is Ready.
 healthy() {
 	local p i
-	for p in etcd apiserver controller-manager scheduler; do pid_alive "$p" || return 1; done
+	for p in etcd apiserver controller-manager scheduler registry; do pid_alive "$p" || return 1; done
 	for i in $(seq 1 "$KUBE_NODES"); do pid_alive "node$i" || return 1; done
 	# A cluster an older up.sh started has no kube-proxy: it stays as it is (others may be
 	# using it); a down and an up bring it.
@@ -69,9 +69,9 @@ ports_free() {
 		done
 	done
 	for p in $KUBE_ETCD_PORT $KUBE_ETCD_PEER_PORT $KUBE_API_PORT $((KUBE_API_PORT + 1)) $((KUBE_API_PORT + 2)) \
-		$KUBE_PROXY_HEALTH_PORT $KUBE_PROXY_METRICS_PORT; do
+		$KUBE_PROXY_HEALTH_PORT $KUBE_PROXY_METRICS_PORT $KUBE_REGISTRY_PORT; do
 		! ss -Hltn "sport = :$p" | grep -q . ||
-			kube_die "port $p is in use: stop what listens there (ss -ltnp) or set KUBE_ETCD_PORT/KUBE_API_PORT/KUBE_PROXY_*_PORT"
+			kube_die "port $p is in use: stop what listens there (ss -ltnp) or set KUBE_ETCD_PORT/KUBE_API_PORT/KUBE_PROXY_*_PORT/KUBE_REGISTRY_PORT"
 	done
 	if [ "$KUBE_PROXY" = 1 ]; then
 		local f
@@ -178,6 +178,26 @@ control_plane() {
 		--bind-address 127.0.0.1 --secure-port $((KUBE_API_PORT + 2)) --leader-elect=false --profiling=false
 }
 
+# registry: CNCF Distribution on loopback, its store under $KUBE_WORK (down.sh deletes it).
+registry() {
+	mkdir -p "$KUBE_WORK/registry"
+	cat >"$KUBE_WORK/registry.yml" <<YAML
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $KUBE_WORK/registry
+  delete:
+    enabled: true
+http:
+  addr: $KUBE_REGISTRY
+YAML
+	step "starting the image registry $DISTRIBUTION_VERSION (http://$KUBE_REGISTRY)"
+	start registry env OTEL_TRACES_EXPORTER=none "$KUBE_BIN/registry" serve "$KUBE_WORK/registry.yml"
+	wait_for "the registry's /v2/" 30 registry curl -sf -o /dev/null --max-time 2 "http://$KUBE_REGISTRY/v2/"
+}
+
 nodes() {
 	local i
 	for i in $(seq 1 "$KUBE_NODES"); do
@@ -265,7 +285,7 @@ else
 	fi
 	ports_free
 	step "binaries (scripts/kube/build.sh: cached under $KUBE_CACHE)"
-	if [ "$KUBE_PROXY" = 1 ]; then "$KUBE_SCRIPTS/build.sh"; else "$KUBE_SCRIPTS/build.sh" kubernetes etcd containerd gvisor pause; fi
+	if [ "$KUBE_PROXY" = 1 ]; then "$KUBE_SCRIPTS/build.sh"; else "$KUBE_SCRIPTS/build.sh" kubernetes etcd containerd gvisor pause registry; fi
 	mkdir -p "$RUN" "$KUBE_WORK/images"
 	step "certificates (openssl) and images (pause, busybox)"
 	"$KUBE_SCRIPTS/pki.sh"
@@ -275,9 +295,10 @@ else
 	host_network
 	cgroup_roots
 	control_plane
+	registry
 	nodes
 	[ "$KUBE_PROXY" != 1 ] || kube_proxy
 	cluster_objects
-	step "up: $KUBE_NODES nodes, RuntimeClass gvisor$([ "$KUBE_PROXY" != 1 ] || echo ", kube-proxy"); scripts/kube.sh down removes it all"
+	step "up: $KUBE_NODES nodes, RuntimeClass gvisor$([ "$KUBE_PROXY" != 1 ] || echo ", kube-proxy"), registry $KUBE_REGISTRY; scripts/kube.sh down removes it all"
 fi
 echo "export KUBECONFIG=$KUBECONFIG_FILE"

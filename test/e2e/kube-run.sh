@@ -2,7 +2,8 @@
 # kube-run.sh: the end-to-end suite with the official SDKs against `warren serve --engine
 # kubernetes` on the real cluster scripts/kube.sh brought up (KUBECONFIG: its admin).
 #
-#   test/e2e/kube-run.sh                  the core files (below) and kube/kubernetes.test.mjs
+#   test/e2e/kube-run.sh                  the core files (below), kube/kubernetes.test.mjs and
+#                                         kube/registry.test.mjs (the cluster's registry)
 #   test/e2e/kube-run.sh server/x.test.mjs
 #
 # It applies deploy/kubernetes/ (namespace, RBAC, gVisor RuntimeClass, the node agent
@@ -103,7 +104,7 @@ KUBECONFIG="$work/sa.kubeconfig" k config use-context e2e >/dev/null
 rc=0
 if [ $# -eq 0 ]; then
   WARREN_E2E_KUBECTL="$kubectl" WARREN_NAMESPACE="$ns" test/e2e/kube-control-plane.sh || rc=1
-  set -- kube/kubernetes.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
+  set -- kube/kubernetes.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
     server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs
@@ -114,6 +115,7 @@ fi
 kube_dir=${KUBECONFIG%/*}
 WARREN_E2E_TEST_TIMEOUT=${WARREN_E2E_TEST_TIMEOUT:-900000} WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \
   WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" \
+  WARREN_E2E_KUBE_REGISTRY="${WARREN_E2E_KUBE_REGISTRY:-127.0.0.1:15000}" \
   WARREN_E2E_CTR="${kubectl%/*}/ctr" WARREN_E2E_CONTAINERD="$(echo "$kube_dir"/node*/containerd.sock)" \
   test/e2e/server-run.sh "$@" || rc=1
 

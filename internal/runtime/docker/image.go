@@ -2,11 +2,13 @@ package docker
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/distribution/reference"
 	"github.com/moby/moby/client"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -112,6 +114,53 @@ func (r *Runtime) LoadImage(ctx context.Context, tar io.Reader) error {
 		}
 	}
 	return nil
+}
+
+// PushImage pushes the image ref names to a registry as target (a name
+// with a tag, in the registry's host) and returns target's name by digest,
+// which names that very image however the tag moves later: how the
+// Kubernetes engine's nodes pull an image built here. The push is
+// anonymous (a registry of the cluster's own, or one that takes pushes
+// from this host). target's tag is removed from the engine afterwards, so
+// removing ref removes the image.
+func (r *Runtime) PushImage(ctx context.Context, ref, target string) (string, error) {
+	named, err := reference.ParseNormalizedNamed(target)
+	if err != nil {
+		return "", sandbox.Errorf(sandbox.KindInvalid, "cannot push image %s to %q: %v", ref, target, err)
+	}
+	if _, err := r.cli.ImageTag(ctx, client.ImageTagOptions{Source: ref, Target: target}); err != nil {
+		return "", classify(err, "cannot tag the image for the registry")
+	}
+	defer func() {
+		// An untag only: the image stays under ref.
+		_, _ = r.cli.ImageRemove(context.WithoutCancel(ctx), target, client.ImageRemoveOptions{})
+	}()
+	anonymous := base64.URLEncoding.EncodeToString([]byte("{}"))
+	res, err := r.cli.ImagePush(ctx, target, client.ImagePushOptions{RegistryAuth: anonymous})
+	if err != nil {
+		return "", classify(err, "cannot push the image to "+reference.Domain(named))
+	}
+	defer res.Close()
+	// The engine reports the push's failure, and its digest, in the stream
+	// after its 200.
+	var digest string
+	for msg, err := range res.JSONMessages(ctx) {
+		if err != nil {
+			return "", sandbox.Wrap(sandbox.KindUnavailable, err, "pushing image "+ref+" to "+target)
+		}
+		if msg.Error != nil {
+			return "", sandbox.Errorf(sandbox.KindUnavailable, "cannot push image %s to %s: %s (can the Docker engine reach the registry? an http registry other than on 127.0.0.0/8 must be in its insecure-registries)",
+				ref, target, msg.Error.Message)
+		}
+		var aux struct{ Digest string }
+		if msg.Aux != nil && json.Unmarshal(*msg.Aux, &aux) == nil && aux.Digest != "" {
+			digest = aux.Digest
+		}
+	}
+	if digest == "" {
+		return "", sandbox.Errorf(sandbox.KindUnavailable, "pushing image %s to %s: the engine reported no digest", ref, target)
+	}
+	return reference.TrimNamed(named).String() + "@" + digest, nil
 }
 
 // ImageExists reports whether an image is present on the engine.

@@ -35,12 +35,21 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 			"volume mounts are not available on the Kubernetes engine: a volume is a directory on the control plane's host")
 	}
 	pod := r.podFor(spec)
-	nodes, imageID, err := r.placeImage(ctx, spec.Image)
+	at, err := r.placeImage(ctx, spec.Image)
 	if err != nil {
 		return sandbox.Container{}, err
 	}
-	pod.Annotations[annotationImageID] = imageID
-	pinTo(pod, nodes)
+	pod.Annotations[annotationImageID] = at.id
+	if at.pull != "" {
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == sandboxContainer {
+				pod.Spec.Containers[i].Image = at.pull
+				// A name by digest names one image for good.
+				pod.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
+			}
+		}
+	}
+	pinTo(pod, at.nodes)
 	return r.run(ctx, pod, spec.PidsLimit)
 }
 

@@ -20,6 +20,9 @@ type builder struct {
 	mu    sync.Mutex
 	ids   map[string]string // normalized name → ID
 	saves atomic.Int32
+	// pushes are "target id" of each push; pushFails fails them.
+	pushes    []string
+	pushFails error
 }
 
 // newBuilder has warren/base, of ID sha256:abc.
@@ -92,6 +95,31 @@ func (b *builder) LoadImage(_ context.Context, tar io.Reader) error {
 	}
 	b.set(name, id)
 	return nil
+}
+
+// PushImage pushes as a registry would: the digest is made of the ID.
+func (b *builder) PushImage(_ context.Context, ref, target string) (string, error) {
+	id, ok := b.id(ref)
+	if !ok {
+		return "", sandbox.Errorf(sandbox.KindNotFound, "no image %s", ref)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pushFails != nil {
+		return "", b.pushFails
+	}
+	b.pushes = append(b.pushes, target+" "+id)
+	name, _, _ := strings.Cut(target, ":latest")
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return name + "@sha256:m" + strings.TrimPrefix(id, "sha256:"), nil
+}
+
+func (b *builder) pushed() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.pushes)
 }
 
 // nodes is a NodeAgents that records what it is asked and keeps each

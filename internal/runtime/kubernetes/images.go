@@ -52,6 +52,13 @@ type ImageSource interface {
 	LoadImage(ctx context.Context, tar io.Reader) error
 }
 
+// ImagePusher is an ImageSource that pushes one of its images to a
+// registry as target (a name with a tag) and returns its name there by
+// digest (runtime/docker's PushImage): what Config.Registry needs.
+type ImagePusher interface {
+	PushImage(ctx context.Context, ref, target string) (string, error)
+}
+
 // Timings of the image cache.
 const (
 	// nodesTTL is how long the list of nodes with an agent is reused.
@@ -74,7 +81,10 @@ type nodeImages struct {
 	imports map[string]*importFlight              // node, name and ID → the import under way
 	// copies are the background copies of images under way (to other
 	// nodes, into the builder), each channel closed when done.
-	copies  map[chan struct{}]copyOf
+	copies map[chan struct{}]copyOf
+	// pushed names the builder's images pushed to Config.Registry by
+	// digest: name and ID → the name pods run.
+	pushed  map[string]string
 	nodes   []string
 	nodesAt time.Time
 }
@@ -97,7 +107,7 @@ type importFlight struct {
 
 func newNodeImages() *nodeImages {
 	return &nodeImages{byNode: map[string]map[string]nodeagent.Image{}, imports: map[string]*importFlight{},
-		copies: map[chan struct{}]copyOf{}}
+		copies: map[chan struct{}]copyOf{}, pushed: map[string]string{}}
 }
 
 // imageName is ref as containerd and the node agent name it:
@@ -298,6 +308,7 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 	if err := r.stopCopies(ctx, ref); err != nil {
 		return err
 	}
+	r.forgetPushed(ref)
 	err := r.cfg.Images.RemoveImage(ctx, ref)
 	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
 		return err
@@ -323,37 +334,147 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 	return nil
 }
 
+// placement is where a pod of an image may run, and what it runs.
+type placement struct {
+	nodes []string // nil: any
+	id    string   // the image's ID
+	// pull names the image in Config.Registry by digest, which the pod
+	// runs instead of its name; "": the pod runs the image by name.
+	pull string
+}
+
 // placeImage makes sure nodes have the image ref names before a pod of it
-// is made, and returns the nodes the pod may run on (nil: any, the
-// kubelets pull it) and the image's ID.
-func (r *Runtime) placeImage(ctx context.Context, ref string) (nodes []string, id string, err error) {
+// is made (or, with Config.Registry, that the registry has it), and says
+// where the pod may run.
+func (r *Runtime) placeImage(ctx context.Context, ref string) (placement, error) {
 	if committed(ref) && r.cfg.Nodes != nil {
 		// Where it was committed, even once the builder has a copy.
 		if hs, img, err := r.holders(ctx, ref); err == nil && len(hs) > 0 {
 			r.spread(ref, img.ID, hs)
-			return hs, img.ID, nil
+			return placement{nodes: hs, id: img.ID}, nil
 		}
 	}
-	id, err = r.cfg.Images.ImageID(ctx, ref)
+	id, err := r.cfg.Images.ImageID(ctx, ref)
 	switch {
+	case err == nil && r.cfg.Registry != "":
+		pull, err := r.push(ctx, ref, id)
+		return placement{id: id, pull: pull}, err
 	case err == nil:
 		if r.cfg.PullPolicy != "Never" || r.cfg.Nodes == nil {
-			return nil, id, nil
+			return placement{id: id}, nil
 		}
 		nodes, err := r.importEverywhere(ctx, ref, id)
-		return nodes, id, err
+		return placement{nodes: nodes, id: id}, err
 	case sandbox.KindOf(err) != sandbox.KindNotFound || r.cfg.Nodes == nil:
-		return nil, "", err
+		return placement{}, err
 	}
 	hs, img, err := r.holders(ctx, ref)
 	if err != nil {
-		return nil, "", err
+		return placement{}, err
 	}
 	if len(hs) == 0 {
-		return nil, "", sandbox.Errorf(sandbox.KindNotFound, "image %s is neither in the builder's Docker engine nor on any node", ref)
+		return placement{}, sandbox.Errorf(sandbox.KindNotFound, "image %s is neither in the builder's Docker engine nor on any node", ref)
 	}
 	r.spread(ref, img.ID, hs)
-	return hs, img.ID, nil
+	return placement{nodes: hs, id: img.ID}, nil
+}
+
+// registryTarget is the name the builder's image ref takes in
+// Config.Registry: its path and tag there.
+func (r *Runtime) registryTarget(ref string) (string, error) {
+	n, err := reference.ParseDockerRef(ref)
+	if err != nil {
+		return "", sandbox.Errorf(sandbox.KindInvalid, "image %q: %v", ref, err)
+	}
+	tag := "latest"
+	if t, ok := n.(reference.Tagged); ok {
+		tag = t.Tag()
+	}
+	return r.cfg.Registry + "/" + reference.Path(n) + ":" + tag, nil
+}
+
+// push makes sure Config.Registry has the builder's image ref (of ID id)
+// and returns its name there by digest. However many ask at once, one
+// push per name and ID runs; it goes on when the caller gives up waiting
+// (ctx), so that a retry finds it done, and stops when the image is
+// removed (stopCopies).
+func (r *Runtime) push(ctx context.Context, ref, id string) (string, error) {
+	key := imageName(ref) + " " + id
+	c := r.img
+	c.mu.Lock()
+	if pull, ok := c.pushed[key]; ok {
+		c.mu.Unlock()
+		return pull, nil
+	}
+	f, ok := c.imports[pushKey+key]
+	if !ok {
+		pctx, cancel := context.WithTimeout(r.ctx, importTimeout)
+		f = &importFlight{name: imageName(ref), cancel: cancel, done: make(chan struct{})}
+		c.imports[pushKey+key] = f
+		go r.runPush(pctx, f, key, ref)
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return "", f.err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.pushed[key], nil
+	case <-ctx.Done():
+		return "", sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(),
+			fmt.Sprintf("image %s is still being pushed to %s: try again in a while", ref, r.cfg.Registry))
+	}
+}
+
+// forgetPushed forgets the pushes of ref, whatever its ID: the registry
+// keeps its copies (its own garbage collection removes them), but a pod of
+// an image of that name made later pushes it again.
+func (r *Runtime) forgetPushed(ref string) {
+	prefix := imageName(ref) + " "
+	r.img.mu.Lock()
+	defer r.img.mu.Unlock()
+	for k := range r.img.pushed {
+		if strings.HasPrefix(k, prefix) {
+			delete(r.img.pushed, k)
+		}
+	}
+}
+
+// pushKey marks a push among the flights of nodeImages.imports.
+const pushKey = "push "
+
+// runPush runs one push for push, bounded by ctx.
+func (r *Runtime) runPush(ctx context.Context, f *importFlight, key, ref string) {
+	defer func() {
+		r.img.mu.Lock()
+		delete(r.img.imports, pushKey+key)
+		r.img.mu.Unlock()
+		f.cancel()
+		close(f.done)
+	}()
+	pusher, ok := r.cfg.Source.(ImagePusher)
+	if !ok {
+		f.err = sandbox.Errorf(sandbox.KindUnavailable, "this server's image source cannot push image %s to registry %s", ref, r.cfg.Registry)
+		return
+	}
+	target, err := r.registryTarget(ref)
+	if err != nil {
+		f.err = err
+		return
+	}
+	start := time.Now()
+	pull, err := pusher.PushImage(ctx, ref, target)
+	if err != nil {
+		f.err = sandbox.Wrap(sandbox.KindOf(err), err, "the nodes pull images from "+r.cfg.Registry)
+		r.log.Warn("image push failed", logkey.Image, ref, "to", target, "err", err)
+		return
+	}
+	r.img.mu.Lock()
+	r.img.pushed[key] = pull
+	r.img.mu.Unlock()
+	r.log.Info("image pushed to the registry", logkey.Image, ref, "as", pull, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // Distribute brings the builder's image ref to the nodes now, as the
@@ -362,6 +483,10 @@ func (r *Runtime) placeImage(ctx context.Context, ref string) (nodes []string, i
 // failure is said on out, not returned: the image is built, and its first
 // pod tries again.
 func (r *Runtime) Distribute(ctx context.Context, ref string, out func(line string)) {
+	if r.cfg.Registry != "" {
+		r.distributeToRegistry(ctx, ref, out)
+		return
+	}
 	if r.cfg.PullPolicy != "Never" || r.cfg.Nodes == nil {
 		return
 	}
@@ -376,6 +501,22 @@ func (r *Runtime) Distribute(ctx context.Context, ref string, out func(line stri
 		}
 	}
 	out("the image could not be imported into the nodes; its first sandbox tries again: " + err.Error())
+}
+
+// distributeToRegistry is Distribute with Config.Registry: it pushes the
+// image there.
+func (r *Runtime) distributeToRegistry(ctx context.Context, ref string, out func(line string)) {
+	id, err := r.cfg.Images.ImageID(ctx, ref)
+	if err == nil {
+		out("pushing the image to " + r.cfg.Registry + ", where the cluster's nodes pull it")
+		start := time.Now()
+		var pull string
+		if pull, err = r.push(ctx, ref, id); err == nil {
+			out(fmt.Sprintf("pushed as %s (%v)", pull, time.Since(start).Round(100*time.Millisecond)))
+			return
+		}
+	}
+	out("the image could not be pushed to the registry; its first sandbox tries again: " + err.Error())
 }
 
 // importEverywhere brings the builder's image ref (of ID id) to every node

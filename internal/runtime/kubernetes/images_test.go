@@ -130,6 +130,63 @@ func TestWithARegistryNothingIsImported(t *testing.T) {
 	}
 }
 
+// With Config.Registry, the builder's images are pushed there once per
+// build however many creates ask, pods pull them by digest from any node,
+// and nothing is imported into the nodes.
+func TestWithARegistryPodsPullByDigest(t *testing.T) {
+	c := newCluster(t)
+	rt, err := New(Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e",
+		Registry: "127.0.0.1:5000/w", StartTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	c.builder.set("warren-template/t1:b1", "sha256:t1")
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() { c.create(t, rt, fmt.Sprintf("i%d", i), "warren-template/t1:b1") })
+	}
+	wg.Wait()
+	if got, want := c.builder.pushed(), []string{"127.0.0.1:5000/w/warren-template/t1:b1 sha256:t1"}; !slices.Equal(got, want) {
+		t.Errorf("pushes %v, want %v", got, want)
+	}
+	p, _ := c.pod(t, "i0")
+	ct := p.Spec.Containers[0]
+	if ct.Image != "127.0.0.1:5000/w/warren-template/t1@sha256:mt1" || ct.ImagePullPolicy != corev1.PullIfNotPresent ||
+		pinnedTo(p) != nil || p.Annotations[annotationImageID] != "sha256:t1" {
+		t.Errorf("pod runs %s (%s), pinned to %v, image ID %s", ct.Image, ct.ImagePullPolicy, pinnedTo(p), p.Annotations[annotationImageID])
+	}
+	if p.Spec.InitContainers[0].ImagePullPolicy != "Never" {
+		t.Errorf("the agent's image is pulled %s, want as --image-pull-policy says", p.Spec.InitContainers[0].ImagePullPolicy)
+	}
+	if got := c.nodes.importsDone(); len(got) != 0 {
+		t.Errorf("imports %v", got)
+	}
+
+	// A rebuild is pushed, at the end of its build.
+	c.builder.set("warren-template/t1:b1", "sha256:t2")
+	var lines []string
+	rt.Distribute(t.Context(), "warren-template/t1:b1", func(l string) { lines = append(lines, l) })
+	if len(lines) != 2 || !strings.Contains(lines[1], "@sha256:mt2") || len(c.builder.pushed()) != 2 {
+		t.Errorf("the rebuild's push said %q, pushes %v", lines, c.builder.pushed())
+	}
+	if p := c.create(t, rt, "i5", "warren-template/t1:b1"); p.Spec.Containers[0].Image != "127.0.0.1:5000/w/warren-template/t1@sha256:mt2" || len(c.builder.pushed()) != 2 {
+		t.Errorf("a pod of the rebuild runs %s after %v", p.Spec.Containers[0].Image, c.builder.pushed())
+	}
+
+	// A push that fails fails the create, and leaves no pod.
+	c.builder.set("warren-template/t3:b1", "sha256:t3")
+	c.builder.pushFails = sandbox.Errorf(sandbox.KindUnavailable, "connection refused")
+	s := spec("ifail")
+	s.Image, s.PidsLimit = "warren-template/t3:b1", 0
+	if _, err := rt.Create(t.Context(), s); sandbox.KindOf(err) != sandbox.KindUnavailable || !strings.Contains(err.Error(), "127.0.0.1:5000/w") {
+		t.Errorf("create with the registry down: %v", err)
+	}
+	if _, ok := c.pod(t, "ifail"); ok {
+		t.Error("a failed push left a pod")
+	}
+}
+
 // A snapshot is committed on its sandbox's node: the image is found
 // there, a sandbox of it starts there at once, and it is copied to the
 // other node for the next ones.

@@ -67,8 +67,16 @@ type Config struct {
 	AgentImage string
 	// PullPolicy of the sandboxes' and the agent's images: "Never" (images
 	// are imported into the nodes' containerd) or "IfNotPresent" (pulled
-	// from a registry). Default "Never".
+	// from a registry). Default "Never". With Registry, sandboxes' images
+	// are pulled whatever it says.
 	PullPolicy string
+	// Registry is a repository prefix (host[:port][/path]) in a registry
+	// the kubelets pull from. With it, the builder's images are pushed
+	// there (at the end of a template's build, or before the first pod of
+	// an image not pushed yet) and pods name them by digest, instead of
+	// being imported into the nodes; Source must push (ImagePusher).
+	// Images committed on a node still go node to node (images.go).
+	Registry string
 	// GVisorRuntimeClass is the RuntimeClass of sandboxes whose spec asks
 	// for sandbox.RuntimeGVisor. Default DefaultRuntimeClass.
 	GVisorRuntimeClass string

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -147,6 +148,17 @@ func TestPodIsHardenedAndCarriesTheAgent(t *testing.T) {
 	gp := e.rt.podFor(g)
 	if rc := gp.Spec.RuntimeClassName; rc == nil || *rc != DefaultRuntimeClass || gp.Labels[sandbox.LabelRuntime] != "gvisor" {
 		t.Errorf("gVisor pod's runtime class %v, labels %v", rc, gp.Labels)
+	}
+
+	if len(s.TopologySpreadConstraints) != 0 {
+		t.Errorf("a sandbox's pod is spread: %+v", s.TopologySpreadConstraints)
+	}
+	ps := spec("ipooled")
+	ps.Labels = map[string]string{sandbox.LabelPool: "true"}
+	tsc := e.rt.podFor(ps).Spec.TopologySpreadConstraints
+	if len(tsc) != 1 || tsc[0].TopologyKey != corev1.LabelHostname || tsc[0].MaxSkew != 1 || tsc[0].WhenUnsatisfiable != corev1.ScheduleAnyway ||
+		!maps.Equal(tsc[0].LabelSelector.MatchLabels, map[string]string{sandbox.LabelManaged: "true", sandbox.LabelPool: "true"}) {
+		t.Errorf("a pool pod's spread over the nodes: %+v", tsc)
 	}
 }
 

@@ -129,7 +129,24 @@ func (r *Runtime) podFor(spec sandbox.ContainerSpec) *corev1.Pod {
 	if spec.PidsLimit > 0 {
 		pod.Annotations[annotationPids] = strconv.Itoa(spec.PidsLimit)
 	}
+	if spec.Labels[sandbox.LabelPool] != "" {
+		pod.Spec.TopologySpreadConstraints = poolSpread(labels)
+	}
 	return pod
+}
+
+// poolSpread spreads a server's warm pool pods evenly over the nodes they
+// may run on, so that every node holds ready sandboxes and a burst of
+// claims lands on all of them; a preference, which a full node overrides.
+func poolSpread(labels map[string]string) []corev1.TopologySpreadConstraint {
+	return []corev1.TopologySpreadConstraint{{
+		MaxSkew:           1,
+		TopologyKey:       corev1.LabelHostname,
+		WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+			sandbox.LabelManaged: labels[sandbox.LabelManaged], sandbox.LabelPool: labels[sandbox.LabelPool],
+		}},
+	}}
 }
 
 func capabilities(names []string) []corev1.Capability {
