@@ -348,6 +348,9 @@ type placement struct {
 // where the pod may run.
 func (r *Runtime) placeImage(ctx context.Context, ref string) (placement, error) {
 	if committed(ref) && r.cfg.Nodes != nil {
+		if at, ok := r.pushedSnapshot(ctx, ref); ok {
+			return at, nil
+		}
 		// Where it was committed, even once the builder has a copy.
 		if hs, img, err := r.holders(ctx, ref); err == nil && len(hs) > 0 {
 			r.spread(ref, img.ID, hs)
@@ -571,25 +574,64 @@ func committed(ref string) bool {
 }
 
 // toBuilder copies the image ref, just committed on node, into the
-// builder's engine in the background, for templates built on it.
+// builder's engine in the background, for templates built on it; with
+// Config.Registry, then pushes it there, so that its pods pull it on any
+// node (placeImage).
 func (r *Runtime) toBuilder(node, ref string) {
 	if r.cfg.Source == nil {
 		return
 	}
 	ctx, end := r.startCopy(imageName(ref), true)
 	go func() {
-		defer end()
-		ctx, cancel := context.WithTimeout(ctx, importTimeout)
-		defer cancel()
-		tar, err := r.cfg.Nodes.ExportImage(ctx, node, ref)
-		if err == nil {
-			err = r.cfg.Source.LoadImage(ctx, tar)
-			tar.Close()
+		err := r.copyToBuilder(ctx, node, ref)
+		end()
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("cannot copy a snapshot into the builder's Docker engine: templates cannot be built on it", logkey.Image, ref, "node", node, "err", err)
+			}
+			return
 		}
-		if err != nil && ctx.Err() == nil {
-			r.log.Warn("cannot copy a snapshot into the builder's Docker engine: templates cannot be built on it", logkey.Image, ref, "node", node, "err", err)
+		if r.cfg.Registry == "" {
+			return
+		}
+		// A push is a flight of its own, which a removal of the image stops.
+		id, err := r.cfg.Images.ImageID(r.ctx, ref)
+		if err == nil {
+			_, err = r.push(r.ctx, ref, id)
+		}
+		if err != nil && r.ctx.Err() == nil {
+			r.log.Info("a snapshot was not pushed to the registry: its sandboxes stay on the nodes that have it", logkey.Image, ref, "err", err)
 		}
 	}()
+}
+
+// copyToBuilder streams node's image ref into the builder's engine.
+func (r *Runtime) copyToBuilder(ctx context.Context, node, ref string) error {
+	ctx, cancel := context.WithTimeout(ctx, importTimeout)
+	defer cancel()
+	tar, err := r.cfg.Nodes.ExportImage(ctx, node, ref)
+	if err != nil {
+		return err
+	}
+	defer tar.Close()
+	return r.cfg.Source.LoadImage(ctx, tar)
+}
+
+// pushedSnapshot returns where the committed image ref may run when
+// Config.Registry has it (a snapshot, once copied into the builder and
+// pushed): anywhere, pulled by digest.
+func (r *Runtime) pushedSnapshot(ctx context.Context, ref string) (placement, bool) {
+	if r.cfg.Registry == "" {
+		return placement{}, false
+	}
+	id, err := r.cfg.Images.ImageID(ctx, ref)
+	if err != nil {
+		return placement{}, false
+	}
+	r.img.mu.Lock()
+	defer r.img.mu.Unlock()
+	pull, ok := r.img.pushed[imageName(ref)+" "+id]
+	return placement{id: id, pull: pull}, ok
 }
 
 // stopCopies cancels the background copies and the imports of ref under

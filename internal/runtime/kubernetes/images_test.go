@@ -187,6 +187,43 @@ func TestWithARegistryPodsPullByDigest(t *testing.T) {
 	}
 }
 
+// With Config.Registry, a snapshot is pushed once copied into the builder:
+// its sandboxes start pinned to its node until then, and pull it by
+// digest on any node afterwards.
+func TestWithARegistryASnapshotIsPushed(t *testing.T) {
+	c := newCluster(t)
+	rt, err := New(Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e",
+		Registry: "127.0.0.1:5000", StartTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	c.create(t, rt, "isrc", "warren/base")
+	ref := sandbox.SnapshotRepo + ":s1"
+	if _, err := rt.Commit(t.Context(), PodName("isrc"), ref); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.ContainsFunc(c.builder.pushed(), func(p string) bool { return strings.HasPrefix(p, "127.0.0.1:5000/warren/snapshot:s1 ") }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the snapshot was not pushed: %v", c.builder.pushed())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p := c.create(t, rt, "ifrom", ref)
+	if ct := p.Spec.Containers[0]; !strings.Contains(ct.Image, "@sha256:") || pinnedTo(p) != nil {
+		t.Errorf("a pod of the pushed snapshot runs %s, pinned to %v", ct.Image, pinnedTo(p))
+	}
+	if err := rt.RemoveImage(t.Context(), ref); err != nil {
+		t.Fatal(err)
+	}
+	s := spec("igone")
+	s.Image, s.PidsLimit = ref, 0
+	if _, err := rt.Create(t.Context(), s); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("a create of the removed snapshot: %v, want not found", err)
+	}
+}
+
 // A snapshot is committed on its sandbox's node: the image is found
 // there, a sandbox of it starts there at once, and it is copied to the
 // other node for the next ones.

@@ -75,7 +75,8 @@ type Config struct {
 	// there (at the end of a template's build, or before the first pod of
 	// an image not pushed yet) and pods name them by digest, instead of
 	// being imported into the nodes; Source must push (ImagePusher).
-	// Images committed on a node still go node to node (images.go).
+	// A snapshot is pushed once copied into the builder; other images
+	// committed on a node go node to node (images.go).
 	Registry string
 	// GVisorRuntimeClass is the RuntimeClass of sandboxes whose spec asks
 	// for sandbox.RuntimeGVisor. Default DefaultRuntimeClass.

@@ -2,7 +2,8 @@
 // (scripts/kube.sh up starts CNCF Distribution on 127.0.0.1:15000): the images the builder has
 // are pushed there, at the end of a template's build or before the first pod of an image, and
 // pods pull them by digest on any node, with nothing imported into the nodes; the warm pool's
-// pods are spread over both nodes; a pause without memory commits such a pod on its node and
+// pods are spread over both nodes; a snapshot, once copied into the builder, is pushed too and
+// its sandboxes pull it on any node; a pause without memory commits such a pod on its node and
 // resumes there.
 //
 // Runs only under kube-run.sh (WARREN_ENGINE=kubernetes, WARREN_E2E_KUBE_REGISTRY).
@@ -66,6 +67,28 @@ describeEachSdk('kubernetes engine with a registry', (ctx) => {
       for (const s of sbxs) assert.equal(await ctx.sdk.Sandbox.kill(s.sandboxId), true)
     } finally {
       await h.server.api(`/templates/${name}`, { method: 'DELETE' }).catch(() => {})
+    }
+  })
+
+  it('a snapshot is pushed once copied into the builder: its sandboxes then pull it by digest on any node', async () => {
+    const src = await ctx.create({ timeoutMs: 300_000 })
+    await src.files.write('/home/user/snap.txt', 'pushed')
+    const snap = await src.createSnapshot()
+    const repo = `e2e-${RUN_ID}/warren/snapshot`
+    const before = (await tags(repo).catch(() => [])).length
+    await waitFor(async () => (await tags(repo).catch(() => [])).length > before, { timeoutMs: 120_000, intervalMs: 500, what: 'the snapshot in the registry' })
+    try {
+      const sbxs = await Promise.all([1, 2, 3, 4].map(() => ctx.create(snap.snapshotId, { timeoutMs: 300_000 })))
+      const byId = await pods()
+      for (const s of sbxs) {
+        const p = byId.get(s.sandboxId)
+        assert.match(sandboxContainer(p).image, new RegExp(`^${prefix.replace(/\./g, '\\.')}/warren/snapshot@sha256:[0-9a-f]{64}$`))
+        assert.equal(p.spec.affinity?.nodeAffinity, undefined, 'a pod of a pushed snapshot is pinned to nodes')
+        assert.equal(await s.files.read('/home/user/snap.txt'), 'pushed')
+      }
+      for (const s of [src, ...sbxs]) assert.equal(await ctx.sdk.Sandbox.kill(s.sandboxId), true)
+    } finally {
+      await ctx.sdk.Sandbox.deleteSnapshot(snap.snapshotId)
     }
   })
 
