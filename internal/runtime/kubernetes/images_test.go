@@ -15,10 +15,15 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// runtime is a Runtime on the cluster, without a manager.
-func (c *cluster) runtime(t *testing.T) *Runtime {
+// runtime is a Runtime on the cluster, without a manager; with, when
+// given, changes its Config.
+func (c *cluster) runtime(t *testing.T, with ...func(*Config)) *Runtime {
 	t.Helper()
-	rt, err := New(Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e", StartTimeout: 10 * time.Second})
+	cfg := Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e", StartTimeout: 10 * time.Second}
+	for _, f := range with {
+		f(&cfg)
+	}
+	rt, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +40,22 @@ func (c *cluster) create(t *testing.T, rt *Runtime, id, image string) *corev1.Po
 	}
 	p, _ := c.pod(t, id)
 	return p
+}
+
+// createFails creates sandbox id of image, which must fail and leave no
+// pod, and returns the error.
+func (c *cluster) createFails(t *testing.T, rt *Runtime, id, image string) error {
+	t.Helper()
+	s := spec(id)
+	s.Image, s.PidsLimit = image, 0
+	_, err := rt.Create(t.Context(), s)
+	if err == nil {
+		t.Fatalf("create %s of %s succeeded", id, image)
+	}
+	if _, ok := c.pod(t, id); ok {
+		t.Errorf("a failed create of %s left its pod", id)
+	}
+	return err
 }
 
 func TestCreatesAtOnceImportTheImageOncePerNode(t *testing.T) {
@@ -106,24 +127,14 @@ func TestANodeThatCannotImportIsAvoided(t *testing.T) {
 	}
 	c.nodes.failImport["node-1"] = true
 	c.builder.set("warren/base", "sha256:rebuilt")
-	s := spec("i2")
-	s.PidsLimit = 0
-	if _, err := rt.Create(t.Context(), s); err == nil || sandbox.KindOf(err) != sandbox.KindUnavailable {
+	if err := c.createFails(t, rt, "i2", "warren/base"); sandbox.KindOf(err) != sandbox.KindUnavailable {
 		t.Errorf("a create no node can have the image of: %v, want unavailable", err)
-	}
-	if _, ok := c.pod(t, "i2"); ok {
-		t.Error("a pod was made without its image on any node")
 	}
 }
 
 func TestWithARegistryNothingIsImported(t *testing.T) {
 	c := newCluster(t)
-	rt, err := New(Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e",
-		PullPolicy: "IfNotPresent", StartTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := c.runtime(t, func(c *Config) { c.PullPolicy = "IfNotPresent" })
 	p := c.create(t, rt, "i1", "warren/base")
 	if got := c.nodes.importsDone(); len(got) != 0 || pinnedTo(p) != nil {
 		t.Errorf("imports %v, pinned to %v", got, pinnedTo(p))
@@ -135,12 +146,7 @@ func TestWithARegistryNothingIsImported(t *testing.T) {
 // and nothing is imported into the nodes.
 func TestWithARegistryPodsPullByDigest(t *testing.T) {
 	c := newCluster(t)
-	rt, err := New(Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e",
-		Registry: "127.0.0.1:5000/w", StartTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := c.runtime(t, func(c *Config) { c.Registry = "127.0.0.1:5000/w" })
 	c.builder.set("warren-template/t1:b1", "sha256:t1")
 	var wg sync.WaitGroup
 	for i := range 4 {
@@ -177,13 +183,8 @@ func TestWithARegistryPodsPullByDigest(t *testing.T) {
 	// A push that fails fails the create, and leaves no pod.
 	c.builder.set("warren-template/t3:b1", "sha256:t3")
 	c.builder.pushFails = sandbox.Errorf(sandbox.KindUnavailable, "connection refused")
-	s := spec("ifail")
-	s.Image, s.PidsLimit = "warren-template/t3:b1", 0
-	if _, err := rt.Create(t.Context(), s); sandbox.KindOf(err) != sandbox.KindUnavailable || !strings.Contains(err.Error(), "127.0.0.1:5000/w") {
+	if err := c.createFails(t, rt, "ifail", "warren-template/t3:b1"); sandbox.KindOf(err) != sandbox.KindUnavailable || !strings.Contains(err.Error(), "127.0.0.1:5000/w") {
 		t.Errorf("create with the registry down: %v", err)
-	}
-	if _, ok := c.pod(t, "ifail"); ok {
-		t.Error("a failed push left a pod")
 	}
 }
 
@@ -192,12 +193,7 @@ func TestWithARegistryPodsPullByDigest(t *testing.T) {
 // digest on any node afterwards.
 func TestWithARegistryASnapshotIsPushed(t *testing.T) {
 	c := newCluster(t)
-	rt, err := New(Config{Client: c.cli, Images: c.builder, Source: c.builder, Nodes: c.nodes, Instance: "e2e",
-		Registry: "127.0.0.1:5000", StartTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := c.runtime(t, func(c *Config) { c.Registry = "127.0.0.1:5000" })
 	c.create(t, rt, "isrc", "warren/base")
 	ref := sandbox.SnapshotRepo + ":s1"
 	if _, err := rt.Commit(t.Context(), PodName("isrc"), ref); err != nil {
@@ -217,9 +213,7 @@ func TestWithARegistryASnapshotIsPushed(t *testing.T) {
 	if err := rt.RemoveImage(t.Context(), ref); err != nil {
 		t.Fatal(err)
 	}
-	s := spec("igone")
-	s.Image, s.PidsLimit = ref, 0
-	if _, err := rt.Create(t.Context(), s); sandbox.KindOf(err) != sandbox.KindNotFound {
+	if err := c.createFails(t, rt, "igone", ref); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Errorf("a create of the removed snapshot: %v, want not found", err)
 	}
 }
