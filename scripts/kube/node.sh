@@ -162,6 +162,11 @@ failCgroupV1: false
 # No KUBE-* chains on the host: the cluster's few rules are its own chain ($KUBE_CHAIN).
 makeIPTablesUtilChains: false
 podLogsDir: $dir/log/pods
+# The tests run servers that import images into the nodes beside one that has them pulled from
+# the cluster's registry (--registry): the same image under two names. A kubelet that pulled an
+# image (here anonymously, from the registry) otherwise refuses it by another name under
+# imagePullPolicy Never, as an image whose pull credentials it must verify (ErrImageNeverPull).
+imagePullCredentialsVerificationPolicy: NeverVerify
 # The imported images are the only copies (only built images go through the registry):
 # never collect them.
 imageGCHighThresholdPercent: 100

@@ -188,7 +188,8 @@ func startFailure(p *corev1.Pod) error {
 		if w := cs.State.Waiting; w != nil {
 			switch w.Reason {
 			case "ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName":
-				return sandbox.Errorf(sandbox.KindUnavailable, "image %s is not on node %s (%s): removed behind the server's back? try again (it is imported anew), or import it into the node's containerd",
+				return sandbox.Errorf(sandbox.KindUnavailable, "image %s is not on node %s, or its kubelet will not run it (%s): removed behind the server's back? try again (it is imported anew), or import it into the node's containerd. "+
+					"A kubelet that pulled the same image from a registry under another name (another server's --registry) refuses it by this name unless its imagePullCredentialsVerificationPolicy is NeverVerify: run one way of delivering images per cluster",
 					cs.Image, p.Spec.NodeName, w.Reason)
 			case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
 				return sandbox.Errorf(sandbox.KindInternal, "container %s of the sandbox's pod cannot start: %s: %s", cs.Name, w.Reason, w.Message)
