@@ -41,13 +41,8 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	}
 	pod.Annotations[annotationImageID] = at.id
 	if at.pull != "" {
-		for i := range pod.Spec.Containers {
-			if pod.Spec.Containers[i].Name == sandboxContainer {
-				pod.Spec.Containers[i].Image = at.pull
-				// A name by digest names one image for good.
-				pod.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
-			}
-		}
+		// A name by digest names one image for good.
+		setSandboxImage(pod, at.pull, corev1.PullIfNotPresent)
 	}
 	pinTo(pod, at.nodes)
 	return r.run(ctx, pod, spec.PidsLimit)
@@ -263,6 +258,17 @@ func agentSecret(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// setSandboxImage makes pod's sandbox container run image, pulled as pull
+// says ("": as it was).
+func setSandboxImage(pod *corev1.Pod, image string, pull corev1.PullPolicy) {
+	for i := range pod.Spec.Containers {
+		if ct := &pod.Spec.Containers[i]; ct.Name == sandboxContainer {
+			ct.Image = image
+			ct.ImagePullPolicy = cmp.Or(pull, ct.ImagePullPolicy)
+		}
+	}
 }
 
 // sandboxImage is the image pod p's sandbox container runs.

@@ -96,8 +96,8 @@ type copyOf struct {
 	cancel    context.CancelFunc
 }
 
-// importFlight is one import of an image into a node, which every caller
-// asking for it waits on.
+// importFlight is one import of an image into a node, or one push of it
+// to Config.Registry, which every caller asking for it waits on (fly).
 type importFlight struct {
 	name   string // normalized
 	cancel context.CancelFunc
@@ -397,38 +397,26 @@ func (r *Runtime) registryTarget(ref string) (string, error) {
 }
 
 // push makes sure Config.Registry has the builder's image ref (of ID id)
-// and returns its name there by digest. However many ask at once, one
-// push per name and ID runs; it goes on when the caller gives up waiting
-// (ctx), so that a retry finds it done, and stops when the image is
-// removed (stopCopies).
+// and returns its name there by digest: one push per name and ID however
+// many ask (fly), which a removal of the image stops (stopCopies).
 func (r *Runtime) push(ctx context.Context, ref, id string) (string, error) {
 	key := imageName(ref) + " " + id
-	c := r.img
-	c.mu.Lock()
-	if pull, ok := c.pushed[key]; ok {
-		c.mu.Unlock()
+	pushed := func() (string, bool) {
+		r.img.mu.Lock()
+		defer r.img.mu.Unlock()
+		pull, ok := r.img.pushed[key]
+		return pull, ok
+	}
+	if pull, ok := pushed(); ok {
 		return pull, nil
 	}
-	f, ok := c.imports[pushKey+key]
-	if !ok {
-		pctx, cancel := context.WithTimeout(r.ctx, importTimeout)
-		f = &importFlight{name: imageName(ref), cancel: cancel, done: make(chan struct{})}
-		c.imports[pushKey+key] = f
-		go r.runPush(pctx, f, key, ref)
+	err := r.fly(ctx, pushKey+key, ref, func(ctx context.Context) error { return r.pushOnce(ctx, key, ref) },
+		fmt.Sprintf("image %s is still being pushed to %s: try again in a while", ref, r.cfg.Registry))
+	if err != nil {
+		return "", err
 	}
-	c.mu.Unlock()
-	select {
-	case <-f.done:
-		if f.err != nil {
-			return "", f.err
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.pushed[key], nil
-	case <-ctx.Done():
-		return "", sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(),
-			fmt.Sprintf("image %s is still being pushed to %s: try again in a while", ref, r.cfg.Registry))
-	}
+	pull, _ := pushed()
+	return pull, nil
 }
 
 // forgetPushed forgets the pushes of ref, whatever its ID: the registry
@@ -448,36 +436,27 @@ func (r *Runtime) forgetPushed(ref string) {
 // pushKey marks a push among the flights of nodeImages.imports.
 const pushKey = "push "
 
-// runPush runs one push for push, bounded by ctx.
-func (r *Runtime) runPush(ctx context.Context, f *importFlight, key, ref string) {
-	defer func() {
-		r.img.mu.Lock()
-		delete(r.img.imports, pushKey+key)
-		r.img.mu.Unlock()
-		f.cancel()
-		close(f.done)
-	}()
+// pushOnce pushes ref and records its name by digest under key.
+func (r *Runtime) pushOnce(ctx context.Context, key, ref string) error {
 	pusher, ok := r.cfg.Source.(ImagePusher)
 	if !ok {
-		f.err = sandbox.Errorf(sandbox.KindUnavailable, "this server's image source cannot push image %s to registry %s", ref, r.cfg.Registry)
-		return
+		return sandbox.Errorf(sandbox.KindUnavailable, "this server's image source cannot push image %s to registry %s", ref, r.cfg.Registry)
 	}
 	target, err := r.registryTarget(ref)
 	if err != nil {
-		f.err = err
-		return
+		return err
 	}
 	start := time.Now()
 	pull, err := pusher.PushImage(ctx, ref, target)
 	if err != nil {
-		f.err = sandbox.Wrap(sandbox.KindOf(err), err, "the nodes pull images from "+r.cfg.Registry)
 		r.log.Warn("image push failed", logkey.Image, ref, "to", target, "err", err)
-		return
+		return sandbox.Wrap(sandbox.KindOf(err), err, "the nodes pull images from "+r.cfg.Registry)
 	}
 	r.img.mu.Lock()
 	r.img.pushed[key] = pull
 	r.img.mu.Unlock()
 	r.log.Info("image pushed to the registry", logkey.Image, ref, "as", pull, "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // Distribute brings the builder's image ref to the nodes now, as the
@@ -730,55 +709,63 @@ func (r *Runtime) spread(ref, id string, holders []string) {
 }
 
 // ensureOn makes sure node has image ref with ID id, importing it from
-// what source streams when not. However many ask at once, one import per
-// node, name and ID runs; it goes on when the caller gives up waiting
-// (ctx), so that a retry finds it done.
+// what source streams when not: one import per node, name and ID however
+// many ask (fly).
 func (r *Runtime) ensureOn(ctx context.Context, node, ref, id string, source func(context.Context) (io.ReadCloser, error)) error {
 	if img, ok, err := r.nodeImage(ctx, node, ref); err == nil && ok && img.ID == id {
 		return nil
 	}
-	key := node + " " + imageName(ref) + " " + id
+	return r.fly(ctx, node+" "+imageName(ref)+" "+id, ref, func(ctx context.Context) error { return r.runImport(ctx, node, ref, id, source) },
+		fmt.Sprintf("image %s is still being imported into node %s: try again in a while", ref, node))
+}
+
+// fly runs do once for key however many callers ask at once, as a flight
+// of nodeImages.imports for image ref, bounded by the runtime's life,
+// importTimeout and a removal of the image (stopCopies). A caller waits
+// for it, or until ctx ends (saying waiting); the flight goes on then, so
+// that a retry finds it done.
+func (r *Runtime) fly(ctx context.Context, key, ref string, do func(context.Context) error, waiting string) error {
 	c := r.img
 	c.mu.Lock()
 	f, ok := c.imports[key]
 	if !ok {
-		ictx, cancel := context.WithTimeout(r.ctx, importTimeout)
+		fctx, cancel := context.WithTimeout(r.ctx, importTimeout)
 		f = &importFlight{name: imageName(ref), cancel: cancel, done: make(chan struct{})}
 		c.imports[key] = f
-		go r.runImport(ictx, f, key, node, ref, id, source)
+		go func() {
+			defer func() {
+				c.mu.Lock()
+				delete(c.imports, key)
+				c.mu.Unlock()
+				cancel()
+				close(f.done)
+			}()
+			f.err = do(fctx)
+		}()
 	}
 	c.mu.Unlock()
 	select {
 	case <-f.done:
 		return f.err
 	case <-ctx.Done():
-		return sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(),
-			fmt.Sprintf("image %s is still being imported into node %s: try again in a while", ref, node))
+		return sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), waiting)
 	}
 }
 
-// runImport runs one import for ensureOn, bounded by ctx: the runtime's
-// life and importTimeout, or a removal of the image (stopCopies).
-func (r *Runtime) runImport(ctx context.Context, f *importFlight, key, node, ref, id string, source func(context.Context) (io.ReadCloser, error)) {
-	defer func() {
-		r.img.mu.Lock()
-		delete(r.img.imports, key)
-		r.img.mu.Unlock()
-		f.cancel()
-		close(f.done)
-	}()
+// runImport runs one import for ensureOn, and logs it.
+func (r *Runtime) runImport(ctx context.Context, node, ref, id string, source func(context.Context) (io.ReadCloser, error)) error {
 	start := time.Now()
 	r.log.Info("importing an image into a node", logkey.Image, ref, "node", node)
-	f.err = r.importOnce(ctx, node, ref, id, source)
+	err := r.importOnce(ctx, node, ref, id, source)
 	switch {
-	case f.err != nil && errors.Is(ctx.Err(), context.Canceled) && r.ctx.Err() == nil:
+	case err != nil && errors.Is(ctx.Err(), context.Canceled) && r.ctx.Err() == nil:
 		r.log.Info("image import stopped: the image is being removed", logkey.Image, ref, "node", node)
-		return
-	case f.err != nil:
-		r.log.Warn("image import failed", logkey.Image, ref, "node", node, "err", f.err)
-		return
+	case err != nil:
+		r.log.Warn("image import failed", logkey.Image, ref, "node", node, "err", err)
+	default:
+		r.log.Info("image imported", logkey.Image, ref, "node", node, "took", time.Since(start).Round(time.Millisecond))
 	}
-	r.log.Info("image imported", logkey.Image, ref, "node", node, "took", time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 func (r *Runtime) importOnce(ctx context.Context, node, ref, id string, source func(context.Context) (io.ReadCloser, error)) error {

@@ -253,11 +253,7 @@ func podFromRecord(rec *stopped, ns string) *corev1.Pod {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[annotationImageID] = rec.imageID
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == sandboxContainer {
-			pod.Spec.Containers[i].Image = rec.image
-		}
-	}
+	setSandboxImage(pod, rec.image, "")
 	pinTo(pod, []string{rec.node})
 	return pod
 }
