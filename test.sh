@@ -7,7 +7,8 @@
 # (scripts/kube.sh, test/kube) with its smoke test and the SDK suite against Warren on it
 # (test/e2e/kube-run.sh). Every step has a time cap and the
 # whole run a budget (see step), so a hang fails its step instead of the run. Exits non-zero if
-# any step fails; a summary of every step and its time is printed at the end.
+# any step fails; a summary of every step and its time is printed at the end, with the last
+# lines a failed step wrote to standard error.
 set -uo pipefail
 cd "$(dirname "$0")"
 
@@ -34,13 +35,18 @@ step() {
 		return 1
 	fi
 	[ "$cap" -le "$left" ] || cap=$left
+	# (The step's standard error is copied to a file: the summary quotes its end when the step
+	# fails. A process substitution, not a pipe, so daemons a step starts cannot hold it up.)
+	local errlog
+	errlog=$(mktemp)
 	if declare -F "$1" >/dev/null; then
-		timeout -k 60 "$cap" bash -c "$(declare -f "$1"); $(printf '%q ' "$@")" || rc=$?
+		timeout -k 60 "$cap" bash -c "$(declare -f "$1"); $(printf '%q ' "$@")" 2> >(tee "$errlog" >&2) || rc=$?
 	else
-		timeout -k 60 "$cap" "$@" || rc=$?
+		timeout -k 60 "$cap" "$@" 2> >(tee "$errlog" >&2) || rc=$?
 	fi
 	if [ $rc = 0 ]; then
 		results+=("ok      $(printf '%4ds' $((SECONDS - start)))  $name")
+		rm -f "$errlog"
 		return 0
 	fi
 	if [ $rc = 124 ] || [ $rc = 137 ]; then
@@ -49,6 +55,9 @@ step() {
 	else
 		results+=("FAILED  $(printf '%4ds' $((SECONDS - start)))  $name")
 	fi
+	sleep 1 # (for tee to write the last lines)
+	[ -s "$errlog" ] && results+=("$(tail -n 12 "$errlog" | cut -c 1-200 | sed 's/^/          | /')")
+	rm -f "$errlog"
 	failed=1
 	return 1
 }
