@@ -34,21 +34,22 @@ links() {
 	}' | sort
 }
 
-# settled_links prints links once two listings a second apart agree (for at most 20 s): the
-# kernel removes the host ends of containers just removed in the background.
-settled_links() {
+# snapshot prints the host's state once two readings a second apart agree (for at most 30 s): a
+# step that just ended may still be settling. The kernel removes the host ends of containers just
+# removed in the background, and their sysctls, addresses and cgroups go with them.
+snapshot() {
 	local prev cur i
-	prev=$(links)
-	for i in $(seq 20); do
+	prev=$(read_state)
+	for i in $(seq 30); do
 		sleep 1
-		cur=$(links)
+		cur=$(read_state)
 		[ "$cur" = "$prev" ] && break
 		prev=$cur
 	done
 	printf '%s\n' "$prev"
 }
 
-snapshot() {
+read_state() {
 	echo "## sysctl"
 	# Values that move by themselves, not by anything a cluster sets.
 	sysctl -a 2>/dev/null | grep -vE '^(kernel\.random\.|kernel\.ns_last_pid|kernel\.pty\.nr|fs\.dentry-state|fs\.inode-|fs\.file-nr|fs\.quota\.|net\.netfilter\.nf_conntrack_count|kernel\.sched_|vm\.stat_|net\.ipv4\.tcp_mem|net\.ipv4\.udp_mem|fs\.aio-nr|kernel\.perf_event_max|kernel\.tainted|net\.core\.netdev_rss_key)' | sort
@@ -72,7 +73,7 @@ snapshot() {
 	echo "## cgroups"
 	find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort
 	echo "## links"
-	settled_links
+	links
 	echo "## addresses"
 	ip -o addr show | awk '{print $2, $3, $4}' | sort
 	echo "## routes"
