@@ -72,14 +72,17 @@ func (c *Client) Health(ctx context.Context, addr string) error {
 	return nil
 }
 
-// Init waits until the agent at addr is healthy, then configures it. The
-// token goes in the body (to set it the first time) and in X-Access-Token
-// (to prove it when the agent already has one, e.g. after a retry).
+// Init waits until the agent at addr is healthy, unless init.Answered,
+// then configures it. The token goes in the body (to set it the first
+// time) and in X-Access-Token (to prove it when the agent already has
+// one, e.g. after a retry).
 func (c *Client) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
-	if err := c.waitHealthy(ctx, addr); err != nil {
-		return err
+	if !init.Answered {
+		if err := c.WaitReady(ctx, addr); err != nil {
+			return err
+		}
+		phases.Mark(ctx, "agent_wait")
 	}
-	phases.Mark(ctx, "agent_wait")
 	body, err := json.Marshal(initBody{
 		EnvVars:        init.EnvVars,
 		AccessToken:    init.AccessToken,
@@ -124,7 +127,8 @@ type initBody struct {
 	CABundle       string            `json:"caBundle,omitempty"`
 }
 
-func (c *Client) waitHealthy(ctx context.Context, addr string) error {
+// WaitReady polls the agent at addr until it answers GET /health.
+func (c *Client) WaitReady(ctx context.Context, addr string) error {
 	delay := pollFirst
 	timer := time.NewTimer(0)
 	defer timer.Stop()

@@ -355,7 +355,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	}
 	sb.ContainerID, sb.AgentAddr = c.ID, c.AgentAddr
 	phases.Mark(ctx, "engine")
-	if _, err := m.bringUp(ctx, &sb, c.IP, m.cfg.InitTimeout); err != nil {
+	if _, err := m.bringUp(ctx, &sb, c.IP, m.cfg.InitTimeout, false); err != nil {
 		log.Error("sandbox start failed", logkey.Container, c.ID, "err", err)
 		m.abandon(ctx, sb)
 		return sandbox.Sandbox{}, err
@@ -383,16 +383,17 @@ func (m *Manager) resourcesOf(tpl template) (cpuCount, memoryMB int) {
 }
 
 // bringUp takes a sandbox whose container has started to running: its
-// egress rules, the agent's init, the template's start and ready commands,
-// then the running state saved. initFailed tells the warm pool that the
-// container itself is at fault, so a fresh one may do better. On error the
-// caller abandons the sandbox.
-func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr, initTimeout time.Duration) (initFailed bool, err error) {
+// egress rules, the agent's init (at once when answered: the agent was
+// seen answering since its container started), the template's start and
+// ready commands, then the running state saved. initFailed tells the warm
+// pool that the container itself is at fault, so a fresh one may do
+// better. On error the caller abandons the sandbox.
+func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr, initTimeout time.Duration, answered bool) (initFailed bool, err error) {
 	if err := m.applyEgress(ctx, *sb, ip); err != nil {
 		return false, err
 	}
 	phases.Mark(ctx, "egress")
-	if err := m.initAgent(ctx, *sb, initTimeout); err != nil {
+	if err := m.initAgent(ctx, *sb, initTimeout, answered); err != nil {
 		return true, sandbox.Wrap(sandbox.KindInternal, err, "failed to start sandbox agent")
 	}
 	phases.Mark(ctx, "agent")
@@ -450,7 +451,7 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 }
 
 // initAgent waits for the agent of a started container and configures it.
-func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration) error {
+func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration, answered bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	user := sb.User
@@ -464,6 +465,7 @@ func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout tim
 		DefaultUser:    user,
 		DefaultWorkdir: sb.Workdir,
 		CABundle:       m.cfg.CABundle,
+		Answered:       answered,
 	})
 }
 

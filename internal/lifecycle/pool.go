@@ -208,6 +208,9 @@ type pooled struct {
 	imageID   string
 	runtime   sandbox.OCIRuntime
 	limits    limits // what it was made with; zero when adopted (unknown)
+	// answered says its agent answered once it was made (WaitReady), so
+	// a claim inits it at once; false when adopted.
+	answered bool
 }
 
 type limits struct{ cpu, memMB, pids int }
@@ -485,14 +488,15 @@ func (m *Manager) refill(ctx context.Context) error {
 	}) {
 		m.dropPooled(ctx, e, "more than the pool keeps now")
 	}
-	for _, k := range kinds {
-		if k.size == 0 {
-			continue
-		}
+	// prepare drops k's containers of an outdated image and adds k to
+	// fills; it returns the error that keeps it out. It is called once
+	// for each kind in a pass.
+	prepared := map[string]bool{}
+	prepare := func(k poolKind) error {
+		prepared[k.template] = true
 		t, ok, err := m.poolTarget(ctx, k)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", k.template, err))
-			continue
+			return fmt.Errorf("%s: %w", k.template, err)
 		}
 		outdated := func(e pooled) bool {
 			return e.kind == k.template && (!ok || e.imageID != t.imageID || e.runtime != t.runtime)
@@ -502,9 +506,18 @@ func (m *Manager) refill(ctx context.Context) error {
 		}
 		if !ok {
 			m.log.Debug("warm pool: image not built; keeping none until it is", logkey.Template, k.template, logkey.Image, k.image)
-			continue
+			return nil
 		}
 		fills = append(fills, fill{kind: k, target: t})
+		return nil
+	}
+	for _, k := range kinds {
+		if k.size == 0 {
+			continue
+		}
+		if err := prepare(k); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if until := m.crowdedUntil.Load(); time.Now().UnixNano() < until {
 		m.log.Debug("warm pool: the engine was out of room for a sandbox; no refill until the hold ends",
@@ -582,11 +595,18 @@ func (m *Manager) refill(ctx context.Context) error {
 			case <-m.pool.kick:
 			case <-ctx.Done():
 			}
-			// Demand may have grown the kinds meanwhile (a pass lasts as
-			// long as creates keep claiming).
+			// Demand may have grown the kinds meanwhile, or made new ones (a
+			// pass lasts as long as creates keep claiming).
 			sizes := map[string]int{}
 			for _, k := range m.poolKinds() {
 				sizes[k.template] = k.size
+				if k.size > 0 && !prepared[k.template] {
+					if err := prepare(k); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+				}
 			}
 			for i := range fills {
 				fills[i].kind.size = sizes[fills[i].kind.template]
@@ -633,15 +653,25 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 	if err != nil {
 		return err
 	}
-	m.demand.refilled(k.template, time.Since(t0))
 	imageID := t.imageID
 	if c.ImageID != "" {
 		imageID = c.ImageID // the image may have been rebuilt meanwhile
 	}
+	// The agent's first answer is waited for here, beside the claims, so
+	// that a claim's init is one request.
+	wait, cancel := context.WithTimeout(ctx, m.cfg.InitTimeout)
+	err = m.cfg.Agent.WaitReady(wait, c.AgentAddr)
+	cancel()
+	if err != nil {
+		m.discardPooled(ctx, c.ID, sb.ID, "its agent did not answer")
+		return err
+	}
+	m.demand.refilled(k.template, time.Since(t0))
 	e := pooled{
 		kind: k.template, sandboxID: sb.ID, secret: sb.AgentSecret, container: c,
 		imageID: imageID, runtime: spec.Runtime,
-		limits: limits{spec.CPUCount, spec.MemoryMB, spec.PidsLimit},
+		limits:   limits{spec.CPUCount, spec.MemoryMB, spec.PidsLimit},
+		answered: true,
 	}
 	if err := m.preparePooled(ctx, e); err != nil {
 		m.discardPooled(ctx, c.ID, sb.ID, "its network rules failed")

@@ -3,8 +3,10 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -75,7 +77,9 @@ func TestPoolClaimAndRefill(t *testing.T) {
 			t.Error("sandbox's agent secret is not its container's")
 		}
 		init, ok := e.agent.Inited(sb.AgentAddr)
-		want := sandbox.AgentInit{AgentSecret: sb.AgentSecret, EnvVars: map[string]string{"FOO": "bar"}, AccessToken: sb.EnvdAccessToken, DefaultUser: "user"}
+		// Answered: the pool waited for the agent's first answer, so the
+		// claim's init is one request.
+		want := sandbox.AgentInit{AgentSecret: sb.AgentSecret, EnvVars: map[string]string{"FOO": "bar"}, AccessToken: sb.EnvdAccessToken, DefaultUser: "user", Answered: true}
 		if !ok || sb.EnvdAccessToken == "" {
 			t.Fatalf("agent of the claimed container not initialised (token %q)", sb.EnvdAccessToken)
 		}
@@ -221,6 +225,33 @@ func TestPoolDeadContainerFallsBackQuickly(t *testing.T) {
 		}
 		if got := e.state(t, sb.ID).State; got != sandbox.StateRunning {
 			t.Errorf("state = %s", got)
+		}
+	})
+}
+
+func TestPoolWaitsForTheAgent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(1))
+		synctest.Wait()
+		first := e.pooledContainers(t)[0]
+		// The refill after the claim makes the next container: its agent
+		// never answers, so it is removed, not pooled, and the one after
+		// it is.
+		host, port, _ := net.SplitHostPort(first.AgentAddr)
+		n, _ := strconv.Atoi(port)
+		silent := net.JoinHostPort(host, strconv.Itoa(n+1))
+		e.agent.Silence(silent)
+		e.create(t, CreateRequest{Template: "base"})
+		time.Sleep(e.m.cfg.InitTimeout + poolBackoffMax)
+		synctest.Wait()
+		pool := e.pooledContainers(t)
+		if len(pool) != 1 || pool[0].AgentAddr == silent {
+			t.Fatalf("pool = %+v; want one container, not the silent one at %s", pool, silent)
+		}
+		for _, c := range e.rt.Containers() {
+			if c.AgentAddr == silent {
+				t.Errorf("the container whose agent never answered is still there: %s", c.ID)
+			}
 		}
 	})
 }
@@ -376,6 +407,10 @@ func TestPoolReconcileOnRestart(t *testing.T) {
 				}
 				if !slices.Contains(e.rt.Calls(), "Update "+next.ContainerID) {
 					t.Error("adopted container's limits not set")
+				}
+				// Nothing says its agent answers now: the init waits for it.
+				if init, _ := e.agent.Inited(next.AgentAddr); init.Answered {
+					t.Error("adopted container's agent taken as answering")
 				}
 			})
 		})

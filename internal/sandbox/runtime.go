@@ -248,11 +248,18 @@ type AgentInit struct {
 	// CABundle is PEM certificates the agent installs into the
 	// container's trust store; "" = none.
 	CABundle string
+	// Answered says the agent was seen answering (WaitReady) since its
+	// container started, as a pooled container's was: Init then
+	// configures it at once, without waiting for it to answer first.
+	Answered bool
 }
 
 // Agent talks to the agent inside a sandbox through its published port.
 type Agent interface {
-	// Init waits for the agent at addr to answer, then configures it.
+	// WaitReady waits until the agent at addr answers.
+	WaitReady(ctx context.Context, addr string) error
+	// Init waits for the agent at addr to answer (unless init.Answered),
+	// then configures it.
 	Init(ctx context.Context, addr string, init AgentInit) error
 }
 

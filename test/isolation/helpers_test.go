@@ -333,7 +333,11 @@ func healthy(addr string) bool {
 // init, only to answer.
 type healthAgent struct{}
 
-func (healthAgent) Init(ctx context.Context, addr string, _ sandbox.AgentInit) error {
+func (a healthAgent) Init(ctx context.Context, addr string, _ sandbox.AgentInit) error {
+	return a.WaitReady(ctx, addr)
+}
+
+func (healthAgent) WaitReady(ctx context.Context, addr string) error {
 	for !healthy(addr) {
 		select {
 		case <-ctx.Done():

@@ -38,6 +38,19 @@ func (a *Agent) Fail(err error) {
 	a.err = err
 }
 
+// WaitReady returns at once, or waits until ctx ends for an agent that
+// never answers (Silence).
+func (a *Agent) WaitReady(ctx context.Context, addr string) error {
+	a.mu.Lock()
+	dead := a.dead[addr]
+	a.mu.Unlock()
+	if dead {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+
 // Init records init for addr.
 func (a *Agent) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
 	a.mu.Lock()
