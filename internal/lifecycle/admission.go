@@ -14,7 +14,9 @@ import (
 // at a gate (coldGate) that lets a few make their containers at once, so
 // that a burst larger than the engine can start is served in turn, and
 // one larger than the gate's queue is refused at once with a message,
-// never left to hang.
+// never left to hang. The claims in flight are counted (claimGauge), so
+// that the refill that replaces them on this machine can wait for them to
+// pass (holdForClaims) rather than take the CPU they need.
 
 // flights runs one call per key at a time and gives its result to every
 // caller that asked while it ran.
@@ -141,5 +143,85 @@ func (m *Manager) admitCold(ctx context.Context, claim func() bool) (release fun
 		case <-ctx.Done():
 			return nil, false, sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), "the create was cancelled while waiting to start")
 		}
+	}
+}
+
+// queued returns how many creates wait at the gate.
+func (g *coldGate) queued() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting
+}
+
+// claimGauge counts the claims from the warm pool in flight.
+type claimGauge struct {
+	mu    sync.Mutex
+	n     int
+	quiet chan struct{} // closed when n falls to 0
+}
+
+// begin counts a claim in and returns the function that counts it out.
+func (g *claimGauge) begin() (end func()) {
+	g.mu.Lock()
+	if g.n == 0 {
+		g.quiet = make(chan struct{})
+	}
+	g.n++
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.n--; g.n == 0 {
+			close(g.quiet)
+		}
+	}
+}
+
+// passed returns a channel closed once no claim is in flight; nil when
+// none is now.
+func (g *claimGauge) passed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n == 0 {
+		return nil
+	}
+	return g.quiet
+}
+
+// poolClaimHold bounds how long one refill pass holds back for claims: a
+// steady stream of them would otherwise hold it off until the pool ran
+// dry. poolClaimPoll is how often a hold looks for creates that came to
+// wait at the gate meanwhile.
+const (
+	poolClaimHold = time.Second
+	poolClaimPoll = 10 * time.Millisecond
+)
+
+// holdForClaims waits, before the refill starts a container on this
+// machine, until the claims in flight have passed, or a create waits at
+// the gate (it needs a container now, and takes the refill's), or until.
+// A claim is a few milliseconds of the server's and its agent's CPU, and a
+// container's start a few hundred of the engine's: a burst the pool serves
+// is over sooner with its refill after it than beside it. An engine that
+// starts containers elsewhere (sandbox.ParallelStarter) is not held.
+func (m *Manager) holdForClaims(ctx context.Context, until time.Time) {
+	if _, elsewhere := m.cfg.Runtime.(sandbox.ParallelStarter); elsewhere {
+		return
+	}
+	for {
+		quiet := m.claims.passed()
+		left := time.Until(until)
+		if quiet == nil || m.cold.queued() > 0 || left <= 0 {
+			return
+		}
+		t := time.NewTimer(min(left, poolClaimPoll))
+		select {
+		case <-quiet:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		t.Stop()
 	}
 }

@@ -111,6 +111,9 @@ type Manager struct {
 	// cold bounds the creates that make their container on the engine at
 	// once (see admitCold).
 	cold coldGate
+	// claims counts the claims from the warm pool in flight, which
+	// refills hold back for (holdForClaims).
+	claims claimGauge
 	caps capabilities // the optional parts of cfg.Runtime
 	// createPhases sums the steps of the creates that succeeded, by
 	// whether they claimed a pooled container (observeCreate).

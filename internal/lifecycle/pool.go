@@ -534,6 +534,9 @@ func (m *Manager) refill(ctx context.Context) error {
 		slots    = make(chan struct{}, m.poolFillers())
 		// done tells the loop that a container is made (or failed).
 		done = make(chan struct{}, 1)
+		// holdUntil ends the pass's hold for claims (holdForClaims),
+		// poolClaimHold after its first.
+		holdUntil time.Time
 	)
 	for more := true; more && ctx.Err() == nil; {
 		more = false
@@ -555,6 +558,10 @@ func (m *Manager) refill(ctx context.Context) error {
 				continue
 			}
 			more = true
+			if holdUntil.IsZero() {
+				holdUntil = time.Now().Add(poolClaimHold)
+			}
+			m.holdForClaims(ctx, holdUntil)
 			slots <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-slots }()

@@ -37,6 +37,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 	if !ok {
 		return sb, false, nil
 	}
+	defer m.claims.begin()()
 	sb.ID, sb.AgentSecret = e.sandboxID, e.secret
 	sb.ContainerID, sb.AgentAddr = e.container.ID, e.container.AgentAddr
 	defer m.locks.lock(sb.ID)()

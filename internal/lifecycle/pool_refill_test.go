@@ -220,3 +220,77 @@ func TestPoolGivesWayWhenTheEngineIsFull(t *testing.T) {
 		}
 	})
 }
+
+// heldInits is an agent whose Inits wait for release, as claims in flight
+// whose agents are slow to answer.
+type heldInits struct {
+	*fake.Agent
+	release chan struct{}
+}
+
+func (a heldInits) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
+	select {
+	case <-a.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return a.Agent.Init(ctx, addr, init)
+}
+
+// The refill that replaces a claimed container on this machine waits for
+// the claims in flight to pass, for at most poolClaimHold; on an engine
+// that starts containers elsewhere it does not wait.
+func TestPoolRefillHoldsForClaims(t *testing.T) {
+	tests := []struct {
+		name      string
+		elsewhere bool // the engine is a sandbox.ParallelStarter
+		release   time.Duration
+		// wantMade is how many containers the refill has made at half
+		// the hold, and after it.
+		wantMade [2]int
+	}{
+		{"claims pass", false, poolClaimHold / 4, [2]int{1, 1}},
+		{"held", false, 3 * poolClaimHold / 2, [2]int{0, 1}},
+		{"engine elsewhere", true, 3 * poolClaimHold / 2, [2]int{1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := fake.New("warren/base", "python:3.12")
+				agent := heldInits{Agent: fake.NewAgent(), release: make(chan struct{})}
+				e := &env{rt: rt, agent: agent.Agent, dir: t.TempDir()}
+				e.start(t, func(c *config) {
+					withPool(2)(c)
+					c.Agent = agent
+					if tt.elsewhere {
+						c.Runtime = parallelSlowStarts{&slowStarts{Runtime: rt, parallel: 8}}
+					}
+				})
+				synctest.Wait()
+				before := e.creates()
+				claimed := make(chan error, 1)
+				go func() {
+					_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "base", Timeout: time.Minute})
+					claimed <- err
+				}()
+				time.AfterFunc(tt.release, func() { close(agent.release) })
+				time.Sleep(poolClaimHold / 2)
+				synctest.Wait()
+				if got := e.creates() - before; got != tt.wantMade[0] {
+					t.Errorf("containers made at half the hold = %d, want %d", got, tt.wantMade[0])
+				}
+				time.Sleep(poolClaimHold/2 + poolClaimPoll)
+				synctest.Wait()
+				if got := e.creates() - before; got != tt.wantMade[1] {
+					t.Errorf("containers made after the hold = %d, want %d", got, tt.wantMade[1])
+				}
+				if err := <-claimed; err != nil {
+					t.Fatal(err)
+				}
+				if got := e.m.WarmPoolReady(); got != 2 {
+					t.Errorf("pool = %d, want 2", got)
+				}
+			})
+		})
+	}
+}
