@@ -114,7 +114,7 @@ type Manager struct {
 	// claims counts the claims from the warm pool in flight, which
 	// refills hold back for (holdForClaims).
 	claims claimGauge
-	caps capabilities // the optional parts of cfg.Runtime
+	caps   capabilities // the optional parts of cfg.Runtime
 	// createPhases sums the steps of the creates that succeeded, by
 	// whether they claimed a pooled container (observeCreate).
 	createPhases phases.Histograms
