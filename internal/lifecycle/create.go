@@ -383,17 +383,18 @@ func (m *Manager) resourcesOf(tpl template) (cpuCount, memoryMB int) {
 }
 
 // bringUp takes a sandbox whose container has started to running: its
-// egress rules, the agent's init (at once when answered: the agent was
-// seen answering since its container started), the template's start and
-// ready commands, then the running state saved. initFailed tells the warm
+// egress rules, the agent's init (at once, and without the server's CA,
+// when prepared: a pooled container's agent answered and took the CA
+// when it was pooled, see prepareAgent), the template's start and ready
+// commands, then the running state saved. initFailed tells the warm
 // pool that the container itself is at fault, so a fresh one may do
 // better. On error the caller abandons the sandbox.
-func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr, initTimeout time.Duration, answered bool) (initFailed bool, err error) {
+func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr, initTimeout time.Duration, prepared bool) (initFailed bool, err error) {
 	if err := m.applyEgress(ctx, *sb, ip); err != nil {
 		return false, err
 	}
 	phases.Mark(ctx, "egress")
-	if err := m.initAgent(ctx, *sb, initTimeout, answered); err != nil {
+	if err := m.initAgent(ctx, *sb, initTimeout, prepared); err != nil {
 		return true, sandbox.Wrap(sandbox.KindInternal, err, "failed to start sandbox agent")
 	}
 	phases.Mark(ctx, "agent")
@@ -450,23 +451,45 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 	}
 }
 
-// initAgent waits for the agent of a started container and configures it.
-func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration, answered bool) error {
+// initAgent waits for the agent of a started container and configures it;
+// a prepared one (prepareAgent) is configured at once, and not given the
+// CA it has.
+func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration, prepared bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	user := sb.User
 	if user == "" {
 		user = m.cfg.DefaultUser
 	}
-	return m.cfg.Agent.Init(ctx, sb.AgentAddr, sandbox.AgentInit{
+	init := sandbox.AgentInit{
 		AgentSecret:    sb.AgentSecret,
 		EnvVars:        sb.EnvVars,
 		AccessToken:    sb.EnvdAccessToken,
 		DefaultUser:    user,
 		DefaultWorkdir: sb.Workdir,
 		CABundle:       m.cfg.CABundle,
-		Answered:       answered,
-	})
+		Answered:       prepared,
+	}
+	if prepared {
+		init.CABundle = ""
+	}
+	return m.cfg.Agent.Init(ctx, sb.AgentAddr, init)
+}
+
+// prepareAgent readies a pooled container's agent for a claim that is one
+// request: it waits for the agent's first answer, then gives it the
+// server's CA (an init of that alone, whose install into the trust store
+// is the costly part of an init: the bundle's copy and append).
+func (m *Manager) prepareAgent(ctx context.Context, addr, secret string) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.InitTimeout)
+	defer cancel()
+	if err := m.cfg.Agent.WaitReady(ctx, addr); err != nil {
+		return err
+	}
+	if m.cfg.CABundle == "" {
+		return nil
+	}
+	return m.cfg.Agent.Init(ctx, addr, sandbox.AgentInit{AgentSecret: secret, CABundle: m.cfg.CABundle, Answered: true})
 }
 
 // startTemplate starts a template's start command in the background, then

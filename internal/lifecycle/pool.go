@@ -208,9 +208,10 @@ type pooled struct {
 	imageID   string
 	runtime   sandbox.OCIRuntime
 	limits    limits // what it was made with; zero when adopted (unknown)
-	// answered says its agent answered once it was made (WaitReady), so
-	// a claim inits it at once; false when adopted.
-	answered bool
+	// prepared says its agent answered and took the server's CA once it
+	// was made (prepareAgent), so a claim inits it at once, without the
+	// CA; false when adopted.
+	prepared bool
 }
 
 type limits struct{ cpu, memMB, pids int }
@@ -664,12 +665,7 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 	if c.ImageID != "" {
 		imageID = c.ImageID // the image may have been rebuilt meanwhile
 	}
-	// The agent's first answer is waited for here, beside the claims, so
-	// that a claim's init is one request.
-	wait, cancel := context.WithTimeout(ctx, m.cfg.InitTimeout)
-	err = m.cfg.Agent.WaitReady(wait, c.AgentAddr)
-	cancel()
-	if err != nil {
+	if err := m.prepareAgent(ctx, c.AgentAddr, sb.AgentSecret); err != nil {
 		m.discardPooled(ctx, c.ID, sb.ID, "its agent did not answer")
 		return err
 	}
@@ -678,7 +674,7 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 		kind: k.template, sandboxID: sb.ID, secret: sb.AgentSecret, container: c,
 		imageID: imageID, runtime: spec.Runtime,
 		limits:   limits{spec.CPUCount, spec.MemoryMB, spec.PidsLimit},
-		answered: true,
+		prepared: true,
 	}
 	if err := m.preparePooled(ctx, e); err != nil {
 		m.discardPooled(ctx, c.ID, sb.ID, "its network rules failed")

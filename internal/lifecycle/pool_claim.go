@@ -56,7 +56,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 		return sb, false, nil
 	}
 	phases.Mark(ctx, "limits")
-	if initFailed, err := m.bringUp(ctx, &sb, e.container.IP, pooledInitTimeout, e.answered); err != nil {
+	if initFailed, err := m.bringUp(ctx, &sb, e.container.IP, pooledInitTimeout, e.prepared); err != nil {
 		m.abandon(ctx, sb)
 		if initFailed {
 			log.Warn("pooled container's agent init failed; creating from scratch", "err", err)

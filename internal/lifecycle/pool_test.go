@@ -229,6 +229,34 @@ func TestPoolDeadContainerFallsBackQuickly(t *testing.T) {
 	})
 }
 
+// A pooled container's agent takes the server's CA when it is pooled, so
+// that a claim's init does not install it; a cold create's init does.
+func TestPoolInstallsTheCABeforeAClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ca = "-----BEGIN CERTIFICATE-----\nwarren\n-----END CERTIFICATE-----\n"
+		e := newEnv(t, func(c *config) { withPool(1)(c); c.CABundle = ca })
+		synctest.Wait()
+		sb := e.create(t, CreateRequest{Template: "base", EnvVars: map[string]string{"A": "b"}})
+		inits := e.agent.Inits(sb.AgentAddr)
+		if len(inits) != 2 {
+			t.Fatalf("the claimed container's agent had %d inits, want 2 (the pool's, the claim's): %+v", len(inits), inits)
+		}
+		if want := (sandbox.AgentInit{AgentSecret: sb.AgentSecret, CABundle: ca, Answered: true}); !cmp.Equal(inits[0], want) {
+			t.Errorf("the pool's init = %+v, want %+v", inits[0], want)
+		}
+		if inits[1].CABundle != "" || inits[1].EnvVars["A"] != "b" || !inits[1].Answered {
+			t.Errorf("the claim's init = %+v, want the sandbox's settings without the CA", inits[1])
+		}
+		cold := e.create(t, CreateRequest{Template: "python:3.12"}) // no pool
+		if cold.ContainerID == "" || e.containerLabels(t, cold.ContainerID)[sandbox.LabelPool] != "" {
+			t.Fatal("the python sandbox is not a cold create")
+		}
+		if inits := e.agent.Inits(cold.AgentAddr); len(inits) != 1 || inits[0].CABundle != ca || inits[0].Answered {
+			t.Errorf("a cold create's inits = %+v, want one with the CA", inits)
+		}
+	})
+}
+
 func TestPoolWaitsForTheAgent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, withPool(1))

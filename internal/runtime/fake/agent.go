@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -11,7 +12,7 @@ import (
 // fail.
 type Agent struct {
 	mu    sync.Mutex // guards the fields below
-	inits map[string]sandbox.AgentInit
+	inits map[string][]sandbox.AgentInit // by address, in order
 	err   error
 	dead  map[string]bool // addresses whose agent never answers
 }
@@ -20,7 +21,7 @@ var _ sandbox.Agent = (*Agent)(nil)
 
 // NewAgent returns an agent that accepts every Init.
 func NewAgent() *Agent {
-	return &Agent{inits: map[string]sandbox.AgentInit{}, dead: map[string]bool{}}
+	return &Agent{inits: map[string][]sandbox.AgentInit{}, dead: map[string]bool{}}
 }
 
 // Silence makes the agent at addr never answer: its Inits wait until their
@@ -65,7 +66,7 @@ func (a *Agent) Init(ctx context.Context, addr string, init sandbox.AgentInit) e
 	if a.err != nil {
 		return a.err
 	}
-	a.inits[addr] = init
+	a.inits[addr] = append(a.inits[addr], init)
 	return nil
 }
 
@@ -73,6 +74,16 @@ func (a *Agent) Init(ctx context.Context, addr string, init sandbox.AgentInit) e
 func (a *Agent) Inited(addr string) (sandbox.AgentInit, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	init, ok := a.inits[addr]
-	return init, ok
+	inits := a.inits[addr]
+	if len(inits) == 0 {
+		return sandbox.AgentInit{}, false
+	}
+	return inits[len(inits)-1], true
+}
+
+// Inits returns every Init the agent at addr was given, in order.
+func (a *Agent) Inits(addr string) []sandbox.AgentInit {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.inits[addr])
 }
