@@ -11,7 +11,7 @@ import (
 // Agent is a sandbox.Agent that records every Init and can be made to
 // fail.
 type Agent struct {
-	mu    sync.Mutex // guards the fields below
+	mu    sync.Mutex                     // guards the fields below
 	inits map[string][]sandbox.AgentInit // by address, in order
 	err   error
 	dead  map[string]bool // addresses whose agent never answers
