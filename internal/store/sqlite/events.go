@@ -22,21 +22,18 @@ func (s *DB) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []events
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES (?, ?, ?, ?, ?)`,
-		ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)); err != nil {
-		return fmt.Errorf("add event: %w", err)
-	}
-	for _, d := range deliveries {
-		if err := putDelivery(ctx, tx, d); err != nil {
-			return err
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES (?, ?, ?, ?, ?)`,
+			ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)); err != nil {
+			return fmt.Errorf("add event: %w", err)
 		}
-	}
-	return tx.Commit()
+		for _, d := range deliveries {
+			if err := putDelivery(ctx, tx, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // GetEvent returns an event by ID.

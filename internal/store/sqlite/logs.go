@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -14,9 +15,12 @@ func (s *DB) AppendLog(ctx context.Context, e sandbox.LogEntry) error {
 	if err != nil {
 		return fmt.Errorf("encode log fields: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx,
-		`INSERT INTO sandbox_logs (sandbox_id, ts, level, message, fields) VALUES (?, ?, ?, ?, ?)`,
-		e.SandboxID, unixNano(e.Time), e.Level, e.Message, string(fields))
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO sandbox_logs (sandbox_id, ts, level, message, fields) VALUES (?, ?, ?, ?, ?)`,
+			e.SandboxID, unixNano(e.Time), e.Level, e.Message, string(fields))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("append log: %w", err)
 	}

@@ -32,28 +32,25 @@ func (s *DB) AddMetric(ctx context.Context, sandboxID string, st sandbox.Stats, 
 	if err != nil {
 		return fmt.Errorf("encode metric: %w", err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(ts) FROM sandbox_metrics WHERE sandbox_id = ?`,
-		sandboxID).Scan(&last); err != nil {
-		return fmt.Errorf("add metric: %w", err)
-	}
-	ts := unixNano(st.Time)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sandbox_metrics (sandbox_id, ts, data) VALUES (?, ?, ?)`,
-		sandboxID, ts, string(data)); err != nil {
-		return fmt.Errorf("add metric: %w", err)
-	}
-	step := int64(metricsStep)
-	if keep > 0 && last.Valid && ts/step != last.Int64/step {
-		if err := thinMetrics(ctx, tx, sandboxID, keep, max(ts, last.Int64)); err != nil {
-			return err
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var last sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT MAX(ts) FROM sandbox_metrics WHERE sandbox_id = ?`,
+			sandboxID).Scan(&last); err != nil {
+			return fmt.Errorf("add metric: %w", err)
 		}
-	}
-	return tx.Commit()
+		ts := unixNano(st.Time)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sandbox_metrics (sandbox_id, ts, data) VALUES (?, ?, ?)`,
+			sandboxID, ts, string(data)); err != nil {
+			return fmt.Errorf("add metric: %w", err)
+		}
+		step := int64(metricsStep)
+		if keep > 0 && last.Valid && ts/step != last.Int64/step {
+			if err := thinMetrics(ctx, tx, sandboxID, keep, max(ts, last.Int64)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // thinMetrics deletes the samples of a sandbox that its age steps do not

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -18,11 +19,14 @@ func (s *DB) PutSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("encode sandbox: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx,
-		`INSERT INTO sandboxes (id, team_id, state, started_at, data) VALUES (?, ?, ?, ?, ?)
-		 ON CONFLICT(id) DO UPDATE SET team_id=excluded.team_id, state=excluded.state,
-		 started_at=excluded.started_at, data=excluded.data`,
-		sb.ID, sb.TeamID, string(sb.State), unixNano(sb.StartedAt), string(data))
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO sandboxes (id, team_id, state, started_at, data) VALUES (?, ?, ?, ?, ?)
+			 ON CONFLICT(id) DO UPDATE SET team_id=excluded.team_id, state=excluded.state,
+			 started_at=excluded.started_at, data=excluded.data`,
+			sb.ID, sb.TeamID, string(sb.State), unixNano(sb.StartedAt), string(data))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", sb.ID, err)
 	}

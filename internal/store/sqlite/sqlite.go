@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -22,6 +23,12 @@ import (
 // DB is a Warren store backed by one SQLite file.
 type DB struct {
 	db *sql.DB
+	// writes takes writes to the writer goroutine (batch.go); closing
+	// ends it, and writerDone says it ended.
+	writes     chan *pendingWrite
+	closing    chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
 }
 
 var _ sandbox.Store = (*DB)(nil)
@@ -204,26 +211,34 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	// One connection: writes are serialised anyway, and it keeps an
 	// in-memory database one database.
 	db.SetMaxOpenConns(1)
-	s := &DB{db: db}
+	s := &DB{db: db, writes: make(chan *pendingWrite), closing: make(chan struct{}), writerDone: make(chan struct{})}
+	go s.writer()
 	if err := s.migrate(ctx); err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	if _, err := s.GetTeam(ctx, sandbox.DefaultTeamID); sandbox.KindOf(err) == sandbox.KindNotFound {
 		err = s.PutTeam(ctx, sandbox.Team{ID: sandbox.DefaultTeamID, Name: "default", CreatedAt: time.Now()})
 		if err != nil {
-			db.Close()
+			s.Close()
 			return nil, err
 		}
 	} else if err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// Close closes the database.
-func (s *DB) Close() error { return s.db.Close() }
+// Close stops the writer, after the writes it has taken, and closes the
+// database.
+func (s *DB) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		<-s.writerDone
+	})
+	return s.db.Close()
+}
 
 // SchemaVersion returns the number of migrations applied.
 func (s *DB) SchemaVersion(ctx context.Context) (int, error) {
