@@ -54,12 +54,8 @@ func (a *Agent) WaitReady(ctx context.Context, addr string) error {
 
 // Init records init for addr.
 func (a *Agent) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
-	a.mu.Lock()
-	dead := a.dead[addr]
-	a.mu.Unlock()
-	if dead {
-		<-ctx.Done()
-		return ctx.Err()
+	if err := a.WaitReady(ctx, addr); err != nil {
+		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
