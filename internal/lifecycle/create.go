@@ -467,11 +467,10 @@ func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout tim
 		AccessToken:    sb.EnvdAccessToken,
 		DefaultUser:    user,
 		DefaultWorkdir: sb.Workdir,
-		CABundle:       m.cfg.CABundle,
 		Answered:       prepared,
 	}
-	if prepared {
-		init.CABundle = ""
+	if !prepared {
+		init.CABundle = m.cfg.CABundle
 	}
 	return m.cfg.Agent.Init(ctx, sb.AgentAddr, init)
 }

@@ -489,12 +489,12 @@ func (m *Manager) refill(ctx context.Context) error {
 	}) {
 		m.dropPooled(ctx, e, "more than the pool keeps now")
 	}
-	// prepare drops k's containers of an outdated image and adds k to
+	// takeUp drops k's containers of an outdated image and adds k to
 	// fills; it returns the error that keeps it out. It is called once
 	// for each kind in a pass.
-	prepared := map[string]bool{}
-	prepare := func(k poolKind) error {
-		prepared[k.template] = true
+	takenUp := map[string]bool{}
+	takeUp := func(k poolKind) error {
+		takenUp[k.template] = true
 		t, ok, err := m.poolTarget(ctx, k)
 		if err != nil {
 			return fmt.Errorf("%s: %w", k.template, err)
@@ -516,7 +516,7 @@ func (m *Manager) refill(ctx context.Context) error {
 		if k.size == 0 {
 			continue
 		}
-		if err := prepare(k); err != nil {
+		if err := takeUp(k); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -608,8 +608,8 @@ func (m *Manager) refill(ctx context.Context) error {
 			sizes := map[string]int{}
 			for _, k := range m.poolKinds() {
 				sizes[k.template] = k.size
-				if k.size > 0 && !prepared[k.template] {
-					if err := prepare(k); err != nil {
+				if k.size > 0 && !takenUp[k.template] {
+					if err := takeUp(k); err != nil {
 						mu.Lock()
 						errs = append(errs, err)
 						mu.Unlock()
@@ -666,7 +666,7 @@ func (m *Manager) makePooled(ctx context.Context, k poolKind, t poolTarget) erro
 		imageID = c.ImageID // the image may have been rebuilt meanwhile
 	}
 	if err := m.prepareAgent(ctx, c.AgentAddr, sb.AgentSecret); err != nil {
-		m.discardPooled(ctx, c.ID, sb.ID, "its agent did not answer")
+		m.discardPooled(ctx, c.ID, sb.ID, "its agent did not answer or refused the CA")
 		return err
 	}
 	m.demand.refilled(k.template, time.Since(t0))
