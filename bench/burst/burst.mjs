@@ -11,7 +11,11 @@
 //               its sandboxes are killed, a second (what a pool that learns from the first should
 //               serve faster); then the floor, N × `docker run -d` of warren/base at once (with a
 //               published port, as Warren's containers have). GET /metrics is sampled every
-//               250 ms while a burst runs: the pools' ready containers over it.
+//               250 ms while a burst runs: the pools' ready containers over it. Every 5 s of
+//               each pause the pool is marked: its ready containers, the memory its budget
+//               counts for them (warren_warm_pool_memory_bytes) and what its containers
+//               measurably hold (PSS, bench/containers.mjs): the pool's size and memory over
+//               time, in the JSON's pool_timeline.
 //   sequential  --n creates one at a time back to back (no pause), then --n with a pause of
 //               1 s before each; beside them --n `docker run -d` one at a time.
 //   template    a template of the user's own, built with Template.build() from warren/base
@@ -39,6 +43,7 @@ import { parseArgs, promisify } from 'node:util'
 import os from 'node:os'
 import { WarrenServer } from '../../test/e2e/server/harness.mjs'
 import { stat, fmt } from '../stats.mjs'
+import { containers, memory, pssKB } from '../containers.mjs'
 
 const parts = ['bursts', 'sequential', 'template', 'image', 'first', 'phases']
 const { values: opt } = parseArgs({
@@ -91,14 +96,25 @@ async function metrics(srv = server) {
   return r.text()
 }
 
-// poolReady reads the warm pool's ready containers, summed over templates.
-async function poolReady() {
-  let n = 0
-  for (const m of (await metrics()).matchAll(/^warren_warm_pool_ready\{[^}]*\} (\d+)$/gm)) n += Number(m[1])
-  return n
+// poolState reads the warm pool from GET /metrics, summed over templates: its ready containers
+// and the memory its budget counts for them (MiB, an estimate per container).
+async function poolState() {
+  const text = await metrics()
+  const sum = (name) => [...text.matchAll(new RegExp(`^${name}\\{[^}]*\\} (\\d+)$`, 'gm'))].reduce((n, m) => n + Number(m[1]), 0)
+  return { ready: sum('warren_warm_pool_ready'), budget_counts_mib: sum('warren_warm_pool_memory_bytes') / 2 ** 20 }
 }
 
-// sampler records the pool's size every 250 ms until stopped.
+const poolReady = async () => (await poolState()).ready
+
+// poolMemory measures what the pool's containers hold on this host (PSS of each container's
+// processes, shim and proxy, bench/containers.mjs), in MiB; called only while no sandbox of the
+// benchmark is alive, so that every container of the server is a pooled one.
+async function poolMemory() {
+  const cs = await memory(await containers(server.name, new Set()))
+  return { containers: cs.length, pss_mib: cs.reduce((n, c) => n + pssKB(c), 0) / 1024 }
+}
+
+// sampler records the pool's ready containers every 250 ms until stopped.
 function sampler() {
   const xs = []
   let on = true
@@ -113,6 +129,30 @@ function sampler() {
     await loop
     return xs
   }
+}
+
+// timeline is the pool over the whole run: its state and measured memory at the start, every
+// 5 s of each pause between bursts (when no sandbox is alive), and at the end.
+const timeline = []
+const t00 = now()
+async function mark(at) {
+  const [st, mem] = await Promise.all([poolState(), poolMemory()])
+  const p = { t_s: Math.round((now() - t00) / 100) / 10, at, ...st, measured_containers: mem.containers, measured_pss_mib: mem.pss_mib }
+  timeline.push(p)
+  return p
+}
+
+// pauseWatching waits ms, marking the pool every 5 s, and prints the first and last marks.
+async function pauseWatching(ms, at) {
+  const end = now() + ms
+  const first = await mark(`${at}, pause start`)
+  let last = first
+  while (now() < end - 100) {
+    await sleep(Math.min(5000, end - now()))
+    last = await mark(now() >= end - 100 ? `${at}, pause end` : at)
+  }
+  const show = (p) => `${p.ready} ready, ${p.measured_pss_mib.toFixed(0)} MiB measured (${p.measured_containers} containers), ${p.budget_counts_mib.toFixed(0)} MiB counted`
+  note(`${''.padEnd(40)} pool over the pause: ${show(first)} → ${show(last)}`)
 }
 
 async function createAndRun(template) {
@@ -275,6 +315,9 @@ try {
   // warm-up: the first create pays for page-cache warm-up
   await (await createAndRun()).sbx.kill()
   await sleep(2000)
+  const start = await mark('start')
+  results.pool_budget_mib = Number((await metrics()).match(/^warren_warm_pool_memory_budget_bytes (\d+)$/m)?.[1] ?? NaN) / 2 ** 20
+  note(`pool at the start: ${start.ready} ready, ${start.measured_pss_mib.toFixed(0)} MiB measured; budget beyond the floors ${results.pool_budget_mib} MiB`)
 
   if (only.includes('bursts')) {
     results.sizes = {}
@@ -288,7 +331,7 @@ try {
         const p = b.pool.filter(Number.isFinite)
         if (p.length) note(`${''.padEnd(40)} pool ready: start ${p[0]} min ${Math.min(...p)} max ${Math.max(...p)} end ${p.at(-1)}; wall ${b.wall.toFixed(0)} ms`)
         if (b.errors.length) note(`${''.padEnd(40)} errors: ${b.errors.join(' | ')}`)
-        if (which === 'first') await sleep(Number(opt.pause) * 1000)
+        if (which === 'first') await pauseWatching(Number(opt.pause) * 1000, `after the first burst of ${n}`)
       }
       const f = await floor(n)
       const fs = stat(f.lat)
@@ -296,7 +339,7 @@ try {
       line(`  floor: ${n} × docker run -d`, fs, f.failures)
       if (fs.n && out.second.n) note(`${''.padEnd(40)} second burst p50 / floor p50 = ${(out.second.p50 / fs.p50).toFixed(2)}`)
       results.sizes[n] = out
-      await sleep(Number(opt.pause) * 1000)
+      await pauseWatching(Number(opt.pause) * 1000, `after the floor of ${n}`)
     }
     results.pool_at_end = await poolReady()
     note(`pool ready after the last pause: ${results.pool_at_end}`)
@@ -397,6 +440,8 @@ try {
     }
     printPhases(results.phases, runs.map((r) => r.key))
   }
+  await mark('end')
+  results.pool_timeline = timeline
   results.load_end = os.loadavg()
   note(`load average at the end: ${results.load_end.map((l) => l.toFixed(1)).join(' ')}`)
   if (opt.json) console.log(JSON.stringify(results, null, 2))

@@ -30,14 +30,14 @@
 // less than 2 GiB of memory available. The server is private
 // (test/e2e/server/harness.mjs: free port, fresh state dir, its own container label) and
 // everything it made is removed at the end, also on failure or Ctrl-C.
-import { execFile } from 'node:child_process'
 import { createRequire } from 'node:module'
-import { readFile, readdir } from 'node:fs/promises'
-import { parseArgs, promisify } from 'node:util'
+import { readFile } from 'node:fs/promises'
+import { parseArgs } from 'node:util'
 import os from 'node:os'
-import { WarrenServer, LABEL_MANAGED } from '../../test/e2e/server/harness.mjs'
+import { WarrenServer } from '../../test/e2e/server/harness.mjs'
 import { stat, fmt } from '../stats.mjs'
 import { timeListings } from '../listing.mjs'
+import { kbField, smaps, containers, memory, pssKB } from '../containers.mjs'
 
 const { values: opt } = parseArgs({
   options: {
@@ -54,7 +54,6 @@ const PAR = Number(opt.parallel)
 
 const require = createRequire(new URL('../../test/e2e/package.json', import.meta.url))
 const { Sandbox } = await import(require.resolve('e2b'))
-const run = promisify(execFile)
 const now = () => performance.now()
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const note = (m) => !opt.json && console.log(m)
@@ -92,97 +91,6 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
     await cleanup()
     process.exit(130)
   })
-}
-
-/** kB of a "Name:   123 kB" line of a /proc file, or 0. */
-function kbField(text, name) {
-  const m = text.match(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm'))
-  return m ? Number(m[1]) : 0
-}
-
-async function smaps(pid) {
-  try {
-    const [t, status] = await Promise.all([readFile(`/proc/${pid}/smaps_rollup`, 'utf8'), readFile(`/proc/${pid}/status`, 'utf8')])
-    return { rss: kbField(t, 'Rss'), pss: kbField(t, 'Pss'), anon: kbField(t, 'Pss_Anon'), threads: Number(status.match(/^Threads:\s+(\d+)/m)?.[1] ?? 0) }
-  } catch {
-    return undefined // gone meanwhile
-  }
-}
-
-/** Every process on the host: pid, its cgroup file's text and its command line. */
-async function processes() {
-  const out = []
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const [cgroup, cmdline] = await Promise.all([
-        readFile(`/proc/${name}/cgroup`, 'utf8'),
-        readFile(`/proc/${name}/cmdline`, 'utf8'),
-      ])
-      out.push({ pid: Number(name), cgroup, argv: cmdline.split('\0').filter(Boolean) })
-    } catch {}
-  }
-  return out
-}
-
-/** The server's containers: ID, sandbox ID, IPs; pooled unless one of sandboxes runs in it. */
-async function containers(sandboxes) {
-  const { stdout } = await run('docker', ['ps', '-q', '--no-trunc', '--filter', `label=${LABEL_MANAGED}=${server.name}`])
-  const ids = stdout.split('\n').filter(Boolean)
-  const out = []
-  for (let i = 0; i < ids.length; i += 100) {
-    const { stdout: js } = await run('docker', ['inspect', ...ids.slice(i, i + 100)], { maxBuffer: 256 << 20 })
-    for (const c of JSON.parse(js)) {
-      out.push({
-        id: c.Id,
-        sandbox: c.Config.Labels['dev.warren.sandbox'],
-        // A claimed pool container keeps its pool label; its sandbox takes its sandbox ID.
-        pooled: !sandboxes.has(c.Config.Labels['dev.warren.sandbox']),
-        ips: Object.values(c.NetworkSettings.Networks ?? {}).map((n) => n.IPAddress).filter(Boolean),
-      })
-    }
-  }
-  return out
-}
-
-/**
- * memory reads the PSS of every process of each container: in its cgroup, its shim, its
- * docker-proxy. Returns per-container sums (kB) by part.
- */
-async function memory(cs) {
-  const procs = await processes()
-  const byId = new Map(cs.map((c) => [c.id, { ...c, anon: 0, parts: { container: 0, shim: 0, proxy: 0 }, pids: { container: 0, shim: 0, proxy: 0 }, threads: { container: 0, shim: 0, proxy: 0 } }]))
-  const byIP = new Map()
-  for (const c of byId.values()) for (const ip of c.ips) byIP.set(ip, c)
-  const add = async (c, part, pid) => {
-    const m = await smaps(pid)
-    if (!m) return
-    c.parts[part] += m.pss
-    if (part === 'container') c.anon += m.anon
-    c.pids[part]++
-    c.threads[part] += m.threads
-  }
-  const work = []
-  for (const p of procs) {
-    // The container's own processes: any cgroup line naming its ID (cgroup v1 and v2, runc and runsc).
-    const cid = p.cgroup.match(/[0-9a-f]{64}/g)?.find((id) => byId.has(id))
-    if (cid) {
-      work.push(add(byId.get(cid), 'container', p.pid))
-      continue
-    }
-    const base = (p.argv[0] ?? '').split('/').pop()
-    if (base.startsWith('containerd-shim')) {
-      const i = p.argv.indexOf('-id')
-      const c = i >= 0 && byId.get(p.argv[i + 1])
-      if (c) work.push(add(c, 'shim', p.pid))
-    } else if (base === 'docker-proxy') {
-      const i = p.argv.indexOf('-container-ip')
-      const c = i >= 0 && byIP.get(p.argv[i + 1])
-      if (c) work.push(add(c, 'proxy', p.pid))
-    }
-  }
-  await Promise.all(work)
-  return [...byId.values()]
 }
 
 async function serverMem() {
@@ -280,11 +188,11 @@ try {
 
   await sleep(Number(opt.settle) * 1000)
   results.load.measured = load()
-  const cs = await containers(new Set(made.map((s) => s.sandboxId)))
+  const cs = await containers(server.name, new Set(made.map((s) => s.sandboxId)))
   const mem = await memory(cs)
   const sbs = mem.filter((c) => !c.pooled)
   const pooled = mem.filter((c) => c.pooled)
-  const total = (c) => c.parts.container + c.parts.shim + c.parts.proxy
+  const total = pssKB
   results.pss_kb = {
     total: dist(sbs.map(total)),
     container: dist(sbs.map((c) => c.parts.container)),

@@ -428,6 +428,7 @@ func TestServerMetrics(t *testing.T) {
 		`warren_warm_pool_ready{template="base"} 0` + "\n",
 		`warren_warm_pool_ready{template="code-interpreter-v1"} 0` + "\n",
 		`warren_warm_pool_size{template="base"} 0` + "\n",
+		"# TYPE warren_warm_pool_memory_budget_bytes gauge\n",
 		"warren_checkpoints 0\n",
 		"warren_checkpoint_bytes 0\n",
 		// Both creates were cold (the pool is off): each of their steps counted twice.

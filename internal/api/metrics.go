@@ -55,6 +55,12 @@ func (s *server) serverMetrics(w http.ResponseWriter, r *http.Request) {
 	for _, tpl := range slices.Sorted(maps.Keys(st.PoolSize)) {
 		fmt.Fprintf(&b, "warren_warm_pool_size{template=%q} %d\n", tpl, st.PoolSize[tpl])
 	}
+	metric("warren_warm_pool_memory_bytes", "Memory the warm pool's budget counts for the containers of auto-sized pools beyond their floors, by template (an estimate per container, not a measurement).")
+	for _, tpl := range slices.Sorted(maps.Keys(st.PoolMemoryMB)) {
+		fmt.Fprintf(&b, "warren_warm_pool_memory_bytes{template=%q} %d\n", tpl, int64(st.PoolMemoryMB[tpl])<<20)
+	}
+	metric("warren_warm_pool_memory_budget_bytes", "The budget auto-sized warm pools share beyond their floors (--warm-pool-memory-mb).")
+	fmt.Fprintf(&b, "warren_warm_pool_memory_budget_bytes %d\n", int64(st.PoolBudgetMB)<<20)
 	metric("warren_checkpoints", "Checkpoints of checkpointed sandboxes.")
 	fmt.Fprintf(&b, "warren_checkpoints %d\n", st.Checkpoints)
 	if st.CheckpointErr != nil {

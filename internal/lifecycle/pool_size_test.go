@@ -114,6 +114,10 @@ func TestPoolMemoryBudget(t *testing.T) {
 		if got := e.m.WarmPoolReady(); got != DefaultWarmPool+3 {
 			t.Errorf("pool after a burst of 8 within a budget of 3 = %d, want %d", got, DefaultWarmPool+3)
 		}
+		st := e.m.ServerStats(context.Background())
+		if got, want := st.PoolMemoryMB[BaseTemplate], 3*poolMemoryMB(BaseTemplate); got != want || st.PoolBudgetMB != want {
+			t.Errorf("pool memory = %d MiB of a budget of %d, want %d of %d", got, st.PoolBudgetMB, want, want)
+		}
 	})
 }
 

@@ -17,6 +17,12 @@ type ServerStats struct {
 	// and PoolSize how many it keeps, by template, for every template the
 	// pool can serve.
 	PoolReady, PoolSize map[string]int
+	// PoolMemoryMB is, by template, the memory the budget counts for the
+	// containers beyond the template's floor that wait in the pool (at
+	// poolMemoryMB each), and PoolBudgetMB the budget
+	// (Settings.WarmPoolMemoryMB) that auto-sized pools share.
+	PoolMemoryMB map[string]int
+	PoolBudgetMB int
 	// Checkpoints and CheckpointBytes count the checkpoints of checkpointed
 	// sandboxes and the disk they use; CheckpointErr says why the size
 	// could not be measured (the runtime cannot, or not from here).
@@ -31,9 +37,14 @@ type ServerStats struct {
 // ServerStats counts the live sandboxes by state and pause mode, and
 // measures the checkpoints on disk.
 func (m *Manager) ServerStats(ctx context.Context) ServerStats {
-	st := ServerStats{Paused: map[sandbox.PauseMode]int{}, PoolReady: map[string]int{}, PoolSize: map[string]int{}}
+	st := ServerStats{Paused: map[sandbox.PauseMode]int{}, PoolReady: map[string]int{}, PoolSize: map[string]int{},
+		PoolMemoryMB: map[string]int{}, PoolBudgetMB: m.cfg.WarmPoolMemoryMB}
 	for _, k := range m.poolKinds() {
-		st.PoolReady[k.template], st.PoolSize[k.template] = m.pool.count(k.template), k.size
+		ready := m.pool.count(k.template)
+		st.PoolReady[k.template], st.PoolSize[k.template] = ready, k.size
+		if !k.pinned {
+			st.PoolMemoryMB[k.template] = max(ready-k.floor, 0) * poolMemoryMB(k.template)
+		}
 	}
 	var checkpointed []string
 	for _, sb := range m.snapshotAll() {
