@@ -368,19 +368,32 @@ func (d *demand) forget(image string, builtin func(template string) bool) []stri
 }
 
 // fitBudget lowers the sizes of kinds (in place) so that what they hold
-// beyond their floors fits budgetMB: floors are kept, pinned kinds are
-// left alone (their size is the operator's), and the rest is given out in
-// the order of kinds, so the built-in templates, listed first, come first.
+// beyond their floors fits budgetMB. Floors are kept and pinned kinds are
+// left alone (their size is the operator's). The rest is shared out one
+// container a kind at a time, round after round, until each kind has what
+// it wants or the budget cannot pay for another: a template that wants a
+// few keeps them beside one whose burst would fill the budget alone (the
+// built-in templates, listed first, are served first in a round).
 func fitBudget(kinds []poolKind, budgetMB int) {
 	left := budgetMB
+	want := make([]int, len(kinds))
 	for i, k := range kinds {
 		if k.pinned || k.size <= k.floor {
 			continue
 		}
-		cost := poolMemoryMB(k.template)
-		extra := min(k.size-k.floor, max(left, 0)/cost)
-		kinds[i].size = k.floor + extra
-		left -= extra * cost
+		want[i] = k.size - k.floor
+		kinds[i].size = k.floor
+	}
+	for gave := true; gave; {
+		gave = false
+		for i, k := range kinds {
+			if cost := poolMemoryMB(k.template); want[i] > 0 && cost <= left {
+				kinds[i].size++
+				want[i]--
+				left -= cost
+				gave = true
+			}
+		}
 	}
 }
 

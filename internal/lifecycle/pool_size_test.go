@@ -199,16 +199,94 @@ func TestPoolLearnedSizeSurvivesRebuild(t *testing.T) {
 }
 
 func TestFitBudget(t *testing.T) {
-	cost := poolMemoryMB(BaseTemplate)
-	kinds := []poolKind{
-		{template: BaseTemplate, size: 10, floor: 2},
-		{template: CodeInterpreterTemplate, size: 3, pinned: true},
-		{template: "mine", size: 5},
+	base, ci := poolMemoryMB(BaseTemplate), poolMemoryMB(CodeInterpreterTemplate)
+	for _, tc := range []struct {
+		name     string
+		kinds    []poolKind
+		budgetMB int
+		want     []int
+	}{{
+		name: "all fit",
+		kinds: []poolKind{
+			{template: BaseTemplate, size: 10, floor: 2},
+			{template: "mine", size: 5},
+		},
+		budgetMB: 13 * base,
+		want:     []int{10, 5},
+	}, {
+		name: "a burst's pool leaves room for the others",
+		kinds: []poolKind{
+			{template: BaseTemplate, size: 100, floor: 2},
+			{template: CodeInterpreterTemplate, size: 3, pinned: true},
+			{template: "mine", size: 2},
+			{template: "theirs", size: 1},
+		},
+		budgetMB: 20 * base,
+		want:     []int{2 + 17, 3, 2, 1},
+	}, {
+		name: "shared evenly when none fits",
+		kinds: []poolKind{
+			{template: BaseTemplate, size: 12, floor: 2},
+			{template: "mine", size: 8},
+			{template: "theirs", size: 9},
+		},
+		budgetMB: 10 * base,
+		want:     []int{2 + 4, 3, 3},
+	}, {
+		name: "a container the budget cannot pay for is not given",
+		kinds: []poolKind{
+			{template: CodeInterpreterTemplate, size: 4, floor: 1},
+			{template: BaseTemplate, size: 4, floor: 2},
+		},
+		budgetMB: ci + 2*base,
+		want:     []int{1 + 1, 2 + 2},
+	}, {
+		name: "no budget: the floors",
+		kinds: []poolKind{
+			{template: BaseTemplate, size: 10, floor: 2},
+			{template: "mine", size: 5},
+		},
+		budgetMB: 0,
+		want:     []int{2, 0},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fitBudget(tc.kinds, tc.budgetMB)
+			var got []int
+			for _, k := range tc.kinds {
+				got = append(got, k.size)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("sizes = %v, want %v", got, tc.want)
+			}
+		})
 	}
-	fitBudget(kinds, 6*cost)
-	if kinds[0].size != 8 || kinds[1].size != 3 || kinds[2].size != 0 {
-		t.Errorf("sizes = %d, %d, %d; want 8 (floor 2 + 6), 3 (pinned), 0 (no budget left)", kinds[0].size, kinds[1].size, kinds[2].size)
-	}
+}
+
+// A burst of base that would fill the budget alone leaves room for the
+// pool of a template created now and then.
+func TestPoolBudgetSharedWithOtherTemplates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withAutoPool(8*poolMemoryMB(BaseTemplate)))
+		synctest.Wait()
+		e.burst(t, 20, "base")
+		synctest.Wait()
+		if got := len(e.pooledImage(t, "warren/base")); got != DefaultWarmPool+8 {
+			t.Fatalf("base pool after a burst of 20 = %d, want its floor and the budget's 8", got)
+		}
+		e.create(t, CreateRequest{Template: "python:3.12"}) // cold: makes its demand known
+		synctest.Wait()
+		if got := len(e.pooledImage(t, "python:3.12")); got != 1 {
+			t.Fatalf("pool of python:3.12 beside base's = %d, want 1", got)
+		}
+		if got := len(e.pooledImage(t, "warren/base")); got != DefaultWarmPool+7 {
+			t.Errorf("base pool = %d, want %d: one of its containers gave way", got, DefaultWarmPool+7)
+		}
+		ready := e.pooledImage(t, "python:3.12")
+		advance(2 * time.Second)
+		if sb := e.create(t, CreateRequest{Template: "python:3.12"}); !ready[sb.ContainerID] {
+			t.Error("the second create of python:3.12 did not claim from its pool")
+		}
+	})
 }
 
 // A learned pool's containers are made with its template's resources, so
