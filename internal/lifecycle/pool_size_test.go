@@ -104,16 +104,24 @@ func TestPoolPinnedSizeIgnoresDemand(t *testing.T) {
 	})
 }
 
+// burstBeyondBudget starts a server whose budget has room for room base
+// containers beyond the floor, makes a burst of n > room base sandboxes
+// and checks that the pool grew to the floor and room.
+func burstBeyondBudget(t *testing.T, room, n int) *env {
+	t.Helper()
+	e := newEnv(t, withAutoPool(room*poolMemoryMB(BaseTemplate)))
+	synctest.Wait()
+	e.burst(t, n, "base")
+	synctest.Wait()
+	if got := len(e.pooledImage(t, "warren/base")); got != DefaultWarmPool+room {
+		t.Fatalf("base pool after a burst of %d within a budget of %d = %d, want %d", n, room, got, DefaultWarmPool+room)
+	}
+	return e
+}
+
 func TestPoolMemoryBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// Room for 3 containers beyond the floor of 2.
-		e := newEnv(t, withAutoPool(3*poolMemoryMB(BaseTemplate)))
-		synctest.Wait()
-		e.burst(t, 8, "base")
-		synctest.Wait()
-		if got := e.m.WarmPoolReady(); got != DefaultWarmPool+3 {
-			t.Errorf("pool after a burst of 8 within a budget of 3 = %d, want %d", got, DefaultWarmPool+3)
-		}
+		e := burstBeyondBudget(t, 3, 8)
 		st := e.m.ServerStats(context.Background())
 		if got, want := st.PoolMemoryMB[BaseTemplate], 3*poolMemoryMB(BaseTemplate); got != want || st.PoolBudgetMB != want {
 			t.Errorf("pool memory = %d MiB of a budget of %d, want %d of %d", got, st.PoolBudgetMB, want, want)
@@ -266,13 +274,7 @@ func TestFitBudget(t *testing.T) {
 // pool of a template created now and then.
 func TestPoolBudgetSharedWithOtherTemplates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, withAutoPool(8*poolMemoryMB(BaseTemplate)))
-		synctest.Wait()
-		e.burst(t, 20, "base")
-		synctest.Wait()
-		if got := len(e.pooledImage(t, "warren/base")); got != DefaultWarmPool+8 {
-			t.Fatalf("base pool after a burst of 20 = %d, want its floor and the budget's 8", got)
-		}
+		e := burstBeyondBudget(t, 8, 20)
 		e.create(t, CreateRequest{Template: "python:3.12"}) // cold: makes its demand known
 		synctest.Wait()
 		if got := len(e.pooledImage(t, "python:3.12")); got != 1 {
