@@ -96,12 +96,16 @@ async function metrics(srv = server) {
   return r.text()
 }
 
-// poolState reads the warm pool from GET /metrics, summed over templates: its ready containers
-// and the memory its budget counts for them (MiB, an estimate per container).
+// poolState reads the warm pool from GET /metrics, summed over templates: its ready containers,
+// the memory its budget counts for them (MiB, an estimate per container) and the budget.
 async function poolState() {
   const text = await metrics()
-  const sum = (name) => [...text.matchAll(new RegExp(`^${name}\\{[^}]*\\} (\\d+)$`, 'gm'))].reduce((n, m) => n + Number(m[1]), 0)
-  return { ready: sum('warren_warm_pool_ready'), budget_counts_mib: sum('warren_warm_pool_memory_bytes') / 2 ** 20 }
+  const sum = (name) => [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)$`, 'gm'))].reduce((n, m) => n + Number(m[1]), 0)
+  return {
+    ready: sum('warren_warm_pool_ready'),
+    budget_counts_mib: sum('warren_warm_pool_memory_bytes') / 2 ** 20,
+    budget_mib: sum('warren_warm_pool_memory_budget_bytes') / 2 ** 20,
+  }
 }
 
 const poolReady = async () => (await poolState()).ready
@@ -316,7 +320,7 @@ try {
   await (await createAndRun()).sbx.kill()
   await sleep(2000)
   const start = await mark('start')
-  results.pool_budget_mib = Number((await metrics()).match(/^warren_warm_pool_memory_budget_bytes (\d+)$/m)?.[1] ?? NaN) / 2 ** 20
+  results.pool_budget_mib = start.budget_mib
   note(`pool at the start: ${start.ready} ready, ${start.measured_pss_mib.toFixed(0)} MiB measured; budget beyond the floors ${results.pool_budget_mib} MiB`)
 
   if (only.includes('bursts')) {
