@@ -108,12 +108,13 @@ type Firewall struct {
 	rules map[string]sandbox.Egress
 	// restores counts the writes to the kernel, for tests.
 	restores int
-	// written is the iptables-restore input last written, by family,
-	// which a change of the rules need not write again: the IPv6 chains
-	// never change with them, and a pooled container's chains may not
-	// change when it is claimed. install rewrites everything.
-	written map[string]string
-	ports   egress.Ports // zero until the egress server listens
+	// kernel is what our chains hold, by family, as last written (a
+	// family is missing when unknown): a write changes only what differs
+	// from it, and nothing when nothing does (the IPv6 chains never change
+	// with the rules, and a pooled container's may not when it is
+	// claimed). install rewrites everything.
+	kernel map[string]ruleset
+	ports  egress.Ports // zero until the egress server listens
 
 	byIP atomic.Pointer[map[netip.Addr]egress.Sandbox] // sandboxes by address, for the egress server
 
@@ -544,27 +545,45 @@ func bridgeAddr(bridge string) (netip.Prefix, error) {
 	return netip.Prefix{}, fmt.Errorf("bridge %s has no IPv4 address", bridge)
 }
 
-// writeChains rewrites our chains from f.rules, one atomic commit per
-// family, skipping a family whose chains are as last written unless all
-// is true (the chains may have been lost: an engine restart, an
+// writeChains brings our chains to f.rules, one atomic commit per
+// family, from what they held as last written; when all is true it
+// rewrites them whole (they may have been lost: an engine restart, an
 // operator's flush). The caller holds f.mu.
 func (f *Firewall) writeChains(ctx context.Context, all bool) error {
 	f.restores++
-	if f.written == nil {
-		f.written = map[string]string{}
+	if f.kernel == nil || all {
+		f.kernel = map[string]ruleset{}
 	}
 	for _, fam := range f.families() {
-		in := f.c.restoreInput(fam.name == "ip6tables", f.rules, f.ports)
-		if !all && f.written[fam.name] == in {
+		want := f.c.ruleset(fam.name == "ip6tables", f.rules, f.ports)
+		was, known := f.kernel[fam.name]
+		in, now := want.restore(was)
+		if in == "" {
 			continue
 		}
-		delete(f.written, fam.name) // unknown until the write succeeds
-		cmd := exec.CommandContext(ctx, fam.iptablesRestore, "-w", "--noflush")
-		cmd.Stdin = strings.NewReader(in)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("firewall: %s-restore: %w: %s", fam.name, err, bytes.TrimSpace(out))
+		delete(f.kernel, fam.name) // unknown until the write succeeds
+		err := fam.restore(ctx, in)
+		if err != nil && known {
+			// The chains may no longer hold what was written (an
+			// operator's flush), where the additions were to go.
+			in, now = want.restore(nil)
+			err = fam.restore(ctx, in)
 		}
-		f.written[fam.name] = in
+		if err != nil {
+			return err
+		}
+		f.kernel[fam.name] = now
+	}
+	return nil
+}
+
+// restore runs the family's iptables-restore on in, without flushing the
+// tables, waiting for the xtables lock.
+func (fam family) restore(ctx context.Context, in string) error {
+	cmd := exec.CommandContext(ctx, fam.iptablesRestore, "-w", "--noflush")
+	cmd.Stdin = strings.NewReader(in)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("firewall: %s-restore: %w: %s", fam.name, err, bytes.TrimSpace(out))
 	}
 	return nil
 }
@@ -590,7 +609,7 @@ func (f *Firewall) Chains() (input, forward string) { return f.c.input, f.c.forw
 func (f *Firewall) Uninstall(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.written = nil
+	f.kernel = nil
 	var errs []error
 	rule := f.c.jump(f.c.bridge, f.c.redirect, "domain rules of sandboxes")
 	for {

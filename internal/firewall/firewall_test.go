@@ -26,7 +26,7 @@ func TestRestoreInput(t *testing.T) {
 			AllowInternetAccess: false, AllowOut: []string{"172.30.0.2", "192.168.1.7/24"},
 		}},
 	}
-	got := c.restoreInput(false, rules, egress.Ports{})
+	got := restoreInput(c, false, rules, egress.Ports{})
 	r := strings.NewReplacer("IN", c.input, "FWD", c.forward, "TAG", "warren:warren0:"+c.tag)
 	want := []string{
 		r.Replace(`-A IN -m comment --comment "TAG sandboxes cannot reach the host" -j REJECT`),
@@ -52,7 +52,7 @@ COMMIT
 	if strings.Contains(got, "::1") {
 		t.Errorf("IPv6 target in IPv4 rules:\n%s", got)
 	}
-	v6 := c.restoreInput(true, rules, egress.Ports{DNS: 5353, Gateway: 6000})
+	v6 := restoreInput(c, true, rules, egress.Ports{DNS: 5353, Gateway: 6000})
 	if strings.Contains(v6, "sandbox=") || strings.Contains(v6, "REDIRECT") || !strings.Contains(v6, `sandboxes have no IPv6" -j REJECT`) {
 		t.Errorf("IPv6 rules should refuse everything:\n%s", v6)
 	}
@@ -72,7 +72,7 @@ func TestRestoreInputRedirects(t *testing.T) {
 		"iopen":   {IP: netip.MustParseAddr("172.30.0.5"), Network: sandbox.Network{AllowInternetAccess: true, AllowOut: []string{"pypi.org"}}},
 		"ieither": {IP: netip.MustParseAddr("172.30.0.6"), Network: sandbox.Network{DenyOut: []string{"0.0.0.0/0"}}},
 	}
-	got := c.restoreInput(false, rules, egress.Ports{DNS: 5353, Gateway: 6000})
+	got := restoreInput(c, false, rules, egress.Ports{DNS: 5353, Gateway: 6000})
 	r := strings.NewReplacer("{IN}", c.input, "{NAT}", c.redirect, "{TAG}", "warren:warren0:"+c.tag)
 	for _, w := range []string{
 		r.Replace(`-A {IN} -m conntrack --ctstate DNAT -m comment --comment "{TAG} redirected to an egress server" -j RETURN
@@ -117,7 +117,7 @@ func TestRestoreInputGateway(t *testing.T) {
 			AllowInternetAccess: true, EgressProxy: &sandbox.EgressProxy{Address: "127.0.0.1:1080"},
 		}},
 	}
-	got := c.restoreInput(false, rules, egress.Ports{DNS: 5353, Gateway: 6000})
+	got := restoreInput(c, false, rules, egress.Ports{DNS: 5353, Gateway: 6000})
 	r := strings.NewReplacer("{NAT}", c.redirect, "{TAG}", "warren:warren0:"+c.tag)
 	for _, w := range []string{
 		r.Replace(`-A {NAT} -s 172.30.0.7/32 -p udp --dport 53 -m comment --comment "{TAG} sandbox=irules dns" -j REDIRECT --to-ports 5353
@@ -357,7 +357,7 @@ func TestNeighbours(t *testing.T) {
 		"other":    {IP: netip.MustParseAddr("172.30.0.7"), TeamID: "b", Network: net(true, "172.30.0.2")},
 		"noteam":   {IP: netip.MustParseAddr("172.30.0.8"), Network: net(true, "172.30.0.2")},
 	}
-	restore := c.restoreInput(false, rules, egress.Ports{})
+	restore := restoreInput(c, false, rules, egress.Ports{})
 	sb := func(src, dst string, port int) packet { return packet{"warren0", "warren0", src, dst, port} }
 	for _, tt := range []struct {
 		name string
@@ -609,4 +609,10 @@ func TestRefuseToBuilds(t *testing.T) {
 	if out := save(); strings.Contains(out, "reaches "+pods[1].String()) || !strings.Contains(out, "reaches "+pods[0].String()) {
 		t.Errorf("after dropping %s:\n%s", pods[1], grepWarren(out, bridge))
 	}
+}
+
+// restoreInput is the iptables-restore input that writes c's chains whole.
+func restoreInput(c chains, v6 bool, rules map[string]sandbox.Egress, ports egress.Ports) string {
+	in, _ := c.ruleset(v6, rules, ports).restore(nil)
+	return in
 }

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -59,76 +58,72 @@ func (c chains) jump(in, target, what string) []string {
 	return []string{"-i", in, "-m", "comment", "--comment", c.comment(what), "-j", target}
 }
 
-// restoreInput is the iptables-restore --noflush input that rewrites the
-// chains of a bridge atomically: declaring an existing chain flushes it.
-// For IPv4 the forward chain holds every sandbox's egress rules, and the
+// ruleset renders the chains of a bridge from the sandboxes' rules. For
+// IPv4 the forward chain holds every sandbox's egress rules, and the
 // redirect chain sends the DNS and the denied TCP connections of sandboxes
 // with domain rules to the egress server at ports (none while its ports
 // are zero); sandboxes have no IPv6 (the network is created without it),
 // so for IPv6 the chains refuse everything but replies.
-func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress, ports egress.Ports) string {
-	var b strings.Builder
-	add := func(chain string, args ...string) {
-		b.WriteString("-A " + chain + " " + strings.Join(args, " ") + "\n")
-	}
-	b.WriteString("*filter\n:" + c.input + " - [0:0]\n:" + c.forward + " - [0:0]\n")
+func (c chains) ruleset(v6 bool, rules map[string]sandbox.Egress, ports egress.Ports) ruleset {
+	var rs ruleset
+	input, forward := rs.chain("filter", c.input), rs.chain("filter", c.forward)
 
-	add(c.input, "-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies to the host"), "-j RETURN")
+	host := input.group("fixed", false)
+	host.add("-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies to the host"), "-j RETURN")
 	// Only a nat rule sends a sandbox's packet to the host with its
 	// destination rewritten: the redirects to this server's egress server,
 	// or to another Warren server's on the same bridge, whose packets go
 	// through this chain too.
 	if !v6 {
-		add(c.input, "-m conntrack --ctstate DNAT -m comment --comment", c.quoted("redirected to an egress server"), "-j RETURN")
+		host.add("-m conntrack --ctstate DNAT -m comment --comment", c.quoted("redirected to an egress server"), "-j RETURN")
 	}
-	add(c.input, "-m comment --comment", c.quoted("sandboxes cannot reach the host"), "-j REJECT")
-	redirecting := !v6 && ports != (egress.Ports{})
+	host.add("-m comment --comment", c.quoted("sandboxes cannot reach the host"), "-j REJECT")
 
-	add(c.forward, "-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies"), "-j RETURN")
+	fixed := forward.group("fixed", false)
+	fixed.add("-m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment", c.quoted("replies"), "-j RETURN")
 	if v6 {
-		add(c.forward, "-m comment --comment", c.quoted("sandboxes have no IPv6"), "-j REJECT")
-		b.WriteString("COMMIT\n")
-		return b.String()
+		fixed.add("-m comment --comment", c.quoted("sandboxes have no IPv6"), "-j REJECT")
+		return rs
 	}
-	add(c.forward, "-o", c.bridge, "-p tcp --dport", strconv.Itoa(sandbox.AgentPort),
+	fixed.add("-o", c.bridge, "-p tcp --dport", strconv.Itoa(sandbox.AgentPort),
 		"-m comment --comment", c.quoted("no sandbox reaches another sandbox agent"), "-j REJECT")
-	add(c.forward, "-d 169.254.0.0/16 -m comment --comment", c.quoted("no link-local or cloud metadata"), "-j REJECT")
+	fixed.add("-d 169.254.0.0/16 -m comment --comment", c.quoted("no link-local or cloud metadata"), "-j REJECT")
 	if c.build != "" {
-		add(c.forward, "-i", c.build, "-o", c.build, "-m comment --comment", c.quoted("no template build reaches another"), "-j REJECT")
+		fixed.add("-i", c.build, "-o", c.build, "-m comment --comment", c.quoted("no template build reaches another"), "-j REJECT")
 		for _, p := range c.buildRefused {
 			if p.Addr().Is4() {
-				add(c.forward, "-i", c.build, "-d", p.String(), "-m comment --comment", c.quoted("no template build reaches "+p.String()), "-j REJECT")
+				fixed.add("-i", c.build, "-d", p.String(), "-m comment --comment", c.quoted("no template build reaches "+p.String()), "-j REJECT")
 			}
 		}
 	}
-	c.neighbourRules(add, rules)
+	c.neighbourRules(forward, rules)
 	for _, id := range slices.Sorted(maps.Keys(rules)) {
 		e := rules[id]
 		if !e.IP.Is4() {
 			continue
 		}
+		g := forward.sandboxGroup(id)
 		src := "-s " + e.IP.String() + "/32"
 		for _, s := range e.Network.AllowOut {
 			if p, err := sandbox.ParseEgressTarget(s); err == nil && p.Addr().Is4() {
-				add(c.forward, src, "-d", p.String(), "-m comment --comment", c.quoted("sandbox="+id+" allowOut"), "-j RETURN")
+				g.add(src, "-d", p.String(), "-m comment --comment", c.quoted("sandbox="+id+" allowOut"), "-j RETURN")
 			}
 		}
 		for _, s := range e.Network.DenyOut {
 			if p, err := sandbox.ParseEgressTarget(s); err == nil && p.Addr().Is4() {
-				add(c.forward, src, "-d", p.String(), "-m comment --comment", c.quoted("sandbox="+id+" denyOut"), "-j REJECT")
+				g.add(src, "-d", p.String(), "-m comment --comment", c.quoted("sandbox="+id+" denyOut"), "-j REJECT")
 			}
 		}
 		if !e.Network.AllowInternetAccess {
-			add(c.forward, src, "-m comment --comment", c.quoted("sandbox="+id+" no internet access"), "-j REJECT")
+			g.add(src, "-m comment --comment", c.quoted("sandbox="+id+" no internet access"), "-j REJECT")
 		}
-		add(c.forward, src, "-m comment --comment", c.quoted("sandbox="+id+" allowed"), "-j RETURN")
+		g.add(src, "-m comment --comment", c.quoted("sandbox="+id+" allowed"), "-j RETURN")
 	}
-	b.WriteString("COMMIT\n*nat\n:" + c.redirect + " - [0:0]\n")
-	if redirecting {
-		c.redirectRules(add, rules, ports)
+	redirect := rs.chain("nat", c.redirect)
+	if ports != (egress.Ports{}) {
+		c.redirectRules(redirect, rules, ports)
 	}
-	b.WriteString("COMMIT\n")
-	return b.String()
+	return rs
 }
 
 // neighbourRules keep sandboxes off each other's addresses on the bridge,
@@ -142,7 +137,7 @@ func (c chains) restoreInput(v6 bool, rules map[string]sandbox.Egress, ports egr
 // may forge addresses: it has NET_RAW) cannot claim a sandbox's. Each server only judges its own
 // sandboxes' addresses, so servers sharing the bridge do not refuse each
 // other's named pairs.
-func (c chains) neighbourRules(add func(chain string, args ...string), rules map[string]sandbox.Egress) {
+func (c chains) neighbourRules(forward *chainRules, rules map[string]sandbox.Egress) {
 	ids := slices.Sorted(maps.Keys(rules))
 	byIP := make(map[netip.Addr]string, len(rules))
 	for _, id := range ids {
@@ -150,6 +145,8 @@ func (c chains) neighbourRules(add func(chain string, args ...string), rules map
 			byIP[ip] = id
 		}
 	}
+	// Both groups hold rules of one target each, in any order.
+	pairs, apart := forward.group("pairs", true), forward.group("apart", true)
 	for _, id := range ids {
 		e := rules[id]
 		if !e.IP.Is4() || e.TeamID == "" {
@@ -164,14 +161,14 @@ func (c chains) neighbourRules(add func(chain string, args ...string), rules map
 			if !ok || to == id || rules[to].TeamID != e.TeamID {
 				continue
 			}
-			add(c.forward, "-i", c.bridge, "-s", e.IP.String()+"/32", "-d", p.String(), "-o", c.bridge, "-m comment --comment",
+			pairs.add("-i", c.bridge, "-s", e.IP.String()+"/32", "-d", p.String(), "-o", c.bridge, "-m comment --comment",
 				c.quoted("sandbox="+id+" reaches sandbox="+to+" (same team, named in allowOut)"), "-j RETURN")
 		}
 	}
 	for _, id := range ids {
 		if ip := rules[id].IP; ip.Is4() {
-			add(c.forward, "-s", ip.String()+"/32", "-o", c.bridge, "-m comment --comment", c.quoted("sandbox="+id+" reaches no other sandbox"), "-j REJECT")
-			add(c.forward, "-d", ip.String()+"/32", "-o", c.bridge, "-m comment --comment", c.quoted("no other sandbox reaches sandbox="+id), "-j REJECT")
+			apart.add("-s", ip.String()+"/32", "-o", c.bridge, "-m comment --comment", c.quoted("sandbox="+id+" reaches no other sandbox"), "-j REJECT")
+			apart.add("-d", ip.String()+"/32", "-o", c.bridge, "-m comment --comment", c.quoted("no other sandbox reaches sandbox="+id), "-j REJECT")
 		}
 	}
 }
@@ -183,7 +180,7 @@ func (c chains) neighbourRules(add func(chain string, args ...string), rules map
 // chains). From a sandbox with header rules or an egress proxy it sends
 // every TCP connection but to the host and link-local addresses, and its
 // DNS when it needs names checked or a rule is keyed by a name.
-func (c chains) redirectRules(add func(chain string, args ...string), rules map[string]sandbox.Egress, ports egress.Ports) {
+func (c chains) redirectRules(redirect *chainRules, rules map[string]sandbox.Egress, ports egress.Ports) {
 	dns, gw := strconv.Itoa(int(ports.DNS)), strconv.Itoa(int(ports.Gateway))
 	for _, id := range slices.Sorted(maps.Keys(rules)) {
 		e := rules[id]
@@ -192,31 +189,32 @@ func (c chains) redirectRules(add func(chain string, args ...string), rules map[
 		if !e.IP.Is4() || !byName && !allTCP {
 			continue
 		}
+		g := redirect.sandboxGroup(id)
 		src := "-s " + e.IP.String() + "/32"
 		note := func(what string) string { return c.quoted("sandbox=" + id + " " + what) }
 		if byName || egress.NeedsDNS(e.Network) {
 			for _, proto := range []string{"udp", "tcp"} {
-				add(c.redirect, src, "-p", proto, "--dport 53 -m comment --comment", note("dns"), "-j REDIRECT --to-ports", dns)
+				g.add(src, "-p", proto, "--dport 53 -m comment --comment", note("dns"), "-j REDIRECT --to-ports", dns)
 			}
 		}
-		add(c.redirect, src, "-m addrtype --dst-type LOCAL -m comment --comment", note("host"), "-j RETURN")
-		add(c.redirect, src, "-d 169.254.0.0/16 -m comment --comment", note("link-local"), "-j RETURN")
+		g.add(src, "-m addrtype --dst-type LOCAL -m comment --comment", note("host"), "-j RETURN")
+		g.add(src, "-d 169.254.0.0/16 -m comment --comment", note("link-local"), "-j RETURN")
 		if allTCP {
-			add(c.redirect, src, "-p tcp -m comment --comment", note("header rules or egress proxy: all TCP through the gateway"), "-j REDIRECT --to-ports", gw)
+			g.add(src, "-p tcp -m comment --comment", note("header rules or egress proxy: all TCP through the gateway"), "-j REDIRECT --to-ports", gw)
 			continue
 		}
 		for _, s := range e.Network.AllowOut {
 			if p, err := sandbox.ParseEgressTarget(s); err == nil && p.Addr().Is4() {
-				add(c.redirect, src, "-d", p.String(), "-m comment --comment", note("allowOut"), "-j RETURN")
+				g.add(src, "-d", p.String(), "-m comment --comment", note("allowOut"), "-j RETURN")
 			}
 		}
 		for _, s := range e.Network.DenyOut {
 			if p, err := sandbox.ParseEgressTarget(s); err == nil && p.Addr().Is4() {
-				add(c.redirect, src, "-d", p.String(), "-p tcp -m comment --comment", note("denyOut by name"), "-j REDIRECT --to-ports", gw)
+				g.add(src, "-d", p.String(), "-p tcp -m comment --comment", note("denyOut by name"), "-j REDIRECT --to-ports", gw)
 			}
 		}
 		if !e.Network.AllowInternetAccess {
-			add(c.redirect, src, "-p tcp -m comment --comment", note("no internet access but by name"), "-j REDIRECT --to-ports", gw)
+			g.add(src, "-p tcp -m comment --comment", note("no internet access but by name"), "-j REDIRECT --to-ports", gw)
 		}
 	}
 }

@@ -14,9 +14,10 @@ import (
 // at a gate (coldGate) that lets a few make their containers at once, so
 // that a burst larger than the engine can start is served in turn, and
 // one larger than the gate's queue is refused at once with a message,
-// never left to hang. The claims in flight are counted (claimGauge), so
-// that the refill that replaces them on this machine can wait for them to
-// pass (holdForClaims) rather than take the CPU they need.
+// never left to hang. The claims in flight and the creates through the
+// gate are counted (gauge), so that the refill that replaces them on this
+// machine can wait for them to pass (holdForClaims) rather than take the
+// CPU and the engine they need.
 
 // flights runs one call per key at a time and gives its result to every
 // caller that asked while it ran.
@@ -88,6 +89,7 @@ const (
 // coldGate admits creates that make their own container.
 type coldGate struct {
 	slots   chan struct{}
+	running gauge // the creates let through
 	mu      sync.Mutex
 	waiting int
 }
@@ -110,7 +112,7 @@ func (m *Manager) admitCold(ctx context.Context, claim func() bool) (release fun
 	g := &m.cold
 	select {
 	case g.slots <- struct{}{}:
-		return func() { <-g.slots }, false, nil
+		return g.admitted(), false, nil
 	default:
 	}
 	g.mu.Lock()
@@ -132,7 +134,7 @@ func (m *Manager) admitCold(ctx context.Context, claim func() bool) (release fun
 		added := m.pool.readied()
 		select {
 		case g.slots <- struct{}{}:
-			return func() { <-g.slots }, false, nil
+			return g.admitted(), false, nil
 		case <-added:
 			if claim() {
 				return nil, true, nil
@@ -146,6 +148,16 @@ func (m *Manager) admitCold(ctx context.Context, claim func() bool) (release fun
 	}
 }
 
+// admitted counts in a create given a slot, and returns the function
+// that counts it out and frees the slot.
+func (g *coldGate) admitted() (release func()) {
+	end := g.running.begin()
+	return func() {
+		end()
+		<-g.slots
+	}
+}
+
 // queued returns how many creates wait at the gate.
 func (g *coldGate) queued() int {
 	g.mu.Lock()
@@ -153,15 +165,16 @@ func (g *coldGate) queued() int {
 	return g.waiting
 }
 
-// claimGauge counts the claims from the warm pool in flight.
-type claimGauge struct {
+// gauge counts operations in flight.
+type gauge struct {
 	mu    sync.Mutex
 	n     int
 	quiet chan struct{} // closed when n falls to 0
 }
 
-// begin counts a claim in and returns the function that counts it out.
-func (g *claimGauge) begin() (end func()) {
+// begin counts an operation in and returns the function that counts it
+// out.
+func (g *gauge) begin() (end func()) {
 	g.mu.Lock()
 	if g.n == 0 {
 		g.quiet = make(chan struct{})
@@ -177,9 +190,9 @@ func (g *claimGauge) begin() (end func()) {
 	}
 }
 
-// passed returns a channel closed once no claim is in flight; nil when
-// none is now.
-func (g *claimGauge) passed() <-chan struct{} {
+// passed returns a channel closed once none is in flight; nil when none
+// is now.
+func (g *gauge) passed() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.n == 0 {
@@ -198,25 +211,31 @@ const (
 )
 
 // holdForClaims waits, before the refill starts a container on this
-// machine, until the claims in flight have passed, or a create waits at
-// the gate (it needs a container now, and takes the refill's), or until.
-// A claim is a few milliseconds of the server's and its agent's CPU, and a
-// container's start a few hundred of the engine's: a burst the pool serves
-// is over sooner with its refill after it than beside it. An engine that
-// starts containers elsewhere (sandbox.ParallelStarter) is not held.
+// machine, until the claims and the creates through the gate in flight
+// have passed, or a create waits at the gate (it needs a container now,
+// and takes the refill's), or until. A claim is a few milliseconds of the
+// server's and its agent's CPU, and a container's start a few hundred of
+// the engine's: a burst the pool serves is over sooner with its refill
+// after it than beside it. A create through the gate starts a container
+// itself, which one of the refill's beside it would slow: the first create
+// of a template, which gives the template its pool, would wait for its
+// own pool. An engine that starts containers elsewhere
+// (sandbox.ParallelStarter) is not held.
 func (m *Manager) holdForClaims(ctx context.Context, until time.Time) {
 	if _, elsewhere := m.cfg.Runtime.(sandbox.ParallelStarter); elsewhere {
 		return
 	}
 	for {
-		quiet := m.claims.passed()
+		// A nil channel, of none in flight, never fires.
+		claims, creates := m.claims.passed(), m.cold.running.passed()
 		left := time.Until(until)
-		if quiet == nil || m.cold.queued() > 0 || left <= 0 {
+		if claims == nil && creates == nil || m.cold.queued() > 0 || left <= 0 {
 			return
 		}
 		t := time.NewTimer(min(left, poolClaimPoll))
 		select {
-		case <-quiet:
+		case <-claims:
+		case <-creates:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()

@@ -113,7 +113,7 @@ type Manager struct {
 	cold coldGate
 	// claims counts the claims from the warm pool in flight, which
 	// refills hold back for (holdForClaims).
-	claims claimGauge
+	claims gauge
 	caps   capabilities // the optional parts of cfg.Runtime
 	// createPhases sums the steps of the creates that succeeded, by
 	// whether they claimed a pooled container (observeCreate).

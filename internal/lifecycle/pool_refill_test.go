@@ -294,3 +294,52 @@ func TestPoolRefillHoldsForClaims(t *testing.T) {
 		})
 	}
 }
+
+// The first create of a template, which gives the template its pool,
+// does not share the engine with that pool's first container: the refill
+// holds it until the create is made, for at most poolClaimHold.
+func TestPoolRefillWaitsForTheCreateBesideIt(t *testing.T) {
+	tests := []struct {
+		name    string
+		release time.Duration // when the create's agent answers
+		// wantMade is how many containers the template's pool has made
+		// at half the hold, and after it.
+		wantMade [2]int
+	}{
+		{"create made", poolClaimHold / 4, [2]int{1, 1}},
+		{"create slower than the hold", 3 * poolClaimHold / 2, [2]int{0, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := fake.New("warren/base", "python:3.12")
+				agent := heldInits{Agent: fake.NewAgent(), release: make(chan struct{})}
+				e := &env{rt: rt, agent: agent.Agent, dir: t.TempDir()}
+				e.start(t, func(c *config) {
+					withAutoPool(1024)(c)
+					c.Agent = agent
+				})
+				synctest.Wait()
+				created := make(chan error, 1)
+				go func() {
+					_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "python:3.12", Timeout: time.Minute})
+					created <- err
+				}()
+				time.AfterFunc(tt.release, func() { close(agent.release) })
+				time.Sleep(poolClaimHold / 2)
+				synctest.Wait()
+				if got := len(e.pooledImage(t, "python:3.12")); got != tt.wantMade[0] {
+					t.Errorf("pooled containers of the template at half the hold = %d, want %d", got, tt.wantMade[0])
+				}
+				time.Sleep(poolClaimHold/2 + poolClaimPoll)
+				synctest.Wait()
+				if got := len(e.pooledImage(t, "python:3.12")); got != tt.wantMade[1] {
+					t.Errorf("pooled containers of the template after the hold = %d, want %d", got, tt.wantMade[1])
+				}
+				if err := <-created; err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
