@@ -472,21 +472,32 @@ func (m *Manager) refill(ctx context.Context) error {
 	}
 	// Of a kind no longer kept, or above its size, the newest go first:
 	// ready is oldest first, so walk it from the end.
-	excess := map[string]int{}
-	for _, k := range kinds {
-		excess[k.template] = m.pool.count(k.template) - k.size
+	surplus := func() func(pooled) bool {
+		excess := map[string]int{}
+		for _, k := range kinds {
+			excess[k.template] = m.pool.count(k.template) - k.size
+		}
+		return func(e pooled) bool {
+			size, ok := kept[e.kind]
+			if !ok || size == 0 {
+				return true
+			}
+			if excess[e.kind] > 0 {
+				excess[e.kind]--
+				return true
+			}
+			return false
+		}
 	}
-	for _, e := range m.pool.dropNewest(func(e pooled) bool {
-		size, ok := kept[e.kind]
-		if !ok || size == 0 {
-			return true
-		}
-		if excess[e.kind] > 0 {
-			excess[e.kind]--
-			return true
-		}
-		return false
-	}) {
+	if slices.ContainsFunc(m.pool.entries(), surplus()) {
+		// A removal takes the engine's time too, which the creates and
+		// claims in flight need more: the first create of a template
+		// whose share of the budget comes out of another's pool would
+		// otherwise wait for that pool's removal. Claims may take some
+		// of the surplus meanwhile.
+		m.holdForClaims(ctx, time.Now().Add(poolClaimHold))
+	}
+	for _, e := range m.pool.dropNewest(surplus()) {
 		m.dropPooled(ctx, e, "more than the pool keeps now")
 	}
 	// takeUp drops k's containers of an outdated image and adds k to

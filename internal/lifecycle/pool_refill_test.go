@@ -221,18 +221,38 @@ func TestPoolGivesWayWhenTheEngineIsFull(t *testing.T) {
 	})
 }
 
-// heldInits is an agent whose Inits wait for release, as claims in flight
-// whose agents are slow to answer.
-type heldInits struct {
+// gatedInits is an agent whose inits wait, between a hold and its
+// release, for the release.
+type gatedInits struct {
 	*fake.Agent
-	release chan struct{}
+	mu   sync.Mutex
+	gate chan struct{} // nil: inits go through
 }
 
-func (a heldInits) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
-	select {
-	case <-a.release:
-	case <-ctx.Done():
-		return ctx.Err()
+// hold makes inits wait from now on, until the function it returns.
+func (a *gatedInits) hold() (release func()) {
+	g := make(chan struct{})
+	a.mu.Lock()
+	a.gate = g
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		a.gate = nil
+		a.mu.Unlock()
+		close(g)
+	}
+}
+
+func (a *gatedInits) Init(ctx context.Context, addr string, init sandbox.AgentInit) error {
+	a.mu.Lock()
+	g := a.gate
+	a.mu.Unlock()
+	if g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return a.Agent.Init(ctx, addr, init)
 }
@@ -257,7 +277,7 @@ func TestPoolRefillHoldsForClaims(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rt := fake.New("warren/base", "python:3.12")
-				agent := heldInits{Agent: fake.NewAgent(), release: make(chan struct{})}
+				agent := &gatedInits{Agent: fake.NewAgent()}
 				e := &env{rt: rt, agent: agent.Agent, dir: t.TempDir()}
 				e.start(t, func(c *config) {
 					withPool(2)(c)
@@ -267,13 +287,13 @@ func TestPoolRefillHoldsForClaims(t *testing.T) {
 					}
 				})
 				synctest.Wait()
+				time.AfterFunc(tt.release, agent.hold())
 				before := e.creates()
 				claimed := make(chan error, 1)
 				go func() {
 					_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "base", Timeout: time.Minute})
 					claimed <- err
 				}()
-				time.AfterFunc(tt.release, func() { close(agent.release) })
 				time.Sleep(poolClaimHold / 2)
 				synctest.Wait()
 				if got := e.creates() - before; got != tt.wantMade[0] {
@@ -313,19 +333,19 @@ func TestPoolRefillWaitsForTheCreateBesideIt(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rt := fake.New("warren/base", "python:3.12")
-				agent := heldInits{Agent: fake.NewAgent(), release: make(chan struct{})}
+				agent := &gatedInits{Agent: fake.NewAgent()}
 				e := &env{rt: rt, agent: agent.Agent, dir: t.TempDir()}
 				e.start(t, func(c *config) {
 					withAutoPool(1024)(c)
 					c.Agent = agent
 				})
 				synctest.Wait()
+				time.AfterFunc(tt.release, agent.hold())
 				created := make(chan error, 1)
 				go func() {
 					_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "python:3.12", Timeout: time.Minute})
 					created <- err
 				}()
-				time.AfterFunc(tt.release, func() { close(agent.release) })
 				time.Sleep(poolClaimHold / 2)
 				synctest.Wait()
 				if got := len(e.pooledImage(t, "python:3.12")); got != tt.wantMade[0] {

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -287,6 +288,46 @@ func TestPoolBudgetSharedWithOtherTemplates(t *testing.T) {
 		advance(2 * time.Second)
 		if sb := e.create(t, CreateRequest{Template: "python:3.12"}); !ready[sb.ContainerID] {
 			t.Error("the second create of python:3.12 did not claim from its pool")
+		}
+	})
+}
+
+// A template's first create, whose share of the memory budget comes out
+// of another template's pool, does not share the engine with that pool's
+// removal: the refill holds it until the create is made.
+func TestPoolBudgetGivesWayAfterTheCreate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		agent := &gatedInits{Agent: fake.NewAgent()}
+		e := &env{rt: fake.New("warren/base", "python:3.12"), agent: agent.Agent, dir: t.TempDir()}
+		e.start(t, func(c *config) {
+			withAutoPool(8 * poolMemoryMB(BaseTemplate))(c)
+			c.Agent = agent
+		})
+		synctest.Wait()
+		e.burst(t, 20, "base")
+		synctest.Wait()
+		base := len(e.pooledImage(t, "warren/base"))
+		release := agent.hold()
+		created := make(chan error, 1)
+		go func() {
+			_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "python:3.12", Timeout: time.Minute})
+			created <- err
+		}()
+		time.Sleep(poolClaimHold / 2)
+		synctest.Wait()
+		if got := len(e.pooledImage(t, "warren/base")); got != base {
+			t.Errorf("base pool while the create is made = %d, want %d: nothing removed yet", got, base)
+		}
+		release()
+		if err := <-created; err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := len(e.pooledImage(t, "warren/base")); got != base-1 {
+			t.Errorf("base pool after the create = %d, want %d: one of its containers gave way", got, base-1)
+		}
+		if got := len(e.pooledImage(t, "python:3.12")); got != 1 {
+			t.Errorf("pool of python:3.12 after its first create = %d, want 1", got)
 		}
 	})
 }
