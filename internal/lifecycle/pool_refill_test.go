@@ -221,6 +221,29 @@ func TestPoolGivesWayWhenTheEngineIsFull(t *testing.T) {
 	})
 }
 
+// newGatedEnv is an env whose agent's inits can be held (gatedInits).
+func newGatedEnv(t *testing.T, tweak func(*config)) (*env, *gatedInits) {
+	t.Helper()
+	agent := &gatedInits{Agent: fake.NewAgent()}
+	e := &env{rt: fake.New("warren/base", "python:3.12"), agent: agent.Agent, dir: t.TempDir()}
+	e.start(t, func(c *config) {
+		c.Agent = agent
+		tweak(c)
+	})
+	return e, agent
+}
+
+// createInBackground creates a sandbox of template in a goroutine of its
+// own, and delivers the outcome.
+func (e *env) createInBackground(template string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: template, Timeout: time.Minute})
+		done <- err
+	}()
+	return done
+}
+
 // gatedInits is an agent whose inits wait, between a hold and its
 // release, for the release.
 type gatedInits struct {
@@ -276,24 +299,16 @@ func TestPoolRefillHoldsForClaims(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := fake.New("warren/base", "python:3.12")
-				agent := &gatedInits{Agent: fake.NewAgent()}
-				e := &env{rt: rt, agent: agent.Agent, dir: t.TempDir()}
-				e.start(t, func(c *config) {
+				e, agent := newGatedEnv(t, func(c *config) {
 					withPool(2)(c)
-					c.Agent = agent
 					if tt.elsewhere {
-						c.Runtime = parallelSlowStarts{&slowStarts{Runtime: rt, parallel: 8}}
+						c.Runtime = parallelSlowStarts{&slowStarts{Runtime: c.Runtime.(*fake.Runtime), parallel: 8}}
 					}
 				})
 				synctest.Wait()
 				time.AfterFunc(tt.release, agent.hold())
 				before := e.creates()
-				claimed := make(chan error, 1)
-				go func() {
-					_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "base", Timeout: time.Minute})
-					claimed <- err
-				}()
+				claimed := e.createInBackground("base")
 				time.Sleep(poolClaimHold / 2)
 				synctest.Wait()
 				if got := e.creates() - before; got != tt.wantMade[0] {
@@ -332,20 +347,10 @@ func TestPoolRefillWaitsForTheCreateBesideIt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := fake.New("warren/base", "python:3.12")
-				agent := &gatedInits{Agent: fake.NewAgent()}
-				e := &env{rt: rt, agent: agent.Agent, dir: t.TempDir()}
-				e.start(t, func(c *config) {
-					withAutoPool(1024)(c)
-					c.Agent = agent
-				})
+				e, agent := newGatedEnv(t, withAutoPool(1024))
 				synctest.Wait()
 				time.AfterFunc(tt.release, agent.hold())
-				created := make(chan error, 1)
-				go func() {
-					_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "python:3.12", Timeout: time.Minute})
-					created <- err
-				}()
+				created := e.createInBackground("python:3.12")
 				time.Sleep(poolClaimHold / 2)
 				synctest.Wait()
 				if got := len(e.pooledImage(t, "python:3.12")); got != tt.wantMade[0] {

@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -297,22 +296,13 @@ func TestPoolBudgetSharedWithOtherTemplates(t *testing.T) {
 // removal: the refill holds it until the create is made.
 func TestPoolBudgetGivesWayAfterTheCreate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		agent := &gatedInits{Agent: fake.NewAgent()}
-		e := &env{rt: fake.New("warren/base", "python:3.12"), agent: agent.Agent, dir: t.TempDir()}
-		e.start(t, func(c *config) {
-			withAutoPool(8 * poolMemoryMB(BaseTemplate))(c)
-			c.Agent = agent
-		})
+		e, agent := newGatedEnv(t, withAutoPool(8*poolMemoryMB(BaseTemplate)))
 		synctest.Wait()
 		e.burst(t, 20, "base")
 		synctest.Wait()
 		base := len(e.pooledImage(t, "warren/base"))
 		release := agent.hold()
-		created := make(chan error, 1)
-		go func() {
-			_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Template: "python:3.12", Timeout: time.Minute})
-			created <- err
-		}()
+		created := e.createInBackground("python:3.12")
 		time.Sleep(poolClaimHold / 2)
 		synctest.Wait()
 		if got := len(e.pooledImage(t, "warren/base")); got != base {
