@@ -35,8 +35,9 @@
 // Every rule has a comment starting "warren:<bridge>:", so
 // `iptables-save | grep warren:` lists them; Uninstall removes them.
 //
-// It shells out to iptables-restore (each rewrite is one atomic commit)
-// and iptables. It does not create the network or learn addresses: the
+// It shells out to iptables-restore (each write is one atomic commit,
+// which inserts a new sandbox's rules rather than rewriting the chains:
+// see ruleset) and iptables. It does not create the network or learn addresses: the
 // runtime does, and the lifecycle manager tells it.
 package firewall
 
