@@ -24,7 +24,9 @@
 //   image       the same for a local image used as a template (a fresh tag of warren/base).
 //   first       --n first-ever creates of an image: each of a fresh image (warren/base with a
 //               new label, so a new image ID that no pool or cache has seen), beside the floor,
-//               `docker run -d` of another fresh image, alternating.
+//               `docker run -d` of another fresh image, alternating; and beside the same on the
+//               sandbox network (WARREN_NETWORK, default warren0), whose containers the engine
+//               also gives its embedded DNS.
 //   phases      where a create's time goes: --n creates one at a time (1 s apart) on this
 //               server (pooled) and on a second one with --warm-pool=0 (cold), and the p50 and
 //               mean of each phase, from the histograms warren_create_phase_seconds of
@@ -208,12 +210,15 @@ async function burst(n) {
   return { lat: ok.map((r) => r.ms), failures: errs.length, errors: [...new Set(errs)].slice(0, 3), wall, pool }
 }
 
-// dockerRun times one `docker run -d` of image (a published port, as Warren's containers have)
-// and returns the container's ID with it.
-async function dockerRun(image) {
+// sandboxNetwork is the network the server puts its sandboxes on (warren serve --network).
+const sandboxNetwork = process.env.WARREN_NETWORK || 'warren0'
+
+// dockerRun times one `docker run -d` of image (a published port, as Warren's containers have),
+// on the engine's default network or another, and returns the container's ID with it.
+async function dockerRun(image, network) {
   const t0 = now()
   const { stdout } = await run('docker', ['run', '-d', ...floorRuntime, '--label', `bench=${server.name}`,
-    '-p', '127.0.0.1::49983', '--entrypoint', '/bin/sleep', image, '600'])
+    ...(network ? ['--network', network] : []), '-p', '127.0.0.1::49983', '--entrypoint', '/bin/sleep', image, '600'])
   return { ms: now() - t0, id: stdout.trim() }
 }
 
@@ -226,10 +231,10 @@ async function floor(n) {
 }
 
 // floorSeries: n × `docker run -d` one at a time, each removed before the next.
-async function floorSeries(n, image = () => 'warren/base') {
+async function floorSeries(n, image = () => 'warren/base', network) {
   const lat = []
   for (let i = 0; i < n; i++) {
-    const r = await dockerRun(image(i))
+    const r = await dockerRun(image(i), network)
     lat.push(r.ms)
     await run('docker', ['rm', '-f', r.id])
   }
@@ -391,21 +396,30 @@ try {
     const w = []
     const errors = []
     const f = []
+    const fn = []
     for (let i = 0; i < count; i++) {
       w.push(await attempt(errors, await freshImage(`${tag}-first:w${i}`)))
       const other = await freshImage(`${tag}-first:f${i}`)
       f.push(...(await floorSeries(1, () => other)))
+      const onNet = await freshImage(`${tag}-first:n${i}`)
+      fn.push(...(await floorSeries(1, () => onNet, sandboxNetwork)))
     }
     const ws = summary(w, errors)
     const fs = stat(f)
+    const fns = stat(fn)
     line(`first create of a fresh image (n=${count})`, ws, ws.failures)
     if (errors.length) note(`${''.padEnd(40)} errors: ${ws.errors.join(' | ')}`)
     line('  floor: docker run -d of a fresh image', fs)
     note(`${''.padEnd(40)} p50 / floor p50 = ${(ws.p50 / fs.p50).toFixed(2)}`)
+    line(`  the same on the sandbox network ${sandboxNetwork}`, fns)
+    note(`${''.padEnd(40)} p50 / its p50 = ${(ws.p50 / fns.p50).toFixed(2)}`)
     const ph = phaseStats(m0, await metrics()).cold ?? {}
     const names = Object.keys(ph).sort((x, y) => phaseOrder.indexOf(x) - phaseOrder.indexOf(y))
     note(`${''.padEnd(40)} its phases, p50 ms: ${names.map((p) => `${p} ${ph[p].p50_ms.toFixed(1)}`).join(', ')}`)
-    results.first = { warren: ws, floor: fs, ratio_p50: ws.p50 / fs.p50, phases: ph }
+    results.first = {
+      warren: ws, floor: fs, ratio_p50: ws.p50 / fs.p50,
+      floor_sandbox_network: fns, ratio_sandbox_network_p50: ws.p50 / fns.p50, phases: ph,
+    }
   }
 
   if (only.includes('phases')) {
