@@ -16,7 +16,7 @@ import (
 // one larger than the gate's queue is refused at once with a message,
 // never left to hang. The claims in flight and the creates through the
 // gate are counted (gauge), so that the refill that replaces them on this
-// machine can wait for them to pass (holdForClaims) rather than take the
+// machine can wait for them to pass (holdForCreates) rather than take the
 // CPU and the engine they need.
 
 // flights runs one call per key at a time and gives its result to every
@@ -210,7 +210,7 @@ const (
 	poolClaimPoll = 10 * time.Millisecond
 )
 
-// holdForClaims waits, before the refill starts a container on this
+// holdForCreates waits, before the refill starts a container on this
 // machine, until the claims and the creates through the gate in flight
 // have passed, or a create waits at the gate (it needs a container now,
 // and takes the refill's), or until. A claim is a few milliseconds of the
@@ -221,7 +221,7 @@ const (
 // of a template, which gives the template its pool, would wait for its
 // own pool. An engine that starts containers elsewhere
 // (sandbox.ParallelStarter) is not held.
-func (m *Manager) holdForClaims(ctx context.Context, until time.Time) {
+func (m *Manager) holdForCreates(ctx context.Context, until time.Time) {
 	if _, elsewhere := m.cfg.Runtime.(sandbox.ParallelStarter); elsewhere {
 		return
 	}

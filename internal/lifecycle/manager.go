@@ -112,7 +112,7 @@ type Manager struct {
 	// once (see admitCold).
 	cold coldGate
 	// claims counts the claims from the warm pool in flight, which
-	// refills hold back for (holdForClaims).
+	// refills hold back for (holdForCreates).
 	claims gauge
 	caps   capabilities // the optional parts of cfg.Runtime
 	// createPhases sums the steps of the creates that succeeded, by

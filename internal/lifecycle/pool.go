@@ -495,7 +495,7 @@ func (m *Manager) refill(ctx context.Context) error {
 		// whose share of the budget comes out of another's pool would
 		// otherwise wait for that pool's removal. Claims may take some
 		// of the surplus meanwhile.
-		m.holdForClaims(ctx, time.Now().Add(poolClaimHold))
+		m.holdForCreates(ctx, time.Now().Add(poolClaimHold))
 	}
 	for _, e := range m.pool.dropNewest(surplus()) {
 		m.dropPooled(ctx, e, "more than the pool keeps now")
@@ -546,7 +546,7 @@ func (m *Manager) refill(ctx context.Context) error {
 		slots    = make(chan struct{}, m.poolFillers())
 		// done tells the loop that a container is made (or failed).
 		done = make(chan struct{}, 1)
-		// holdUntil ends the pass's hold for claims (holdForClaims),
+		// holdUntil ends the pass's hold for claims and creates (holdForCreates),
 		// poolClaimHold after its first.
 		holdUntil time.Time
 	)
@@ -573,7 +573,7 @@ func (m *Manager) refill(ctx context.Context) error {
 			if holdUntil.IsZero() {
 				holdUntil = time.Now().Add(poolClaimHold)
 			}
-			m.holdForClaims(ctx, holdUntil)
+			m.holdForCreates(ctx, holdUntil)
 			slots <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-slots }()
