@@ -56,7 +56,7 @@ step() {
 		results+=("FAILED  $(printf '%4ds' $((SECONDS - start)))  $name")
 	fi
 	sleep 1 # (for tee to write the last lines)
-	[ -s "$errlog" ] && results+=("$(tail -n 12 "$errlog" | cut -c 1-200 | sed 's/^/          | /')")
+	[ -s "$errlog" ] && results+=("$(tail -n 16 "$errlog" | cut -c 1-200 | sed 's/^/          | /')")
 	rm -f "$errlog"
 	failed=1
 	return 1

@@ -103,8 +103,20 @@ fi
 say "running node --test ${opts[*]} ${files[*]}"
 set +e
 node server/harness.mjs run -- \
-  node --test --test-concurrency=1 --test-reporter=spec --test-timeout="${WARREN_E2E_TEST_TIMEOUT:-300000}" "${opts[@]}" "${files[@]}"
+  node --test --test-concurrency=1 --test-timeout="${WARREN_E2E_TEST_TIMEOUT:-300000}" \
+  --test-reporter=spec --test-reporter-destination=stdout \
+  --test-reporter=./failures-reporter.mjs --test-reporter-destination="$WARREN_E2E_RUN_DIR/failures" \
+  "${opts[@]}" "${files[@]}"
 status=$?
 set -e
-if [ "$status" -eq 0 ]; then say "all server end-to-end tests passed"; else say "server end-to-end tests FAILED (exit $status)"; fi
+if [ "$status" -eq 0 ]; then
+  say "all server end-to-end tests passed"
+else
+  # Last, after the servers' log tails: what failed and why (what a summary of the run quotes).
+  if [ -s "$WARREN_E2E_RUN_DIR/failures" ]; then
+    say "failed ($(wc -l <"$WARREN_E2E_RUN_DIR/failures")):"
+    head -n 10 "$WARREN_E2E_RUN_DIR/failures" | sed 's/^/  /' >&2
+  fi
+  say "server end-to-end tests FAILED (exit $status)"
+fi
 exit "$status"
