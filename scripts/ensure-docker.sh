@@ -63,10 +63,29 @@ if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
 	systemctl start docker || true
 fi
 
+# By hand, as Debian's units run it: containerd first, as a process of its own that outlives a
+# restart of dockerd. A dockerd that supervises its own containerd stops it when it stops, and a
+# container it was starting at that moment is left running, unknown to the engine once restarted,
+# on an address the engine hands out again.
+ctrd=/run/containerd/containerd.sock
+start_containerd() {
+	ctr --address "$ctrd" version >/dev/null 2>&1 && return
+	local log=/var/log/warren-containerd.log
+	say "starting containerd in the background (log: $log)"
+	nohup setsid containerd >"$log" 2>&1 </dev/null &
+	for _ in $(seq 60); do
+		ctr --address "$ctrd" version >/dev/null 2>&1 && return
+		sleep 0.5
+	done
+	tail -n 20 "$log" >&2
+	die "containerd did not answer at $ctrd within 30 s; see the log above ($log)"
+}
+
 if ! docker_answers; then
+	start_containerd
 	log=/var/log/warren-dockerd.log
 	say "starting dockerd in the background (log: $log)"
-	nohup setsid dockerd >"$log" 2>&1 </dev/null &
+	nohup setsid dockerd --containerd="$ctrd" >"$log" 2>&1 </dev/null &
 fi
 
 for _ in $(seq 60); do

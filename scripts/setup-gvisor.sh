@@ -9,7 +9,9 @@
 #   scripts/setup-gvisor.sh stop           stop it and remove its bridge and directories
 #   scripts/setup-gvisor.sh env            print the variables the tests read
 #
-# The second engine has its own data root, exec root, socket and bridge; it
+# The second engine has its own data root, exec root, socket and bridge, and
+# a containerd of its own that outlives its dockerd, as Debian's docker.service
+# runs the main engine (start_containerd says why); it
 # runs with --iptables=false --ip-masq=false so it cannot clash with the main
 # engine's rules (published ports go through docker-proxy), in experimental
 # mode so that `docker checkpoint` works, and with --live-restore (see
@@ -44,6 +46,7 @@ GV_POOL=${GV_POOL:-10.214.0.0/16}
 GV_IMAGES=${GV_IMAGES:-warren/base}
 GV_CGROUP=${GV_CGROUP:-warren-gvisor}
 SOCK="unix://$GV_RUN/docker.sock"
+CTRD_SOCK="$GV_RUN/containerd/containerd.sock"
 GV_FORWARD="-i wgv+ -o wgv+ -m comment --comment warren-gvisor:intra-bridge -j ACCEPT"
 
 log() { echo "setup-gvisor: $*" >&2; }
@@ -69,6 +72,7 @@ start() {
 		log "engine already running at $SOCK"
 	else
 		mkdir -p "$GV_ROOT" "$GV_RUN"
+		start_containerd
 		if ! ip link show "$GV_BRIDGE" >/dev/null 2>&1; then
 			ip link add "$GV_BRIDGE" type bridge
 			ip addr add "$GV_BIP" dev "$GV_BRIDGE"
@@ -91,9 +95,10 @@ EOF
 		ip link show docker0 >/dev/null 2>&1 && had_docker0=1
 		dockerd --config-file "$GV_RUN/daemon.json" --live-restore \
 			--data-root "$GV_ROOT" --exec-root "$GV_RUN/exec" --pidfile "$GV_RUN/docker.pid" \
-			-H "$SOCK" --bridge "$GV_BRIDGE" --iptables=false --ip-masq=false --ip-forward=false \
+			-H "$SOCK" --containerd "$CTRD_SOCK" \
+			--bridge "$GV_BRIDGE" --iptables=false --ip-masq=false --ip-forward=false \
 			--default-address-pool "base=$GV_POOL,size=24" --cgroup-parent "$GV_CGROUP" \
-			>"$GV_RUN/dockerd.log" 2>&1 &
+			>>"$GV_RUN/dockerd.log" 2>&1 &
 		for _ in $(seq 1 60); do
 			DOCKER_HOST=$SOCK docker version >/dev/null 2>&1 && break
 			sleep 0.5
@@ -126,6 +131,46 @@ EOF
 	log "runsc works"
 }
 
+# start_containerd starts the engine's containerd unless it answers. A
+# dockerd that supervises its own containerd stops it when it stops, and a
+# container it was starting at that moment is left half made: dockerd's
+# clean-up of the failed start cannot reach containerd, and the runsc
+# sandbox keeps running, unknown to the engine, on an address the engine
+# hands out again once restarted (the next sandbox there is unreachable).
+start_containerd() {
+	if [ -S "$CTRD_SOCK" ] && ctr --address "$CTRD_SOCK" version >/dev/null 2>&1; then
+		return
+	fi
+	mkdir -p "$GV_RUN/containerd"
+	cat >"$GV_RUN/containerd.toml" <<EOF
+version = 2
+root = "$GV_ROOT/containerd"
+state = "$GV_RUN/containerd/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$CTRD_SOCK"
+[ttrpc]
+  address = "$CTRD_SOCK.ttrpc"
+[debug]
+  address = "$GV_RUN/containerd/debug.sock"
+EOF
+	containerd --config "$GV_RUN/containerd.toml" >>"$GV_RUN/containerd.log" 2>&1 &
+	echo $! >"$GV_RUN/containerd.pid"
+	for _ in $(seq 1 60); do
+		ctr --address "$CTRD_SOCK" version >/dev/null 2>&1 && return
+		sleep 0.5
+	done
+	tail -20 "$GV_RUN/containerd.log" >&2
+	log "containerd did not answer at $CTRD_SOCK within 30 s (its log above)"
+	exit 1
+}
+
+# stop_pid PID: SIGTERM, then up to 20 s for it to exit.
+stop_pid() {
+	kill "$1" 2>/dev/null || return 0
+	for _ in $(seq 1 40); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.5; done
+}
+
 # cleanup_firewall removes the iptables chains (and the jumps to them) that
 # Warren servers left for networks of this engine; by convention the tests
 # and benchmarks name those networks wgv* (WRN-<bridge>-<id>-{I,F}).
@@ -144,25 +189,21 @@ cleanup_firewall() {
 
 stop() {
 	if [ -f "$GV_RUN/docker.pid" ]; then
-		local pid
-		pid=$(cat "$GV_RUN/docker.pid")
 		# Containers first, so that no runsc sandbox outlives the engine.
 		DOCKER_HOST=$SOCK docker ps -aq 2>/dev/null | xargs -r env DOCKER_HOST=$SOCK docker rm -f >/dev/null 2>&1 || true
-		kill "$pid" 2>/dev/null || true
-		for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+		stop_pid "$(cat "$GV_RUN/docker.pid")"
 	fi
+	if [ -f "$GV_RUN/containerd.pid" ]; then stop_pid "$(cat "$GV_RUN/containerd.pid")"; fi
 	cleanup_firewall
 	while iptables -D FORWARD $GV_FORWARD 2>/dev/null; do :; done
 	if ip link show "$GV_BRIDGE" >/dev/null 2>&1; then ip link del "$GV_BRIDGE"; fi
 	# Bridges of the engine's own networks (br-*) whose addresses are in
 	# our pool are left by a killed engine; remove them.
 	ip -o -4 addr show | awk -v p="${GV_POOL%.*.*}." '$4 ~ "^"p {print $2}' | sort -u | xargs -r -n1 ip link del 2>/dev/null || true
-	# containerd shims outlive a killed engine; these talk to this engine's
-	# containerd socket only.
-	local shim
-	for shim in $(pgrep -f -- "-address $GV_RUN/exec/containerd/containerd.sock" || true); do
-		kill "$shim" 2>/dev/null || true
-	done
+	# containerd shims, and the runsc sandboxes under them, outlive a killed
+	# engine; these name this engine's containerd socket or runsc root.
+	pkill -9 -f -- "-address $CTRD_SOCK" 2>/dev/null || true
+	pkill -9 -f -- "--root=$GV_RUN/" 2>/dev/null || true
 	awk -v r="$GV_RUN/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount 2>/dev/null || true
 	# dockerd bind-mounts its data root onto itself.
 	while grep -q " $GV_ROOT " /proc/mounts; do umount "$GV_ROOT" || break; done
@@ -172,7 +213,8 @@ stop() {
 }
 
 # restart stops the engine's dockerd and starts it again on the same data
-# root. With --live-restore its containers keep running meanwhile.
+# root. With --live-restore its containers keep running meanwhile, and so
+# does its containerd.
 restart() {
 	if [ -f "$GV_RUN/docker.pid" ]; then
 		local pid

@@ -137,9 +137,11 @@ export const dockerd = process.env.WARREN_E2E_RESTART_DOCKERD === '1' ||
 /**
  * Stops dockerd (SIGTERM, as a service manager would) and starts it the way scripts/ensure-docker.sh
  * does; on the gVisor test engine (DOCKER_HOST at /run/warren-gvisor), with scripts/setup-gvisor.sh.
+ * It waits first for a moment when the engine starts no container (engineQuiet).
  */
 export async function restartDockerd() {
   const run = promisify(execFile)
+  await engineQuiet()
   if (process.env.DOCKER_HOST?.includes('/run/warren-gvisor/')) {
     await run(join(REPO, 'scripts/setup-gvisor.sh'), ['restart'], { timeout: 180_000 })
     return
@@ -157,6 +159,34 @@ export async function restartDockerd() {
     }
   }, { timeoutMs: 90_000, intervalMs: 250, what: `dockerd (pid ${pid}) to exit` })
   await run(join(REPO, 'scripts/ensure-docker.sh'), [], { timeout: 120_000 })
+}
+
+/**
+ * Waits until the engine starts no container: none is being made (state "created") and its
+ * containers stay the same for 2 s (the warm pools' refills start containers whenever a claim
+ * took one). Docker 20.10 stopped while it starts a container leaves that container running but
+ * unknown once restarted (it reattaches only the containers it had recorded as running), on an
+ * address it then hands out again, so that the next sandbox there cannot be reached; no API call
+ * stops it. An operator restarting the engine under Warren has to pick such a moment too.
+ */
+async function engineQuiet() {
+  const run = promisify(execFile)
+  const containers = async () =>
+    (await run('docker', ['ps', '-a', '--no-trunc', '--format', '{{.ID}} {{.State}}'])).stdout.split('\n').sort().join('\n')
+  const deadline = Date.now() + 60_000
+  let last
+  let since = Date.now()
+  while (Date.now() < deadline) {
+    const now = await containers()
+    if (now !== last) {
+      last = now
+      since = Date.now()
+    } else if (!/ created$/m.test(now) && Date.now() - since >= 2_000) {
+      return
+    }
+    await sleep(250)
+  }
+  throw new Error('the engine kept starting containers for 60 s: no moment to restart it without losing one')
 }
 
 /**
