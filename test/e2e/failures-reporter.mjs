@@ -1,5 +1,5 @@
 // A node --test reporter that writes one line per failed test or hook: its file, its name and
-// the first line of its error. The suites' scripts print these lines last, after the servers'
+// the first lines of its error. The suites' scripts print these lines last, after the servers'
 // log tails, so that a run whose end is all that is seen (test.sh's summary, CI's record) says
 // what failed and why.
 import { basename } from 'node:path'

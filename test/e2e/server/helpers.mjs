@@ -171,22 +171,17 @@ export async function restartDockerd() {
  */
 async function engineQuiet() {
   const run = promisify(execFile)
-  const containers = async () =>
-    (await run('docker', ['ps', '-a', '--no-trunc', '--format', '{{.ID}} {{.State}}'])).stdout.split('\n').sort().join('\n')
-  const deadline = Date.now() + 60_000
   let last
-  let since = Date.now()
-  while (Date.now() < deadline) {
-    const now = await containers()
+  let since
+  await waitFor(async () => {
+    const now = (await run('docker', ['ps', '-a', '--no-trunc', '--format', '{{.ID}} {{.State}}'])).stdout.split('\n').sort().join('\n')
     if (now !== last) {
       last = now
       since = Date.now()
-    } else if (!/ created$/m.test(now) && Date.now() - since >= 2_000) {
-      return
+      return false
     }
-    await sleep(250)
-  }
-  throw new Error('the engine kept starting containers for 60 s: no moment to restart it without losing one')
+    return !/ created$/m.test(now) && Date.now() - since >= 2_000
+  }, { timeoutMs: 60_000, intervalMs: 250, what: 'a moment when the engine starts no container, to restart it without losing one' })
 }
 
 /**
