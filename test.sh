@@ -5,63 +5,105 @@
 # dashboard's browser tests (Debian's chromium, installed when missing), under runc and
 # again under gVisor (WARREN_TEST_GVISOR=0 leaves gVisor out), and a real two-node Kubernetes
 # (scripts/kube.sh, test/kube) with its smoke test and the SDK suite against Warren on it
-# (test/e2e/kube-run.sh). Every step has a time cap and the
-# whole run a budget (see step), so a hang fails its step instead of the run. Exits non-zero if
-# any step fails; a summary of every step and its time is printed at the end, with the last
-# lines a failed step wrote to standard error.
+# (test/e2e/kube-run.sh).
+#
+# The steps run in two lanes side by side once the binaries, images and npm packages are
+# there: the Kubernetes lane (its binaries are built or restored from the start, beside
+# everything else) and the Docker lane (the Go tests, the end-to-end suites on the main engine,
+# the dashboard, then gVisor on its own engine). Two lanes, not more: the machine CI runs on has
+# two cores, and the heavy steps of each lane (Go tests, gVisor) meet only sleeping sandboxes of
+# the other. The tests that restart the main Docker engine stop every container on it, so they
+# run last, alone (WARREN_E2E_RESTART_DOCKERD is 0 in the lanes).
+#
+# Every step has a time cap and the whole run a budget (see step), so a hang fails its step
+# instead of the run. Exits non-zero if any step fails; a summary of every step, its lane, when
+# it started and how long it took is printed at the end, with the last lines a failed step wrote
+# to standard error, and written as JSON to $WARREN_TEST_RECORD (test-summary.json).
 set -uo pipefail
 cd "$(dirname "$0")"
-
-results=()
-failed=0
 
 # Time budget: CI stops a run at 90 minutes, so every step runs under a cap, and no step
 # starts or runs past the whole run's budget (WARREN_TEST_BUDGET seconds, 85 minutes by
 # default). A step that hangs is killed with its process group and reported, and the steps
 # after it still run and the summary is still printed.
 budget=${WARREN_TEST_BUDGET:-5100}
+record=${WARREN_TEST_RECORD:-test-summary.json}
+t0=$(date +%s)
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/warren-test-XXXXXX")
+lane=main
+
+elapsed() { echo $(($(date +%s) - t0)); }
+
+# note STATUS START SECONDS NAME [TAIL-FILE]: one line of the run's record. Lanes append to the
+# same file; a line is one write, far below PIPE_BUF.
+note() {
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$2" "$3" "$1" "$lane" "$4" "${5:-}" >>"$run_dir/steps"
+}
 
 # step NAME CAP COMMAND...: runs the command for at most CAP seconds (less when the budget
 # has less left), records the result. Shell functions run through `bash -c`.
 step() {
 	local name=$1 cap=$2
 	shift 2
-	printf '\n=== test.sh: %s\n' "$name"
-	local start=$SECONDS left=$((budget - SECONDS - 60)) rc=0
+	printf '\n=== test.sh [%s]: %s\n' "$lane" "$name"
+	local start left rc=0
+	start=$(elapsed)
+	left=$((budget - start - 60))
 	if [ "$left" -lt 60 ]; then
 		echo "test.sh: not started: the run's ${budget}s budget is spent" >&2
-		results+=("FAILED     -   $name (not started: time budget spent)")
-		failed=1
+		note FAILED "$start" 0 "$name (not started: time budget spent)"
 		return 1
 	fi
 	[ "$cap" -le "$left" ] || cap=$left
 	# (The step's standard error is copied to a file: the summary quotes its end when the step
 	# fails. A process substitution, not a pipe, so daemons a step starts cannot hold it up.)
 	local errlog
-	errlog=$(mktemp)
+	errlog=$(mktemp "$run_dir/stderr.XXXXXX")
 	if declare -F "$1" >/dev/null; then
 		timeout -k 60 "$cap" bash -c "$(declare -f "$1"); $(printf '%q ' "$@")" 2> >(tee "$errlog" >&2) || rc=$?
 	else
 		timeout -k 60 "$cap" "$@" 2> >(tee "$errlog" >&2) || rc=$?
 	fi
+	local secs=$(($(elapsed) - start))
 	if [ $rc = 0 ]; then
-		results+=("ok      $(printf '%4ds' $((SECONDS - start)))  $name")
+		note ok "$start" "$secs" "$name"
 		rm -f "$errlog"
 		return 0
 	fi
+	sleep 1 # (for tee to write the last lines)
+	local tail=$errlog.tail
+	tail -n 16 "$errlog" | cut -c 1-200 >"$tail"
+	rm -f "$errlog"
 	if [ $rc = 124 ] || [ $rc = 137 ]; then
 		echo "test.sh: '$name' was stopped after its limit of ${cap}s" >&2
-		results+=("FAILED  $(printf '%4ds' $((SECONDS - start)))  $name (stopped at its ${cap}s limit)")
+		note FAILED "$start" "$secs" "$name (stopped at its ${cap}s limit)" "$tail"
 	else
-		results+=("FAILED  $(printf '%4ds' $((SECONDS - start)))  $name")
+		note FAILED "$start" "$secs" "$name" "$tail"
 	fi
-	sleep 1 # (for tee to write the last lines)
-	[ -s "$errlog" ] && results+=("$(tail -n 16 "$errlog" | cut -c 1-200 | sed 's/^/          | /')")
-	rm -f "$errlog"
-	failed=1
 	return 1
 }
-skip() { results+=("skipped        $1 (a step it needs failed)"); }
+skip() { note skipped "$(elapsed)" 0 "$1 (${2:-a step it needs failed})"; }
+
+# A lane tells the others what it has made with marks in the run's directory. await MARK waits
+# for MARK.ok or MARK.failed (the step making it has a cap, so one of them comes) and says
+# whether it was made.
+mark() { touch "$run_dir/$1.$2"; }
+await() {
+	until [ -e "$run_dir/$1.ok" ] || [ -e "$run_dir/$1.failed" ]; do
+		[ "$(elapsed)" -lt "$budget" ] || return 1
+		sleep 2
+	done
+	[ -e "$run_dir/$1.ok" ]
+}
+
+# in_lane NAME FUNCTION: runs FUNCTION in the background as lane NAME, its output prefixed
+# with [NAME] so that the lanes' lines can be told apart; $! is the lane.
+in_lane() {
+	(
+		lane=$1
+		"$2"
+	) > >(sed -u "s/^/[$1] /") 2> >(sed -u "s/^/[$1] /" >&2) &
+}
 
 e2e_install() {
 	if [ ! -f test/e2e/package.json ] || [ ! -x test/e2e/run.sh ]; then
@@ -71,9 +113,19 @@ e2e_install() {
 	(cd test/e2e && npm ci --no-audit --no-fund)
 }
 
+# packages installs, before the lanes start, the Debian packages that steps of both lanes
+# would otherwise install side by side: the cluster's and the dashboard tests' chromium.
+packages() {
+	scripts/kube.sh deps || return 1
+	[ -x "${CHROMIUM:-/usr/bin/chromium}" ] && return 0
+	echo "test.sh: installing Debian's chromium for the dashboard's browser tests (apt-get install -y chromium)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 chromium >/dev/null
+}
+
 # gvisor_suite runs the gVisor tests, the isolation tests and the end-to-end suites again with
 # sandboxes under gVisor (runsc), on a second Docker engine that scripts/setup-gvisor.sh builds
-# runsc for and starts, so the main engine's configuration is never touched.
+# runsc for and starts, so the main engine's configuration is never touched. Its restart tests
+# restart that engine only (it runs with --live-restore), so they run here, in the lane.
 gvisor_suite() {
 	local host=unix:///run/warren-gvisor/docker.sock rc=0
 	GV_IMAGES="warren/base warren/code-interpreter" scripts/setup-gvisor.sh start || {
@@ -83,7 +135,7 @@ gvisor_suite() {
 	WARREN_GVISOR_DOCKER_HOST=$host go test -count=1 -run 'GVisor' ./internal/lifecycle/ || rc=1
 	WARREN_GVISOR_DOCKER_HOST=$host WARREN_ISOLATION_RUNTIME=gvisor go test -count=1 ./test/isolation/ || rc=1
 	DOCKER_HOST=$host WARREN_E2E_DOCKER_RUNTIME=runsc test/e2e/run.sh || rc=1
-	DOCKER_HOST=$host WARREN_RUNTIME=gvisor WARREN_NETWORK=wgvsb \
+	DOCKER_HOST=$host WARREN_RUNTIME=gvisor WARREN_NETWORK=wgvsb WARREN_E2E_RESTART_DOCKERD=1 \
 		WARREN_E2E_LOAD_SANDBOXES=50 test/e2e/server-run.sh || rc=1
 	scripts/setup-gvisor.sh stop || rc=1
 	return $rc
@@ -109,10 +161,7 @@ gvisor_report() {
 # (Exported: steps run functions in a shell of their own.)
 export KUBE_HOST_STATE=/tmp/warren-kube-host-state.before
 kube_up() {
-	# Packages first: installing them is no change the cluster makes, and the snapshot reads
-	# nftables with nft.
-	scripts/kube.sh deps &&
-		test/kube/host-unchanged.sh snapshot "$KUBE_HOST_STATE" &&
+	test/kube/host-unchanged.sh snapshot "$KUBE_HOST_STATE" &&
 		scripts/kube.sh up &&
 		scripts/kube.sh load warren/base
 }
@@ -123,15 +172,23 @@ kube_down() {
 	rm -f "$KUBE_HOST_STATE"
 	return $rc
 }
-kube_suite() {
+
+# kube_lane: the Kubernetes binaries from the start (a cold build takes ~20 minutes, niced, on
+# one core), then, once the images are there, the cluster and everything run on it.
+kube_lane() {
 	if ! step "Kubernetes: build or restore the test cluster's binaries (scripts/kube.sh build)" 2400 scripts/kube.sh build; then
 		skip "Kubernetes: test cluster"
+		return
+	fi
+	if ! await ready; then
+		skip "Kubernetes: test cluster" "the binaries, images or npm packages are missing"
 		return
 	fi
 	if step "Kubernetes: test cluster up, two nodes, warren/base loaded (scripts/kube.sh up)" 600 kube_up; then
 		step "Kubernetes: smoke test: runc and gVisor pods on both nodes (test/kube/smoke.sh)" 600 test/kube/smoke.sh
 		step "Kubernetes: the node agent's image API: import, commit (runc, gVisor), export to the other node, remove (test/kube/node-images.sh)" 900 test/kube/node-images.sh
-		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes (test/e2e/kube-run.sh)" 2400 test/e2e/kube-run.sh
+		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes (test/e2e/kube-run.sh)" 2400 \
+			env WARREN_E2E_RESTART_DOCKERD=0 test/e2e/kube-run.sh
 	else
 		scripts/kube.sh logs >&2
 		skip "Kubernetes: tests on the cluster"
@@ -139,66 +196,89 @@ kube_suite() {
 	step "Kubernetes: test cluster down, the host as it was (test/kube/host-unchanged.sh)" 300 kube_down
 }
 
-ready=1
-step "Docker engine and debootstrap (scripts/ensure-docker.sh)" 900 scripts/ensure-docker.sh || ready=0
-if [ $ready = 1 ]; then
-	step "build binaries (scripts/build.sh)" 900 scripts/build.sh || ready=0
-else
-	skip "build binaries"
-fi
-if [ $ready = 1 ]; then
-	step "base image (bin/warren image build)" 1200 bin/warren image build || ready=0
-else
-	skip "base image"
-fi
-if [ $ready = 1 ]; then
-	step "code interpreter image (bin/warren image build code-interpreter)" 1200 bin/warren image build code-interpreter || ready=0
-else
-	skip "code interpreter image"
-fi
-if [ $ready = 1 ]; then
-	step "MCP gateway image (bin/warren image build mcp-gateway)" 300 bin/warren image build mcp-gateway || ready=0
-else
-	skip "MCP gateway image"
-fi
-step "go vet ./..." 600 go vet ./...
-step "go test ./..." 1500 go test -count=1 -timeout 20m ./...
-if [ $ready = 1 ] && step "end-to-end: npm ci (test/e2e)" 600 e2e_install; then
+# docker_lane: go vet, the Go tests and, when the images are there, the end-to-end suites on the
+# main engine, then gVisor.
+docker_lane() {
+	step "go vet ./..." 600 go vet ./...
+	step "go test ./..." 1500 go test -count=1 -timeout 20m ./...
+	if ! await ready; then
+		skip "end-to-end tests" "the binaries, images or npm packages are missing"
+		return
+	fi
 	step "end-to-end: agent with the SDK (test/e2e/run.sh)" 900 test/e2e/run.sh
-	if [ -x test/e2e/server-run.sh ]; then
-		step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 test/e2e/server-run.sh
-	fi
+	step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 env WARREN_E2E_RESTART_DOCKERD=0 test/e2e/server-run.sh
 	step "dashboard: embedded build matches web/, browser tests in chromium (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
-	kube_suite
 	if [ "${WARREN_TEST_GVISOR:-1}" = 0 ]; then
-		results+=("skipped        gVisor runtime (WARREN_TEST_GVISOR=0)")
+		skip "gVisor runtime" "WARREN_TEST_GVISOR=0"
+	elif step "gVisor runtime: build runsc (scripts/setup-gvisor.sh build)" 1200 scripts/setup-gvisor.sh build; then
+		step "gVisor runtime: checkpoint tests, both end-to-end suites under runsc" 2700 gvisor_suite ||
+			gvisor_report
 	else
-		if step "gVisor runtime: build runsc (scripts/setup-gvisor.sh build)" 1200 scripts/setup-gvisor.sh build; then
-			step "gVisor runtime: checkpoint tests, both end-to-end suites under runsc" 2700 gvisor_suite ||
-				gvisor_report
-		else
-			skip "gVisor runtime: tests"
-		fi
+		skip "gVisor runtime: tests"
+	fi
+}
+
+# prepare builds what every lane needs: the binaries, the images, the npm packages.
+prepare() {
+	step "build binaries (scripts/build.sh)" 900 scripts/build.sh &&
+		step "base image (bin/warren image build)" 1200 bin/warren image build &&
+		step "code interpreter image (bin/warren image build code-interpreter)" 1200 bin/warren image build code-interpreter &&
+		step "MCP gateway image (bin/warren image build mcp-gateway)" 300 bin/warren image build mcp-gateway &&
+		step "end-to-end: npm ci (test/e2e)" 600 e2e_install
+}
+
+# summary prints the record, in the order the steps started, and writes it as JSON.
+summary() {
+	local total status=passed
+	total=$(elapsed)
+	grep -q "	FAILED	" "$run_dir/steps" 2>/dev/null && status=failed
+	printf '\n=== test.sh summary (%ds)\n' "$total"
+	sort -n -k1,1 "$run_dir/steps" | while IFS=$'\t' read -r start secs st ln name tail; do
+		case $st in
+		ok) printf 'ok      %5ds  +%-5s %-6s %s\n' "$secs" "$start" "$ln" "$name" ;;
+		FAILED) printf 'FAILED  %5ds  +%-5s %-6s %s\n' "$secs" "$start" "$ln" "$name" ;;
+		*) printf 'skipped         +%-5s %-6s %s\n' "$start" "$ln" "$name" ;;
+		esac
+		[ -n "$tail" ] && [ -s "$tail" ] && sed 's/^/          | /' "$tail"
+	done
+	{
+		printf '{"total_seconds":%d,"budget_seconds":%d,"status":"%s","ci":%s,"started":"%s","steps":[' \
+			"$total" "$budget" "$status" "$([ -n "${CI:-}" ] && echo true || echo false)" "$(date -u -d "@$t0" +%FT%TZ)"
+		sort -n -k1,1 "$run_dir/steps" | awk -F'\t' '{
+			gsub(/\\/, "\\\\", $5); gsub(/"/, "\\\"", $5)
+			printf "%s{\"name\":\"%s\",\"lane\":\"%s\",\"status\":\"%s\",\"start_seconds\":%d,\"seconds\":%d}", (NR > 1 ? "," : ""), $5, $4, $3, $1, $2
+		}'
+		printf ']}\n'
+	} >"$record"
+	echo "test.sh: the record of this run, as JSON: $record"
+}
+
+if step "Docker engine and debootstrap (scripts/ensure-docker.sh)" 900 scripts/ensure-docker.sh &&
+	step "Debian packages of the cluster and the dashboard tests" 900 packages; then
+	in_lane kube kube_lane
+	kube_pid=$!
+	if prepare; then mark ready ok; else mark ready failed; fi
+	docker_lane
+	wait "$kube_pid"
+	if [ -e "$run_dir/ready.ok" ]; then
+		step "end-to-end: the tests that restart the main Docker engine, alone (test/e2e/server-run.sh)" 900 \
+			env WARREN_E2E_RESTART_DOCKERD=1 test/e2e/server-run.sh --test-name-pattern 'dockerd restart|engine restart' \
+			server/restart.test.mjs server/volumes.test.mjs
 	fi
 else
-	[ $ready = 1 ] || skip "end-to-end tests"
-	failed=1
+	skip "everything else" "the Docker engine or the packages are missing"
 fi
+sleep 1 # (for the lanes' prefixing to write their last lines)
 
-printf '\n=== test.sh summary (%ds)\n' "$SECONDS"
-printf '%s\n' "${results[@]}"
-passed=0 failures=0
-for r in "${results[@]}"; do
-	case $r in
-	ok*) passed=$((passed + 1)) ;;
-	FAILED*) failures=$((failures + 1)) ;;
-	esac
-done
-if [ $failed = 1 ]; then
+summary
+passed=$(grep -c "	ok	" "$run_dir/steps" || true)
+failures=$(grep -c "	FAILED	" "$run_dir/steps" || true)
+rm -rf "$run_dir"
+if [ "$failures" -gt 0 ] || [ "$passed" -eq 0 ]; then
 	echo "test.sh: FAILED"
 else
 	echo "test.sh: all passed"
 fi
 # The plain closing line CI reads: steps, as listed above.
 printf 'steps: %d passed, %d failed\n' "$passed" "$failures"
-exit $failed
+[ "$failures" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -18,7 +18,7 @@ apt_install() {
 		apt_updated=1
 	fi
 	say "apt-get install -y $*"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends "$@"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Use-Pty=0 -o DPkg::Lock::Timeout=600 --no-install-recommends "$@"
 }
 
 docker_answers() { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }

@@ -151,7 +151,7 @@ kube_deps() {
 		kube_die "missing: ${missing[*]} (Debian package names): install them and run this again"
 	kube_log "installing ${missing[*]} (apt-get)"
 	apt-get update -q >/dev/null
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}" >/dev/null ||
 		kube_die "apt-get install ${missing[*]} failed: install them by hand and run this again"
 }
 

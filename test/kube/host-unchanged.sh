@@ -14,10 +14,13 @@
 # /etc/cni, /opt/cni, /run/netns, /opt/containerd, /run/containerd). Counters that move on their own (entropy,
 # inode and file counts, conntrack entries, PIDs) are left out.
 #
-# Run it on a machine where nothing else changes the host meanwhile (CI does): other
-# containers starting would show up as differences too. On a shared machine,
-# HOST_UNCHANGED_IGNORE=REGEX leaves out the lines it matches (e.g. other engines' objects:
-# 'docker|warren0|/tmp/warren-'); CI sets none.
+# The Docker engines' own objects are left out of both readings, as test.sh runs the Docker
+# suites beside the cluster (see others): their bridges and the containers' veths on them (and
+# every line naming one: sysctls, addresses, routes), the rules in Docker's and Warren's
+# iptables chains, the mounts under the engines' roots, the containers' cgroups, and the
+# end-to-end tests' outside hosts. Everything else on the host is compared, the order of lines
+# included. HOST_UNCHANGED_IGNORE=REGEX leaves out more lines (on a machine where other
+# things run); CI sets none.
 set -euo pipefail
 
 # links prints every network link: name, kind, master, state. A bridge's state is left out: it
@@ -39,17 +42,45 @@ links() {
 # removed in the background, and their sysctls, addresses and cgroups go with them.
 snapshot() {
 	local prev cur i
-	prev=$(read_state)
+	prev=$(read_state | without_others)
 	for i in $(seq 30); do
 		sleep 1
-		cur=$(read_state)
+		cur=$(read_state | without_others)
 		[ "$cur" = "$prev" ] && break
 		prev=$cur
 	done
 	printf '%s\n' "$prev"
 }
 
+# The Docker engines' bridges (the main engine's docker0 and br-*, Warren's networks warren*,
+# the gVisor test engine's wgv*) and the end-to-end tests' outside hosts (wo<id>h). The
+# cluster's own are wkube<i>, which no pattern here matches.
+docker_bridges='docker0|br-[0-9a-f]+|warren[0-9a-z-]*|wgv[0-9a-z-]*'
+
+# without_others reads a state on stdin and leaves out the lines of objects that the Docker
+# engines and the end-to-end tests on them own (see the top of this file): the interfaces among
+# the links of this very reading, and lines of the other sections by their owners' names.
+without_others() {
+	local state names
+	state=$(cat)
+	names=$(mktemp)
+	awk -v b="^($docker_bridges)$" '
+		/^## / { links = ($0 == "## links" || $0 == "## links first") ; next }
+		links {
+			name = $1; sub(/@.*/, "", name); sub(/:$/, "", name)
+			if (name ~ b || $3 ~ b || name ~ /^wo[0-9a-z]+h$/) print name
+		}' <<<"$state" | sort -u >"$names"
+	awk '/^## / { first = ($0 == "## links first") } !first' <<<"$state" |
+		grep -vE -- '(^|[ :-])(DOCKER|WRN-)|"?warren(-gvisor)?:|/var/lib/docker/|/run/docker/|/var/lib/warren-gvisor|/run/warren-gvisor|/run/containerd/io\.containerd\.runtime\.v2\.task/moby/|/tmp/warren-|/run/netns/warren-e2e-|^/sys/fs/cgroup/[^ ]*/(docker|warren-gvisor)(/|$)' |
+		if [ -s "$names" ]; then grep -v -w -F -f "$names"; else cat; fi
+	rm -f "$names"
+}
+
 read_state() {
+	# (The links first as well as last: an interface made or removed while the rest is read
+	# is then known by name either way.)
+	echo "## links first"
+	links
 	echo "## sysctl"
 	# Values that move by themselves, not by anything a cluster sets.
 	sysctl -a 2>/dev/null | grep -vE '^(kernel\.random\.|kernel\.ns_last_pid|kernel\.pty\.nr|fs\.dentry-state|fs\.inode-|fs\.file-nr|fs\.quota\.|net\.netfilter\.nf_conntrack_count|kernel\.sched_|vm\.stat_|net\.ipv4\.tcp_mem|net\.ipv4\.udp_mem|fs\.aio-nr|kernel\.perf_event_max|kernel\.tainted|net\.core\.netdev_rss_key)' | sort
@@ -80,9 +111,12 @@ read_state() {
 	# (A route's "linkdown" is its bridge's carrier: see links.)
 	ip route show table all 2>/dev/null | grep -v '^local\|^broadcast' | sed 's/ linkdown//' | sort
 	echo "## paths"
-	for p in /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /etc/cni /opt/cni /run/netns /opt/containerd /run/containerd /var/lib/warren-kube; do
+	for p in /var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers /etc/cni /opt/cni /opt/containerd /run/containerd /var/lib/warren-kube; do
 		[ -e "$p" ] && echo "$p exists"
 	done
+	# (Network namespaces by name: the end-to-end tests' outside hosts come and go there, and
+	# `ip netns add` leaves the directory.)
+	[ -d /run/netns ] && ls -1 /run/netns | sed 's|^|/run/netns/|'
 	return 0
 }
 

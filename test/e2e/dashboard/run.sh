@@ -12,7 +12,7 @@ say() { printf 'e2e-dashboard: %s\n' "$*" >&2; }
 "$repo/scripts/build-dashboard.sh" --check
 if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
   say "chromium is missing: installing Debian's chromium (apt-get install -y chromium)"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 chromium >/dev/null
 fi
 "$here/../npm-deps.sh"
 if [ ! -x "$repo/bin/warren" ] || [ ! -x "$repo/bin/warren-agent" ]; then
