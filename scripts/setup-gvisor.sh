@@ -2,7 +2,7 @@
 # setup-gvisor.sh — gVisor for Warren's tests and benchmarks, without
 # touching the main Docker engine.
 #
-#   scripts/setup-gvisor.sh build          build runsc from the Go module proxy
+#   scripts/setup-gvisor.sh build          build runsc from the Go module proxy (the cluster's gvisor build, cached)
 #   scripts/setup-gvisor.sh start          start a second engine with runsc registered
 #   scripts/setup-gvisor.sh restart        stop its dockerd (SIGTERM, as a service manager
 #                                          would) and start it again, keeping its data
@@ -56,14 +56,13 @@ build() {
 		log "runsc already at $RUNSC ($("$RUNSC" --version 2>/dev/null | head -1)); FORCE=1 rebuilds"
 		return
 	fi
-	local gobin start
-	gobin=$(mktemp -d)
-	start=$(date +%s)
-	log "building gvisor.dev/gvisor/runsc@$GVISOR_VERSION (a few minutes on 2 cores)"
-	GOFLAGS=-mod=mod GOBIN="$gobin" CGO_ENABLED=0 go install "gvisor.dev/gvisor/runsc@$GVISOR_VERSION"
-	install -D -m 0755 "$gobin/runsc" "$RUNSC"
-	rm -rf "$gobin"
-	log "installed $RUNSC in $(($(date +%s) - start))s"
+	# runsc is the gvisor component of the test cluster's binaries too, of the same version: one
+	# build, cached in the cluster's cache, serves both (a cold one takes a few minutes).
+	local cache=${KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/warren/kube}
+	log "runsc from gvisor.dev/gvisor@$GVISOR_VERSION: built, or restored from $cache (scripts/kube/build.sh gvisor)"
+	GVISOR_VERSION=$GVISOR_VERSION KUBE_CACHE=$cache "$(dirname "$0")/kube/build.sh" gvisor
+	install -D -m 0755 "$cache/bin/runsc" "$RUNSC"
+	log "installed $RUNSC"
 }
 
 start() {

@@ -6,10 +6,11 @@
 #
 # Each component is cached as $KUBE_CACHE/<component>-<version>-r<recipe>.tar.zst and unpacked
 # into $KUBE_CACHE/bin. A cache hit restores in about a second; a miss builds (a cold
-# Kubernetes takes 10+ minutes on 2 cores, everything ~16 minutes, 2.6 GB peak RSS) in a
-# scratch GOCACHE and GOMODCACHE that are deleted afterwards (they grow to ~5 GB; only the
-# binaries are worth keeping). Builds run under `nice -n 10` with `go build -p 1`
-# (KUBE_BUILD_P to change) so they do not starve a shared machine.
+# Kubernetes takes 10+ minutes on 2 cores, everything ~16 minutes, 2.6 GB peak RSS) with a
+# scratch GOCACHE and GOMODCACHE that the components built in one run share (kube-proxy then
+# compiles only its own packages, not Kubernetes' libraries again) and that are deleted at its
+# end (they grow to ~5 GB; only the binaries are worth keeping). Builds run under `nice -n 10`
+# with `go build -p 1` (KUBE_BUILD_P to change) so they do not starve a shared machine.
 #
 # Bump a component's recipe number (the *_REV below) whenever its recipe changes, so stale
 # caches are not restored.
@@ -53,10 +54,10 @@ binaries_of() {
 	esac
 }
 
-# gobuild ARGS...: go, niced, with the build's own caches under $SCRATCH, static binaries,
+# gobuild ARGS...: go, niced, with the run's own caches under $CACHES, static binaries,
 # the local toolchain only.
 gobuild() {
-	nice -n 10 env GOCACHE="$SCRATCH/gocache" GOMODCACHE="$SCRATCH/gomod" GOFLAGS=-mod=mod \
+	nice -n 10 env GOCACHE="$CACHES/gocache" GOMODCACHE="$CACHES/gomod" GOFLAGS=-mod=mod \
 		GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off go "$@"
 }
 
@@ -176,13 +177,19 @@ build_pause() {
 	(cd "$KUBE_SCRIPTS/pause" && gobuild build -trimpath -ldflags "-s -w" -o "$OUT/pause" .)
 }
 
-# build_failed RC COMPONENT: the exit trap of a build: says what failed, removes the scratch
-# caches (module cache files are read-only).
-build_failed() {
-	[ "$1" = 0 ] || kube_log "ERROR: building $2 failed (output above); fix the cause and run scripts/kube.sh build $2 again"
-	chmod -R u+w "$SCRATCH" 2>/dev/null
-	rm -rf "$SCRATCH"
+# finish RC: the exit trap: says which build failed, removes the scratch directories (module
+# cache files are read-only).
+finish() {
+	[ "$1" = 0 ] || [ -z "$building" ] || kube_log "ERROR: building $building failed (output above); fix the cause and run scripts/kube.sh build $building again"
+	local d
+	for d in "$SCRATCH" "$CACHES"; do
+		[ -n "$d" ] || continue
+		chmod -R u+w "$d" 2>/dev/null
+		rm -rf "$d"
+	done
 }
+SCRATCH= CACHES= building=
+trap 'finish $?' EXIT
 
 # ensure COMPONENT: unpacks the cached build, or builds and caches it.
 ensure() {
@@ -204,11 +211,11 @@ ensure() {
 	if [ ! -f "$tarball" ]; then
 		start=$SECONDS
 		kube_log "$comp: no cache at $tarball: building $key"
+		[ -n "$CACHES" ] || CACHES=$(mktemp -d "$KUBE_CACHE/build-caches.XXXXXX")
 		SCRATCH=$(mktemp -d "$KUBE_CACHE/build-$comp.XXXXXX")
 		OUT=$SCRATCH/out
 		mkdir -p "$OUT"
-		# The scratch caches go even when the build fails (module cache files are read-only).
-		trap 'build_failed $? '"$comp" EXIT
+		building=$comp
 		"build_$comp"
 		for b in $(binaries_of "$comp"); do
 			[ -x "$OUT/$b" ] || kube_die "$comp: the build did not produce $b"
@@ -218,7 +225,7 @@ ensure() {
 		mv "$tarball.tmp" "$tarball"
 		chmod -R u+w "$SCRATCH"
 		rm -rf "$SCRATCH"
-		trap - EXIT
+		SCRATCH= building=
 		kube_log "$comp: built and cached in $((SECONDS - start))s ($(du -h "$tarball" | cut -f1) at $tarball)"
 	fi
 	start=$SECONDS
