@@ -17,7 +17,7 @@
 # The Docker engines' own objects are left out of both readings, as test.sh runs the Docker
 # suites beside the cluster (see others): their bridges and the containers' veths on them (and
 # every line naming one: sysctls, addresses, routes), the rules in Docker's and Warren's
-# iptables chains, the mounts under the engines' roots, the containers' cgroups, and the
+# iptables chains and Docker's hairpin rules of published ports, the mounts under the engines' roots, the containers' cgroups, and the
 # end-to-end tests' outside hosts. Everything else on the host is compared, the order of lines
 # included. HOST_UNCHANGED_IGNORE=REGEX leaves out more lines (on a machine where other
 # things run); CI sets none.
@@ -71,7 +71,7 @@ without_others() {
 			if (name ~ b || $3 ~ b || name ~ /^wo[0-9a-z]+h$/) print name
 		}' <<<"$state" | sort -u >"$names"
 	awk '/^## / { first = ($0 == "## links first") } !first' <<<"$state" |
-		grep -vE -- '(^|[ :-])(DOCKER|WRN-)|"?warren(-gvisor)?:|/var/lib/docker/|/run/docker/|/var/lib/warren-gvisor|/run/warren-gvisor|/run/containerd/io\.containerd\.runtime\.v2\.task/moby/|/tmp/warren-|/run/netns/warren-e2e-|^/sys/fs/cgroup/[^ ]*/(docker|warren-gvisor)(/|$)' |
+		grep -vE -- '(^|[ :-])(DOCKER|WRN-)|^-A POSTROUTING -s ([0-9.]+)/32 -d \3/32 -p tcp -m tcp --dport [0-9]+ -j MASQUERADE$|"?warren(-gvisor)?:|/var/lib/docker/|/run/docker/|/var/lib/warren-gvisor|/run/warren-gvisor|/run/containerd/io\.containerd\.runtime\.v2\.task/moby/|/tmp/warren-|/run/netns/warren-e2e-|^/sys/fs/cgroup/[^ ]*/(docker|warren-gvisor)(/|$)' |
 		if [ -s "$names" ]; then grep -v -w -F -f "$names"; else cat; fi
 	rm -f "$names"
 }
@@ -95,6 +95,10 @@ read_state() {
 	nft list tables | sort
 	local t
 	nft list tables | while read -r _ fam name; do
+		# iptables' own tables are in iptables-save's output above: iptables-nft marks a table
+		# as its own only once it holds a rule, so an empty one would read as nftables' here
+		# and as iptables' a moment later.
+		case $fam/$name in ip/filter | ip/nat | ip/mangle | ip/raw | ip/security | ip6/filter | ip6/nat | ip6/mangle | ip6/raw | ip6/security) continue ;; esac
 		t=$(nft list table "$fam" "$name" 2>&1)
 		# (nft names them on stderr: "table ip filter is managed by iptables-nft").
 		grep -q 'managed by iptables-nft' <<<"$t" || sed -E 's/ counter packets [0-9]+ bytes [0-9]+/ counter/' <<<"$t"
