@@ -233,7 +233,7 @@ type actionBody struct {
 func (s *server) action(w http.ResponseWriter, r *http.Request, team string) (sandbox.Sandbox, actionBody, error) {
 	var body actionBody
 	if r.ContentLength != 0 {
-		if err := decode(w, r, &body); err != nil {
+		if err := decode(r, &body); err != nil {
 			return sandbox.Sandbox{}, body, err
 		}
 	}
@@ -377,7 +377,7 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request, team string) 
 	var body struct {
 		Name string `json:"name"`
 	}
-	if err := decode(w, r, &body); err != nil {
+	if err := decode(r, &body); err != nil {
 		return err
 	}
 	if len(body.Name) > maxKeyName {
