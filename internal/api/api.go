@@ -63,6 +63,7 @@ type server struct {
 	m       *lifecycle.Manager
 	keys    KeyLookup
 	apiKeys *httpedge.Keys
+	ops     Ops
 	log     *slog.Logger
 	envdVer string
 	tpl     *template.Registry // nil = no template API
@@ -74,7 +75,7 @@ type server struct {
 // New returns the control-plane handler.
 func New(cfg Config) http.Handler {
 	mc := cfg.Manager.Settings()
-	s := &server{m: cfg.Manager, keys: cfg.Keys, apiKeys: httpedge.NewKeys(cfg.Keys, cfg.ExtraKeys), log: logkey.For(cfg.Logger, "api"), envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes,
+	s := &server{m: cfg.Manager, keys: cfg.Keys, apiKeys: httpedge.NewKeys(cfg.Keys, cfg.ExtraKeys), ops: NewOps(cfg.Manager), log: logkey.For(cfg.Logger, "api"), envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes,
 		secrets: cfg.Secrets}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
@@ -89,7 +90,7 @@ func New(cfg Config) http.Handler {
 		{"GET /v2/sandboxes", s.listV2},
 		{"GET /sandboxes/metrics", s.bulkMetrics},
 		{"GET /sandboxes/{id}", s.get},
-		{"DELETE /sandboxes/{id}", s.kill},
+		{"DELETE /sandboxes/{id}", s.ops.Kill},
 		{"POST /sandboxes/{id}/timeout", s.setTimeout},
 		{"POST /sandboxes/{id}/refreshes", s.refresh},
 		{"POST /sandboxes/{id}/pause", s.pause},

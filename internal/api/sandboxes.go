@@ -109,18 +109,6 @@ func (s *server) get(w http.ResponseWriter, r *http.Request, team string) error 
 	return nil
 }
 
-func (s *server) kill(w http.ResponseWriter, r *http.Request, team string) error {
-	id, err := sandboxID(r)
-	if err != nil {
-		return err
-	}
-	if err := s.m.Kill(r.Context(), team, id); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
 // listV1 lists running sandboxes, unpaged (the CLI's list).
 func (s *server) listV1(w http.ResponseWriter, r *http.Request, team string) error {
 	md, err := parseMetadataQuery(r.URL.Query().Get("metadata"))

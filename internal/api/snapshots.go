@@ -68,16 +68,6 @@ func (s *server) listSnapshots(w http.ResponseWriter, r *http.Request, team stri
 	return nil
 }
 
-// deleteSnapshot serves DELETE /templates/{id} for snapshot IDs, which is
-// how the SDK deletes snapshots.
-func (s *server) deleteSnapshot(w http.ResponseWriter, r *http.Request, team string) error {
-	if err := s.m.DeleteSnapshot(r.Context(), team, r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
 type forkResultJSON struct {
 	Sandbox *sandboxJSON   `json:"sandbox,omitempty"`
 	Error   *httpedge.Body `json:"error,omitempty"`

@@ -49,7 +49,7 @@ func (s *server) registerTemplates(mux *http.ServeMux) {
 // deleteTemplate serves DELETE /templates/{id}: snapshots first (the
 // SDK deletes them this way), then templates.
 func (s *server) deleteTemplate(w http.ResponseWriter, r *http.Request, team string) error {
-	err := s.deleteSnapshot(w, r, team)
+	err := s.ops.DeleteSnapshot(w, r, team)
 	if s.tpl == nil || sandbox.KindOf(err) != sandbox.KindNotFound {
 		return err
 	}

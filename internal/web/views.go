@@ -24,11 +24,11 @@ func (s *server) routes(mux *http.ServeMux) {
 		{"GET /dashboard/api/sandboxes/{id}/events", s.sandboxEvents},
 		{"POST /dashboard/api/sandboxes/{id}/pause", s.pause},
 		{"POST /dashboard/api/sandboxes/{id}/resume", s.resume},
-		{"POST /dashboard/api/sandboxes/{id}/kill", s.kill},
+		{"POST /dashboard/api/sandboxes/{id}/kill", s.ops.Kill},
 		{"POST /dashboard/api/sandboxes/{id}/timeout", s.extend},
 		{"POST /dashboard/api/sandboxes/{id}/snapshot", s.snapshot},
 		{"GET /dashboard/api/snapshots", s.listSnapshots},
-		{"DELETE /dashboard/api/snapshots/{id}", s.deleteSnapshot},
+		{"DELETE /dashboard/api/snapshots/{id}", s.ops.DeleteSnapshot},
 		{"GET /dashboard/api/keys", s.listKeys},
 		{"POST /dashboard/api/keys", s.createKey},
 		{"DELETE /dashboard/api/keys/{id}", s.revokeKey},
@@ -270,18 +270,6 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) err
 	return nil
 }
 
-func (s *server) kill(w http.ResponseWriter, r *http.Request, team string) error {
-	sb, _, err := s.action(w, r, team)
-	if err != nil {
-		return err
-	}
-	if err := s.m.Kill(r.Context(), team, sb.ID); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
 // extend gives a running sandbox Seconds more than it has left.
 func (s *server) extend(w http.ResponseWriter, r *http.Request, team string) error {
 	sb, body, err := s.action(w, r, team)
@@ -337,14 +325,6 @@ func (s *server) listSnapshots(w http.ResponseWriter, r *http.Request, team stri
 	}
 	slices.SortFunc(out, func(a, b snapshotJSON) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func (s *server) deleteSnapshot(w http.ResponseWriter, r *http.Request, team string) error {
-	if err := s.m.DeleteSnapshot(r.Context(), team, r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

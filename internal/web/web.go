@@ -9,10 +9,11 @@
 // Every API request but login needs a session, and every query is
 // scoped to the session's team: another team's sandbox is not found.
 // The package holds no state of sandboxes of its own: state changes go
-// through lifecycle.Manager's methods as the control-plane API's do,
-// lists, metrics and logs through its queries, builds through the
-// template registry, keys and sessions through the store, events through
-// the events service, volumes through the volume service.
+// through lifecycle.Manager's methods as the control-plane API's do
+// (those that are the API's, request and answer alike, through its own
+// handlers, api.Ops), lists, metrics and logs through its queries, builds
+// through the template registry, keys and sessions through the store,
+// events through the events service, volumes through the volume service.
 //
 // Preact was chosen for the front end because it is React's component
 // model and hooks in 4 kB, well kept, with no runtime dependency of its
@@ -30,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warrenhq/warren/internal/api"
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/lifecycle"
@@ -110,6 +112,7 @@ type server struct {
 	m      *lifecycle.Manager
 	st     Store
 	keys   *httpedge.Keys // the store's and ExtraKeys
+	ops    api.Ops        // the API's handlers for what the views do alike
 	log    *slog.Logger
 	now    func() time.Time
 	assets fs.FS
@@ -130,7 +133,7 @@ func New(cfg Config) http.Handler {
 	if err != nil {
 		panic(err) // the embed pattern guarantees the directory
 	}
-	s := &server{cfg: cfg, m: cfg.Manager, st: cfg.Store, keys: httpedge.NewKeys(cfg.Store, cfg.ExtraKeys), log: logkey.For(cfg.Logger, "web"), now: cfg.Now, assets: assets}
+	s := &server{cfg: cfg, m: cfg.Manager, st: cfg.Store, keys: httpedge.NewKeys(cfg.Store, cfg.ExtraKeys), ops: api.NewOps(cfg.Manager), log: logkey.For(cfg.Logger, "web"), now: cfg.Now, assets: assets}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /dashboard/api/login", s.login)
 	mux.HandleFunc("POST /dashboard/api/logout", s.logout)
