@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/warrenhq/warren/internal/httpedge"
 )
 
 const sandboxUsage = `Usage: warren sandbox <list|kill|pause|stop|resume> [flags] [ID...]
@@ -162,9 +164,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 	}
 	defer res.Body.Close()
 	if res.StatusCode >= 300 {
-		var e struct {
-			Message string `json:"message"`
-		}
+		var e httpedge.Body
 		json.NewDecoder(io.LimitReader(res.Body, 1<<16)).Decode(&e)
 		return nil, fmt.Errorf("%s (HTTP %d)", firstNonEmpty(e.Message, res.Status), res.StatusCode)
 	}

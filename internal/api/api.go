@@ -7,7 +7,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/warrenhq/warren/internal/events"
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/logkey"
@@ -27,7 +27,7 @@ import (
 // KeyLookup finds a stored API key by its hash, and teams; the store
 // implements it.
 type KeyLookup interface {
-	APIKeyByHash(ctx context.Context, hash string) (sandbox.APIKey, error)
+	httpedge.KeyStore
 	GetTeam(ctx context.Context, id string) (sandbox.Team, error)
 }
 
@@ -62,7 +62,8 @@ const ClientID = "6532622b"
 type server struct {
 	m       *lifecycle.Manager
 	keys    KeyLookup
-	extra   [][]byte // hashes of ExtraKeys
+	apiKeys *httpedge.Keys
+	ops     Ops
 	log     *slog.Logger
 	envdVer string
 	tpl     *template.Registry // nil = no template API
@@ -74,11 +75,8 @@ type server struct {
 // New returns the control-plane handler.
 func New(cfg Config) http.Handler {
 	mc := cfg.Manager.Settings()
-	s := &server{m: cfg.Manager, keys: cfg.Keys, log: logkey.For(cfg.Logger, "api"), envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes,
+	s := &server{m: cfg.Manager, keys: cfg.Keys, apiKeys: httpedge.NewKeys(cfg.Keys, cfg.ExtraKeys), ops: NewOps(cfg.Manager), log: logkey.For(cfg.Logger, "api"), envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes,
 		secrets: cfg.Secrets}
-	for _, k := range cfg.ExtraKeys {
-		s.extra = append(s.extra, []byte(sandbox.HashAPIKey(k)))
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /metrics", s.serverMetrics)
@@ -92,7 +90,7 @@ func New(cfg Config) http.Handler {
 		{"GET /v2/sandboxes", s.listV2},
 		{"GET /sandboxes/metrics", s.bulkMetrics},
 		{"GET /sandboxes/{id}", s.get},
-		{"DELETE /sandboxes/{id}", s.kill},
+		{"DELETE /sandboxes/{id}", s.ops.Kill},
 		{"POST /sandboxes/{id}/timeout", s.setTimeout},
 		{"POST /sandboxes/{id}/refreshes", s.refresh},
 		{"POST /sandboxes/{id}/pause", s.pause},
@@ -123,13 +121,13 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{
+			httpedge.WriteJSON(w, http.StatusMethodNotAllowed, httpedge.Body{
 				Code:    http.StatusMethodNotAllowed,
 				Message: fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")),
 			})
 			return
 		}
-		writeError(w, sandbox.Errorf(sandbox.KindNotFound, "%s %s not found", r.Method, r.URL.Path))
+		httpedge.WriteError(w, sandbox.Errorf(sandbox.KindNotFound, "%s %s not found", r.Method, r.URL.Path))
 	})
 	return mux
 }
@@ -173,7 +171,7 @@ func (s *server) wrap(h handler) http.Handler {
 			if sandbox.KindOf(err) == sandbox.KindInternal {
 				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 			}
-			writeError(w, err)
+			httpedge.WriteError(w, err)
 		}
 	})
 }
@@ -184,23 +182,7 @@ func (s *server) authenticate(r *http.Request) (string, error) {
 	if key == "" {
 		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "missing X-API-KEY header")
 	}
-	if !sandbox.ValidAPIKey(key) {
-		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "invalid API key")
-	}
-	hash := sandbox.HashAPIKey(key)
-	for _, h := range s.extra {
-		if subtle.ConstantTimeCompare(h, []byte(hash)) == 1 {
-			return sandbox.DefaultTeamID, nil
-		}
-	}
-	k, err := s.keys.APIKeyByHash(r.Context(), hash)
-	if sandbox.KindOf(err) == sandbox.KindNotFound {
-		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "invalid API key")
-	}
-	if err != nil {
-		return "", err
-	}
-	return k.TeamID, nil
+	return s.apiKeys.Team(r.Context(), key)
 }
 
 // sandboxID returns the request's validated {id} path value.

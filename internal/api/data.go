@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -62,7 +63,7 @@ func (s *server) metrics(w http.ResponseWriter, r *http.Request, team string) er
 	for _, st := range samples {
 		out = append(out, metricOut(st))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -91,7 +92,7 @@ func (s *server) bulkMetrics(w http.ResponseWriter, r *http.Request, team string
 	for id, st := range latest {
 		out[id] = metricOut(st)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
+	httpedge.WriteJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
 	return nil
 }
 
@@ -127,7 +128,7 @@ func (s *server) logsV1(w http.ResponseWriter, r *http.Request, team string) err
 		out.Logs = append(out.Logs, line{e.Time.UTC(), logLineV1(e)})
 		out.LogEntries = append(out.LogEntries, logOut(e))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -174,6 +175,6 @@ func (s *server) logsV2(w http.ResponseWriter, r *http.Request, team string) err
 		}
 		out = append(out, logOut(e))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"logs": out})
+	httpedge.WriteJSON(w, http.StatusOK, map[string]any{"logs": out})
 	return nil
 }

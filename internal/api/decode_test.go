@@ -1,12 +1,19 @@
 package api
 
 import (
+	"github.com/warrenhq/warren/internal/httpedge"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 )
+
+// errorBody is what a client sees of an error.
+type errorBody struct {
+	Code    int
+	Message string
+}
 
 // decodeInto decodes body with decode (or decodeRequired when required)
 // into v and returns what the client would see.
@@ -20,7 +27,7 @@ func decodeInto(body string, v any, required bool) errorBody {
 	if err == nil {
 		return errorBody{}
 	}
-	return errorOf(err)
+	return errorBody(httpedge.ErrorOf(err))
 }
 
 func TestDecodeMessages(t *testing.T) {
@@ -86,35 +93,6 @@ func TestDecodeMessages(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestJSONPath(t *testing.T) {
-	body := `{"a":{"b":[1,{"c":"x"}],"d":true},"e":[[],[null]]}`
-	for _, tc := range []struct {
-		value string // its first occurrence in body
-		want  string
-	}{
-		{`{"a"`, ""},
-		{`{"b"`, "a"},
-		{`[1`, "a.b"},
-		{`1`, "a.b[0]"},
-		{`{"c"`, "a.b[1]"},
-		{`"x"`, "a.b[1].c"},
-		{`true`, "a.d"},
-		{`[[]`, "e"},
-		{`[],`, "e[0]"},
-		{`[null`, "e[1]"},
-		{`null`, "e[1][0]"},
-	} {
-		i := strings.Index(body, tc.value)
-		end := i + len(tc.value)
-		if strings.HasPrefix(tc.value, "{") || strings.HasPrefix(tc.value, "[") {
-			end = i + 1 // encoding/json reports a container at its opening
-		}
-		if got, ok := jsonPath([]byte(body), int64(end)); !ok || got != tc.want {
-			t.Errorf("path of %s = %q, %v; want %q", tc.value, got, ok, tc.want)
-		}
 	}
 }
 

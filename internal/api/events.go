@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/events"
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -85,7 +86,7 @@ func (s *server) writeEvents(w http.ResponseWriter, r *http.Request, q events.Qu
 	for _, ev := range evs {
 		out = append(out, events.ToJSON(ev))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -140,7 +141,7 @@ func (s *server) createWebhook(w http.ResponseWriter, r *http.Request, team stri
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, toWebhookJSON(h))
+	httpedge.WriteJSON(w, http.StatusCreated, toWebhookJSON(h))
 	return nil
 }
 
@@ -153,7 +154,7 @@ func (s *server) listWebhooks(w http.ResponseWriter, r *http.Request, team strin
 	for _, h := range hooks {
 		out = append(out, toWebhookJSON(h))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -162,7 +163,7 @@ func (s *server) getWebhook(w http.ResponseWriter, r *http.Request, team string)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toWebhookJSON(h))
+	httpedge.WriteJSON(w, http.StatusOK, toWebhookJSON(h))
 	return nil
 }
 
@@ -175,7 +176,7 @@ func (s *server) updateWebhook(w http.ResponseWriter, r *http.Request, team stri
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toWebhookJSON(h))
+	httpedge.WriteJSON(w, http.StatusOK, toWebhookJSON(h))
 	return nil
 }
 
@@ -228,6 +229,6 @@ func (s *server) webhookDeliveries(w http.ResponseWriter, r *http.Request, team 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, Deliveries(ds))
+	httpedge.WriteJSON(w, http.StatusOK, Deliveries(ds))
 	return nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/warrenhq/warren/internal/httpedge"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -49,7 +50,7 @@ func FuzzDecode(f *testing.F) {
 			if err == nil {
 				continue
 			}
-			e := errorOf(err)
+			e := httpedge.ErrorOf(err)
 			if e.Code != http.StatusBadRequest && e.Code != http.StatusRequestEntityTooLarge {
 				t.Errorf("%s: %q: status %d (%s)", name, body, e.Code, e.Message)
 			}
@@ -131,7 +132,7 @@ func FuzzIntParam(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v string, lo, hi int) {
 		n, err := intParam(v, lo, lo, hi, "limit")
 		if err != nil {
-			if errorOf(err).Code != http.StatusBadRequest {
+			if httpedge.ErrorOf(err).Code != http.StatusBadRequest {
 				t.Errorf("%q: %v is not a 400", v, err)
 			}
 			return
@@ -155,7 +156,7 @@ func FuzzUnixParam(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v string, ms bool) {
 		got, err := unixParam(v, "start", ms)
 		if err != nil {
-			if e := errorOf(err); e.Code != http.StatusBadRequest || !strings.Contains(e.Message, "start") {
+			if e := httpedge.ErrorOf(err); e.Code != http.StatusBadRequest || !strings.Contains(e.Message, "start") {
 				t.Errorf("%q: %+v", v, e)
 			}
 			return

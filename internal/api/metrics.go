@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -28,7 +29,7 @@ func (s *server) serverMetrics(w http.ResponseWriter, r *http.Request) {
 		err = sandbox.Errorf(sandbox.KindForbidden, "server metrics are for the operator's keys (the default team)")
 	}
 	if err != nil {
-		writeError(w, err)
+		httpedge.WriteError(w, err)
 		return
 	}
 	st := s.m.ServerStats(r.Context())

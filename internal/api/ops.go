@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -89,7 +90,7 @@ func (s *server) stop(w http.ResponseWriter, r *http.Request, team string) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"sandboxID": id, "pauseMode": string(mode)})
+	httpedge.WriteJSON(w, http.StatusOK, map[string]string{"sandboxID": id, "pauseMode": string(mode)})
 	return nil
 }
 
@@ -106,7 +107,7 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) err
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, s.sandboxJSON(sb))
+	httpedge.WriteJSON(w, http.StatusCreated, s.sandboxJSON(sb))
 	return nil
 }
 
@@ -151,7 +152,7 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request, team string, v2
 	if resumed {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, s.sandboxJSON(sb))
+	httpedge.WriteJSON(w, status, s.sandboxJSON(sb))
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -91,7 +92,7 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, team string, v2 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, s.sandboxJSON(sb))
+	httpedge.WriteJSON(w, http.StatusCreated, s.sandboxJSON(sb))
 	return nil
 }
 
@@ -104,19 +105,7 @@ func (s *server) get(w http.ResponseWriter, r *http.Request, team string) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.detailJSON(sb))
-	return nil
-}
-
-func (s *server) kill(w http.ResponseWriter, r *http.Request, team string) error {
-	id, err := sandboxID(r)
-	if err != nil {
-		return err
-	}
-	if err := s.m.Kill(r.Context(), team, id); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
+	httpedge.WriteJSON(w, http.StatusOK, s.detailJSON(sb))
 	return nil
 }
 
@@ -136,7 +125,7 @@ func (s *server) listV1(w http.ResponseWriter, r *http.Request, team string) err
 	for _, sb := range sbs {
 		out = append(out, s.listedJSON(sb))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -184,7 +173,7 @@ func (s *server) listV2(w http.ResponseWriter, r *http.Request, team string) err
 	if next != "" {
 		w.Header().Set("X-Next-Token", next)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/secrets"
 )
@@ -54,7 +55,7 @@ func (s *server) createSecret(w http.ResponseWriter, r *http.Request, team strin
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, secretOut(sec))
+	httpedge.WriteJSON(w, http.StatusCreated, secretOut(sec))
 	return nil
 }
 
@@ -73,7 +74,7 @@ func (s *server) updateSecret(w http.ResponseWriter, r *http.Request, team strin
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, secretOut(sec))
+	httpedge.WriteJSON(w, http.StatusOK, secretOut(sec))
 	return nil
 }
 
@@ -82,7 +83,7 @@ func (s *server) getSecret(w http.ResponseWriter, r *http.Request, team string) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, secretOut(sec))
+	httpedge.WriteJSON(w, http.StatusOK, secretOut(sec))
 	return nil
 }
 
@@ -105,7 +106,7 @@ func (s *server) listSecrets(w http.ResponseWriter, r *http.Request, team string
 	for _, sec := range list {
 		out = append(out, secretOut(sec))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -24,7 +25,7 @@ func (s *server) createSnapshot(w http.ResponseWriter, r *http.Request, team str
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, snapshotOut(sn))
+	httpedge.WriteJSON(w, http.StatusCreated, snapshotOut(sn))
 	return nil
 }
 
@@ -63,23 +64,13 @@ func (s *server) listSnapshots(w http.ResponseWriter, r *http.Request, team stri
 	for _, sn := range all {
 		out = append(out, snapshotOut(sn))
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// deleteSnapshot serves DELETE /templates/{id} for snapshot IDs, which is
-// how the SDK deletes snapshots.
-func (s *server) deleteSnapshot(w http.ResponseWriter, r *http.Request, team string) error {
-	if err := s.m.DeleteSnapshot(r.Context(), team, r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 type forkResultJSON struct {
-	Sandbox *sandboxJSON `json:"sandbox,omitempty"`
-	Error   *errorBody   `json:"error,omitempty"`
+	Sandbox *sandboxJSON   `json:"sandbox,omitempty"`
+	Error   *httpedge.Body `json:"error,omitempty"`
 }
 
 func (s *server) fork(w http.ResponseWriter, r *http.Request, team string) error {
@@ -106,13 +97,13 @@ func (s *server) fork(w http.ResponseWriter, r *http.Request, team string) error
 	for _, res := range results {
 		if res.Err != nil {
 			s.log.Error("fork failed", logkey.Sandbox, id, "err", res.Err)
-			e := errorOf(res.Err)
+			e := httpedge.ErrorOf(res.Err)
 			out = append(out, forkResultJSON{Error: &e})
 			continue
 		}
 		sj := s.sandboxJSON(res.Sandbox)
 		out = append(out, forkResultJSON{Sandbox: &sj})
 	}
-	writeJSON(w, http.StatusCreated, out)
+	httpedge.WriteJSON(w, http.StatusCreated, out)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/events"
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -33,7 +34,7 @@ func (s *server) listTeams(w http.ResponseWriter, r *http.Request, team string) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, []teamJSON{{TeamID: t.ID, Name: t.Name, APIKey: r.Header.Get("X-API-Key"), IsDefault: true}})
+	httpedge.WriteJSON(w, http.StatusOK, []teamJSON{{TeamID: t.ID, Name: t.Name, APIKey: r.Header.Get("X-API-Key"), IsDefault: true}})
 	return nil
 }
 
@@ -85,7 +86,7 @@ func (s *server) teamMetrics(w http.ResponseWriter, r *http.Request, team string
 		out = append(out, teamMetricJSON{Timestamp: m.Time.UTC(), TimestampUnix: m.Time.Unix(),
 			ConcurrentSandboxes: m.Concurrent, SandboxStartRate: m.StartRate})
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -119,6 +120,6 @@ func (s *server) teamMetricsMax(w http.ResponseWriter, r *http.Request, team str
 			best = m
 		}
 	}
-	writeJSON(w, http.StatusOK, maxTeamMetricJSON{Timestamp: best.Time.UTC(), TimestampUnix: best.Time.Unix(), Value: value(best)})
+	httpedge.WriteJSON(w, http.StatusOK, maxTeamMetricJSON{Timestamp: best.Time.UTC(), TimestampUnix: best.Time.Unix(), Value: value(best)})
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/template"
 )
@@ -48,7 +49,7 @@ func (s *server) registerTemplates(mux *http.ServeMux) {
 // deleteTemplate serves DELETE /templates/{id}: snapshots first (the
 // SDK deletes them this way), then templates.
 func (s *server) deleteTemplate(w http.ResponseWriter, r *http.Request, team string) error {
-	err := s.deleteSnapshot(w, r, team)
+	err := s.ops.DeleteSnapshot(w, r, team)
 	if s.tpl == nil || sandbox.KindOf(err) != sandbox.KindNotFound {
 		return err
 	}
@@ -120,7 +121,7 @@ func (s *server) requestBuildV3(w http.ResponseWriter, r *http.Request, team str
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, buildResponseV3JSON{
+	httpedge.WriteJSON(w, http.StatusAccepted, buildResponseV3JSON{
 		TemplateID: t.ID, BuildID: b.ID, Public: t.Public, Names: t.Names, Tags: b.Tags, Aliases: t.Names,
 	})
 	return nil
@@ -131,7 +132,7 @@ func (s *server) requestBuildV2(w http.ResponseWriter, r *http.Request, team str
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, s.templateJSON(t, b, []template.Build{b}))
+	httpedge.WriteJSON(w, http.StatusAccepted, s.templateJSON(t, b, []template.Build{b}))
 	return nil
 }
 
@@ -169,7 +170,7 @@ func (s *server) requestBuildV1(w http.ResponseWriter, r *http.Request, team str
 	if err := s.tpl.StartBuild(r.Context(), team, t.ID, b.ID, spec); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, s.templateJSON(t, b, []template.Build{b}))
+	httpedge.WriteJSON(w, http.StatusAccepted, s.templateJSON(t, b, []template.Build{b}))
 	return nil
 }
 
@@ -184,7 +185,7 @@ func (s *server) fileUpload(w http.ResponseWriter, r *http.Request, team string)
 		return err
 	}
 	out := fileUploadJSON{Present: present, URL: baseURL(r) + UploadPath + token}
-	writeJSON(w, http.StatusCreated, out)
+	httpedge.WriteJSON(w, http.StatusCreated, out)
 	return nil
 }
 
@@ -201,14 +202,14 @@ func baseURL(r *http.Request) string {
 // upload serves the PUT of a build context to a URL fileUpload issued.
 func (s *server) upload(w http.ResponseWriter, r *http.Request) {
 	if len(r.TransferEncoding) > 0 {
-		writeError(w, sandbox.Errorf(sandbox.KindInvalid, "send the upload with a Content-Length, not chunked"))
+		httpedge.WriteError(w, sandbox.Errorf(sandbox.KindInvalid, "send the upload with a Content-Length, not chunked"))
 		return
 	}
 	if err := s.tpl.Upload(r.PathValue("token"), r.ContentLength, r.Body); err != nil {
 		if sandbox.KindOf(err) == sandbox.KindInternal {
 			s.log.Error("upload failed", "err", err)
 		}
-		writeError(w, err)
+		httpedge.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -281,7 +282,7 @@ func (s *server) buildStatus(w http.ResponseWriter, r *http.Request, team string
 			out.Reason.LogEntries = all
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -316,7 +317,7 @@ func (s *server) buildLogs(w http.ResponseWriter, r *http.Request, team string) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"logs": logsOut(entries)})
+	httpedge.WriteJSON(w, http.StatusOK, map[string]any{"logs": logsOut(entries)})
 	return nil
 }
 
@@ -388,7 +389,7 @@ func (s *server) listTemplates(w http.ResponseWriter, r *http.Request, team stri
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -414,7 +415,7 @@ func (s *server) listTemplatesV2(w http.ResponseWriter, r *http.Request, team st
 		out = out[:limit]
 		w.Header().Set("X-Next-Token", out[limit-1].TemplateID)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -466,7 +467,7 @@ func (s *server) getTemplate(w http.ResponseWriter, r *http.Request, team string
 		}
 		out.Builds = append(out.Builds, bj)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -475,7 +476,7 @@ func (s *server) alias(w http.ResponseWriter, r *http.Request, team string) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"templateID": t.ID, "public": t.Public})
+	httpedge.WriteJSON(w, http.StatusOK, map[string]any{"templateID": t.ID, "public": t.Public})
 	return nil
 }
 
@@ -491,7 +492,7 @@ func (s *server) assignTags(w http.ResponseWriter, r *http.Request, team string)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"tags": body.Tags, "buildID": buildID})
+	httpedge.WriteJSON(w, http.StatusCreated, map[string]any{"tags": body.Tags, "buildID": buildID})
 	return nil
 }
 
@@ -531,7 +532,7 @@ func (s *server) templateTags(w http.ResponseWriter, r *http.Request, team strin
 	for _, t := range tags {
 		out = append(out, tagJSON{Tag: t.Tag, BuildID: t.BuildID, CreatedAt: t.CreatedAt})
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -550,6 +551,6 @@ func (s *server) updateTemplate(w http.ResponseWriter, r *http.Request, team str
 	if names == nil {
 		names = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"names": names})
+	httpedge.WriteJSON(w, http.StatusOK, map[string]any{"names": names})
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -47,7 +48,7 @@ func (s *server) createVolume(w http.ResponseWriter, r *http.Request, team strin
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, volumeTokenOut{VolumeID: v.ID, Name: v.Name, Token: s.vol.Token(v)})
+	httpedge.WriteJSON(w, http.StatusCreated, volumeTokenOut{VolumeID: v.ID, Name: v.Name, Token: s.vol.Token(v)})
 	return nil
 }
 
@@ -60,7 +61,7 @@ func (s *server) listVolumes(w http.ResponseWriter, r *http.Request, team string
 	for _, v := range vs {
 		out = append(out, volumeOut{VolumeID: v.ID, Name: v.Name})
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -69,7 +70,7 @@ func (s *server) getVolume(w http.ResponseWriter, r *http.Request, team string) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, volumeTokenOut{VolumeID: v.ID, Name: v.Name, Token: s.vol.Token(v)})
+	httpedge.WriteJSON(w, http.StatusOK, volumeTokenOut{VolumeID: v.ID, Name: v.Name, Token: s.vol.Token(v)})
 	return nil
 }
 

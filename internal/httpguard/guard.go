@@ -15,7 +15,6 @@ package httpguard
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/logkey"
 )
 
@@ -119,11 +119,6 @@ type overCapKey struct{}
 
 // writeError answers E2B's {code, message} error.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{status, msg})
+	httpedge.WriteJSON(w, status, httpedge.Body{Code: status, Message: msg})
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -178,9 +179,9 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, addr, path s
 	}
 	if res.StatusCode >= 300 {
 		defer res.Body.Close()
-		var e errorBody
+		var e httpedge.Body
 		_ = json.NewDecoder(io.LimitReader(res.Body, 64<<10)).Decode(&e)
-		kind := kindOf(res.StatusCode)
+		kind := httpedge.KindOf(res.StatusCode)
 		if kind == sandbox.KindUnauthenticated || kind == sandbox.KindForbidden {
 			// The control plane's token is wrong: the operator's to fix.
 			kind = sandbox.KindInternal

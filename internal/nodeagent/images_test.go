@@ -19,6 +19,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -275,7 +276,7 @@ func TestImageAPIRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer res.Body.Close()
-			var e errorBody
+			var e httpedge.Body
 			if err := json.NewDecoder(res.Body).Decode(&e); err != nil || res.StatusCode != c.want || e.Code != c.want || e.Message == "" {
 				t.Errorf("%s %s: %d %+v (%v), want %d in Warren's error shape", method, path, res.StatusCode, e, err, c.want)
 			}
@@ -314,7 +315,7 @@ func FuzzImageAPI(f *testing.F) {
 		rec := httptest.NewRecorder()
 		srv.ServeHTTP(rec, req)
 		if rec.Code >= 400 && rec.Code != 404 && rec.Code != 405 {
-			var e errorBody
+			var e httpedge.Body
 			if err := json.NewDecoder(bytes.NewReader(rec.Body.Bytes())).Decode(&e); err != nil || e.Code != rec.Code {
 				t.Errorf("%s %s: %d %q, not Warren's error shape", method, path, rec.Code, rec.Body.String())
 			}

@@ -23,7 +23,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/warrenhq/warren/internal/api"
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -121,38 +121,12 @@ func (s *Server) pod(h func(r *http.Request, uid string) (any, error)) http.Hand
 	})
 }
 
-// errorBody is Warren's error shape.
-type errorBody struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
+// writeError answers err in Warren's {code, message} shape. An internal
+// error says its cause: the caller is the control plane, which logs it.
 func writeError(w http.ResponseWriter, err error) {
-	code := api.Status(err)
-	msg := sandbox.Message(err)
+	body := httpedge.ErrorOf(err)
 	if sandbox.KindOf(err) == sandbox.KindInternal {
-		msg = "the node agent failed: " + err.Error() // the caller is the control plane, which logs it
+		body.Message = "the node agent failed: " + err.Error()
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(errorBody{Code: code, Message: msg})
-}
-
-// kindOf is the error kind of an HTTP status the agent answered.
-func kindOf(status int) sandbox.Kind {
-	switch status {
-	case http.StatusNotFound:
-		return sandbox.KindNotFound
-	case http.StatusConflict:
-		return sandbox.KindConflict
-	case http.StatusBadRequest:
-		return sandbox.KindInvalid
-	case http.StatusUnauthorized:
-		return sandbox.KindUnauthenticated
-	case http.StatusForbidden:
-		return sandbox.KindForbidden
-	case http.StatusServiceUnavailable:
-		return sandbox.KindUnavailable
-	}
-	return sandbox.KindInternal
+	httpedge.WriteJSON(w, body.Code, body)
 }

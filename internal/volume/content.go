@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -160,7 +161,7 @@ func (s *Service) stat(w http.ResponseWriter, r *http.Request, root *os.Root, p 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, e)
+	httpedge.WriteJSON(w, http.StatusOK, e)
 	return nil
 }
 
@@ -277,7 +278,7 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request, root *os.Root, p 
 	if err := walk(r.Context(), root, p, depth, &out); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -335,7 +336,7 @@ func (s *Service) makeDir(w http.ResponseWriter, r *http.Request, root *os.Root,
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, e)
+	httpedge.WriteJSON(w, http.StatusCreated, e)
 	return nil
 }
 
@@ -415,7 +416,7 @@ func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, e)
+	httpedge.WriteJSON(w, http.StatusCreated, e)
 	return nil
 }
 
@@ -450,41 +451,12 @@ func (e *full) Error() string {
 	return fmt.Sprintf("no space left in the volume for %s: it is at its size limit (--volume-size-mb); remove files from it, or write to a volume made with a larger limit", e.path)
 }
 
-type errorBody struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-var kindStatus = map[sandbox.Kind]int{
-	sandbox.KindNotFound:        http.StatusNotFound,
-	sandbox.KindConflict:        http.StatusConflict,
-	sandbox.KindInvalid:         http.StatusBadRequest,
-	sandbox.KindUnauthenticated: http.StatusUnauthorized,
-	sandbox.KindForbidden:       http.StatusForbidden,
-	sandbox.KindUnavailable:     http.StatusServiceUnavailable,
-}
-
-// writeError writes E2B's {code, message}; internal detail stays out.
+// writeError writes E2B's {code, message}; internal detail stays out. A
+// full volume is 413, with what to do.
 func writeError(w http.ResponseWriter, err error) {
 	if f := (*full)(nil); errors.As(err, &f) {
-		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Code: http.StatusRequestEntityTooLarge, Message: f.Error()})
+		httpedge.WriteJSON(w, http.StatusRequestEntityTooLarge, httpedge.Body{Code: http.StatusRequestEntityTooLarge, Message: f.Error()})
 		return
 	}
-	status, ok := kindStatus[sandbox.KindOf(err)]
-	msg := "internal error"
-	if ok {
-		var e *sandbox.Error
-		if errors.As(err, &e) {
-			msg = e.Message
-		}
-	} else {
-		status = http.StatusInternalServerError
-	}
-	writeJSON(w, status, errorBody{Code: status, Message: msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	httpedge.WriteError(w, err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
@@ -71,7 +70,7 @@ func (s *server) doLogin(w http.ResponseWriter, r *http.Request) error {
 		return sandbox.Errorf(sandbox.KindInvalid, "login takes a JSON body (Content-Type: application/json)")
 	}
 	var req loginRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		return err
 	}
 	ctx := r.Context()
@@ -86,7 +85,7 @@ func (s *server) doLogin(w http.ResponseWriter, r *http.Request) error {
 		}
 		team = t
 	case req.APIKey != "":
-		t, err := s.keyTeam(ctx, req.APIKey)
+		t, err := s.keys.Team(ctx, req.APIKey)
 		if err != nil {
 			return err
 		}
@@ -109,26 +108,6 @@ func (s *server) doLogin(w http.ResponseWriter, r *http.Request) error {
 	s.log.Info("dashboard login", logkey.Team, team, "by", map[bool]string{true: "link", false: "key"}[req.Token != ""])
 	writeJSON(w, http.StatusOK, sessionInfo{TeamID: team, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt})
 	return nil
-}
-
-// keyTeam returns the team of an API key, as the control-plane API
-// authenticates it.
-func (s *server) keyTeam(ctx context.Context, key string) (string, error) {
-	if !sandbox.ValidAPIKey(key) {
-		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "invalid API key")
-	}
-	hash := sandbox.HashAPIKey(key)
-	if slices.ContainsFunc(s.extra, func(h string) bool { return subtle.ConstantTimeCompare([]byte(h), []byte(hash)) == 1 }) {
-		return sandbox.DefaultTeamID, nil
-	}
-	k, err := s.st.APIKeyByHash(ctx, hash)
-	if sandbox.KindOf(err) == sandbox.KindNotFound {
-		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "invalid API key")
-	}
-	if err != nil {
-		return "", err
-	}
-	return k.TeamID, nil
 }
 
 // logout ends the request's session, if any, and clears the cookie. It

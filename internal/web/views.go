@@ -24,11 +24,11 @@ func (s *server) routes(mux *http.ServeMux) {
 		{"GET /dashboard/api/sandboxes/{id}/events", s.sandboxEvents},
 		{"POST /dashboard/api/sandboxes/{id}/pause", s.pause},
 		{"POST /dashboard/api/sandboxes/{id}/resume", s.resume},
-		{"POST /dashboard/api/sandboxes/{id}/kill", s.kill},
+		{"POST /dashboard/api/sandboxes/{id}/kill", s.ops.Kill},
 		{"POST /dashboard/api/sandboxes/{id}/timeout", s.extend},
 		{"POST /dashboard/api/sandboxes/{id}/snapshot", s.snapshot},
 		{"GET /dashboard/api/snapshots", s.listSnapshots},
-		{"DELETE /dashboard/api/snapshots/{id}", s.deleteSnapshot},
+		{"DELETE /dashboard/api/snapshots/{id}", s.ops.DeleteSnapshot},
 		{"GET /dashboard/api/keys", s.listKeys},
 		{"POST /dashboard/api/keys", s.createKey},
 		{"DELETE /dashboard/api/keys/{id}", s.revokeKey},
@@ -233,7 +233,7 @@ type actionBody struct {
 func (s *server) action(w http.ResponseWriter, r *http.Request, team string) (sandbox.Sandbox, actionBody, error) {
 	var body actionBody
 	if r.ContentLength != 0 {
-		if err := decode(w, r, &body); err != nil {
+		if err := decode(r, &body); err != nil {
 			return sandbox.Sandbox{}, body, err
 		}
 	}
@@ -267,18 +267,6 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) err
 		return err
 	}
 	writeJSON(w, http.StatusOK, s.sandboxOut(r, sb, false))
-	return nil
-}
-
-func (s *server) kill(w http.ResponseWriter, r *http.Request, team string) error {
-	sb, _, err := s.action(w, r, team)
-	if err != nil {
-		return err
-	}
-	if err := s.m.Kill(r.Context(), team, sb.ID); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
@@ -340,14 +328,6 @@ func (s *server) listSnapshots(w http.ResponseWriter, r *http.Request, team stri
 	return nil
 }
 
-func (s *server) deleteSnapshot(w http.ResponseWriter, r *http.Request, team string) error {
-	if err := s.m.DeleteSnapshot(r.Context(), team, r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
 type keyJSON struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
@@ -377,7 +357,7 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request, team string) 
 	var body struct {
 		Name string `json:"name"`
 	}
-	if err := decode(w, r, &body); err != nil {
+	if err := decode(r, &body); err != nil {
 		return err
 	}
 	if len(body.Name) > maxKeyName {

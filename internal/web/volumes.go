@@ -79,7 +79,7 @@ func (s *server) createVolume(w http.ResponseWriter, r *http.Request, team strin
 	var body struct {
 		Name string `json:"name"`
 	}
-	if err := decode(w, r, &body); err != nil {
+	if err := decode(r, &body); err != nil {
 		return err
 	}
 	v, err := vols.Create(r.Context(), team, body.Name)

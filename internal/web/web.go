@@ -9,10 +9,11 @@
 // Every API request but login needs a session, and every query is
 // scoped to the session's team: another team's sandbox is not found.
 // The package holds no state of sandboxes of its own: state changes go
-// through lifecycle.Manager's methods as the control-plane API's do,
-// lists, metrics and logs through its queries, builds through the
-// template registry, keys and sessions through the store, events through
-// the events service, volumes through the volume service.
+// through lifecycle.Manager's methods as the control-plane API's do
+// (those that are the API's, request and answer alike, through its own
+// handlers, api.Ops), lists, metrics and logs through its queries, builds
+// through the template registry, keys and sessions through the store,
+// events through the events service, volumes through the volume service.
 //
 // Preact was chosen for the front end because it is React's component
 // model and hooks in 4 kB, well kept, with no runtime dependency of its
@@ -23,8 +24,6 @@ package web
 import (
 	"context"
 	"embed"
-	"encoding/json"
-	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/api"
 	"github.com/warrenhq/warren/internal/events"
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -111,7 +111,8 @@ type server struct {
 	cfg    Config
 	m      *lifecycle.Manager
 	st     Store
-	extra  []string // hashes of ExtraKeys
+	keys   *httpedge.Keys // the store's and ExtraKeys
+	ops    api.Ops        // the API's handlers for what the views do alike
 	log    *slog.Logger
 	now    func() time.Time
 	assets fs.FS
@@ -132,10 +133,7 @@ func New(cfg Config) http.Handler {
 	if err != nil {
 		panic(err) // the embed pattern guarantees the directory
 	}
-	s := &server{cfg: cfg, m: cfg.Manager, st: cfg.Store, log: logkey.For(cfg.Logger, "web"), now: cfg.Now, assets: assets}
-	for _, k := range cfg.ExtraKeys {
-		s.extra = append(s.extra, sandbox.HashAPIKey(k))
-	}
+	s := &server{cfg: cfg, m: cfg.Manager, st: cfg.Store, keys: httpedge.NewKeys(cfg.Store, cfg.ExtraKeys), ops: api.NewOps(cfg.Manager), log: logkey.For(cfg.Logger, "web"), now: cfg.Now, assets: assets}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /dashboard/api/login", s.login)
 	mux.HandleFunc("POST /dashboard/api/logout", s.logout)
@@ -198,33 +196,23 @@ func (s *server) static(w http.ResponseWriter, r *http.Request) {
 	w.Write(index)
 }
 
-// errorBody is E2B's {code, message} error shape.
-type errorBody struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
+// The dashboard's answers are the API's, never cached: they are one
+// team's.
 func writeError(w http.ResponseWriter, err error) {
-	status := api.Status(err)
-	writeJSON(w, status, errorBody{Code: status, Message: sandbox.Message(err)})
+	w.Header().Set("Cache-Control", "no-store")
+	httpedge.WriteError(w, err)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	httpedge.WriteJSON(w, status, v)
 }
 
-// decode reads a JSON body of at most 64 KiB into v.
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-			return err
-		}
-		return sandbox.Errorf(sandbox.KindInvalid, "invalid JSON body: %v", err)
-	}
-	return nil
+// bodies reads the dashboard's request bodies: small, and only the fields
+// each names.
+var bodies = httpedge.Reader{Limit: 64 << 10, Strict: true}
+
+// decode reads a required JSON body into v.
+func decode(r *http.Request, v any) error {
+	return bodies.DecodeRequired(r, v, "{}")
 }

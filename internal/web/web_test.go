@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/events"
+	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -205,7 +206,7 @@ func TestLoginRefusals(t *testing.T) {
 			if res.StatusCode != tc.want {
 				t.Fatalf("status %d %s, want %d", res.StatusCode, body, tc.want)
 			}
-			var e errorBody
+			var e httpedge.Body
 			if json.Unmarshal(body, &e) != nil || e.Code != tc.want || e.Message == "" {
 				t.Errorf("body %s is not a {code, message} error", body)
 			}

@@ -72,7 +72,7 @@ func (s *server) createWebhook(w http.ResponseWriter, r *http.Request, team stri
 		Secret string   `json:"signatureSecret"`
 		Events []string `json:"events"`
 	}
-	if err := decode(w, r, &body); err != nil {
+	if err := decode(r, &body); err != nil {
 		return err
 	}
 	spec := events.WebhookSpec{Name: &body.Name, URL: &body.URL, Secret: &body.Secret}
@@ -95,7 +95,7 @@ func (s *server) enableWebhook(w http.ResponseWriter, r *http.Request, team stri
 	var body struct {
 		Enabled bool `json:"enabled"`
 	}
-	if err := decode(w, r, &body); err != nil {
+	if err := decode(r, &body); err != nil {
 		return err
 	}
 	hook, err := evs.UpdateWebhook(r.Context(), team, r.PathValue("id"), events.WebhookSpec{Enabled: &body.Enabled})
