@@ -17,12 +17,15 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/egress"
+	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/server"
+	"github.com/warrenhq/warren/internal/template"
 	"github.com/warrenhq/warren/internal/web"
 )
 
@@ -370,9 +373,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&egressTrust, "egress-trust-ca", "", "PEM files (comma-separated) of CAs the egress gateway trusts, besides the system's, when it opens its own TLS to a host whose requests network.rules rewrite")
 	e.String(&cfg.Instance, "instance", sandbox.DefaultInstance, "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
 		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
-	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
-	e.Duration(&cfg.EventsRetention, "events-retention", 7*24*time.Hour, "how long sandbox lifecycle events (GET /events/sandboxes, webhooks) are kept")
-	e.Duration(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "time limit of one webhook delivery attempt; a failed one is retried with backoff")
+	e.Int(&cfg.TemplateBuilds, "template-builds", template.DefaultMaxConcurrentBuilds, "template builds run at once; more wait in a queue")
+	e.Duration(&cfg.EventsRetention, "events-retention", events.DefaultRetention, "how long sandbox lifecycle events (GET /events/sandboxes, webhooks) are kept")
+	e.Duration(&cfg.WebhookTimeout, "webhook-timeout", events.DefaultTimeout, "time limit of one webhook delivery attempt; a failed one is retried with backoff")
 	e.Bool(&l.PauseToDisk, "pause-to-disk", false, "under gvisor, a pause that keeps memory checkpoints the sandbox to disk at once instead of freezing it (no RAM held; resume takes a restore)")
 	e.Duration(&l.CheckpointMaxAge, "checkpoint-max-age", d.CheckpointMaxAge, "delete checkpoints of sandboxes paused this long; they become stopped (negative: never)")
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
@@ -389,7 +392,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&l.WarmPoolMemoryMB, "warm-pool-memory-mb", d.WarmPoolMemoryMB, "MiB of memory the auto-sized warm pools may hold beyond their floors; by default 1/16 of this machine's memory (MemTotal)")
 	e.Duration(&l.MaxTimeout, "max-timeout", d.MaxTimeout, "longest sandbox timeout a client may ask for")
 	e.Duration(&l.InitTimeout, "init-timeout", d.InitTimeout, "how long to wait for a sandbox's agent")
-	e.Duration(&cfg.ProxyDialTimeout, "proxy-dial-timeout", 10*time.Second, "how long the proxy tries to reach a sandbox's agent, or a port inside through it, before answering 502")
+	e.Duration(&cfg.ProxyDialTimeout, "proxy-dial-timeout", proxy.DefaultDialTimeout, "how long the proxy tries to reach a sandbox's agent, or a port inside through it, before answering 502")
 	e.Duration(&l.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long a template's ready command may keep failing before the create fails")
 	e.Duration(&l.FreezeMaxAge, "freeze-max-age", d.FreezeMaxAge, "stop frozen sandboxes after this long (negative: never)")
 	e.Int(&l.MaxFrozen, "max-frozen", d.MaxFrozen, "most frozen sandboxes; the oldest beyond are stopped (negative: no cap)")

@@ -52,10 +52,10 @@ func addKubeFlags(e *envFlags, engine *string, k *kubeConfig) {
 	e.String(&k.Namespace, "namespace", kubernetes.DefaultNamespace, "with --engine kubernetes: namespace of the sandboxes' pods")
 	e.String(&k.RuntimeClass, "gvisor-runtime-class", kubernetes.DefaultRuntimeClass, "with --engine kubernetes: RuntimeClass of sandboxes under --runtime gvisor")
 	e.String(&k.AgentImage, "agent-image", kubernetes.DefaultAgentImage, "with --engine kubernetes: image holding warren and warren-agent, whose init container delivers the agent into every pod (scripts/kube-images.sh)")
-	e.String(&k.PullPolicy, "image-pull-policy", "Never", "with --engine kubernetes: Never (images imported into the nodes) or IfNotPresent (pulled from a registry)")
+	e.String(&k.PullPolicy, "image-pull-policy", kubernetes.DefaultPullPolicy, "with --engine kubernetes: Never (images imported into the nodes) or IfNotPresent (pulled from a registry)")
 	e.String(&k.NodeTokenSecret, "node-token-secret", "warren-node-token", "with --engine kubernetes: Secret (key token) shared with the warren node DaemonSet, for freezing pods (\"\": no node agents, frozen pause unavailable)")
 	e.String(&k.Registry, "registry", "", "with --engine kubernetes: repository prefix (host[:port][/path]) in a registry the kubelets pull from: built images are pushed there and pods name them by digest (default: none, the node agents import images into the nodes)")
-	e.Int(&k.RequestPercent, "request-percent", 10, "with --engine kubernetes: share of a sandbox's CPU and memory limits its pod requests from the scheduler (1-100)")
+	e.Int(&k.RequestPercent, "request-percent", kubernetes.DefaultRequestPercent, "with --engine kubernetes: share of a sandbox's CPU and memory limits its pod requests from the scheduler (1-100)")
 }
 
 // checkEngine validates --engine and what it implies.
