@@ -78,9 +78,14 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 // newServer makes warren serve's server on an engine's parts, with the
 // dashboard's view of the server and its checks from cfg.
 func newServer(cfg serveConfig, deps server.Deps) *server.Server {
-	cfg.Info = web.ServerInfo{Version: versionString(), Engine: engineTitle(cfg.Engine), StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain}
+	cfg.Info = serverInfo(cfg)
 	deps.Checks = serverChecks(cfg, deps.Runtime)
 	return server.New(cfg.Config, deps)
+}
+
+// serverInfo is what the dashboard's server view says of the server.
+func serverInfo(cfg serveConfig) web.ServerInfo {
+	return web.ServerInfo{Version: versionString(), Engine: engineTitle(cfg.Engine), StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain}
 }
 
 // serve opens srv, tells the operator how to use it, and runs it until ctx

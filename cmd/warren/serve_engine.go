@@ -95,15 +95,16 @@ func (u undo) run() {
 }
 
 // localDocker is the local Docker engine, which every engine builds
-// templates with (and the Docker engine runs sandboxes on): its adapter,
-// made with dc, and the network template builds run on. hint says what
-// to do when the engine cannot be reached.
+// templates with (and the Docker engine runs sandboxes on): its adapter
+// and the network template builds run on.
 type localDocker struct {
 	rt          *docker.Runtime
-	buildNet    string // the builds' Docker network
+	buildNet    string // the builds' Docker network; "" until ensureBuildNetwork
 	buildBridge string // its bridge on the host, for the firewall
 }
 
+// openLocalDocker makes the local Docker engine's adapter with dc, to be
+// closed by u; hint says what to do when that fails.
 func openLocalDocker(dc docker.Config, hint string, u *undo) (localDocker, error) {
 	rt, err := docker.New(dc)
 	if err != nil {
