@@ -40,10 +40,10 @@
 // container label) and every sandbox, template, image and container the benchmark made is
 // removed at the end.
 import { execFile } from 'node:child_process'
-import { createRequire } from 'node:module'
 import { parseArgs, promisify } from 'node:util'
 import os from 'node:os'
 import { WarrenServer } from '../../test/e2e/server/harness.mjs'
+import { removeSandboxContainers, sdk, startServer } from '../server.mjs'
 import { stat, fmt } from '../stats.mjs'
 import { containers, memory, pssKB } from '../containers.mjs'
 
@@ -77,18 +77,14 @@ const gvisorEnv = {
 if (opt.gvisor) Object.assign(process.env, gvisorEnv)
 const floorRuntime = opt.gvisor ? ['--runtime', 'runsc'] : []
 
-const require = createRequire(new URL('../../test/e2e/package.json', import.meta.url))
-const { Sandbox, Template } = await import(require.resolve('e2b'))
+const { Sandbox, Template } = await sdk('e2b')
 const run = promisify(execFile)
 const now = () => performance.now()
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const note = (m) => !opt.json && console.log(m)
 const tag = `burstbench-${process.pid}`
 
-const server = new WarrenServer({ name: `warren-burst-${process.pid}`, args: opt['serve-arg'] })
-await server.start()
-Object.assign(process.env, server.sdkEnv)
-delete process.env.E2B_DEBUG
+const server = await startServer({ name: `warren-burst-${process.pid}`, args: opt['serve-arg'] })
 const meta = { bench: server.name }
 
 // metrics returns the text of a server's GET /metrics.
@@ -475,8 +471,7 @@ try {
     const problems = (await srv.dispose()).filter((p) => !p.includes('(warm pool?)'))
     if (problems.length) console.error(`bench: ${problems.join('; ')}`)
   }
-  const { stdout } = await run('docker', ['ps', '-aq', '--filter', `label=bench=${server.name}`])
-  if (stdout.trim()) await run('docker', ['rm', '-f', ...stdout.trim().split('\n')])
+  await removeSandboxContainers(server)
   if (images.length) await run('docker', ['rmi', ...images]).catch((e) => console.error(`bench: docker rmi: ${e.message}`))
 }
 process.exit(failed ? 1 : 0)

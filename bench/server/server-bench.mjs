@@ -18,10 +18,9 @@
 //   proxy    commands.run('true') and GET /health through the proxy vs the agent's published
 //            port directly (interleaved runs), p50/p95 and the p50 difference.
 import { execFileSync } from 'node:child_process'
-import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
 import os from 'node:os'
-import { WarrenServer } from '../../test/e2e/server/harness.mjs'
+import { removeSandboxContainers, sdk, startServer } from '../server.mjs'
 import { reporter } from '../stats.mjs'
 import { timeListings } from '../listing.mjs'
 
@@ -42,18 +41,14 @@ const only = new Set(opt.only.split(','))
 // is no docker run to compare with, and no pause without memory (docs/kubernetes.md).
 const kube = process.env.WARREN_ENGINE === 'kubernetes'
 
-const require = createRequire(new URL('../../test/e2e/package.json', import.meta.url))
-const { Sandbox } = await import(require.resolve('e2b'))
+const { Sandbox } = await sdk('e2b')
 
 const now = () => performance.now()
 const results = {}
 const report = reporter(results, 52, opt.json)
 const note = (m) => !opt.json && console.log(m)
 
-const server = new WarrenServer({ name: `warren-bench-${process.pid}`, args: opt['serve-arg'] })
-await server.start()
-Object.assign(process.env, server.sdkEnv)
-delete process.env.E2B_DEBUG
+const server = await startServer({ name: `warren-bench-${process.pid}`, args: opt['serve-arg'] })
 const meta = { bench: server.name }
 
 async function createAndRun() {
@@ -222,8 +217,7 @@ try {
   console.error(`bench failed: ${e.stack}\n--- server log tail:\n${await server.logTail(30)}`)
   process.exitCode = 1
 } finally {
-  const left = execFileSync('docker', ['ps', '-aq', '--filter', `label=bench=${server.name}`]).toString().split(/\s+/).filter(Boolean)
-  if (left.length) execFileSync('docker', ['rm', '-f', ...left])
+  await removeSandboxContainers(server)
   const problems = await server.dispose()
   if (problems.length) console.error(`bench: ${problems.join('; ')}`)
 }

@@ -13,14 +13,13 @@
 //             Sandbox.create() → first commands.run('true') resolved, with the build, the create
 //             and the first command apart.
 import { execFileSync } from 'node:child_process'
-import { createRequire } from 'node:module'
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import os from 'node:os'
-import { WarrenServer } from '../../test/e2e/server/harness.mjs'
+import { sdk, startServer } from '../server.mjs'
 import { reporter } from '../stats.mjs'
 
 const { values: opt } = parseArgs({
@@ -31,8 +30,7 @@ const { values: opt } = parseArgs({
 })
 const n = Number(opt.n)
 
-const require = createRequire(new URL('../../test/e2e/package.json', import.meta.url))
-const { Template, Sandbox } = await import(require.resolve('e2b'))
+const { Template, Sandbox } = await sdk('e2b')
 
 const now = () => performance.now()
 const uid = () => randomBytes(4).toString('hex')
@@ -40,10 +38,7 @@ const results = {}
 const report = reporter(results, 52, opt.json)
 const note = (m) => !opt.json && console.log(m)
 
-const server = new WarrenServer({ name: `warren-bench-${process.pid}`, args: [] })
-await server.start()
-Object.assign(process.env, server.sdkEnv)
-delete process.env.E2B_DEBUG
+const server = await startServer({ name: `warren-bench-${process.pid}`, args: [] })
 
 const ctxDir = mkdtempSync(join(tmpdir(), 'warren-bench-tpl-'))
 writeFileSync(join(ctxDir, 'app.sh'), '#!/bin/sh\necho app\n')

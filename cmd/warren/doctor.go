@@ -9,9 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/client"
-
 	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -72,29 +69,30 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 
-	var cli *client.Client
+	// eng is the engine's adapter once the first check reached it.
+	var eng *docker.Runtime
 	checks := []check{
 		{"docker engine", false, func(ctx context.Context) (string, error) {
-			c, err := docker.Connect()
+			rt, err := docker.Open(docker.Config{GVisorRuntime: gvName})
 			if err != nil {
 				return "", err
 			}
-			res, err := c.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+			v, err := rt.Ping(ctx)
 			if err != nil {
-				c.Close()
+				rt.Close()
 				return "", err
 			}
-			cli = c
-			return "reachable, API version " + res.APIVersion, nil
+			eng = rt
+			return "reachable, API version " + v, nil
 		}},
 		{"base image", false, func(ctx context.Context) (string, error) {
-			return imagePresent(ctx, cli, image, "build it with: "+buildBase+" (as root)")
+			return imagePresent(ctx, eng, image, "build it with: "+buildBase+" (as root)")
 		}},
 		{"code interpreter", true, func(ctx context.Context) (string, error) {
-			return imagePresent(ctx, cli, ciImage, "only the code-interpreter-v1 template needs it; build it with: "+buildCI)
+			return imagePresent(ctx, eng, ciImage, "only the code-interpreter-v1 template needs it; build it with: "+buildCI)
 		}},
 		{"MCP gateway", true, func(ctx context.Context) (string, error) {
-			return imagePresent(ctx, cli, mcpImage, "only the mcp-gateway template (Sandbox.create({ mcp })) needs it; build it with: "+buildMCP)
+			return imagePresent(ctx, eng, mcpImage, "only the mcp-gateway template (Sandbox.create({ mcp })) needs it; build it with: "+buildMCP)
 		}},
 		{"firewall", false, func(ctx context.Context) (string, error) {
 			if fw == "off" {
@@ -136,7 +134,7 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 			return filepath.Clean(stateDir) + " is writable", nil
 		}},
 	}
-	checks = append(checks, runtimeChecks(rt, gvName, image, &cli)...)
+	checks = append(checks, runtimeChecks(rt, gvName, image, &eng)...)
 	failed := 0
 	for _, c := range checks {
 		msg, err := c.run(ctx)
@@ -150,8 +148,8 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 			fmt.Fprintf(m.Stdout, "FAIL  %-16s %v\n", c.name, err)
 		}
 	}
-	if cli != nil {
-		cli.Close()
+	if eng != nil {
+		eng.Close()
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d checks failed", failed, len(checks))
@@ -159,17 +157,18 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	return nil
 }
 
-// imagePresent checks that the engine has image; fix says what to do
+// imagePresent checks that the engine eng has image; fix says what to do
 // when it does not.
-func imagePresent(ctx context.Context, cli *client.Client, image, fix string) (string, error) {
-	if cli == nil {
+func imagePresent(ctx context.Context, eng *docker.Runtime, image, fix string) (string, error) {
+	if eng == nil {
 		return "", errors.New("cannot check without the docker engine")
 	}
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return "", fmt.Errorf("%s is missing: %s", image, fix)
-		}
+	ok, err := eng.ImageExists(ctx, image)
+	if err != nil {
 		return "", fmt.Errorf("%s: %w", image, err)
+	}
+	if !ok {
+		return "", fmt.Errorf("%s is missing: %s", image, fix)
 	}
 	return image + " present", nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/warrenhq/warren/internal/agent/codeinterp/javakernel"
 	"github.com/warrenhq/warren/internal/baseimage"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -93,7 +94,7 @@ func (m *Main) buildCodeInterpreterImage(ctx context.Context, args []string) err
 		return err
 	}
 	return buildImage(ctx, func(cli *client.Client) (imageBuilder, error) {
-		return baseimage.NewLayerBuilder(cfg, baseimage.CodeInterpreterRecipe(), cli, m.Stdout)
+		return baseimage.NewLayerBuilder(cfg, codeInterpreterRecipe(), cli, m.Stdout)
 	})
 }
 
@@ -123,6 +124,12 @@ func (m *Main) buildMCPGatewayImage(ctx context.Context, args []string) error {
 	})
 }
 
+// codeInterpreterRecipe is the code interpreter image's recipe, with the
+// Java kernel of the code interpreter, which owns it.
+func codeInterpreterRecipe() baseimage.LayerRecipe {
+	return baseimage.CodeInterpreterRecipe(baseimage.LayerFile{Path: javakernel.SourcePath, Mode: 0o644, Data: javakernel.Source}, javakernel.BuildScript())
+}
+
 // siblingPath is name in the directory of this executable, where
 // scripts/build.sh puts Warren's binaries.
 func siblingPath(name string) string {
@@ -137,7 +144,7 @@ func siblingPath(name string) string {
 func (m *Main) parseLayerBuild(args []string) (baseimage.LayerConfig, error) {
 	fs := m.newFlagSet("image build code-interpreter", "warren image build code-interpreter [--force] [--tag NAME] [--from NAME]",
 		"Build the code interpreter's image FROM the local base image with the Docker engine's builder,\n"+
-			"apt-installing "+strings.Join(baseimage.CodeInterpreterRecipe().Packages, " ")+",\n"+
+			"apt-installing "+strings.Join(codeInterpreterRecipe().Packages, " ")+",\n"+
 			"and compiling Warren's Java kernel.\n"+
 			"Needs the base image (warren image build) and the engine's access to a Debian mirror; not root.")
 	var cfg baseimage.LayerConfig

@@ -5,24 +5,22 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/warrenhq/warren/internal/agentclient"
-	"github.com/warrenhq/warren/internal/egress"
-	"github.com/warrenhq/warren/internal/firewall"
+	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/server"
+	"github.com/warrenhq/warren/internal/template"
 	"github.com/warrenhq/warren/internal/web"
 )
 
@@ -53,8 +51,8 @@ type serveConfig struct {
 	Runtime string
 	// GVisorName is the engine's name for runsc (daemon.json "runtimes").
 	GVisorName string
-	// Engine is where sandboxes run (serve_kube.go); Kube its settings
-	// for engineKubernetes.
+	// Engine is where sandboxes run, a row of engines(); Kube its
+	// settings for engineKubernetes.
 	Engine string
 	Kube   kubeConfig
 }
@@ -65,42 +63,29 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log := m.logger(cfg.LogFormat)
-	if cfg.Engine == engineKubernetes {
-		return m.runServeKubernetes(ctx, cfg, log)
-	}
-	resolv, err := gvisorResolvConf(cfg.StateDir, cfg.EgressDNS, log)
+	eng, err := engineNamed(cfg.Engine)
 	if err != nil {
 		return err
 	}
-	rt, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, Instance: cfg.Instance,
-		GVisorRuntime: cfg.GVisorName, GVisorResolvConf: resolv, Logger: log})
-	if err != nil {
-		return fmt.Errorf("%w (run \"warren doctor\")", err)
-	}
-	defer rt.Close()
-	if err := rt.CheckRuntime(ctx, cfg.Lifecycle.SandboxRuntime); err != nil {
-		return fmt.Errorf("--runtime=%s: %w", cfg.Lifecycle.SandboxRuntime, err)
-	}
-	buildNet, buildBridge, err := rt.EnsureBuildNetwork(ctx)
-	if err != nil {
-		return fmt.Errorf("template build network: %w (run \"warren doctor\")", err)
-	}
-	fw, caPEM, err := m.firewall(ctx, cfg, rt, buildBridge, log)
+	deps, closeEngine, err := eng.open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer fw.Close() // stops the egress server; the rules stay
-	ac := agentclient.New()
-	return m.serve(ctx, newServer(cfg, server.Deps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: fw, CABundle: caPEM,
-		Builder: rt.Builder(buildNet), Commands: ac, Terminals: ac, Files: ac, Logger: log}), log)
+	defer closeEngine()
+	return m.serve(ctx, newServer(cfg, deps), log)
 }
 
 // newServer makes warren serve's server on an engine's parts, with the
 // dashboard's view of the server and its checks from cfg.
 func newServer(cfg serveConfig, deps server.Deps) *server.Server {
-	cfg.Info = web.ServerInfo{Version: versionString(), Engine: engineName(cfg.Engine), StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain}
+	cfg.Info = serverInfo(cfg)
 	deps.Checks = serverChecks(cfg, deps.Runtime)
 	return server.New(cfg.Config, deps)
+}
+
+// serverInfo is what the dashboard's server view says of the server.
+func serverInfo(cfg serveConfig) web.ServerInfo {
+	return web.ServerInfo{Version: versionString(), Engine: engineTitle(cfg.Engine), StateDir: cfg.StateDir, Firewall: cfg.Firewall, Domain: cfg.Domain}
 }
 
 // serve opens srv, tells the operator how to use it, and runs it until ctx
@@ -131,72 +116,6 @@ func parseEgressDNS(list string) ([]string, error) {
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// gvisorResolvConf writes the resolv.conf of gVisor sandboxes into the
-// state dir (see docker.Config.GVisorResolvConf): the host's nameservers
-// that a sandbox can reach, that is not loopback ones, else those of
-// --egress-dns on port 53. It returns "" and warns when there is none.
-func gvisorResolvConf(stateDir string, egressDNS []string, log *slog.Logger) (string, error) {
-	var servers []netip.Addr
-	host, _ := egress.Nameservers("/etc/resolv.conf")
-	for _, u := range egressDNS {
-		if ap := netip.MustParseAddrPort(u); ap.Port() == 53 {
-			host = append(host, ap.Addr())
-		}
-	}
-	for _, a := range host {
-		if !a.IsLoopback() && !slices.Contains(servers, a) {
-			servers = append(servers, a)
-		}
-	}
-	if len(servers) == 0 {
-		log.Warn("gVisor sandboxes will resolve no names: the host's resolvers are loopback addresses they cannot reach; name reachable ones with --egress-dns IP:53")
-		return "", nil
-	}
-	var b strings.Builder
-	b.WriteString("# Written by warren serve for gVisor sandboxes.\n")
-	for _, a := range servers {
-		b.WriteString("nameserver " + a.String() + "\n")
-	}
-	path := filepath.Join(stateDir, "gvisor-resolv.conf")
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return "", fmt.Errorf("state dir: %w", err)
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-// hostFirewall is a firewall that runs on the host beside the server:
-// firewall.Firewall, whose Close stops its egress server, or firewall.Off.
-type hostFirewall interface {
-	sandbox.Firewall
-	io.Closer
-}
-
-// firewall makes the sandbox network and the firewall guarding it and the
-// template builds' bridge; the manager installs the rules when it starts.
-func (m *Main) firewall(ctx context.Context, cfg serveConfig, rt *docker.Runtime, buildBridge string, log *slog.Logger) (hostFirewall, string, error) {
-	if cfg.Firewall == "off" {
-		log.Warn("firewall off: sandboxes can reach the host and each other, and egress rules are refused")
-		return firewall.Off{}, "", nil
-	}
-	bridge, err := rt.EnsureNetwork(ctx)
-	if err != nil {
-		return nil, "", fmt.Errorf("sandbox network: %w (run \"warren doctor\")", err)
-	}
-	ca, roots, err := egressTLS(cfg.StateDir, cfg.EgressTrustCA)
-	if err != nil {
-		return nil, "", err
-	}
-	fw, err := firewall.New(ctx, firewall.Config{Bridge: bridge, BuildBridge: buildBridge, Instance: cfg.Instance, DNSUpstream: cfg.EgressDNS, Logger: log,
-		Authority: ca, RootCAs: roots, PublicProxiesOnly: !cfg.EgressProxyPrivate})
-	if err != nil {
-		return nil, "", fmt.Errorf("%w; to run without isolation, start with --firewall=off", err)
-	}
-	return fw, string(ca.CertPEM()), nil
 }
 
 // logger returns JSON logs, or text when format is "text" or, by
@@ -370,9 +289,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&egressTrust, "egress-trust-ca", "", "PEM files (comma-separated) of CAs the egress gateway trusts, besides the system's, when it opens its own TLS to a host whose requests network.rules rewrite")
 	e.String(&cfg.Instance, "instance", sandbox.DefaultInstance, "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
 		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
-	e.Int(&cfg.TemplateBuilds, "template-builds", 2, "template builds run at once; more wait in a queue")
-	e.Duration(&cfg.EventsRetention, "events-retention", 7*24*time.Hour, "how long sandbox lifecycle events (GET /events/sandboxes, webhooks) are kept")
-	e.Duration(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "time limit of one webhook delivery attempt; a failed one is retried with backoff")
+	e.Int(&cfg.TemplateBuilds, "template-builds", template.DefaultMaxConcurrentBuilds, "template builds run at once; more wait in a queue")
+	e.Duration(&cfg.EventsRetention, "events-retention", events.DefaultRetention, "how long sandbox lifecycle events (GET /events/sandboxes, webhooks) are kept")
+	e.Duration(&cfg.WebhookTimeout, "webhook-timeout", events.DefaultTimeout, "time limit of one webhook delivery attempt; a failed one is retried with backoff")
 	e.Bool(&l.PauseToDisk, "pause-to-disk", false, "under gvisor, a pause that keeps memory checkpoints the sandbox to disk at once instead of freezing it (no RAM held; resume takes a restore)")
 	e.Duration(&l.CheckpointMaxAge, "checkpoint-max-age", d.CheckpointMaxAge, "delete checkpoints of sandboxes paused this long; they become stopped (negative: never)")
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")
@@ -389,7 +308,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&l.WarmPoolMemoryMB, "warm-pool-memory-mb", d.WarmPoolMemoryMB, "MiB of memory the auto-sized warm pools may hold beyond their floors; by default 1/16 of this machine's memory (MemTotal)")
 	e.Duration(&l.MaxTimeout, "max-timeout", d.MaxTimeout, "longest sandbox timeout a client may ask for")
 	e.Duration(&l.InitTimeout, "init-timeout", d.InitTimeout, "how long to wait for a sandbox's agent")
-	e.Duration(&cfg.ProxyDialTimeout, "proxy-dial-timeout", 10*time.Second, "how long the proxy tries to reach a sandbox's agent, or a port inside through it, before answering 502")
+	e.Duration(&cfg.ProxyDialTimeout, "proxy-dial-timeout", proxy.DefaultDialTimeout, "how long the proxy tries to reach a sandbox's agent, or a port inside through it, before answering 502")
 	e.Duration(&l.ReadyTimeout, "ready-timeout", d.ReadyTimeout, "how long a template's ready command may keep failing before the create fails")
 	e.Duration(&l.FreezeMaxAge, "freeze-max-age", d.FreezeMaxAge, "stop frozen sandboxes after this long (negative: never)")
 	e.Int(&l.MaxFrozen, "max-frozen", d.MaxFrozen, "most frozen sandboxes; the oldest beyond are stopped (negative: no cap)")
@@ -405,7 +324,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&bodyMinBytes, "body-min-bytes", 16<<10, "bytes of a request body that must arrive within each --body-timeout")
 	e.Int(&cfg.Conns.MaxConnsPerClient, "max-conns-per-client", 1024, "connections one client address (an IPv6 /64) may hold open at once; beyond, a connection is answered 429 and closed. "+
 		"The SDK opens one per request in flight and per open stream; clients behind one proxy or NAT share an address (negative: no cap)")
-	addKubeFlags(e, &cfg.Engine, &cfg.Kube)
+	addEngineFlags(e, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return serveConfig{}, err
 	}

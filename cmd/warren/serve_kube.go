@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,18 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 
-	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/runtime/kubernetes"
 	"github.com/warrenhq/warren/internal/server"
-)
-
-// The engines warren serve runs sandboxes on.
-const (
-	engineDocker     = "docker"
-	engineKubernetes = "kubernetes"
 )
 
 // kubeConfig is what --engine kubernetes runs with.
@@ -46,30 +38,21 @@ type kubeConfig struct {
 	Registry string
 }
 
-func addKubeFlags(e *envFlags, engine *string, k *kubeConfig) {
-	e.String(engine, "engine", engineDocker, "where sandboxes run: docker (containers on the local engine) or kubernetes (pods on a cluster; templates are still built by the local Docker engine)")
+// addKubeFlags defines the flags of --engine kubernetes.
+func addKubeFlags(e *envFlags, cfg *serveConfig) {
+	k := &cfg.Kube
 	e.String(&k.Kubeconfig, "kubeconfig", "", "with --engine kubernetes: kubeconfig file of the cluster (default: the cluster this runs in, from its service account)")
 	e.String(&k.Namespace, "namespace", kubernetes.DefaultNamespace, "with --engine kubernetes: namespace of the sandboxes' pods")
 	e.String(&k.RuntimeClass, "gvisor-runtime-class", kubernetes.DefaultRuntimeClass, "with --engine kubernetes: RuntimeClass of sandboxes under --runtime gvisor")
 	e.String(&k.AgentImage, "agent-image", kubernetes.DefaultAgentImage, "with --engine kubernetes: image holding warren and warren-agent, whose init container delivers the agent into every pod (scripts/kube-images.sh)")
-	e.String(&k.PullPolicy, "image-pull-policy", "Never", "with --engine kubernetes: Never (images imported into the nodes) or IfNotPresent (pulled from a registry)")
+	e.String(&k.PullPolicy, "image-pull-policy", kubernetes.DefaultPullPolicy, "with --engine kubernetes: Never (images imported into the nodes) or IfNotPresent (pulled from a registry)")
 	e.String(&k.NodeTokenSecret, "node-token-secret", "warren-node-token", "with --engine kubernetes: Secret (key token) shared with the warren node DaemonSet, for freezing pods (\"\": no node agents, frozen pause unavailable)")
 	e.String(&k.Registry, "registry", "", "with --engine kubernetes: repository prefix (host[:port][/path]) in a registry the kubelets pull from: built images are pushed there and pods name them by digest (default: none, the node agents import images into the nodes)")
-	e.Int(&k.RequestPercent, "request-percent", 10, "with --engine kubernetes: share of a sandbox's CPU and memory limits its pod requests from the scheduler (1-100)")
+	e.Int(&k.RequestPercent, "request-percent", kubernetes.DefaultRequestPercent, "with --engine kubernetes: share of a sandbox's CPU and memory limits its pod requests from the scheduler (1-100)")
 }
 
-// checkEngine validates --engine and what it implies.
-func checkEngine(cfg serveConfig) error {
-	switch cfg.Engine {
-	case engineDocker:
-		if cfg.Kube.Registry != "" {
-			return usageError{"--registry is for --engine kubernetes: the Docker engine runs the images it builds"}
-		}
-		return nil
-	case engineKubernetes:
-	default:
-		return usageError{fmt.Sprintf("--engine=%q: want docker or kubernetes", cfg.Engine)}
-	}
+// checkKubernetes validates the settings of --engine kubernetes.
+func checkKubernetes(cfg serveConfig) error {
 	if cfg.Kube.RequestPercent < 1 || cfg.Kube.RequestPercent > 100 {
 		return usageError{"--request-percent must be 1 to 100"}
 	}
@@ -81,30 +64,35 @@ func checkEngine(cfg serveConfig) error {
 	return nil
 }
 
-// runServeKubernetes serves with sandboxes as pods. The local Docker
-// engine still builds templates and answers for their images.
-func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
+// openKubernetes runs sandboxes as pods. The local Docker engine still
+// builds templates and answers for their images, behind the host's
+// firewall; what pods reach is left to the cluster's network policy.
+func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ server.Deps, _ func(), err error) {
+	var u undo
+	defer func() {
+		if err != nil {
+			u.run()
+		}
+	}()
 	cli, err := kubernetes.ClientFromKubeconfig(cfg.Kube.Kubeconfig)
 	if err != nil {
-		return err
+		return server.Deps{}, nil, err
 	}
-	images, err := docker.New(docker.Config{AgentPath: cfg.AgentPath, Network: cfg.Network, Instance: cfg.Instance, Logger: log})
+	images, err := openLocalDocker(dockerConfig(cfg, log), "templates are built with the local Docker engine; run \"warren doctor\"", &u)
 	if err != nil {
-		return fmt.Errorf("%w (templates are built with the local Docker engine; run \"warren doctor\")", err)
+		return server.Deps{}, nil, err
 	}
-	defer images.Close()
-	buildNet, buildBridge, err := images.EnsureBuildNetwork(ctx)
-	if err != nil {
-		return fmt.Errorf("template build network: %w (run \"warren doctor\")", err)
+	if err := images.ensureBuildNetwork(ctx); err != nil {
+		return server.Deps{}, nil, err
 	}
 	kc := kubernetes.Config{Client: cli, Namespace: cfg.Kube.Namespace, Instance: cfg.Instance,
 		AgentImage: cfg.Kube.AgentImage, PullPolicy: cfg.Kube.PullPolicy, GVisorRuntimeClass: cfg.Kube.RuntimeClass,
-		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent, Images: images, Source: images,
+		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent, Images: images.rt, Source: images.rt,
 		Registry: cfg.Kube.Registry, Logger: log}
 	if cfg.Kube.NodeTokenSecret != "" {
 		token, err := nodeToken(ctx, cli, cfg.Kube.Namespace, cfg.Kube.NodeTokenSecret)
 		if err != nil {
-			return err
+			return server.Deps{}, nil, err
 		}
 		kc.Nodes = kubernetes.NewNodeAgentPods(cli, cfg.Kube.Namespace, token)
 	} else {
@@ -112,30 +100,29 @@ func (m *Main) runServeKubernetes(ctx context.Context, cfg serveConfig, log *slo
 	}
 	rt, err := kubernetes.New(kc)
 	if err != nil {
-		return err
+		return server.Deps{}, nil, err
 	}
-	defer rt.Close()
-	if v, err := rt.Ping(ctx); err != nil {
-		return err
-	} else {
-		log.Info("sandboxes run as pods", "cluster", v, "namespace", cfg.Kube.Namespace)
+	u.push(func() { rt.Close() })
+	v, err := rt.Ping(ctx)
+	if err != nil {
+		return server.Deps{}, nil, err
 	}
+	log.Info("sandboxes run as pods", "cluster", v, "namespace", cfg.Kube.Namespace)
 	if err := rt.CheckRuntime(ctx, cfg.Lifecycle.SandboxRuntime); err != nil {
-		return fmt.Errorf("--runtime=%s: %w", cfg.Lifecycle.SandboxRuntime, err)
+		return server.Deps{}, nil, fmt.Errorf("--runtime=%s: %w", cfg.Lifecycle.SandboxRuntime, err)
 	}
 	if cfg.Firewall != "off" {
-		stop, err := m.guardBuilds(ctx, cfg, images, buildBridge, rt.PodNetworks, log)
+		stop, err := guardBuilds(ctx, cfg, images, rt.PodNetworks, log)
 		if err != nil {
-			return err
+			return server.Deps{}, nil, err
 		}
-		defer stop()
+		u.push(stop)
 	}
 	const noFirewall = "the Kubernetes engine leaves what sandboxes reach to the cluster's network policy"
 	log.Warn("egress rules are refused: " + noFirewall)
-	ac := agentclient.New()
-	builder := kubeBuilder{Builder: images.Builder(buildNet), rt: rt}
-	return m.serve(ctx, newServer(cfg, server.Deps{Runtime: rt, Agent: ac, Tunnels: ac, Firewall: firewall.Off{Why: noFirewall}, Builder: builder,
-		Commands: ac, Terminals: ac, Files: ac, Logger: log}), log)
+	deps := agentDeps(log)
+	deps.Runtime, deps.Firewall, deps.Builder = rt, firewall.Off{Why: noFirewall}, kubeBuilder{Builder: images.rt.Builder(images.buildNet), rt: rt}
+	return deps, u.run, nil
 }
 
 // guardRestore is how often the template builds' firewall learns the
@@ -148,9 +135,9 @@ const guardRestore = 30 * time.Second
 // from the cluster's pods (podNetworks): the firewall of --engine docker,
 // over a sandbox bridge no sandbox uses here. It returns what removes it
 // again.
-func (m *Main) guardBuilds(ctx context.Context, cfg serveConfig, images *docker.Runtime, buildBridge string,
+func guardBuilds(ctx context.Context, cfg serveConfig, images localDocker,
 	podNetworks func(context.Context) ([]netip.Prefix, error), log *slog.Logger) (stop func(), err error) {
-	hfw, _, err := m.firewall(ctx, cfg, images, buildBridge, log)
+	hfw, _, err := newHostFirewall(ctx, cfg, images, log)
 	if err != nil {
 		return nil, fmt.Errorf("template builds' isolation: %w", err)
 	}
@@ -235,19 +222,4 @@ func nodeToken(ctx context.Context, cli k8s.Interface, ns, name string) (string,
 		return "", fmt.Errorf("Secret %s/%s: its key \"token\" must hold at least %d characters", ns, name, nodeagent.MinTokenLen)
 	}
 	return token, nil
-}
-
-// engineName is the engine as the dashboard shows it.
-func engineName(engine string) string {
-	if engine == engineKubernetes {
-		return "Kubernetes"
-	}
-	return "Docker"
-}
-
-// isSet reports whether the command line gave flag name.
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/moby/moby/api/types/jsonstream"
 	"github.com/moby/moby/client"
 
-	"github.com/warrenhq/warren/internal/agent/codeinterp/javakernel"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -61,6 +60,11 @@ func MCPGatewayRecipe(gateway []byte) LayerRecipe {
 // about 200 MB in all; the JDK's jmods, 75 MB that only jlink reads, are
 // left out).
 //
+// The kernel is the code interpreter's, which this package does not
+// know: javaKernel is its source, added after the packages, and compile
+// the script that compiles it there (cmd/warren passes those of package
+// javakernel).
+//
 // R comes without its recommends, r-recommended (Matrix, lattice, mgcv
 // and the other recommended packages: about 27 MB more) and r-base-dev (a
 // C, C++ and Fortran toolchain to build packages from source: well over
@@ -70,7 +74,7 @@ func MCPGatewayRecipe(gateway []byte) LayerRecipe {
 // which needs "python3-scipy | python3-munkres"; with munkres already
 // chosen apt does not install scipy, whose pythran dependency pulls in
 // g++, Boost and the Python headers (about 700 MB).
-func CodeInterpreterRecipe() LayerRecipe {
+func CodeInterpreterRecipe(javaKernel LayerFile, compile string) LayerRecipe {
 	return LayerRecipe{
 		Packages: []string{
 			"python3-munkres",
@@ -80,8 +84,8 @@ func CodeInterpreterRecipe() LayerRecipe {
 			"openjdk-17-jdk-headless",
 		},
 		Excludes: []string{"/usr/lib/jvm/*/jmods/*"},
-		Files:    []LayerFile{{Path: javakernel.SourcePath, Mode: 0o644, Data: javakernel.Source}},
-		Script:   javakernel.BuildScript(),
+		Files:    []LayerFile{javaKernel},
+		Script:   compile,
 	}
 }
 

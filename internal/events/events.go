@@ -107,14 +107,20 @@ type Store interface {
 	DeleteEventsBefore(ctx context.Context, t time.Time) error
 }
 
+// Defaults of Config.
+const (
+	DefaultRetention = 7 * 24 * time.Hour // E2B's
+	DefaultTimeout   = 10 * time.Second
+)
+
 // Config configures a Service.
 type Config struct {
 	Store  Store        // required
 	Logger *slog.Logger // nil = discard
 	// Retention is how long events (and finished deliveries) are kept;
-	// default 7 days, E2B's.
+	// default DefaultRetention.
 	Retention time.Duration
-	// Timeout bounds one delivery attempt; default 10 s.
+	// Timeout bounds one delivery attempt; default DefaultTimeout.
 	Timeout time.Duration
 	// MaxAttempts a delivery gets before it is failed; default 10, the
 	// last about 13 minutes after the first with the default backoff.
@@ -140,10 +146,10 @@ type Service struct {
 // New returns a Service; nothing is delivered before Start.
 func New(cfg Config) *Service {
 	if cfg.Retention <= 0 {
-		cfg.Retention = 7 * 24 * time.Hour
+		cfg.Retention = DefaultRetention
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 10

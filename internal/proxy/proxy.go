@@ -64,10 +64,13 @@ type Config struct {
 	// manager to cut (Streams.Disconnect). Required.
 	Streams *Streams
 	// DialTimeout bounds reaching the agent and opening a tunnel. Default
-	// 10s.
+	// DefaultDialTimeout.
 	DialTimeout time.Duration
 	Logger      *slog.Logger // nil = discard
 }
+
+// DefaultDialTimeout is Config.DialTimeout's default.
+const DefaultDialTimeout = 10 * time.Second
 
 // Proxy is the data-plane http.Handler. It is safe for concurrent use.
 type Proxy struct {
@@ -83,7 +86,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, errors.New("proxy: Domain, Router, Tunnels and Streams are required")
 	}
 	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 10 * time.Second
+		cfg.DialTimeout = DefaultDialTimeout
 	}
 	p := &Proxy{cfg: cfg, log: logkey.For(cfg.Logger, "proxy"), conns: cfg.Streams}
 	transport := &http.Transport{

@@ -37,11 +37,14 @@ type Config struct {
 	// well; nil = none.
 	Snapshots SnapshotFinder
 	// MaxConcurrentBuilds builds run at once; more wait in a queue.
-	// Default 2.
+	// Default DefaultMaxConcurrentBuilds.
 	MaxConcurrentBuilds int
 	// MaxUploadBytes bounds one build context upload; default 1 GiB.
 	MaxUploadBytes int64
 }
+
+// DefaultMaxConcurrentBuilds is Config.MaxConcurrentBuilds' default.
+const DefaultMaxConcurrentBuilds = 2
 
 // Registry keeps templates and runs their builds. Create it with New,
 // call Start, and Close when done; Close cancels running builds.
@@ -99,7 +102,7 @@ func New(cfg Config) (*Registry, error) {
 		cfg.BaseImage = sandbox.BaseImage
 	}
 	if cfg.MaxConcurrentBuilds <= 0 {
-		cfg.MaxConcurrentBuilds = 2
+		cfg.MaxConcurrentBuilds = DefaultMaxConcurrentBuilds
 	}
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = 1 << 30

@@ -11,15 +11,17 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/warrenhq/warren/internal/warrentest"
 )
 
 func TestDownload(t *testing.T) {
 	f := newFixture(t)
 	file := filepath.Join(f.dir, "notes.txt")
 	content := strings.Repeat("hello world\n", 1000)
-	writeFile(t, file, content)
+	warrentest.WriteFile(t, file, content)
 	empty := filepath.Join(f.dir, "empty.bin")
-	writeFile(t, empty, "")
+	warrentest.WriteFile(t, empty, "")
 
 	t.Run("identity", func(t *testing.T) {
 		r := do(t, newRequest(t, http.MethodGet, f.fileURL("path", file), nil))

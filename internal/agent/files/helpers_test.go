@@ -7,13 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/warrenhq/warren/internal/agent/state"
+	"github.com/warrenhq/warren/internal/warrentest"
 )
 
 type fixture struct {
@@ -36,10 +35,7 @@ func newFixture(t testing.TB) *fixture {
 	mux.Handle("/files", New(st, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := warrentest.TempDir(t)
 	return &fixture{st: st, url: srv.URL + "/files", dir: dir}
 }
 
@@ -112,37 +108,4 @@ func wantError(t *testing.T, r response, status int, msg string) {
 	}
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func itoa(u uint32) string { return strconv.FormatUint(uint64(u), 10) }
-
-// giveTo hands the fixture's directory to u and opens its parent, so that
-// u can work there: t.TempDir makes both private to root.
-func (f *fixture) giveTo(t *testing.T, u *user.User) {
-	t.Helper()
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chmod(filepath.Dir(f.dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(f.dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/warrenhq/warren/internal/warrentest"
 )
 
 // asNobody prepares a fixture whose directory belongs to the unprivileged
@@ -22,7 +24,7 @@ func asNobody(t *testing.T) (f *fixture, secret string) {
 		t.Skip("no user 'nobody' on this system")
 	}
 	f = newFixture(t)
-	f.giveTo(t, nobody)
+	warrentest.GiveDir(t, f.dir, nobody)
 	secret = filepath.Join(filepath.Dir(f.dir), "secret")
 	if err := os.WriteFile(secret, []byte("root only\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -64,7 +66,7 @@ func TestFilesActAsTheUser(t *testing.T) {
 			} else if r.status != http.StatusOK || r.body != "root only\n" {
 				t.Fatalf("status %d body %q", r.status, r.body)
 			}
-			if got := readFile(t, secret); got != "root only\n" {
+			if got := warrentest.ReadFile(t, secret); got != "root only\n" {
 				t.Fatalf("secret is now %q", got)
 			}
 		})

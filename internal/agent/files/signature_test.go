@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/envdauth"
+	"github.com/warrenhq/warren/internal/warrentest"
 )
 
 func TestAuthorization(t *testing.T) {
 	const token = "secret-token"
 	f := newFixture(t)
 	file := filepath.Join(f.dir, "a.txt")
-	writeFile(t, file, "content")
+	warrentest.WriteFile(t, file, "content")
 	future := strconv.FormatInt(time.Now().Add(time.Minute).Unix(), 10)
 	past := strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
 	futureN, _ := strconv.ParseInt(future, 10, 64)
@@ -63,7 +64,7 @@ func TestSignedUpload(t *testing.T) {
 	dst := filepath.Join(f.dir, "up.txt")
 	url := f.fileURL("path", dst, "signature", envdauth.Signature(dst, OperationWrite, "", token))
 	r := do(t, newRequest(t, http.MethodPost, url, strings.NewReader("abc"), "Content-Type", "application/octet-stream"))
-	if r.status != 200 || readFile(t, dst) != "abc" {
+	if r.status != 200 || warrentest.ReadFile(t, dst) != "abc" {
 		t.Fatalf("signed upload: %d %s", r.status, r.body)
 	}
 	url = f.fileURL("path", dst, "signature", envdauth.Signature(dst, OperationRead, "", token))

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/warrenhq/warren/internal/agent/filesystem"
+	"github.com/warrenhq/warren/internal/warrentest"
 )
 
 // part is one multipart part: form name, filename, content.
@@ -72,7 +73,7 @@ func TestUploadOctetStream(t *testing.T) {
 	if r.body != `[{"path":"`+dst+`","name":"hello.txt","type":"file"}]`+"\n" {
 		t.Errorf("body = %q: metadata must be omitted when empty", r.body)
 	}
-	if got := readFile(t, dst); got != "hi" {
+	if got := warrentest.ReadFile(t, dst); got != "hi" {
 		t.Errorf("content = %q", got)
 	}
 	old := syscall.Umask(0)
@@ -89,7 +90,7 @@ func TestUploadOctetStream(t *testing.T) {
 	}
 	// A second upload truncates.
 	do(t, newRequest(t, http.MethodPost, f.fileURL("path", dst), strings.NewReader("x"), "Content-Type", "application/octet-stream"))
-	if got := readFile(t, dst); got != "x" {
+	if got := warrentest.ReadFile(t, dst); got != "x" {
 		t.Errorf("after overwrite content = %q", got)
 	}
 }
@@ -100,14 +101,14 @@ func TestUploadGzip(t *testing.T) {
 	content := strings.Repeat("compress me ", 10000)
 	r := do(t, newRequest(t, http.MethodPost, f.fileURL("path", dst), gzipped(t, content), "Content-Type", "application/octet-stream", "Content-Encoding", "gzip"))
 	decodeUploaded(t, r)
-	if got := readFile(t, dst); got != content {
+	if got := warrentest.ReadFile(t, dst); got != content {
 		t.Errorf("content has %d bytes, want %d", len(got), len(content))
 	}
 
 	body, ctype := multipartBody(t, part{"file", dst, "via multipart"})
 	r = do(t, newRequest(t, http.MethodPost, f.url, gzipped(t, body.String()), "Content-Type", ctype, "Content-Encoding", "gzip"))
 	decodeUploaded(t, r)
-	if got := readFile(t, dst); got != "via multipart" {
+	if got := warrentest.ReadFile(t, dst); got != "via multipart" {
 		t.Errorf("content = %q", got)
 	}
 }
@@ -125,15 +126,15 @@ func TestUploadMultipart(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
 	}
-	if readFile(t, a) != "ay" || readFile(t, b) != "bee" {
-		t.Errorf("contents %q %q", readFile(t, a), readFile(t, b))
+	if warrentest.ReadFile(t, a) != "ay" || warrentest.ReadFile(t, b) != "bee" {
+		t.Errorf("contents %q %q", warrentest.ReadFile(t, a), warrentest.ReadFile(t, b))
 	}
 
 	// The path query wins over the filename, as the SDK's single write does.
 	q := filepath.Join(f.dir, "query.txt")
 	body, ctype = multipartBody(t, part{"file", "ignored-name.txt", "q"})
 	got = decodeUploaded(t, do(t, newRequest(t, http.MethodPost, f.fileURL("path", q), body, "Content-Type", ctype)))
-	if len(got) != 1 || got[0].Path != q || readFile(t, q) != "q" {
+	if len(got) != 1 || got[0].Path != q || warrentest.ReadFile(t, q) != "q" {
 		t.Errorf("got %v", got)
 	}
 }
@@ -169,7 +170,7 @@ func TestUploadMetadata(t *testing.T) {
 func TestUploadErrors(t *testing.T) {
 	f := newFixture(t)
 	file := filepath.Join(f.dir, "file")
-	writeFile(t, file, "x")
+	warrentest.WriteFile(t, file, "x")
 	octet := []string{"Content-Type", "application/octet-stream"}
 	twice := filepath.Join(f.dir, "twice")
 	dup, dupType := multipartBody(t, part{"file", twice, "1"}, part{"file", f.dir + "/./twice", "2"})
@@ -226,7 +227,7 @@ func TestUploadChownsToUser(t *testing.T) {
 		t.Skip("no user 'nobody' on this system")
 	}
 	f := newFixture(t)
-	f.giveTo(t, nobody)
+	warrentest.GiveDir(t, f.dir, nobody)
 	dst := filepath.Join(f.dir, "made", "by", "nobody.txt")
 	decodeUploaded(t, do(t, newRequest(t, http.MethodPost, f.fileURL("path", dst, "username", "nobody"), strings.NewReader("x"), "Content-Type", "application/octet-stream")))
 	for _, p := range []string{dst, filepath.Dir(dst), filepath.Join(f.dir, "made")} {

@@ -9,13 +9,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	"connectrpc.com/connect"
 
 	"github.com/warrenhq/warren/internal/agent/state"
+	"github.com/warrenhq/warren/internal/warrentest"
 	"github.com/warrenhq/warren/proto/filesystem/filesystemconnect"
 )
 
@@ -52,10 +52,7 @@ func newFixture(t *testing.T, opts ...connect.ClientOption) *fixture {
 	mux.Handle(filesystemconnect.NewFilesystemHandler(svc))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := warrentest.TempDir(t)
 	return &fixture{
 		svc:    svc,
 		st:     st,
@@ -92,26 +89,6 @@ func wantCode(t *testing.T, err error, code connect.Code, msg string) {
 	}
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the agent chowns to another user, which only root may do")
-	}
-}
-
 func strconvFormat(u uint32) string { return strconv.FormatUint(uint64(u), 10) }
 
 // writeMetadata stores md on the file at path, as an upload does.
@@ -122,18 +99,4 @@ func writeMetadata(path string, md map[string]string) error {
 	}
 	defer f.Close()
 	return WriteMetadataFile(f, md)
-}
-
-// giveTo hands the fixture's directory to u and opens its parent, so that
-// u can work there: t.TempDir makes both private to root.
-func (f *fixture) giveTo(t *testing.T, u *user.User) {
-	t.Helper()
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chmod(filepath.Dir(f.dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(f.dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/warrenhq/warren/internal/warrentest"
 	pb "github.com/warrenhq/warren/proto/filesystem"
 )
 
@@ -16,7 +17,7 @@ func TestListDir(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, f *fixture) {
 		root := filepath.Join(f.dir, "root")
 		for _, p := range []string{"b.txt", "a/x.txt", "a/deep/y.txt", "c/z.txt"} {
-			writeFile(t, filepath.Join(root, p), "x")
+			warrentest.WriteFile(t, filepath.Join(root, p), "x")
 		}
 		link := filepath.Join(f.dir, "link")
 		if err := os.Symlink(root, link); err != nil {
@@ -66,7 +67,7 @@ func TestListDir(t *testing.T) {
 
 func TestListDirTypes(t *testing.T) {
 	f := newFixture(t)
-	writeFile(t, filepath.Join(f.dir, "file"), "x")
+	warrentest.WriteFile(t, filepath.Join(f.dir, "file"), "x")
 	if err := os.Mkdir(filepath.Join(f.dir, "dir"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -10,29 +10,30 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/internal/warrentest"
 	pb "github.com/warrenhq/warren/proto/filesystem"
 )
 
 // TestRPCsActAsTheUser: every RPC reaches only what its user could reach
 // in a shell, symlinks included, and root still reaches everything.
 func TestRPCsActAsTheUser(t *testing.T) {
-	requireRoot(t)
+	warrentest.RequireRoot(t, "the agent chowns to another user, which only root may do")
 	nobody, err := user.Lookup("nobody")
 	if err != nil {
 		t.Skip("no user 'nobody' on this system")
 	}
 	f := newFixture(t)
-	f.giveTo(t, nobody)
+	warrentest.GiveDir(t, f.dir, nobody)
 	// Root's corner beside the user's directory: a 0700 directory with a
 	// file in it, and a root-only file.
 	top := filepath.Dir(f.dir)
 	closed := filepath.Join(top, "closed")
-	writeFile(t, filepath.Join(closed, "inside"), "x")
+	warrentest.WriteFile(t, filepath.Join(closed, "inside"), "x")
 	if err := os.Chmod(closed, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	secret := filepath.Join(top, "secret")
-	writeFile(t, secret, "root only")
+	warrentest.WriteFile(t, secret, "root only")
 	if err := os.Chmod(secret, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/warrenhq/warren/internal/warrentest"
 	pb "github.com/warrenhq/warren/proto/filesystem"
 )
 
@@ -19,7 +20,7 @@ func TestStat(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, f *fixture) {
 		cur, _ := user.Current()
 		file := filepath.Join(f.dir, "hello.txt")
-		writeFile(t, file, "hello")
+		warrentest.WriteFile(t, file, "hello")
 		if err := os.Symlink(file, filepath.Join(f.dir, "link")); err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +90,7 @@ func TestStatErrors(t *testing.T) {
 		wantCode(t, err, connect.CodeInvalidArgument, "")
 
 		odd := filepath.Join(f.dir, "\x01\x7f名前 \t\n")
-		writeFile(t, odd, "x")
+		warrentest.WriteFile(t, odd, "x")
 		res, err := f.client.Stat(ctx, connect.NewRequest(&pb.StatRequest{Path: odd}))
 		if err != nil {
 			t.Fatal(err)
@@ -115,7 +116,7 @@ func TestEmptyPathIsDefaultWorkdir(t *testing.T) {
 func TestStatMetadata(t *testing.T) {
 	f := newFixture(t)
 	file := filepath.Join(f.dir, "m.txt")
-	writeFile(t, file, "x")
+	warrentest.WriteFile(t, file, "x")
 	if err := writeMetadata(file, map[string]string{"a": "1", "b": "two"}); err != nil {
 		t.Skipf("filesystem of %s has no user xattrs: %v", f.dir, err)
 	}
@@ -151,7 +152,7 @@ func TestMakeDir(t *testing.T) {
 		wantCode(t, err, connect.CodeAlreadyExists, "")
 
 		file := filepath.Join(f.dir, "file")
-		writeFile(t, file, "x")
+		warrentest.WriteFile(t, file, "x")
 		_, err = f.client.MakeDir(ctx, connect.NewRequest(&pb.MakeDirRequest{Path: file}))
 		wantCode(t, err, connect.CodeInvalidArgument, "")
 		_, err = f.client.MakeDir(ctx, connect.NewRequest(&pb.MakeDirRequest{Path: filepath.Join(file, "sub")}))
@@ -160,13 +161,13 @@ func TestMakeDir(t *testing.T) {
 }
 
 func TestMakeDirChownsToUser(t *testing.T) {
-	requireRoot(t)
+	warrentest.RequireRoot(t, "the agent chowns to another user, which only root may do")
 	f := newFixture(t)
 	nobody, err := user.Lookup("nobody")
 	if err != nil {
 		t.Skip("no user 'nobody' on this system")
 	}
-	f.giveTo(t, nobody)
+	warrentest.GiveDir(t, f.dir, nobody)
 	target := filepath.Join(f.dir, "x", "y")
 	res, err := f.client.MakeDir(context.Background(), as(&pb.MakeDirRequest{Path: target}, "nobody"))
 	if err != nil {
@@ -190,7 +191,7 @@ func TestMove(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		src := filepath.Join(f.dir, "src.txt")
-		writeFile(t, src, "data")
+		warrentest.WriteFile(t, src, "data")
 		dst := filepath.Join(f.dir, "new", "parent", "dst.txt")
 		res, err := f.client.Move(ctx, connect.NewRequest(&pb.MoveRequest{Source: src, Destination: dst}))
 		if err != nil {
@@ -211,7 +212,7 @@ func TestRemove(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		tree := filepath.Join(f.dir, "tree")
-		writeFile(t, filepath.Join(tree, "a", "b.txt"), "x")
+		warrentest.WriteFile(t, filepath.Join(tree, "a", "b.txt"), "x")
 		if _, err := f.client.Remove(ctx, connect.NewRequest(&pb.RemoveRequest{Path: tree})); err != nil {
 			t.Fatal(err)
 		}

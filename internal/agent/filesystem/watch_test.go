@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/warrenhq/warren/internal/warrentest"
 	pb "github.com/warrenhq/warren/proto/filesystem"
 )
 
@@ -63,7 +64,7 @@ func TestWatchDir(t *testing.T) {
 		stream, cancel := watchStream(t, f, &pb.WatchDirRequest{Path: f.dir})
 		defer cancel()
 		file := filepath.Join(f.dir, "a.txt")
-		writeFile(t, file, "hi")
+		warrentest.WriteFile(t, file, "hi")
 		if err := os.Remove(file); err != nil {
 			t.Fatal(err)
 		}
@@ -83,9 +84,9 @@ func TestWatchDirRecursiveWithEntries(t *testing.T) {
 		}
 		stream, cancel := watchStream(t, f, &pb.WatchDirRequest{Path: f.dir, Recursive: true, IncludeEntry: true})
 		defer cancel()
-		writeFile(t, filepath.Join(f.dir, "old", "x.txt"), "x")
+		warrentest.WriteFile(t, filepath.Join(f.dir, "old", "x.txt"), "x")
 		// A directory made after the watch started, filled at once.
-		writeFile(t, filepath.Join(f.dir, "new", "deeper", "y.txt"), "y")
+		warrentest.WriteFile(t, filepath.Join(f.dir, "new", "deeper", "y.txt"), "y")
 		collect(t, stream, []event{
 			{"old/x.txt", pb.EventType_EVENT_TYPE_CREATE, true},
 			{"new", pb.EventType_EVENT_TYPE_CREATE, true},
@@ -101,7 +102,7 @@ func TestWatchDirRecursiveWithEntries(t *testing.T) {
 			{"old/z.txt", pb.EventType_EVENT_TYPE_CREATE, true},
 		})
 		// Events in the new directory keep coming once it is watched.
-		writeFile(t, filepath.Join(f.dir, "new", "later.txt"), "z")
+		warrentest.WriteFile(t, filepath.Join(f.dir, "new", "later.txt"), "z")
 		collect(t, stream, []event{{"new/later.txt", pb.EventType_EVENT_TYPE_CREATE, true}})
 	})
 }
@@ -135,8 +136,8 @@ func TestWatchDirNonRecursiveIgnoresNested(t *testing.T) {
 	}
 	stream, cancel := watchStream(t, f, &pb.WatchDirRequest{Path: f.dir})
 	defer cancel()
-	writeFile(t, filepath.Join(f.dir, "sub", "hidden.txt"), "x")
-	writeFile(t, filepath.Join(f.dir, "top.txt"), "x")
+	warrentest.WriteFile(t, filepath.Join(f.dir, "sub", "hidden.txt"), "x")
+	warrentest.WriteFile(t, filepath.Join(f.dir, "top.txt"), "x")
 	for stream.Receive() {
 		fe := stream.Msg().GetFilesystem()
 		if fe == nil {
@@ -155,7 +156,7 @@ func TestWatchDirNonRecursiveIgnoresNested(t *testing.T) {
 func TestWatchDirErrors(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, f *fixture) {
 		file := filepath.Join(f.dir, "file")
-		writeFile(t, file, "x")
+		warrentest.WriteFile(t, file, "x")
 		for _, tc := range []struct {
 			name string
 			path string
@@ -221,7 +222,7 @@ func TestPollingWatcher(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := created.Msg.GetWatcherId()
-		writeFile(t, filepath.Join(f.dir, "sub", "p.txt"), "x")
+		warrentest.WriteFile(t, filepath.Join(f.dir, "sub", "p.txt"), "x")
 		var got []string
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			res, err := f.client.GetWatcherEvents(ctx, connect.NewRequest(&pb.GetWatcherEventsRequest{WatcherId: id}))

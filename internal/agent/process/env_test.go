@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/warrenhq/warren/internal/agent/users"
+	"github.com/warrenhq/warren/internal/warrentest"
 	"github.com/warrenhq/warren/proto/process"
 )
 
@@ -127,7 +128,7 @@ func TestUser(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			if tt.needsRoot {
-				requireRoot(t)
+				warrentest.RequireRoot(t, "it runs processes as another user")
 				if _, err := users.Lookup("nobody"); err != nil {
 					t.Skip("no user nobody in this system")
 				}
@@ -156,7 +157,7 @@ func TestUser(t *testing.T) {
 // must not be root.
 func TestUserPTY(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
+	warrentest.RequireRoot(t, "it runs processes as another user")
 	if _, err := users.Lookup("nobody"); err != nil {
 		t.Skip("no user nobody in this system")
 	}

@@ -98,15 +98,6 @@ func currentUser(t testing.TB) string {
 	return name
 }
 
-// requireRoot skips tests that run processes as another uid, which only
-// root may do.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run processes as another user")
-	}
-}
-
 func bash(script string) *process.StartRequest {
 	return &process.StartRequest{
 		Process: &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", script}},

@@ -44,6 +44,9 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	if spec.SandboxID == "" || spec.Image == "" {
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInvalid, "sandbox ID and image are required")
 	}
+	if r.cfg.AgentPath == "" {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInternal, "docker runtime: opened without an agent binary")
+	}
 	// The engine refuses more CPUs than it has; a sandbox asking for more
 	// gets them all instead.
 	if n := r.engineCPUs(ctx); n > 0 && spec.CPUCount > n {

@@ -55,7 +55,7 @@ const DefaultGVisorRuntime = "runsc"
 // DefaultNetwork is the Docker network sandboxes join by default.
 const DefaultNetwork = "warren0"
 
-// Config configures the runtime. Only AgentPath is required.
+// Config configures the runtime. Only AgentPath is required (see Open).
 type Config struct {
 	// AgentPath is the host path of the static warren-agent binary. Required.
 	AgentPath string
@@ -132,6 +132,15 @@ func New(cfg Config) (*Runtime, error) {
 	if _, err := os.Stat(cfg.AgentPath); err != nil {
 		return nil, fmt.Errorf("docker runtime: agent binary: %w", err)
 	}
+	return Open(cfg)
+}
+
+// Open connects to the engine as New does, but needs no agent binary: the
+// Runtime answers for the engine, its images and its runtimes (Ping,
+// ImageExists, CheckRuntime, ProbeRuntime, DataRoot), as warren doctor
+// asks them, and refuses to create sandboxes unless cfg has an AgentPath.
+// It does not contact the engine.
+func Open(cfg Config) (*Runtime, error) {
 	if cfg.Network == "" {
 		cfg.Network = DefaultNetwork
 	}

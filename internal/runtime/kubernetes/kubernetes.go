@@ -44,6 +44,12 @@ const (
 	// DefaultAgentImage is the image holding the static agent (and the
 	// warren binary that copies it), built by scripts/kube-images.sh.
 	DefaultAgentImage = "warren/node:latest"
+	// DefaultPullPolicy: the nodes hold the images, imported by their
+	// agents.
+	DefaultPullPolicy = "Never"
+	// DefaultRequestPercent: a pod reserves a tenth of its sandbox's
+	// limits.
+	DefaultRequestPercent = 10
 )
 
 // AgentMountPath is where the agent binary appears inside every sandbox,
@@ -67,7 +73,7 @@ type Config struct {
 	AgentImage string
 	// PullPolicy of the sandboxes' and the agent's images: "Never" (images
 	// are imported into the nodes' containerd) or "IfNotPresent" (pulled
-	// from a registry). Default "Never". With Registry, sandboxes' images
+	// from a registry). Default DefaultPullPolicy. With Registry, sandboxes' images
 	// are pulled whatever it says.
 	PullPolicy string
 	// Registry is a repository prefix (host[:port][/path]) in a registry
@@ -86,7 +92,8 @@ type Config struct {
 	Caps []string
 	// RequestPercent is the share of its limits a sandbox's pod requests
 	// (what the scheduler reserves), 1 to 100. Sandboxes idle most of the
-	// time, as under Docker, where nothing is reserved. Default 10.
+	// time, as under Docker, where nothing is reserved. Default
+	// DefaultRequestPercent.
 	RequestPercent int
 	// StartTimeout bounds how long Create and Start wait for a pod to run.
 	// Default 2 minutes.
@@ -184,7 +191,7 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	switch cfg.PullPolicy {
 	case "":
-		cfg.PullPolicy = "Never"
+		cfg.PullPolicy = DefaultPullPolicy
 	case "Never", "IfNotPresent", "Always":
 	default:
 		return nil, fmt.Errorf("kubernetes runtime: pull policy %q: want Never, IfNotPresent or Always", cfg.PullPolicy)
@@ -193,7 +200,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.GVisorRuntimeClass = DefaultRuntimeClass
 	}
 	if cfg.RequestPercent == 0 {
-		cfg.RequestPercent = 10
+		cfg.RequestPercent = DefaultRequestPercent
 	}
 	if cfg.RequestPercent < 1 || cfg.RequestPercent > 100 {
 		return nil, fmt.Errorf("kubernetes runtime: request percent %d: want 1 to 100", cfg.RequestPercent)
