@@ -2,12 +2,11 @@ package lifecycle
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/warmpool"
 )
 
 // savedDemand returns the store's saved demand by template ID.
@@ -42,9 +41,9 @@ func TestPoolDemandSurvivesRestart(t *testing.T) {
 		if got := e.savedDemand(t); len(got) != 0 {
 			t.Errorf("demand saved at once after a create: %v; want it saved on a timer", got)
 		}
-		advance(poolSaveInterval)
+		advance(warmpool.SaveInterval)
 		if got := e.savedDemand(t)[BaseTemplate]; len(got.Peaks) != 1 || got.Peaks[0].Size != 8 {
-			t.Errorf("saved demand of base after %s = %+v, want one peak of 8", poolSaveInterval, got)
+			t.Errorf("saved demand of base after %s = %+v, want one peak of 8", warmpool.SaveInterval, got)
 		}
 
 		e.restart(t, withAutoPool(1024))
@@ -57,7 +56,7 @@ func TestPoolDemandSurvivesRestart(t *testing.T) {
 
 		// Down past the window: what it learned is too old to keep.
 		e.stop()
-		advance(poolWindow)
+		advance(warmpool.Window)
 		e.start(t, withAutoPool(1024))
 		synctest.Wait()
 		if got := e.m.ServerStats(context.Background()).PoolSize[BaseTemplate]; got != DefaultWarmPool {
@@ -112,71 +111,6 @@ func TestPoolDemandOfDeletedTemplateDropped(t *testing.T) {
 		}
 		if _, ok := e.savedDemand(t)[BaseTemplate]; !ok {
 			t.Error("base's demand was dropped with the removed template's")
-		}
-	})
-}
-
-// What is saved is bounded: the templates that want the most, each with
-// its largest peaks, and they load back to the same size.
-func TestPoolDemandSavedIsBounded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		d := newDemand()
-		for i := range poolSavedTemplates + 36 {
-			var ends []func()
-			for range i + 1 {
-				ends = append(ends, d.begin(poolKind{template: fmt.Sprintf("t%03d", i)}, team))
-			}
-			for _, end := range ends {
-				end()
-			}
-		}
-		// One template whose demand steps down from 150, a peak every 2 s
-		// (within poolDemandCap starts).
-		const top = 150
-		for n := top; n > top-poolSavedPeaks-10; n-- {
-			var ends []func()
-			for range n {
-				ends = append(ends, d.begin(poolKind{template: "steps"}, team))
-			}
-			for _, end := range ends {
-				end()
-			}
-			time.Sleep(2 * poolRateSpan)
-		}
-		ds, _, changed := d.toSave()
-		if !changed {
-			t.Error("demand never saved reported unchanged")
-		}
-		if len(ds) != poolSavedTemplates {
-			t.Fatalf("saved %d templates, want at most %d", len(ds), poolSavedTemplates)
-		}
-		saved := map[string]sandbox.PoolDemand{}
-		for _, pd := range ds {
-			saved[pd.TemplateID] = pd
-			if len(pd.Peaks) > poolSavedPeaks {
-				t.Errorf("%s saved with %d peaks, want at most %d", pd.TemplateID, len(pd.Peaks), poolSavedPeaks)
-			}
-		}
-		if ds[0].TemplateID != "steps" || ds[1].TemplateID != "t099" {
-			t.Errorf("saved first %s, %s; want steps, t099: those that want the most", ds[0].TemplateID, ds[1].TemplateID)
-		}
-		if _, ok := saved["t000"]; ok {
-			t.Error("t000, which wants the least, was saved")
-		}
-		if p := saved["steps"].Peaks; len(p) != poolSavedPeaks || p[0].Size != top || p[len(p)-1].Size != top-poolSavedPeaks+1 {
-			t.Errorf("steps saved as %+v, want its %d largest peaks from %d down", p, poolSavedPeaks, top)
-		}
-		loaded := newDemand()
-		for _, pd := range ds {
-			loaded.load(poolKind{template: pd.TemplateID}, pd.TeamID, pd.Peaks)
-		}
-		for _, id := range []string{"t099", "t050", "steps"} {
-			if got, want := loaded.want(id), d.want(id); got != want {
-				t.Errorf("%s wants %d after a load, %d before", id, got, want)
-			}
-		}
-		if _, _, changed := loaded.toSave(); changed {
-			t.Error("loaded demand reported changed: a restart would save it again at once")
 		}
 	})
 }

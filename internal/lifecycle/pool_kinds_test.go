@@ -14,6 +14,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/warmpool"
 )
 
 // The warm pool of code-interpreter sandboxes: the same mechanism as the
@@ -205,9 +206,9 @@ func TestPoolCodeInterpreterImageRebuilt(t *testing.T) {
 		// check replaces it.
 		e.rt.Rebuild(ciImage)
 		newID, _ = e.rt.ImageID(context.Background(), ciImage)
-		advance(poolRecheck)
+		advance(warmpool.Recheck)
 		if got := e.pooledOf(t, ciArgs); len(got) != 1 || got[0].ImageID != newID {
-			t.Errorf("after a rebuild and %v: %+v, want one container of %s", poolRecheck, got, newID)
+			t.Errorf("after a rebuild and %v: %+v, want one container of %s", warmpool.Recheck, got, newID)
 		}
 	})
 }
@@ -273,15 +274,15 @@ func TestPoolCodeInterpreterImageMissing(t *testing.T) {
 				checks++
 			}
 		}
-		// Every poolRecheck (15 s) and on each claim: ~40 in 10 minutes.
+		// Every warmpool.Recheck (15 s) and on each claim: ~40 in 10 minutes.
 		if checks > 60 {
 			t.Errorf("%d image checks in 10 minutes", checks)
 		}
 
 		e.rt.Rebuild(ciImage) // `warren image build code-interpreter`
-		advance(poolRecheck)
+		advance(warmpool.Recheck)
 		if got := len(e.pooledOf(t, ciArgs)); got != 1 {
-			t.Fatalf("code-interpreter pool %v after the image was built = %d, want 1", poolRecheck, got)
+			t.Fatalf("code-interpreter pool %v after the image was built = %d, want 1", warmpool.Recheck, got)
 		}
 		sb := e.create(t, CreateRequest{Template: CodeInterpreterTemplate})
 		if e.poolEvent(t, sb.ID) != "true" {
@@ -293,7 +294,7 @@ func TestPoolCodeInterpreterImageMissing(t *testing.T) {
 		if err := e.rt.RemoveImage(context.Background(), ciImage); err != nil {
 			t.Fatal(err)
 		}
-		advance(poolRecheck)
+		advance(warmpool.Recheck)
 		if got := len(e.pooledOf(t, ciArgs)); got != 0 {
 			t.Errorf("code-interpreter pool after the image was removed = %d, want 0", got)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/warmpool"
 )
 
 // slowStarts is an engine whose containers take start to make, as a pod
@@ -127,40 +128,6 @@ func TestPoolFillersWithoutParallelStarter(t *testing.T) {
 	})
 }
 
-// The span within which creates count as one burst follows the time a
-// refill takes, smoothed, between poolRateSpan and poolRateSpanMax.
-func TestDemandSpanFollowsRefillTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		d := newDemand()
-		k := poolKind{template: "t"}
-		for range 12 { // one create every 500 ms, each alone in flight
-			d.begin(k, team)()
-			time.Sleep(500 * time.Millisecond)
-		}
-		if got := d.want("t"); got != 3 {
-			t.Errorf("want with no refill measured = %d, want 3 (those within a second)", got)
-		}
-		d.refilled("t", 2*time.Second)
-		if got := d.want("t"); got != 5 {
-			t.Errorf("want with 2 s refills = %d, want 5 (those within 2 s)", got)
-		}
-		d.refilled("t", 10*time.Second) // one slow start moves it a quarter of the way
-		d.mu.Lock()
-		span := d.spanLocked("t")
-		d.mu.Unlock()
-		if span != 4*time.Second {
-			t.Errorf("span after a 10 s refill following 2 s = %v, want 4s", span)
-		}
-		d.refilled("t", time.Hour)
-		d.mu.Lock()
-		span = d.spanLocked("t")
-		d.mu.Unlock()
-		if span != poolRateSpanMax {
-			t.Errorf("span = %v, want at most %v", span, poolRateSpanMax)
-		}
-	})
-}
-
 // crowded is an engine that hands its giveWay to the test
 // (sandbox.Crowdable), as a cluster short of room calls it.
 type crowded struct {
@@ -172,7 +139,7 @@ func (c *crowded) OnCrowded(giveWay func(context.Context) bool) { c.giveWay = gi
 
 // When the engine has no room for a sandbox, the pools give way: each call
 // removes one idle pooled container from the engine, and the pools make no
-// more until poolCrowdedHold has passed, then fill up again. An empty pool
+// more until warmpool.CrowdedHold has passed, then fill up again. An empty pool
 // has nothing to give.
 func TestPoolGivesWayWhenTheEngineIsFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -210,11 +177,11 @@ func TestPoolGivesWayWhenTheEngineIsFull(t *testing.T) {
 		if rt.giveWay(context.Background()) {
 			t.Error("an empty pool reported that it gave way")
 		}
-		advance(poolCrowdedHold - 5*time.Second)
+		advance(warmpool.CrowdedHold - 5*time.Second)
 		if got := e.m.WarmPoolReady(); got != 0 {
-			t.Errorf("pool %v after giving way = %d, want 0 (held)", poolCrowdedHold-5*time.Second, got)
+			t.Errorf("pool %v after giving way = %d, want 0 (held)", warmpool.CrowdedHold-5*time.Second, got)
 		}
-		advance(5*time.Second + poolRecheck + time.Second)
+		advance(5*time.Second + warmpool.Recheck + time.Second)
 		if got := e.m.WarmPoolReady(); got != 3 {
 			t.Errorf("pool after the hold = %d, want 3", got)
 		}
@@ -281,7 +248,7 @@ func (a *gatedInits) Init(ctx context.Context, addr string, init sandbox.AgentIn
 }
 
 // The refill that replaces a claimed container on this machine waits for
-// the claims in flight to pass, for at most poolClaimHold; on an engine
+// the claims in flight to pass, for at most warmpool.ClaimHold; on an engine
 // that starts containers elsewhere it does not wait.
 func TestPoolRefillHoldsForClaims(t *testing.T) {
 	tests := []struct {
@@ -292,9 +259,9 @@ func TestPoolRefillHoldsForClaims(t *testing.T) {
 		// the hold, and after it.
 		wantMade [2]int
 	}{
-		{"claims pass", false, poolClaimHold / 4, [2]int{1, 1}},
-		{"held", false, 3 * poolClaimHold / 2, [2]int{0, 1}},
-		{"engine elsewhere", true, 3 * poolClaimHold / 2, [2]int{1, 1}},
+		{"claims pass", false, warmpool.ClaimHold / 4, [2]int{1, 1}},
+		{"held", false, 3 * warmpool.ClaimHold / 2, [2]int{0, 1}},
+		{"engine elsewhere", true, 3 * warmpool.ClaimHold / 2, [2]int{1, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -309,12 +276,12 @@ func TestPoolRefillHoldsForClaims(t *testing.T) {
 				time.AfterFunc(tt.release, agent.hold())
 				before := e.creates()
 				claimed := e.createInBackground("base")
-				time.Sleep(poolClaimHold / 2)
+				time.Sleep(warmpool.ClaimHold / 2)
 				synctest.Wait()
 				if got := e.creates() - before; got != tt.wantMade[0] {
 					t.Errorf("containers made at half the hold = %d, want %d", got, tt.wantMade[0])
 				}
-				time.Sleep(poolClaimHold/2 + poolClaimPoll)
+				time.Sleep(warmpool.ClaimHold/2 + warmpool.ClaimPoll)
 				synctest.Wait()
 				if got := e.creates() - before; got != tt.wantMade[1] {
 					t.Errorf("containers made after the hold = %d, want %d", got, tt.wantMade[1])
@@ -332,7 +299,7 @@ func TestPoolRefillHoldsForClaims(t *testing.T) {
 
 // The first create of a template, which gives the template its pool,
 // does not share the engine with that pool's first container: the refill
-// holds it until the create is made, for at most poolClaimHold.
+// holds it until the create is made, for at most warmpool.ClaimHold.
 func TestPoolRefillWaitsForTheCreateBesideIt(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -341,8 +308,8 @@ func TestPoolRefillWaitsForTheCreateBesideIt(t *testing.T) {
 		// at half the hold, and after it.
 		wantMade [2]int
 	}{
-		{"create made", poolClaimHold / 4, [2]int{1, 1}},
-		{"create slower than the hold", 3 * poolClaimHold / 2, [2]int{0, 1}},
+		{"create made", warmpool.ClaimHold / 4, [2]int{1, 1}},
+		{"create slower than the hold", 3 * warmpool.ClaimHold / 2, [2]int{0, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,12 +318,12 @@ func TestPoolRefillWaitsForTheCreateBesideIt(t *testing.T) {
 				synctest.Wait()
 				time.AfterFunc(tt.release, agent.hold())
 				created := e.createInBackground("python:3.12")
-				time.Sleep(poolClaimHold / 2)
+				time.Sleep(warmpool.ClaimHold / 2)
 				synctest.Wait()
 				if got := len(e.pooledImage(t, "python:3.12")); got != tt.wantMade[0] {
 					t.Errorf("pooled containers of the template at half the hold = %d, want %d", got, tt.wantMade[0])
 				}
-				time.Sleep(poolClaimHold/2 + poolClaimPoll)
+				time.Sleep(warmpool.ClaimHold/2 + warmpool.ClaimPoll)
 				synctest.Wait()
 				if got := len(e.pooledImage(t, "python:3.12")); got != tt.wantMade[1] {
 					t.Errorf("pooled containers of the template after the hold = %d, want %d", got, tt.wantMade[1])

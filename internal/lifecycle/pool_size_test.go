@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/warmpool"
 )
 
 // withAutoPool sizes the base pool from demand, budget MiB beyond floors.
@@ -85,9 +86,9 @@ func TestPoolGrowsForBurstsAndDrains(t *testing.T) {
 		if got := e.m.WarmPoolReady(); got != 8 {
 			t.Errorf("pool after the second burst = %d, want refilled to 8", got)
 		}
-		advance(poolWindow + poolRecheck)
+		advance(warmpool.Window + warmpool.Recheck)
 		if got := e.m.WarmPoolReady(); got != DefaultWarmPool {
-			t.Errorf("pool %s after demand stopped = %d, want drained to %d", poolWindow+poolRecheck, got, DefaultWarmPool)
+			t.Errorf("pool %s after demand stopped = %d, want drained to %d", warmpool.Window+warmpool.Recheck, got, DefaultWarmPool)
 		}
 	})
 }
@@ -109,7 +110,7 @@ func TestPoolPinnedSizeIgnoresDemand(t *testing.T) {
 // and checks that the pool grew to the floor and room.
 func burstBeyondBudget(t *testing.T, room, n int) *env {
 	t.Helper()
-	e := newEnv(t, withAutoPool(room*poolMemoryMB(BaseTemplate)))
+	e := newEnv(t, withAutoPool(room*warmpool.ContainerMB))
 	synctest.Wait()
 	e.burst(t, n, "base")
 	synctest.Wait()
@@ -123,7 +124,7 @@ func TestPoolMemoryBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := burstBeyondBudget(t, 3, 8)
 		st := e.m.ServerStats(context.Background())
-		if got, want := st.PoolMemoryMB[BaseTemplate], 3*poolMemoryMB(BaseTemplate); got != want || st.PoolBudgetMB != want {
+		if got, want := st.PoolMemoryMB[BaseTemplate], 3*warmpool.ContainerMB; got != want || st.PoolBudgetMB != want {
 			t.Errorf("pool memory = %d MiB of a budget of %d, want %d of %d", got, st.PoolBudgetMB, want, want)
 		}
 	})
@@ -152,7 +153,7 @@ func TestPoolLearnsEveryTemplate(t *testing.T) {
 				t.Errorf("claimed sandbox is of template %s", sb.TemplateID)
 			}
 		}
-		advance(poolWindow + poolRecheck)
+		advance(warmpool.Window + warmpool.Recheck)
 		if got := len(e.pooledImage(t, "python:3.12")); got != 0 {
 			t.Errorf("pool of python:3.12 after its demand stopped = %d, want 0", got)
 		}
@@ -206,70 +207,6 @@ func TestPoolLearnedSizeSurvivesRebuild(t *testing.T) {
 	})
 }
 
-func TestFitBudget(t *testing.T) {
-	base, ci := poolMemoryMB(BaseTemplate), poolMemoryMB(CodeInterpreterTemplate)
-	for _, tc := range []struct {
-		name     string
-		kinds    []poolKind
-		budgetMB int
-		want     []int
-	}{{
-		name: "all fit",
-		kinds: []poolKind{
-			{template: BaseTemplate, size: 10, floor: 2},
-			{template: "mine", size: 5},
-		},
-		budgetMB: 13 * base,
-		want:     []int{10, 5},
-	}, {
-		name: "a burst's pool leaves room for the others",
-		kinds: []poolKind{
-			{template: BaseTemplate, size: 100, floor: 2},
-			{template: CodeInterpreterTemplate, size: 3, pinned: true},
-			{template: "mine", size: 2},
-			{template: "theirs", size: 1},
-		},
-		budgetMB: 20 * base,
-		want:     []int{2 + 17, 3, 2, 1},
-	}, {
-		name: "shared evenly when none fits",
-		kinds: []poolKind{
-			{template: BaseTemplate, size: 12, floor: 2},
-			{template: "mine", size: 8},
-			{template: "theirs", size: 9},
-		},
-		budgetMB: 10 * base,
-		want:     []int{2 + 4, 3, 3},
-	}, {
-		name: "a container the budget cannot pay for is not given",
-		kinds: []poolKind{
-			{template: CodeInterpreterTemplate, size: 4, floor: 1},
-			{template: BaseTemplate, size: 4, floor: 2},
-		},
-		budgetMB: ci + 2*base,
-		want:     []int{1 + 1, 2 + 2},
-	}, {
-		name: "no budget: the floors",
-		kinds: []poolKind{
-			{template: BaseTemplate, size: 10, floor: 2},
-			{template: "mine", size: 5},
-		},
-		budgetMB: 0,
-		want:     []int{2, 0},
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			fitBudget(tc.kinds, tc.budgetMB)
-			var got []int
-			for _, k := range tc.kinds {
-				got = append(got, k.size)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("sizes = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 // A burst of base that would fill the budget alone leaves room for the
 // pool of a template created now and then.
 func TestPoolBudgetSharedWithOtherTemplates(t *testing.T) {
@@ -296,14 +233,14 @@ func TestPoolBudgetSharedWithOtherTemplates(t *testing.T) {
 // removal: the refill holds it until the create is made.
 func TestPoolBudgetGivesWayAfterTheCreate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, agent := newGatedEnv(t, withAutoPool(8*poolMemoryMB(BaseTemplate)))
+		e, agent := newGatedEnv(t, withAutoPool(8*warmpool.ContainerMB))
 		synctest.Wait()
 		e.burst(t, 20, "base")
 		synctest.Wait()
 		base := len(e.pooledImage(t, "warren/base"))
 		release := agent.hold()
 		created := e.createInBackground("python:3.12")
-		time.Sleep(poolClaimHold / 2)
+		time.Sleep(warmpool.ClaimHold / 2)
 		synctest.Wait()
 		if got := len(e.pooledImage(t, "warren/base")); got != base {
 			t.Errorf("base pool while the create is made = %d, want %d: nothing removed yet", got, base)

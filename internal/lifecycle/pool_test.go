@@ -17,6 +17,7 @@ import (
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store/sqlite"
+	"github.com/warrenhq/warren/internal/warmpool"
 )
 
 func withPool(n int) func(*config) { return func(c *config) { c.WarmPool = n } }
@@ -270,7 +271,7 @@ func TestPoolWaitsForTheAgent(t *testing.T) {
 		silent := net.JoinHostPort(host, strconv.Itoa(n+1))
 		e.agent.Silence(silent)
 		e.create(t, CreateRequest{Template: "base"})
-		time.Sleep(e.m.cfg.InitTimeout + poolBackoffMax)
+		time.Sleep(e.m.cfg.InitTimeout + warmpool.BackoffMax)
 		synctest.Wait()
 		pool := e.pooledContainers(t)
 		if len(pool) != 1 || pool[0].AgentAddr == silent {

@@ -44,10 +44,10 @@ type Settings struct {
 	PidsLimit  int // max processes per sandbox; default 4096, negative = none
 
 	// WarmPool is how many started, not yet initialised containers of the
-	// base template are kept for creates to claim (see pool.go): a size,
-	// 0 = no pool, or WarmPoolAuto (the default), a size learned from
-	// demand (pool_size.go), which also gives every other template in use
-	// a pool of its own.
+	// base template are kept for creates to claim (internal/warmpool): a
+	// size, 0 = no pool, or WarmPoolAuto (the default), a size learned
+	// from demand, which also gives every other template in use a pool of
+	// its own.
 	WarmPool int
 	// WarmPoolCodeInterpreter is the same for the code-interpreter-v1
 	// template: containers whose python and javascript kernels are up.
