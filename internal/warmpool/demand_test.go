@@ -1,6 +1,7 @@
 package warmpool
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -173,4 +174,84 @@ func TestFitBudget(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestPoolDemandSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, autoPool(1024), nil)
+		synctest.Wait()
+		e.burst(t, 8, "base")
+		synctest.Wait()
+		if got := e.store.saved(); len(got) != 0 {
+			t.Errorf("demand saved at once after a create: %v; want it saved on a timer", got)
+		}
+		advance(SaveInterval)
+		if got := e.store.saved()["base"]; len(got.Peaks) != 1 || got.Peaks[0].Size != 8 {
+			t.Errorf("saved demand of base after %s = %+v, want one peak of 8", SaveInterval, got)
+		}
+
+		e.restart(t, 0)
+		if got := e.p.Stats().Size["base"]; got != 8 {
+			t.Errorf("pool size after a restart within the window = %d, want the learned 8", got)
+		}
+		if got := e.p.Ready(); got != 8 {
+			t.Errorf("pool after a restart within the window = %d, want 8", got)
+		}
+
+		// Down past the window: what it learned is too old to keep.
+		e.restart(t, Window)
+		if got := e.p.Stats().Size["base"]; got != baseFloor {
+			t.Errorf("pool size after a restart past the window = %d, want the floor %d", got, baseFloor)
+		}
+		if got := e.p.Ready(); got != baseFloor {
+			t.Errorf("pool after a restart past the window = %d, want the floor %d", got, baseFloor)
+		}
+	})
+}
+
+// A close saves the demand at once, without waiting for the timer, and
+// a learned template's pool comes back with it.
+func TestPoolDemandSavedAtClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, autoPool(1024), nil)
+		synctest.Wait()
+		e.burst(t, 3, "python:3.12")
+		synctest.Wait()
+		e.restart(t, 0)
+		if got := len(e.pooledImage("python:3.12")); got != 3 {
+			t.Errorf("pool of python:3.12 after a restart = %d, want the learned 3", got)
+		}
+	})
+}
+
+func TestPoolDemandOfDeletedTemplateDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, autoPool(1024), nil)
+		synctest.Wait()
+		e.burst(t, 3, "python:3.12")
+		e.burst(t, 4, "base")
+		synctest.Wait()
+		imageID, _ := e.rt.ImageIDOf("python:3.12")
+		e.p.Close()
+		if err := e.rt.RemoveImage(context.Background(), "python:3.12"); err != nil {
+			t.Fatal(err)
+		}
+		e.start(t)
+		synctest.Wait()
+		for _, c := range e.pooled() {
+			if c.ImageID == imageID {
+				t.Errorf("pooled container %s of the removed template's image", c.ID)
+			}
+		}
+		if got, ok := e.p.Stats().Size["python:3.12"]; ok {
+			t.Errorf("pool size of the removed template = %d, want none", got)
+		}
+		e.restart(t, 0)
+		if d, ok := e.store.saved()["python:3.12"]; ok {
+			t.Errorf("the removed template's demand is still saved: %+v", d)
+		}
+		if _, ok := e.store.saved()["base"]; !ok {
+			t.Error("base's demand was dropped with the removed template's")
+		}
+	})
 }
