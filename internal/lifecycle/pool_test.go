@@ -3,10 +3,8 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -17,7 +15,6 @@ import (
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store/sqlite"
-	"github.com/warrenhq/warren/internal/warmpool"
 )
 
 func withPool(n int) func(*config) { return func(c *config) { c.WarmPool = n } }
@@ -258,33 +255,6 @@ func TestPoolInstallsTheCABeforeAClaim(t *testing.T) {
 	})
 }
 
-func TestPoolWaitsForTheAgent(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, withPool(1))
-		synctest.Wait()
-		first := e.pooledContainers(t)[0]
-		// The refill after the claim makes the next container: its agent
-		// never answers, so it is removed, not pooled, and the one after
-		// it is.
-		host, port, _ := net.SplitHostPort(first.AgentAddr)
-		n, _ := strconv.Atoi(port)
-		silent := net.JoinHostPort(host, strconv.Itoa(n+1))
-		e.agent.Silence(silent)
-		e.create(t, CreateRequest{Template: "base"})
-		time.Sleep(e.m.cfg.InitTimeout + warmpool.BackoffMax)
-		synctest.Wait()
-		pool := e.pooledContainers(t)
-		if len(pool) != 1 || pool[0].AgentAddr == silent {
-			t.Fatalf("pool = %+v; want one container, not the silent one at %s", pool, silent)
-		}
-		for _, c := range e.rt.Containers() {
-			if c.AgentAddr == silent {
-				t.Errorf("the container whose agent never answered is still there: %s", c.ID)
-			}
-		}
-	})
-}
-
 func TestPoolDisabled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil) // testSettings keep no pool
@@ -299,62 +269,6 @@ func TestPoolDisabled(t *testing.T) {
 		}
 		if !slices.Contains(e.rt.Calls(), "Create "+sb.ID) {
 			t.Error("sandbox not created cold")
-		}
-	})
-}
-
-func TestPoolImageRebuilt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, withPool(2))
-		synctest.Wait()
-		old := e.pooledContainers(t)
-		e.rt.Rebuild("warren/base")
-		sb := e.create(t, CreateRequest{Template: "base"})
-		if slices.ContainsFunc(old, func(c sandbox.Container) bool { return c.ID == sb.ContainerID }) {
-			t.Fatal("sandbox claimed a container of the old image")
-		}
-		synctest.Wait() // the miss woke the refill
-		newID, _ := e.rt.ImageID(context.Background(), "warren/base")
-		got := e.pooledContainers(t)
-		if len(got) != 2 {
-			t.Fatalf("pool = %d containers, want 2", len(got))
-		}
-		for _, c := range got {
-			if c.ImageID != newID {
-				t.Errorf("pooled container %s runs %s, want %s", c.ID, c.ImageID, newID)
-			}
-		}
-		for _, c := range old {
-			if _, ok := e.container(t, c.ID); ok {
-				t.Errorf("old-image container %s kept", c.ID)
-			}
-		}
-	})
-}
-
-func TestPoolRefillBacksOff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := &env{rt: fake.New("warren/base"), agent: fake.NewAgent(), dir: t.TempDir()}
-		e.rt.Fail("Create", errors.New("no space left on device"))
-		e.start(t, withPool(2))
-		// Clients keep creating (and failing) while the pool is broken;
-		// their misses must not cut the refill's backoff short.
-		for range 10 {
-			if _, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Timeout: time.Minute}); err == nil {
-				t.Fatal("create succeeded on a failing engine")
-			}
-			advance(time.Second)
-		}
-		advance(10 * time.Minute)
-		refills := e.creates() - 10
-		// 1, 2, 4, ... 60 s apart: about 16 attempts in 10m10s.
-		if refills < 5 || refills > 20 {
-			t.Errorf("%d refill attempts in ~10 minutes, want 5..20", refills)
-		}
-		e.rt.Fail("Create", nil)
-		advance(time.Minute)
-		if got := e.m.WarmPoolReady(); got != 2 {
-			t.Errorf("pool after the engine recovered = %d, want 2", got)
 		}
 	})
 }
@@ -473,32 +387,6 @@ func TestPoolHalfClaimedOnRestart(t *testing.T) {
 		}
 		if _, err := e.store.GetSandbox(context.Background(), c.SandboxID); sandbox.KindOf(err) != sandbox.KindNotFound {
 			t.Errorf("half-claimed record kept: %v", err)
-		}
-	})
-}
-
-func TestPoolDropsStoppedContainers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, withPool(2))
-		synctest.Wait()
-		old := e.pooledContainers(t)
-		e.rt.StopAll() // dockerd restarted
-		if err := e.m.Reconcile(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		for _, c := range old {
-			if _, ok := e.container(t, c.ID); ok {
-				t.Errorf("stopped pooled container %s kept", c.ID)
-			}
-		}
-		got := e.pooledContainers(t)
-		if len(got) != 2 || !got[0].Running || !got[1].Running {
-			t.Fatalf("pool after reconcile: %+v", got)
-		}
-		sb := e.create(t, CreateRequest{Template: "base"})
-		if sb.ContainerID != got[0].ID {
-			t.Errorf("claimed %s, want the fresh %s", sb.ContainerID, got[0].ID)
 		}
 	})
 }

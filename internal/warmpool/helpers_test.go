@@ -89,7 +89,7 @@ func newEnv(t *testing.T, set Settings, tweak func(*Deps), images ...string) *en
 func (e *env) start(t *testing.T) {
 	t.Helper()
 	e.p = New(e.deps, e.set)
-	e.adoptAll(t)
+	e.reconcile(t)
 	e.p.Start(context.Background())
 }
 
@@ -113,13 +113,23 @@ func (e *env) restart(t *testing.T, down time.Duration) {
 	synctest.Wait()
 }
 
-// adoptAll hands the pool every container labelled as its own that no
-// claim took, as reconcile does.
-func (e *env) adoptAll(t *testing.T) {
+// reconcile does with the pool what the manager's reconcile does: it
+// hands it every container labelled as its own that no claim took, then
+// has it prune what stopped or vanished.
+func (e *env) reconcile(t *testing.T) {
 	t.Helper()
+	list, err := e.rt.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]sandbox.Container{}
+	for _, c := range list {
+		seen[c.ID] = c
+	}
 	for _, c := range e.pooled() {
 		e.p.Adopt(context.Background(), c)
 	}
+	e.p.Prune(context.Background(), seen)
 }
 
 // sandboxOf is what a create of template would make, as far as the pool
