@@ -16,9 +16,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/warrenhq/warren/internal/agent/state"
 	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
+
+// EnvdVersion is the envd version of the agent this server runs in its
+// sandboxes (the agent's own, agent/state.Version), which the API tells
+// clients: the SDKs unlock features by it.
+const EnvdVersion = state.Version
 
 // Health polling backoff: a container's agent is up within milliseconds
 // of the container starting (10–30 ms on a loaded 2-core machine), and

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/warrenhq/warren/internal/agent/state"
+	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -17,7 +17,7 @@ import (
 // (except for the pools, where 0 is no pool).
 type Settings struct {
 	BaseImage   string // image of the "base" template; default sandbox.BaseImage
-	EnvdVersion string // reported to clients; default the agent's (agent/state.Version)
+	EnvdVersion string // reported to clients; default the agent's (agentclient.EnvdVersion)
 	DefaultUser string // the agent's default user; default "user"
 	// CodeInterpreterImage is the image of the "code-interpreter-v1"
 	// template (warren image build code-interpreter); default
@@ -103,7 +103,7 @@ func DefaultSettings() Settings {
 	const memoryMB = 512
 	return Settings{
 		BaseImage:               sandbox.BaseImage,
-		EnvdVersion:             state.Version,
+		EnvdVersion:             agentclient.EnvdVersion,
 		DefaultUser:             "user",
 		CodeInterpreterImage:    sandbox.CodeInterpreterImage,
 		MCPGatewayImage:         sandbox.MCPGatewayImage,
