@@ -405,7 +405,7 @@ func TestPoolClaimAppliesEgress(t *testing.T) {
 			t.Fatalf("pooled containers = %d, want 1", len(pooled))
 		}
 		first := pooled[0].SandboxID
-		if got, ok := fw.rules[first]; !ok || !got.AllowInternetAccess {
+		if got, _, ok := fw.rule(first); !ok || !got.AllowInternetAccess {
 			t.Errorf("pooled container's rules before its claim = %+v (%v), want the default network's", got, ok)
 		}
 		deny := sandbox.Network{AllowPublicTraffic: true, DenyOut: []string{"10.0.0.0/8"}}
@@ -413,11 +413,12 @@ func TestPoolClaimAppliesEgress(t *testing.T) {
 		if sb.ID != first {
 			t.Fatalf("claimed sandbox %s, want the pooled %s", sb.ID, first)
 		}
-		if diff := cmp.Diff(deny, fw.rules[sb.ID]); diff != "" {
+		got, gotTeam, _ := fw.rule(sb.ID)
+		if diff := cmp.Diff(deny, got); diff != "" {
 			t.Errorf("claimed sandbox's rules (-want +got):\n%s", diff)
 		}
-		if fw.teams[sb.ID] != team {
-			t.Errorf("claimed sandbox's rules are for team %q, want %q", fw.teams[sb.ID], team)
+		if gotTeam != team {
+			t.Errorf("claimed sandbox's rules are for team %q, want %q", gotTeam, team)
 		}
 		synctest.Wait()
 		refilled := e.pooledContainers(t)
@@ -425,7 +426,7 @@ func TestPoolClaimAppliesEgress(t *testing.T) {
 			t.Fatalf("pooled containers after the refill = %d, want 1", len(refilled))
 		}
 		next := refilled[0]
-		if _, ok := fw.rules[next.SandboxID]; !ok {
+		if _, _, ok := fw.rule(next.SandboxID); !ok {
 			t.Error("the refill's container has no rules")
 		}
 		if err := e.rt.Remove(context.Background(), next.ID); err != nil {
@@ -434,7 +435,7 @@ func TestPoolClaimAppliesEgress(t *testing.T) {
 		if err := e.m.Reconcile(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := fw.rules[next.SandboxID]; ok {
+		if _, _, ok := fw.rule(next.SandboxID); ok {
 			t.Error("a pooled container that vanished left its rules")
 		}
 	})
