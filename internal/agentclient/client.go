@@ -30,7 +30,7 @@ const EnvdVersion = state.Version
 // of the container starting (10–30 ms on a loaded 2-core machine), and
 // that moment is on the critical path of creating a sandbox, so retries
 // come fast and stay close: a probe is one connection to the published
-// port, and at most a few creates poll at a time (the lifecycle's gate).
+// port, and at most a few creates poll at a time (the warm pool's gate).
 // With the interval doubling to 50 ms an agent up at 31 ms was seen at
 // 62 ms.
 const (
