@@ -16,15 +16,21 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/warrenhq/warren/internal/agent/state"
 	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
+
+// EnvdVersion is the envd version of the agent this server runs in its
+// sandboxes (the agent's own, agent/state.Version), which the API tells
+// clients: the SDKs unlock features by it.
+const EnvdVersion = state.Version
 
 // Health polling backoff: a container's agent is up within milliseconds
 // of the container starting (10–30 ms on a loaded 2-core machine), and
 // that moment is on the critical path of creating a sandbox, so retries
 // come fast and stay close: a probe is one connection to the published
-// port, and at most a few creates poll at a time (the lifecycle's gate).
+// port, and at most a few creates poll at a time (the warm pool's gate).
 // With the interval doubling to 50 ms an agent up at 31 ms was seen at
 // 62 ms.
 const (

@@ -297,7 +297,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		Workdir:     tpl.workdir,
 		AgentArgs:   slices.Clone(tpl.agentArgs),
 		Runtime:     m.cfg.SandboxRuntime,
-		// A warm pool container has no mounts, so poolKindOf takes
+		// A warm pool container has no mounts, so the pool serves
 		// none for a sandbox that has some.
 		VolumeMounts: slices.Clone(req.VolumeMounts),
 	}
@@ -316,9 +316,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	if !req.Network.AllowPublicTraffic {
 		sb.TrafficAccessToken = sandbox.NewToken()
 	}
-	if len(sb.VolumeMounts) == 0 {
-		defer m.demand.begin(m.demandKind(sb), sb.TeamID)()
-	}
+	defer m.pool.Begin(sb)()
 	if out, ok, err := m.createFromPool(ctx, sb); ok {
 		return out, err
 	}
@@ -327,7 +325,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		claim    sandbox.Sandbox
 		claimErr error
 	)
-	release, claimed, err := m.admitCold(ctx, func() bool {
+	release, claimed, err := m.pool.AdmitCold(ctx, func() bool {
 		var ok bool
 		claim, ok, claimErr = m.createFromPool(ctx, sb)
 		return ok
@@ -385,7 +383,7 @@ func (m *Manager) resourcesOf(tpl template) (cpuCount, memoryMB int) {
 // bringUp takes a sandbox whose container has started to running: its
 // egress rules, the agent's init (at once, and without the server's CA,
 // when prepared: a pooled container's agent answered and took the CA
-// when it was pooled, see prepareAgent), the template's start and ready
+// when it was pooled, see warmpool), the template's start and ready
 // commands, then the running state saved. initFailed tells the warm
 // pool that the container itself is at fault, so a fresh one may do
 // better. On error the caller abandons the sandbox.
@@ -452,7 +450,7 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 }
 
 // initAgent waits for the agent of a started container and configures it;
-// a prepared one (prepareAgent) is configured at once, and not given the
+// a prepared one (warmpool) is configured at once, and not given the
 // CA it has.
 func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration, prepared bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -473,22 +471,6 @@ func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout tim
 		init.CABundle = m.cfg.CABundle
 	}
 	return m.cfg.Agent.Init(ctx, sb.AgentAddr, init)
-}
-
-// prepareAgent readies a pooled container's agent for a claim that is one
-// request: it waits for the agent's first answer, then gives it the
-// server's CA (an init of that alone, whose install into the trust store
-// is the costly part of an init: the bundle's copy and append).
-func (m *Manager) prepareAgent(ctx context.Context, addr, secret string) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.InitTimeout)
-	defer cancel()
-	if err := m.cfg.Agent.WaitReady(ctx, addr); err != nil {
-		return err
-	}
-	if m.cfg.CABundle == "" {
-		return nil
-	}
-	return m.cfg.Agent.Init(ctx, addr, sandbox.AgentInit{AgentSecret: secret, CABundle: m.cfg.CABundle, Answered: true})
 }
 
 // startTemplate starts a template's start command in the background, then

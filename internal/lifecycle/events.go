@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
@@ -108,9 +107,7 @@ func (m *Manager) containerChanged(ctx context.Context, ev sandbox.ContainerEven
 			return
 		}
 	}
-	if slices.ContainsFunc(m.pool.entries(), func(e pooled) bool { return e.container.ID == ev.ContainerID }) {
-		m.prunePool(ctx, nil)
-	}
+	m.pool.ContainerChanged(ctx, ev.ContainerID)
 }
 
 // sleep waits d and reports true, or false as soon as ctx ends.

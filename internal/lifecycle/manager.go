@@ -1,7 +1,8 @@
 // Package lifecycle is the single writer of sandbox state. Its Manager
 // creates, connects, pauses, resumes, kills, snapshots and forks sandboxes,
 // runs their timers (TTL, frozen → stopped or checkpointed demotion, removal
-// of long-stopped and killed sandboxes, old checkpoints), keeps a warm pool of started containers for fast
+// of long-stopped and killed sandboxes, old checkpoints), claims started
+// containers from the warm pool (internal/warmpool, which it runs) for fast
 // creates, samples their metrics and keeps their event log, and reconciles
 // the store with the container runtime: on start, periodically, and for
 // each container the engine reports changed (events.go).
@@ -19,12 +20,12 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/warmpool"
 )
 
 // EventRecorder takes the lifecycle events of sandboxes
@@ -95,26 +96,13 @@ type Manager struct {
 	// sends their requests to wait for the pause (see beginPause).
 	pausing map[string]struct{}
 
-	pool   *warmPool
-	demand *demand // what creates asked of the pool, for auto-sized pools
-	// crowdedUntil holds refills back (UnixNano) after the pools gave way
-	// to a sandbox the engine had no room for (see GiveWay).
-	crowdedUntil atomic.Int64
-	// releasing is held by ReleasePool while it lets go of an image, and
-	// read-held by every make of a learned pool's container, so that none
-	// is in flight then and none starts for the image after it.
-	releasing sync.RWMutex
+	// pool keeps started containers for creates to claim.
+	pool *warmpool.Pool
 	// imageIDs and imageLabelSets share one engine inspect among the
 	// creates of a burst.
 	imageIDs       flights[string]
 	imageLabelSets flights[map[string]string]
-	// cold bounds the creates that make their container on the engine at
-	// once (see admitCold).
-	cold coldGate
-	// claims counts the claims from the warm pool in flight, which
-	// refills hold back for (holdForCreates).
-	claims gauge
-	caps   capabilities // the optional parts of cfg.Runtime
+	caps           capabilities // the optional parts of cfg.Runtime
 	// createPhases sums the steps of the creates that succeeded, by
 	// whether they claimed a pooled container (observeCreate).
 	createPhases phases.Histograms
@@ -144,14 +132,9 @@ func New(deps Deps, settings Settings) (*Manager, error) {
 		log:       log,
 		sandboxes: map[string]sandbox.Sandbox{},
 		pausing:   map[string]struct{}{},
-		pool:      newWarmPool(),
-		demand:    newDemand(),
-		cold:      newColdGate(),
 		caps:      capabilitiesOf(deps.Runtime),
 	}
-	if c, ok := deps.Runtime.(sandbox.Crowdable); ok {
-		c.OnCrowded(m.GiveWay)
-	}
+	m.pool = m.newPool()
 	return m, nil
 }
 
@@ -183,22 +166,11 @@ func (m *Manager) Start(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("install the firewall rules: %w", err)
 	}
-	if m.autoPool() {
-		// Without it the pools start at their floors, as on a first start.
-		if err := m.loadDemand(ctx); err != nil {
-			m.log.Warn("cannot load the warm pools' demand; the pools start from their floors", "err", err)
-		}
-	}
+	m.pool.Start(loops)
 	ctx, m.cancel = loops, cancel
 	m.wg.Go(func() { m.watchEvents(ctx, events) })
 	m.wg.Go(func() { m.every(ctx, m.cfg.TickInterval, m.sweep) })
 	m.wg.Go(func() { m.every(ctx, m.cfg.MetricsInterval, m.sampleMetrics) })
-	if m.poolEnabled() {
-		m.wg.Go(func() { m.refillLoop(ctx) })
-	}
-	if m.autoPool() {
-		m.wg.Go(func() { m.every(ctx, poolSaveInterval, m.saveDemand) })
-	}
 	m.wg.Go(func() {
 		m.every(ctx, m.cfg.ReconcileInterval, func(ctx context.Context) {
 			if err := m.Reconcile(ctx); err != nil {
@@ -218,9 +190,7 @@ func (m *Manager) Close() error {
 		m.cancel()
 	}
 	m.wg.Wait()
-	if m.autoPool() {
-		m.saveDemand(context.Background())
-	}
+	m.pool.Close()
 	if m.anyLive() {
 		return nil
 	}
@@ -235,16 +205,7 @@ func (m *Manager) Close() error {
 			m.log.Warn("cannot remove firewall rules", "err", err)
 		}
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, m.poolFillers())
-	for _, e := range m.pool.drop(func(pooled) bool { return false }) {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			m.discardPooled(ctx, e.container.ID, e.sandboxID, "server stopped with no sandbox")
-		})
-	}
-	wg.Wait()
+	m.pool.Empty(ctx)
 	return nil
 }
 

@@ -33,6 +33,14 @@ func (f *fakeFirewall) Apply(_ context.Context, id string, e sandbox.Egress) err
 	return nil
 }
 
+// rule returns the rules of sandbox id, and the team they are for.
+func (f *fakeFirewall) rule(id string) (_ sandbox.Network, team string, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.rules[id]
+	return n, f.teams[id], ok
+}
+
 func (f *fakeFirewall) Remove(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -3,17 +3,15 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/warmpool"
 )
 
 // The warm pool of code-interpreter sandboxes: the same mechanism as the
@@ -205,131 +203,9 @@ func TestPoolCodeInterpreterImageRebuilt(t *testing.T) {
 		// check replaces it.
 		e.rt.Rebuild(ciImage)
 		newID, _ = e.rt.ImageID(context.Background(), ciImage)
-		advance(poolRecheck)
+		advance(warmpool.Recheck)
 		if got := e.pooledOf(t, ciArgs); len(got) != 1 || got[0].ImageID != newID {
-			t.Errorf("after a rebuild and %v: %+v, want one container of %s", poolRecheck, got, newID)
-		}
-	})
-}
-
-// recorder is a slog.Handler that keeps the records it is given.
-type recorder struct {
-	mu   sync.Mutex // guards recs
-	recs []slog.Record
-}
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *recorder) WithGroup(string) slog.Handler            { return r }
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, rec)
-	return nil
-}
-
-// above returns the messages of records at level or above.
-func (r *recorder) above(level slog.Level) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, rec := range r.recs {
-		if rec.Level >= level {
-			out = append(out, rec.Message)
-		}
-	}
-	return out
-}
-
-// A server whose code-interpreter image is not built keeps no such
-// container and says nothing above debug about it, without backing off
-// the base pool; once the image is built, the pool fills.
-func TestPoolCodeInterpreterImageMissing(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		log := &recorder{}
-		e := newEnv(t, func(c *config) { c.WarmPool, c.WarmPoolCodeInterpreter, c.Logger = 1, 1, slog.New(log) })
-		synctest.Wait()
-		if base, ci := len(e.pooledOf(t, nil)), len(e.pooledOf(t, ciArgs)); base != 1 || ci != 0 {
-			t.Fatalf("pool: %d base, %d code-interpreter; want 1 and 0", base, ci)
-		}
-		// Base claims refill at once, with no backoff.
-		for range 3 {
-			e.create(t, CreateRequest{Template: BaseTemplate})
-			synctest.Wait()
-			if got := len(e.pooledOf(t, nil)); got != 1 {
-				t.Fatalf("base pool after a claim = %d, want 1", got)
-			}
-		}
-		advance(10 * time.Minute)
-		if got := log.above(slog.LevelWarn); len(got) != 0 {
-			t.Errorf("warnings: %q", got)
-		}
-		if got := log.above(slog.LevelDebug); slices.Contains(got, "warm pool refill failed") {
-			t.Errorf("the refill failed (and backed off) for want of the image: %q", got)
-		}
-		checks := 0
-		for _, c := range e.rt.Calls() {
-			if c == "ImageID "+ciImage {
-				checks++
-			}
-		}
-		// Every poolRecheck (15 s) and on each claim: ~40 in 10 minutes.
-		if checks > 60 {
-			t.Errorf("%d image checks in 10 minutes", checks)
-		}
-
-		e.rt.Rebuild(ciImage) // `warren image build code-interpreter`
-		advance(poolRecheck)
-		if got := len(e.pooledOf(t, ciArgs)); got != 1 {
-			t.Fatalf("code-interpreter pool %v after the image was built = %d, want 1", poolRecheck, got)
-		}
-		sb := e.create(t, CreateRequest{Template: CodeInterpreterTemplate})
-		if e.poolEvent(t, sb.ID) != "true" {
-			t.Error("code-interpreter sandbox not claimed once the image was built")
-		}
-
-		// Removed again: its pooled container goes, quietly.
-		synctest.Wait()
-		if err := e.rt.RemoveImage(context.Background(), ciImage); err != nil {
-			t.Fatal(err)
-		}
-		advance(poolRecheck)
-		if got := len(e.pooledOf(t, ciArgs)); got != 0 {
-			t.Errorf("code-interpreter pool after the image was removed = %d, want 0", got)
-		}
-		if got := log.above(slog.LevelWarn); len(got) != 0 {
-			t.Errorf("warnings: %q", got)
-		}
-	})
-}
-
-// A code-interpreter image labelled for gVisor gets pooled containers
-// under gVisor, which its sandboxes claim.
-func TestPoolCodeInterpreterRuntimeLabel(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := &env{rt: fake.New("warren/base", ciImage), agent: fake.NewAgent(), dir: t.TempDir()}
-		e.rt.SetImageLabels(ciImage, map[string]string{sandbox.LabelRuntime: "gvisor"})
-		e.start(t, withPools(1, 1))
-		synctest.Wait()
-		ci := e.pooledOf(t, ciArgs)
-		if len(ci) != 1 || ci[0].Labels[sandbox.LabelRuntime] != "gvisor" {
-			t.Fatalf("code-interpreter pool: %+v, want one gvisor container", ci)
-		}
-		if base := e.pooledOf(t, nil); len(base) != 1 || base[0].Labels[sandbox.LabelRuntime] != "runc" {
-			t.Errorf("base pool: %+v, want one runc container", base)
-		}
-		sb := e.create(t, CreateRequest{Template: CodeInterpreterTemplate})
-		if sb.ContainerID != ci[0].ID || sb.Runtime != sandbox.RuntimeGVisor {
-			t.Errorf("sandbox on %s under %s, want %s under gvisor", sb.ContainerID, sb.Runtime, ci[0].ID)
-		}
-		synctest.Wait()
-		// The label is gone (the image was rebuilt without it, under the
-		// same ID here): a gVisor container no longer fits a runc sandbox.
-		ci = e.pooledOf(t, ciArgs)
-		e.rt.SetImageLabels(ciImage, nil)
-		sb = e.create(t, CreateRequest{Template: CodeInterpreterTemplate})
-		if sb.ContainerID == ci[0].ID || sb.Runtime != sandbox.RuntimeRunc {
-			t.Errorf("runc sandbox on %s under %s; the pooled gVisor container is %s", sb.ContainerID, sb.Runtime, ci[0].ID)
+			t.Errorf("after a rebuild and %v: %+v, want one container of %s", warmpool.Recheck, got, newID)
 		}
 	})
 }
@@ -442,29 +318,4 @@ func TestPoolCodeInterpreterReconcileOnRestart(t *testing.T) {
 			})
 		})
 	}
-}
-
-// A pooled code-interpreter container that stopped (dockerd restarted) is
-// pruned and replaced.
-func TestPoolCodeInterpreterDropsStopped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newCIEnv(t, withPools(1, 1))
-		synctest.Wait()
-		old := e.pooledOf(t, ciArgs)
-		e.rt.StopAll()
-		if err := e.m.Reconcile(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		if _, ok := e.container(t, old[0].ID); ok {
-			t.Error("stopped pooled container kept")
-		}
-		got := e.pooledOf(t, ciArgs)
-		if len(got) != 1 || !got[0].Running {
-			t.Fatalf("code-interpreter pool after reconcile: %+v", got)
-		}
-		if sb := e.create(t, CreateRequest{Template: CodeInterpreterTemplate}); sb.ContainerID != got[0].ID {
-			t.Errorf("claimed %s, want the fresh %s", sb.ContainerID, got[0].ID)
-		}
-	})
 }

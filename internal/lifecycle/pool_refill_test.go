@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/runtime/fake"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/warmpool"
 )
 
 // slowStarts is an engine whose containers take start to make, as a pod
@@ -106,121 +106,6 @@ func TestPoolKeepsUpWithBackToBackCreatesOnSlowStarts(t *testing.T) {
 	})
 }
 
-// On an engine that says nothing of its parallelism, as Docker, the pool
-// makes at most as many containers at once as this machine has CPUs (at
-// least 2).
-func TestPoolFillersWithoutParallelStarter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rt := &slowStarts{Runtime: fake.New("warren/base", "python:3.12"), start: 2 * time.Second}
-		e := &env{rt: rt.Runtime, agent: fake.NewAgent(), dir: t.TempDir()}
-		e.start(t, func(c *config) {
-			withPool(32)(c)
-			c.Runtime = rt
-		})
-		advance(time.Minute)
-		if got := e.m.WarmPoolReady(); got != 32 {
-			t.Fatalf("pool = %d, want 32", got)
-		}
-		if _, hi := rt.counts(); hi != max(runtime.NumCPU(), 2) {
-			t.Errorf("%d containers made at once, want %d (the CPUs, at least 2)", hi, max(runtime.NumCPU(), 2))
-		}
-	})
-}
-
-// The span within which creates count as one burst follows the time a
-// refill takes, smoothed, between poolRateSpan and poolRateSpanMax.
-func TestDemandSpanFollowsRefillTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		d := newDemand()
-		k := poolKind{template: "t"}
-		for range 12 { // one create every 500 ms, each alone in flight
-			d.begin(k, team)()
-			time.Sleep(500 * time.Millisecond)
-		}
-		if got := d.want("t"); got != 3 {
-			t.Errorf("want with no refill measured = %d, want 3 (those within a second)", got)
-		}
-		d.refilled("t", 2*time.Second)
-		if got := d.want("t"); got != 5 {
-			t.Errorf("want with 2 s refills = %d, want 5 (those within 2 s)", got)
-		}
-		d.refilled("t", 10*time.Second) // one slow start moves it a quarter of the way
-		d.mu.Lock()
-		span := d.spanLocked("t")
-		d.mu.Unlock()
-		if span != 4*time.Second {
-			t.Errorf("span after a 10 s refill following 2 s = %v, want 4s", span)
-		}
-		d.refilled("t", time.Hour)
-		d.mu.Lock()
-		span = d.spanLocked("t")
-		d.mu.Unlock()
-		if span != poolRateSpanMax {
-			t.Errorf("span = %v, want at most %v", span, poolRateSpanMax)
-		}
-	})
-}
-
-// crowded is an engine that hands its giveWay to the test
-// (sandbox.Crowdable), as a cluster short of room calls it.
-type crowded struct {
-	*fake.Runtime
-	giveWay func(context.Context) bool
-}
-
-func (c *crowded) OnCrowded(giveWay func(context.Context) bool) { c.giveWay = giveWay }
-
-// When the engine has no room for a sandbox, the pools give way: each call
-// removes one idle pooled container from the engine, and the pools make no
-// more until poolCrowdedHold has passed, then fill up again. An empty pool
-// has nothing to give.
-func TestPoolGivesWayWhenTheEngineIsFull(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rt := &crowded{Runtime: fake.New("warren/base", "python:3.12")}
-		e := &env{rt: rt.Runtime, agent: fake.NewAgent(), dir: t.TempDir()}
-		e.start(t, func(c *config) {
-			withPool(3)(c)
-			c.Runtime = rt
-		})
-		advance(10 * time.Second)
-		if got := e.m.WarmPoolReady(); got != 3 {
-			t.Fatalf("pool = %d, want 3", got)
-		}
-		if rt.giveWay == nil {
-			t.Fatal("the manager did not hand its giveWay to a sandbox.Crowdable engine")
-		}
-		containers := func() int {
-			cs, err := rt.List(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return len(cs)
-		}
-		for want := 2; want >= 0; want-- {
-			if !rt.giveWay(context.Background()) {
-				t.Fatalf("giveWay found nothing to remove with %d pooled", want+1)
-			}
-			if got := e.m.WarmPoolReady(); got != want {
-				t.Fatalf("pool after giving way = %d, want %d", got, want)
-			}
-			if got := containers(); got != want {
-				t.Fatalf("%d containers on the engine after giving way, want %d", got, want)
-			}
-		}
-		if rt.giveWay(context.Background()) {
-			t.Error("an empty pool reported that it gave way")
-		}
-		advance(poolCrowdedHold - 5*time.Second)
-		if got := e.m.WarmPoolReady(); got != 0 {
-			t.Errorf("pool %v after giving way = %d, want 0 (held)", poolCrowdedHold-5*time.Second, got)
-		}
-		advance(5*time.Second + poolRecheck + time.Second)
-		if got := e.m.WarmPoolReady(); got != 3 {
-			t.Errorf("pool after the hold = %d, want 3", got)
-		}
-	})
-}
-
 // newGatedEnv is an env whose agent's inits can be held (gatedInits).
 func newGatedEnv(t *testing.T, tweak func(*config)) (*env, *gatedInits) {
 	t.Helper()
@@ -280,59 +165,9 @@ func (a *gatedInits) Init(ctx context.Context, addr string, init sandbox.AgentIn
 	return a.Agent.Init(ctx, addr, init)
 }
 
-// The refill that replaces a claimed container on this machine waits for
-// the claims in flight to pass, for at most poolClaimHold; on an engine
-// that starts containers elsewhere it does not wait.
-func TestPoolRefillHoldsForClaims(t *testing.T) {
-	tests := []struct {
-		name      string
-		elsewhere bool // the engine is a sandbox.ParallelStarter
-		release   time.Duration
-		// wantMade is how many containers the refill has made at half
-		// the hold, and after it.
-		wantMade [2]int
-	}{
-		{"claims pass", false, poolClaimHold / 4, [2]int{1, 1}},
-		{"held", false, 3 * poolClaimHold / 2, [2]int{0, 1}},
-		{"engine elsewhere", true, 3 * poolClaimHold / 2, [2]int{1, 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				e, agent := newGatedEnv(t, func(c *config) {
-					withPool(2)(c)
-					if tt.elsewhere {
-						c.Runtime = parallelSlowStarts{&slowStarts{Runtime: c.Runtime.(*fake.Runtime), parallel: 8}}
-					}
-				})
-				synctest.Wait()
-				time.AfterFunc(tt.release, agent.hold())
-				before := e.creates()
-				claimed := e.createInBackground("base")
-				time.Sleep(poolClaimHold / 2)
-				synctest.Wait()
-				if got := e.creates() - before; got != tt.wantMade[0] {
-					t.Errorf("containers made at half the hold = %d, want %d", got, tt.wantMade[0])
-				}
-				time.Sleep(poolClaimHold/2 + poolClaimPoll)
-				synctest.Wait()
-				if got := e.creates() - before; got != tt.wantMade[1] {
-					t.Errorf("containers made after the hold = %d, want %d", got, tt.wantMade[1])
-				}
-				if err := <-claimed; err != nil {
-					t.Fatal(err)
-				}
-				if got := e.m.WarmPoolReady(); got != 2 {
-					t.Errorf("pool = %d, want 2", got)
-				}
-			})
-		})
-	}
-}
-
 // The first create of a template, which gives the template its pool,
 // does not share the engine with that pool's first container: the refill
-// holds it until the create is made, for at most poolClaimHold.
+// holds it until the create is made, for at most warmpool.ClaimHold.
 func TestPoolRefillWaitsForTheCreateBesideIt(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -341,8 +176,8 @@ func TestPoolRefillWaitsForTheCreateBesideIt(t *testing.T) {
 		// at half the hold, and after it.
 		wantMade [2]int
 	}{
-		{"create made", poolClaimHold / 4, [2]int{1, 1}},
-		{"create slower than the hold", 3 * poolClaimHold / 2, [2]int{0, 1}},
+		{"create made", warmpool.ClaimHold / 4, [2]int{1, 1}},
+		{"create slower than the hold", 3 * warmpool.ClaimHold / 2, [2]int{0, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,12 +186,12 @@ func TestPoolRefillWaitsForTheCreateBesideIt(t *testing.T) {
 				synctest.Wait()
 				time.AfterFunc(tt.release, agent.hold())
 				created := e.createInBackground("python:3.12")
-				time.Sleep(poolClaimHold / 2)
+				time.Sleep(warmpool.ClaimHold / 2)
 				synctest.Wait()
 				if got := len(e.pooledImage(t, "python:3.12")); got != tt.wantMade[0] {
 					t.Errorf("pooled containers of the template at half the hold = %d, want %d", got, tt.wantMade[0])
 				}
-				time.Sleep(poolClaimHold/2 + poolClaimPoll)
+				time.Sleep(warmpool.ClaimHold/2 + warmpool.ClaimPoll)
 				synctest.Wait()
 				if got := len(e.pooledImage(t, "python:3.12")); got != tt.wantMade[1] {
 					t.Errorf("pooled containers of the template after the hold = %d, want %d", got, tt.wantMade[1])

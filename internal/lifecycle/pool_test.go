@@ -3,10 +3,8 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -257,33 +255,6 @@ func TestPoolInstallsTheCABeforeAClaim(t *testing.T) {
 	})
 }
 
-func TestPoolWaitsForTheAgent(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, withPool(1))
-		synctest.Wait()
-		first := e.pooledContainers(t)[0]
-		// The refill after the claim makes the next container: its agent
-		// never answers, so it is removed, not pooled, and the one after
-		// it is.
-		host, port, _ := net.SplitHostPort(first.AgentAddr)
-		n, _ := strconv.Atoi(port)
-		silent := net.JoinHostPort(host, strconv.Itoa(n+1))
-		e.agent.Silence(silent)
-		e.create(t, CreateRequest{Template: "base"})
-		time.Sleep(e.m.cfg.InitTimeout + poolBackoffMax)
-		synctest.Wait()
-		pool := e.pooledContainers(t)
-		if len(pool) != 1 || pool[0].AgentAddr == silent {
-			t.Fatalf("pool = %+v; want one container, not the silent one at %s", pool, silent)
-		}
-		for _, c := range e.rt.Containers() {
-			if c.AgentAddr == silent {
-				t.Errorf("the container whose agent never answered is still there: %s", c.ID)
-			}
-		}
-	})
-}
-
 func TestPoolDisabled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil) // testSettings keep no pool
@@ -298,62 +269,6 @@ func TestPoolDisabled(t *testing.T) {
 		}
 		if !slices.Contains(e.rt.Calls(), "Create "+sb.ID) {
 			t.Error("sandbox not created cold")
-		}
-	})
-}
-
-func TestPoolImageRebuilt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, withPool(2))
-		synctest.Wait()
-		old := e.pooledContainers(t)
-		e.rt.Rebuild("warren/base")
-		sb := e.create(t, CreateRequest{Template: "base"})
-		if slices.ContainsFunc(old, func(c sandbox.Container) bool { return c.ID == sb.ContainerID }) {
-			t.Fatal("sandbox claimed a container of the old image")
-		}
-		synctest.Wait() // the miss woke the refill
-		newID, _ := e.rt.ImageID(context.Background(), "warren/base")
-		got := e.pooledContainers(t)
-		if len(got) != 2 {
-			t.Fatalf("pool = %d containers, want 2", len(got))
-		}
-		for _, c := range got {
-			if c.ImageID != newID {
-				t.Errorf("pooled container %s runs %s, want %s", c.ID, c.ImageID, newID)
-			}
-		}
-		for _, c := range old {
-			if _, ok := e.container(t, c.ID); ok {
-				t.Errorf("old-image container %s kept", c.ID)
-			}
-		}
-	})
-}
-
-func TestPoolRefillBacksOff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := &env{rt: fake.New("warren/base"), agent: fake.NewAgent(), dir: t.TempDir()}
-		e.rt.Fail("Create", errors.New("no space left on device"))
-		e.start(t, withPool(2))
-		// Clients keep creating (and failing) while the pool is broken;
-		// their misses must not cut the refill's backoff short.
-		for range 10 {
-			if _, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Timeout: time.Minute}); err == nil {
-				t.Fatal("create succeeded on a failing engine")
-			}
-			advance(time.Second)
-		}
-		advance(10 * time.Minute)
-		refills := e.creates() - 10
-		// 1, 2, 4, ... 60 s apart: about 16 attempts in 10m10s.
-		if refills < 5 || refills > 20 {
-			t.Errorf("%d refill attempts in ~10 minutes, want 5..20", refills)
-		}
-		e.rt.Fail("Create", nil)
-		advance(time.Minute)
-		if got := e.m.WarmPoolReady(); got != 2 {
-			t.Errorf("pool after the engine recovered = %d, want 2", got)
 		}
 	})
 }
@@ -476,32 +391,6 @@ func TestPoolHalfClaimedOnRestart(t *testing.T) {
 	})
 }
 
-func TestPoolDropsStoppedContainers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, withPool(2))
-		synctest.Wait()
-		old := e.pooledContainers(t)
-		e.rt.StopAll() // dockerd restarted
-		if err := e.m.Reconcile(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		for _, c := range old {
-			if _, ok := e.container(t, c.ID); ok {
-				t.Errorf("stopped pooled container %s kept", c.ID)
-			}
-		}
-		got := e.pooledContainers(t)
-		if len(got) != 2 || !got[0].Running || !got[1].Running {
-			t.Fatalf("pool after reconcile: %+v", got)
-		}
-		sb := e.create(t, CreateRequest{Template: "base"})
-		if sb.ContainerID != got[0].ID {
-			t.Errorf("claimed %s, want the fresh %s", sb.ContainerID, got[0].ID)
-		}
-	})
-}
-
 // TestPoolClaimAppliesEgress: a pooled container has the default
 // network's rules before it is claimed (so a claim asking for it writes
 // nothing), a claim gets its own, and a pooled container that goes takes
@@ -516,7 +405,7 @@ func TestPoolClaimAppliesEgress(t *testing.T) {
 			t.Fatalf("pooled containers = %d, want 1", len(pooled))
 		}
 		first := pooled[0].SandboxID
-		if got, ok := fw.rules[first]; !ok || !got.AllowInternetAccess {
+		if got, _, ok := fw.rule(first); !ok || !got.AllowInternetAccess {
 			t.Errorf("pooled container's rules before its claim = %+v (%v), want the default network's", got, ok)
 		}
 		deny := sandbox.Network{AllowPublicTraffic: true, DenyOut: []string{"10.0.0.0/8"}}
@@ -524,11 +413,12 @@ func TestPoolClaimAppliesEgress(t *testing.T) {
 		if sb.ID != first {
 			t.Fatalf("claimed sandbox %s, want the pooled %s", sb.ID, first)
 		}
-		if diff := cmp.Diff(deny, fw.rules[sb.ID]); diff != "" {
+		got, gotTeam, _ := fw.rule(sb.ID)
+		if diff := cmp.Diff(deny, got); diff != "" {
 			t.Errorf("claimed sandbox's rules (-want +got):\n%s", diff)
 		}
-		if fw.teams[sb.ID] != team {
-			t.Errorf("claimed sandbox's rules are for team %q, want %q", fw.teams[sb.ID], team)
+		if gotTeam != team {
+			t.Errorf("claimed sandbox's rules are for team %q, want %q", gotTeam, team)
 		}
 		synctest.Wait()
 		refilled := e.pooledContainers(t)
@@ -536,7 +426,7 @@ func TestPoolClaimAppliesEgress(t *testing.T) {
 			t.Fatalf("pooled containers after the refill = %d, want 1", len(refilled))
 		}
 		next := refilled[0]
-		if _, ok := fw.rules[next.SandboxID]; !ok {
+		if _, _, ok := fw.rule(next.SandboxID); !ok {
 			t.Error("the refill's container has no rules")
 		}
 		if err := e.rt.Remove(context.Background(), next.ID); err != nil {
@@ -545,7 +435,7 @@ func TestPoolClaimAppliesEgress(t *testing.T) {
 		if err := e.m.Reconcile(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := fw.rules[next.SandboxID]; ok {
+		if _, _, ok := fw.rule(next.SandboxID); ok {
 			t.Error("a pooled container that vanished left its rules")
 		}
 	})

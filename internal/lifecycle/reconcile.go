@@ -47,7 +47,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		m.removeStray(ctx, c)
 	}
 	m.restoreFirewall(ctx)
-	m.prunePool(ctx, seen)
+	m.pool.Prune(ctx, seen)
 	return nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/warrenhq/warren/internal/agent/state"
+	"github.com/warrenhq/warren/internal/agentclient"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -17,7 +17,7 @@ import (
 // (except for the pools, where 0 is no pool).
 type Settings struct {
 	BaseImage   string // image of the "base" template; default sandbox.BaseImage
-	EnvdVersion string // reported to clients; default the agent's (agent/state.Version)
+	EnvdVersion string // reported to clients; default the agent's (agentclient.EnvdVersion)
 	DefaultUser string // the agent's default user; default "user"
 	// CodeInterpreterImage is the image of the "code-interpreter-v1"
 	// template (warren image build code-interpreter); default
@@ -44,10 +44,10 @@ type Settings struct {
 	PidsLimit  int // max processes per sandbox; default 4096, negative = none
 
 	// WarmPool is how many started, not yet initialised containers of the
-	// base template are kept for creates to claim (see pool.go): a size,
-	// 0 = no pool, or WarmPoolAuto (the default), a size learned from
-	// demand (pool_size.go), which also gives every other template in use
-	// a pool of its own.
+	// base template are kept for creates to claim (internal/warmpool): a
+	// size, 0 = no pool, or WarmPoolAuto (the default), a size learned
+	// from demand, which also gives every other template in use a pool of
+	// its own.
 	WarmPool int
 	// WarmPoolCodeInterpreter is the same for the code-interpreter-v1
 	// template: containers whose python and javascript kernels are up.
@@ -103,7 +103,7 @@ func DefaultSettings() Settings {
 	const memoryMB = 512
 	return Settings{
 		BaseImage:               sandbox.BaseImage,
-		EnvdVersion:             state.Version,
+		EnvdVersion:             agentclient.EnvdVersion,
 		DefaultUser:             "user",
 		CodeInterpreterImage:    sandbox.CodeInterpreterImage,
 		MCPGatewayImage:         sandbox.MCPGatewayImage,

@@ -19,7 +19,7 @@ type ServerStats struct {
 	PoolReady, PoolSize map[string]int
 	// PoolMemoryMB is, by template, the memory the budget counts for the
 	// containers beyond the template's floor that wait in the pool (at
-	// poolMemoryMB each), and PoolBudgetMB the budget
+	// warmpool.ContainerMB each, more for a code interpreter), and PoolBudgetMB the budget
 	// (Settings.WarmPoolMemoryMB) that auto-sized pools share.
 	PoolMemoryMB map[string]int
 	PoolBudgetMB int
@@ -37,15 +37,9 @@ type ServerStats struct {
 // ServerStats counts the live sandboxes by state and pause mode, and
 // measures the checkpoints on disk.
 func (m *Manager) ServerStats(ctx context.Context) ServerStats {
-	st := ServerStats{Paused: map[sandbox.PauseMode]int{}, PoolReady: map[string]int{}, PoolSize: map[string]int{},
-		PoolMemoryMB: map[string]int{}, PoolBudgetMB: m.cfg.WarmPoolMemoryMB}
-	for _, k := range m.poolKinds() {
-		ready := m.pool.count(k.template)
-		st.PoolReady[k.template], st.PoolSize[k.template] = ready, k.size
-		if !k.pinned {
-			st.PoolMemoryMB[k.template] = max(ready-k.floor, 0) * poolMemoryMB(k.template)
-		}
-	}
+	pool := m.pool.Stats()
+	st := ServerStats{Paused: map[sandbox.PauseMode]int{}, PoolReady: pool.Ready, PoolSize: pool.Size,
+		PoolMemoryMB: pool.MemoryMB, PoolBudgetMB: pool.BudgetMB}
 	var checkpointed []string
 	for _, sb := range m.snapshotAll() {
 		switch sb.State {

@@ -1,4 +1,4 @@
-package lifecycle
+package warmpool
 
 import (
 	"context"
@@ -9,72 +9,14 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// What a burst of creates meets on its way: claims from the pool share
-// their engine inspects (flights), and creates the pool cannot serve wait
-// at a gate (coldGate) that lets a few make their containers at once, so
-// that a burst larger than the engine can start is served in turn, and
-// one larger than the gate's queue is refused at once with a message,
-// never left to hang. The claims in flight and the creates through the
-// gate are counted (gauge), so that the refill that replaces them on this
-// machine can wait for them to pass (holdForCreates) rather than take the
-// CPU and the engine they need.
-
-// flights runs one call per key at a time and gives its result to every
-// caller that asked while it ran.
-type flights[T any] struct {
-	mu    sync.Mutex
-	calls map[string]*flight[T]
-}
-
-type flight[T any] struct {
-	done chan struct{}
-	v    T
-	err  error
-}
-
-// do returns fn's result for key: of a call already running, or of a new
-// one. A result is never kept after its call: one that began before an
-// image was rebuilt is not given to a caller that asked after it ended.
-func (f *flights[T]) do(key string, fn func() (T, error)) (T, error) {
-	f.mu.Lock()
-	if c, ok := f.calls[key]; ok {
-		f.mu.Unlock()
-		<-c.done
-		return c.v, c.err
-	}
-	if f.calls == nil {
-		f.calls = map[string]*flight[T]{}
-	}
-	c := &flight[T]{done: make(chan struct{})}
-	f.calls[key] = c
-	f.mu.Unlock()
-	c.v, c.err = fn()
-	f.mu.Lock()
-	delete(f.calls, key)
-	f.mu.Unlock()
-	close(c.done)
-	return c.v, c.err
-}
-
-// imageID returns the ID of image, sharing the engine's inspect with the
-// concurrent callers that ask for the same image. The inspect runs
-// without the first caller's cancellation, which the others do not share.
-func (m *Manager) imageID(ctx context.Context, image string) (string, error) {
-	return m.imageIDs.do(image, func() (string, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		return m.cfg.Runtime.ImageID(ctx, image)
-	})
-}
-
-// imageLabels returns image's labels as imageID does its ID.
-func (m *Manager) imageLabels(ctx context.Context, image string) (map[string]string, error) {
-	return m.imageLabelSets.do(image, func() (map[string]string, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		return m.cfg.Runtime.ImageLabels(ctx, image)
-	})
-}
+// What a burst of creates meets on its way: creates the pool cannot serve
+// wait at a gate (coldGate) that lets a few make their containers at
+// once, so that a burst larger than the engine can start is served in
+// turn, and one larger than the gate's queue is refused at once with a
+// message, never left to hang. The claims in flight and the creates
+// through the gate are counted (gauge), so that the refill that replaces
+// them on this machine can wait for them to pass (holdForCreates) rather
+// than take the CPU and the engine they need.
 
 // coldWait bounds how long a create waits at the gate before it is
 // refused: half the e2b SDKs' default request timeout (60 s), so that a
@@ -101,15 +43,15 @@ func newColdGate() coldGate {
 	return coldGate{slots: make(chan struct{}, max(4*runtime.NumCPU(), 4))}
 }
 
-// admitCold waits for the gate to let a create through and returns the
+// AdmitCold waits for the gate to let a create through and returns the
 // function that lets the next one. While it waits, every container the
 // warm pool readies (a refill runs beside the burst, and grows the pool
 // for it) is offered to claim, which reports whether it took it: then
-// admitCold returns claimed true and no release, and the create is the
+// AdmitCold returns claimed true and no release, and the create is the
 // pool's. A create is refused when coldQueue others wait already, or when
 // it waited coldWait or until ctx ended.
-func (m *Manager) admitCold(ctx context.Context, claim func() bool) (release func(), claimed bool, err error) {
-	g := &m.cold
+func (p *Pool) AdmitCold(ctx context.Context, claim func() bool) (release func(), claimed bool, err error) {
+	g := &p.cold
 	select {
 	case g.slots <- struct{}{}:
 		return g.admitted(), false, nil
@@ -131,7 +73,7 @@ func (m *Manager) admitCold(ctx context.Context, claim func() bool) (release fun
 	t := time.NewTimer(coldWait)
 	defer t.Stop()
 	for {
-		added := m.pool.readied()
+		added := p.stock.readied()
 		select {
 		case g.slots <- struct{}{}:
 			return g.admitted(), false, nil
@@ -201,13 +143,13 @@ func (g *gauge) passed() <-chan struct{} {
 	return g.quiet
 }
 
-// poolClaimHold bounds how long one refill pass holds back for claims: a
+// ClaimHold bounds how long one refill pass holds back for claims: a
 // steady stream of them would otherwise hold it off until the pool ran
-// dry. poolClaimPoll is how often a hold looks for creates that came to
+// dry. ClaimPoll is how often a hold looks for creates that came to
 // wait at the gate meanwhile.
 const (
-	poolClaimHold = time.Second
-	poolClaimPoll = 10 * time.Millisecond
+	ClaimHold = time.Second
+	ClaimPoll = 10 * time.Millisecond
 )
 
 // holdForCreates waits, before the refill starts a container on this
@@ -221,18 +163,18 @@ const (
 // of a template, which gives the template its pool, would wait for its
 // own pool. An engine that starts containers elsewhere
 // (sandbox.ParallelStarter) is not held.
-func (m *Manager) holdForCreates(ctx context.Context, until time.Time) {
-	if _, elsewhere := m.cfg.Runtime.(sandbox.ParallelStarter); elsewhere {
+func (p *Pool) holdForCreates(ctx context.Context, until time.Time) {
+	if _, elsewhere := p.deps.Runtime.(sandbox.ParallelStarter); elsewhere {
 		return
 	}
 	for {
 		// A nil channel, of none in flight, never fires.
-		claims, creates := m.claims.passed(), m.cold.running.passed()
+		claims, creates := p.claims.passed(), p.cold.running.passed()
 		left := time.Until(until)
-		if claims == nil && creates == nil || m.cold.queued() > 0 || left <= 0 {
+		if claims == nil && creates == nil || p.cold.queued() > 0 || left <= 0 {
 			return
 		}
-		t := time.NewTimer(min(left, poolClaimPoll))
+		t := time.NewTimer(min(left, ClaimPoll))
 		select {
 		case <-claims:
 		case <-creates:

@@ -1,4 +1,4 @@
-package lifecycle
+package warmpool
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 
 func TestColdGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &Manager{cold: newColdGate(), pool: newWarmPool()}
+		p := &Pool{cold: newColdGate(), stock: newStock()}
 		none := func() bool { return false }
 		var releases []func()
-		for range cap(m.cold.slots) {
-			release, _, err := m.admitCold(context.Background(), none)
+		for range cap(p.cold.slots) {
+			release, _, err := p.AdmitCold(context.Background(), none)
 			if err != nil {
 				t.Fatalf("admit within the gate's slots: %v", err)
 			}
@@ -24,7 +24,7 @@ func TestColdGate(t *testing.T) {
 		// A full gate: a create waits, and gets through when a slot frees.
 		got := make(chan func(), 1)
 		go func() {
-			release, _, err := m.admitCold(context.Background(), none)
+			release, _, err := p.AdmitCold(context.Background(), none)
 			if err != nil {
 				t.Errorf("a waiting create was refused when a slot freed: %v", err)
 			}
@@ -47,7 +47,7 @@ func TestColdGate(t *testing.T) {
 		offers <- true
 		claimed := make(chan bool, 1)
 		go func() {
-			release, ok, err := m.admitCold(context.Background(), func() bool { return <-offers })
+			release, ok, err := p.AdmitCold(context.Background(), func() bool { return <-offers })
 			if err != nil || release != nil {
 				t.Errorf("a create the pool served: release %v, err %v; want none", release != nil, err)
 			}
@@ -55,7 +55,7 @@ func TestColdGate(t *testing.T) {
 		}()
 		for range 2 {
 			synctest.Wait()
-			m.pool.put(pooled{kind: "base", sandboxID: sandbox.NewID()}, 10)
+			p.stock.put(pooled{kind: "base", sandboxID: sandbox.NewID()}, 10)
 		}
 		if !<-claimed {
 			t.Error("a waiting create did not take the container the pool readied")
@@ -63,29 +63,40 @@ func TestColdGate(t *testing.T) {
 
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, _, err := m.admitCold(ctx, none)
+		_, _, err := p.AdmitCold(ctx, none)
 		wantKind(t, "admit with the client gone", err, sandbox.KindUnavailable)
 
 		start := time.Now()
-		_, _, err = m.admitCold(context.Background(), none)
+		_, _, err = p.AdmitCold(context.Background(), none)
 		wantKind(t, "admit that waits too long", err, sandbox.KindUnavailable)
 		if waited := time.Since(start); waited != coldWait {
 			t.Errorf("refused after %s, want %s", waited, coldWait)
 		}
 
-		m.cold.waiting = coldQueue
+		p.cold.waiting = coldQueue
 		start = time.Now()
-		_, _, err = m.admitCold(context.Background(), none)
+		_, _, err = p.AdmitCold(context.Background(), none)
 		wantKind(t, "admit beyond the queue", err, sandbox.KindUnavailable)
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("refused beyond the queue after %s, want at once", waited)
 		}
-		m.cold.waiting = 0
+		p.cold.waiting = 0
 		for _, release := range releases {
 			release()
 		}
-		if _, _, err := m.admitCold(context.Background(), none); err != nil {
+		if _, _, err := p.AdmitCold(context.Background(), none); err != nil {
 			t.Errorf("admit into an empty gate: %v", err)
 		}
 	})
+}
+
+func wantKind(t *testing.T, what string, err error, kind sandbox.Kind) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error, want kind %d", what, kind)
+		return
+	}
+	if got := sandbox.KindOf(err); got != kind {
+		t.Errorf("%s: kind %d (%v), want %d", what, got, err, kind)
+	}
 }

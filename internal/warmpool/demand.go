@@ -1,4 +1,4 @@
-package lifecycle
+package warmpool
 
 import (
 	"cmp"
@@ -11,74 +11,54 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// How the warm pool sizes itself when a size is WarmPoolAuto: each
-// template's pool is as large as the demand it saw in the last poolWindow,
-// the larger of its biggest burst (creates in flight at once) and its
-// busiest refill span (creates begun within the time a refill of its pool
-// takes, which a pool must hold since the containers claimed in that span
-// are not replaced before it ends: at least a second, about that on
-// Docker, two or more for a pod on a busy cluster), and never smaller than its floor
-// (DefaultWarmPool for base, DefaultWarmPoolCodeInterpreter for the code
-// interpreter, 0 for the others). So a burst larger than the pool grows
-// it for the next one, and when demand stops the pool drains back to its
-// floor after poolWindow. What pools beyond their floors hold together is
-// bounded by Settings.WarmPoolMemoryMB, at the estimate of poolMemoryMB
-// per container.
+// How the warm pool sizes itself when a size is Auto: each template's
+// pool is as large as the demand it saw in the last Window, the larger of
+// its biggest burst (creates in flight at once) and its busiest refill
+// span (creates begun within the time a refill of its pool takes, which a
+// pool must hold since the containers claimed in that span are not
+// replaced before it ends: at least a second, about that on Docker, two or
+// more for a pod on a busy cluster), and never smaller than its floor (a
+// Builtin's Floor, 0 for the others). So a burst larger than the pool
+// grows it for the next one, and when demand stops the pool drains back
+// to its floor after Window. What pools beyond their floors hold together is
+// bounded by Settings.BudgetMB, at the estimate of ContainerMB (or the
+// Builtin's MemoryMB) per container.
 //
-// The demand survives a restart of the server: every poolSaveInterval
-// when it changed, and when the manager closes, its peaks (the sizes it
-// asks for, and when) are saved in the store, at most poolSavedPeaks for
-// each of the poolSavedTemplates templates that want the most; Start
-// loads them again, without the peaks older than poolWindow or the
-// templates that no longer resolve (deleted, or their image gone).
-
-// WarmPoolAuto, as Settings.WarmPool or WarmPoolCodeInterpreter, sizes
-// the pool from demand.
-const WarmPoolAuto = -1
-
-// WarmPoolMemoryShare is the share of the machine's memory (MemTotal) that
-// auto-sized pools may hold beyond their floors by default.
-const WarmPoolMemoryShare = 1.0 / 16
-
-// DefaultWarmPoolMemoryMB is WarmPoolMemoryShare of this machine's memory,
-// at least 256 MiB; 1024 where it cannot be read.
-func DefaultWarmPoolMemoryMB() int {
-	kb, ok := memTotalKB("/proc/meminfo")
-	if !ok {
-		return 1024
-	}
-	return max(int(float64(kb)/1024*WarmPoolMemoryShare), 256)
-}
+// The demand survives a restart of the server: every SaveInterval when it
+// changed, and when the pool closes, its peaks (the sizes it asks for,
+// and when) are saved in the store, at most savedPeaks for each of the
+// savedTemplates templates that want the most; Start loads them again,
+// without the peaks older than Window or the templates that no longer
+// resolve (deleted, or their image gone).
 
 const (
-	// poolWindow is how long a burst keeps its template's pool large.
-	poolWindow = 5 * time.Minute
-	// poolRateSpan is the shortest span over which creates count as one
+	// Window is how long a burst keeps its template's pool large.
+	Window = 5 * time.Minute
+	// rateSpan is the shortest span over which creates count as one
 	// burst even when they do not overlap: back-to-back creates, each
 	// waiting for the one before, need a pool too. The span is the time a
 	// refill of the template's pool takes, as measured (demand.refilled),
-	// from poolRateSpan to poolRateSpanMax.
-	poolRateSpan    = time.Second
-	poolRateSpanMax = 10 * time.Second
-	// poolDemandCap bounds the creates remembered per template.
-	poolDemandCap = 4096
-	// poolSaveInterval is how often changed demand is saved.
-	poolSaveInterval = 30 * time.Second
-	// poolSavedTemplates and poolSavedPeaks bound what is saved: a
+	// from rateSpan to rateSpanMax.
+	rateSpan    = time.Second
+	rateSpanMax = 10 * time.Second
+	// demandCap bounds the creates remembered per template.
+	demandCap = 4096
+	// SaveInterval is how often changed demand is saved.
+	SaveInterval = 30 * time.Second
+	// savedTemplates and savedPeaks bound what is saved: a
 	// client that makes many templates does not grow the store.
-	poolSavedTemplates = 64
-	poolSavedPeaks     = 16
+	savedTemplates = 64
+	savedPeaks     = 16
 )
 
-// poolMemoryMB is the memory a pooled container is taken to hold when the
-// pools are fitted into Settings.WarmPoolMemoryMB: an idle agent and its
-// container (about 10 MiB) rounded up; a code interpreter's idle python
-// and javascript kernels take about 75 MiB.
-func poolMemoryMB(template string) int {
-	if template == CodeInterpreterTemplate {
-		return 80
+// Begin counts a create of sb in the demand of the kind that serves it,
+// and returns the function that counts its end. A create with volume
+// mounts counts to none: no pooled container has mounts.
+func (p *Pool) Begin(sb sandbox.Sandbox) (end func()) {
+	if len(sb.VolumeMounts) > 0 {
+		return func() {}
 	}
-	return 16
+	return p.demand.begin(p.demandKind(sb), sb.TeamID)
 }
 
 // demand is what the creates of each template asked of the pool.
@@ -95,12 +75,12 @@ type demand struct {
 }
 
 type kindDemand struct {
-	kind     poolKind // image and agent arguments of its latest create
-	teamID   string   // the team of its latest create
+	kind     kind   // image and agent arguments of its latest create
+	teamID   string // the team of its latest create
 	inFlight int
-	starts   []start // oldest first, within poolWindow
+	starts   []start // oldest first, within Window
 	// peaks are the demand loaded from the store, oldest first, within
-	// poolWindow: each start's inFlight is the size it asks for.
+	// Window: each start's inFlight is the size it asks for.
 	peaks []start
 }
 
@@ -128,12 +108,12 @@ func (d *demand) refilled(template string, took time.Duration) {
 // spanLocked is the span within which template's creates count as one
 // burst: the time a refill of its pool takes, within bounds.
 func (d *demand) spanLocked(template string) time.Duration {
-	return min(max(d.refill[template], poolRateSpan), poolRateSpanMax)
+	return min(max(d.refill[template], rateSpan), rateSpanMax)
 }
 
 // begin records the start of a create of kind k by team; the returned
 // function records its end.
-func (d *demand) begin(k poolKind, team string) (end func()) {
+func (d *demand) begin(k kind, team string) (end func()) {
 	now := time.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -146,7 +126,7 @@ func (d *demand) begin(k poolKind, team string) (end func()) {
 	kd.kind, kd.teamID = k, team
 	kd.inFlight++
 	kd.prune(now)
-	if len(kd.starts) == poolDemandCap {
+	if len(kd.starts) == demandCap {
 		kd.starts = slices.Delete(kd.starts, 0, 1)
 	}
 	kd.starts = append(kd.starts, start{at: now, inFlight: kd.inFlight})
@@ -162,17 +142,17 @@ func (kd *kindDemand) prune(now time.Time) {
 	kd.peaks = pruned(kd.peaks, now)
 }
 
-// pruned drops the starts, oldest first, older than poolWindow.
+// pruned drops the starts, oldest first, older than Window.
 func pruned(starts []start, now time.Time) []start {
 	i := 0
-	for i < len(starts) && now.Sub(starts[i].at) > poolWindow {
+	for i < len(starts) && now.Sub(starts[i].at) > Window {
 		i++
 	}
 	return slices.Delete(starts, 0, i)
 }
 
 // want returns how many containers template's pool should hold for the
-// demand of the last poolWindow: its largest burst or busiest second.
+// demand of the last Window: its largest burst or busiest second.
 func (d *demand) want(template string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -225,8 +205,8 @@ func (kd *kindDemand) peaksLocked(span time.Duration) []start {
 	return out
 }
 
-// toSave returns the demand to save, at most poolSavedTemplates templates
-// (those that want the most) of at most poolSavedPeaks peaks (the
+// toSave returns the demand to save, at most savedTemplates templates
+// (those that want the most) of at most savedPeaks peaks (the
 // largest), and whether it changed since the latest markSaved.
 func (d *demand) toSave() (_ []sandbox.PoolDemand, changes uint64, changed bool) {
 	now := time.Now()
@@ -244,7 +224,7 @@ func (d *demand) toSave() (_ []sandbox.PoolDemand, changes uint64, changed bool)
 			continue
 		}
 		// The first are the largest: peaks step down.
-		peaks = peaks[:min(len(peaks), poolSavedPeaks)]
+		peaks = peaks[:min(len(peaks), savedPeaks)]
 		pd := sandbox.PoolDemand{TemplateID: id, TeamID: kd.teamID}
 		for _, p := range peaks {
 			pd.Peaks = append(pd.Peaks, sandbox.DemandPeak{At: p.at, Size: p.inFlight})
@@ -257,8 +237,8 @@ func (d *demand) toSave() (_ []sandbox.PoolDemand, changes uint64, changed bool)
 		}
 		return cmp.Compare(a.TemplateID, b.TemplateID)
 	})
-	out := make([]sandbox.PoolDemand, 0, min(len(all), poolSavedTemplates))
-	for _, k := range all[:min(len(all), poolSavedTemplates)] {
+	out := make([]sandbox.PoolDemand, 0, min(len(all), savedTemplates))
+	for _, k := range all[:min(len(all), savedTemplates)] {
 		out = append(out, k.PoolDemand)
 	}
 	return out, d.changes, d.changes != d.saved
@@ -278,12 +258,12 @@ func (d *demand) markSaved(changes uint64) {
 	d.saved = changes
 }
 
-// load adds the saved demand of kind k: its peaks within poolWindow.
-func (d *demand) load(k poolKind, team string, peaks []sandbox.DemandPeak) {
+// load adds the saved demand of kind k: its peaks within Window.
+func (d *demand) load(k kind, team string, peaks []sandbox.DemandPeak) {
 	now := time.Now()
 	var kept []start
 	for _, p := range peaks {
-		if now.Sub(p.At) <= poolWindow && p.Size > 0 {
+		if now.Sub(p.At) <= Window && p.Size > 0 {
 			kept = append(kept, start{at: p.At, inFlight: p.Size})
 		}
 	}
@@ -302,13 +282,13 @@ func (d *demand) load(k poolKind, team string, peaks []sandbox.DemandPeak) {
 }
 
 // learned returns the kinds that templates other than the built-in ones
-// asked for in the last poolWindow, each with the size its demand wants,
+// asked for in the last Window, each with the size its demand wants,
 // largest first; it forgets templates whose demand has passed.
-func (d *demand) learned(builtin func(template string) bool) []poolKind {
+func (d *demand) learned(builtin func(template string) bool) []kind {
 	now := time.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []poolKind
+	var out []kind
 	for id, kd := range d.kinds {
 		kd.prune(now)
 		if len(kd.starts) == 0 && len(kd.peaks) == 0 && kd.inFlight == 0 {
@@ -325,7 +305,7 @@ func (d *demand) learned(builtin func(template string) bool) []poolKind {
 		k.size = kd.wantLocked(d.spanLocked(id))
 		out = append(out, k)
 	}
-	slices.SortFunc(out, func(a, b poolKind) int {
+	slices.SortFunc(out, func(a, b kind) int {
 		if a.size != b.size {
 			return b.size - a.size
 		}
@@ -374,7 +354,7 @@ func (d *demand) forget(image string, builtin func(template string) bool) []stri
 // it wants or the budget cannot pay for another: a template that wants a
 // few keeps them beside one whose burst would fill the budget alone (the
 // built-in templates, listed first, are served first in a round).
-func fitBudget(kinds []poolKind, budgetMB int) {
+func fitBudget(kinds []kind, budgetMB int) {
 	left := budgetMB
 	want := make([]int, len(kinds))
 	for i, k := range kinds {
@@ -387,7 +367,7 @@ func fitBudget(kinds []poolKind, budgetMB int) {
 	for gave := true; gave; {
 		gave = false
 		for i, k := range kinds {
-			if cost := poolMemoryMB(k.template); want[i] > 0 && cost <= left {
+			if cost := k.costMB(); want[i] > 0 && cost <= left {
 				kinds[i].size++
 				want[i]--
 				left -= cost
@@ -397,47 +377,40 @@ func fitBudget(kinds []poolKind, budgetMB int) {
 	}
 }
 
-// autoPool reports whether a built-in pool is sized from demand.
-func (m *Manager) autoPool() bool {
-	return m.cfg.WarmPool == WarmPoolAuto || m.cfg.WarmPoolCodeInterpreter == WarmPoolAuto
-}
-
 // loadDemand takes up the demand the store kept from before a restart,
 // for the templates that still resolve as they did.
-func (m *Manager) loadDemand(ctx context.Context) error {
-	saved, err := m.cfg.Store.PoolDemand(ctx)
+func (p *Pool) loadDemand(ctx context.Context) error {
+	saved, err := p.deps.Store.PoolDemand(ctx)
 	if err != nil {
 		return err
 	}
 	for _, d := range saved {
-		tpl, err := m.resolveTemplate(ctx, d.TeamID, d.TemplateID)
+		sb, err := p.deps.Templates.Resolve(ctx, d.TeamID, d.TemplateID)
 		if err != nil {
-			m.log.Info("warm pool: the saved demand of a template that no longer resolves is dropped",
+			p.log.Info("warm pool: the saved demand of a template that no longer resolves is dropped",
 				logkey.Template, d.TemplateID, "err", err)
-			m.demand.touch() // so that the next save leaves it out
+			p.demand.touch() // so that the next save leaves it out
 			continue
 		}
-		sb := sandbox.Sandbox{TemplateID: tpl.id, Image: tpl.image, AgentArgs: tpl.agentArgs}
-		sb.CPUCount, sb.MemoryMB = m.resourcesOf(tpl)
-		k := m.demandKind(sb)
+		k := p.demandKind(sb)
 		if k.template != d.TemplateID {
-			m.demand.touch() // its ID now names another template's
+			p.demand.touch() // its ID now names another template's
 			continue
 		}
-		m.demand.load(k, d.TeamID, d.Peaks)
+		p.demand.load(k, d.TeamID, d.Peaks)
 	}
 	return nil
 }
 
 // saveDemand saves the demand when it changed since its latest save.
-func (m *Manager) saveDemand(ctx context.Context) {
-	ds, changes, changed := m.demand.toSave()
+func (p *Pool) saveDemand(ctx context.Context) {
+	ds, changes, changed := p.demand.toSave()
 	if !changed {
 		return
 	}
-	if err := m.cfg.Store.SavePoolDemand(context.WithoutCancel(ctx), ds); err != nil {
-		m.log.Warn("cannot save the warm pools' demand", "err", err)
+	if err := p.deps.Store.SavePoolDemand(context.WithoutCancel(ctx), ds); err != nil {
+		p.log.Warn("cannot save the warm pools' demand", "err", err)
 		return
 	}
-	m.demand.markSaved(changes)
+	p.demand.markSaved(changes)
 }
