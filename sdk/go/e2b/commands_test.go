@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -135,5 +136,31 @@ func TestStartWithoutStartEvent(t *testing.T) {
 	var inv *e2b.InvalidArgumentError
 	if !errors.As(err, &inv) || inv.Message != "cwd '/nope' does not exist" {
 		t.Errorf("err = %T %v", err, err)
+	}
+}
+
+func TestStreamCutOffIsTimeoutWhenTheSandboxIsGone(t *testing.T) {
+	for _, tc := range []struct {
+		health  int
+		timeout bool
+	}{{http.StatusBadGateway, true}, {http.StatusNoContent, false}} {
+		t.Run(http.StatusText(tc.health), func(t *testing.T) {
+			f := newFake(t)
+			f.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(tc.health) })
+			f.proc.start = func(_ context.Context, req *connect.Request[process.StartRequest], s *connect.ServerStream[process.StartResponse]) error {
+				s.Send(startEvent(7))
+				s.Send(stdoutEvent("partial"))
+				panic(http.ErrAbortHandler) // the connection closes mid-stream, as when a sandbox is killed
+			}
+			h, err := f.sandbox(t).Commands.Start(context.Background(), "sleep 60", e2b.CommandOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = h.Wait(context.Background())
+			var te *e2b.TimeoutError
+			if errors.As(err, &te) != tc.timeout || err == nil {
+				t.Errorf("health %d: %T %v", tc.health, err, err)
+			}
+		})
 	}
 }

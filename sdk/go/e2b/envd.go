@@ -121,7 +121,8 @@ func sandboxTimeoutError(msg string, cause error) error {
 }
 
 // rpcError maps an error of an RPC to the SDK's classes as the official SDKs do. A stream cut
-// off (Connect's "unknown") is told apart from a sandbox that went away by asking /health.
+// off is told apart from a sandbox that went away by asking /health, which answers 502 for a
+// sandbox that is not running.
 // notFound builds the error for the "not_found" code.
 func (e *envdConn) rpcError(err error, notFound func(string, error) error) error {
 	if err == nil {
@@ -132,6 +133,13 @@ func (e *envdConn) rpcError(err error, notFound func(string, error) error) error
 		return &SandboxError{Message: err.Error(), Err: err}
 	}
 	msg := ce.Message()
+	if ce.Code() == connect.CodeUnknown || connectionBroke(err) {
+		// A stream cut off: Connect reports it as "unknown", or as a broken envelope when
+		// the connection closed mid-message.
+		if running, herr := e.health(context.Background()); herr == nil && !running {
+			return &TimeoutError{sandboxErr(0, sandboxGoneMessage, err)}
+		}
+	}
 	switch ce.Code() {
 	case connect.CodeInvalidArgument:
 		return &InvalidArgumentError{sandboxErr(0, msg, err)}
@@ -150,10 +158,6 @@ func (e *envdConn) rpcError(err error, notFound func(string, error) error) error
 		return &TimeoutError{sandboxErr(0, msg+": This error is likely due to exceeding the request timeout or the context being cancelled.", err)}
 	case connect.CodeDeadlineExceeded:
 		return &TimeoutError{sandboxErr(0, msg+": This error is likely due to exceeding the command's or the request's timeout.", err)}
-	case connect.CodeUnknown:
-		if running, herr := e.health(context.Background()); herr == nil && !running {
-			return &TimeoutError{sandboxErr(0, sandboxGoneMessage, err)}
-		}
 	}
 	return &SandboxError{Message: ce.Code().String() + ": " + msg, Err: err}
 }

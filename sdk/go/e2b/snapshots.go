@@ -146,4 +146,3 @@ func (s *Sandbox) ListSnapshots(opts SnapshotListOptions) *Paginator[SnapshotInf
 func (s *Sandbox) Fork(ctx context.Context, opts ForkOptions) ([]ForkResult, error) {
 	return s.client.Fork(ctx, s.ID, opts)
 }
-
