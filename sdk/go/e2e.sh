@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# e2e.sh: the Go SDK's end-to-end suite (go test -tags e2e) against a real `warren serve`.
+# e2e.sh: the Go SDK's tests, its end-to-end suite (go test -tags e2e) included, against a
+# real `warren serve`, with go vet and the race detector.
 #
-#   sdk/go/e2e.sh                 the whole suite
-#   sdk/go/e2e.sh -run TestE2EPty extra `go test` arguments
+#   sdk/go/e2e.sh                 vet, then every test of the module
+#   sdk/go/e2e.sh -run TestE2EPty -v   extra `go test` arguments
 #
 # It starts bin/warren serve on a free 127.0.0.1 port with a temporary state dir and a fresh
 # API key through the end-to-end harness (test/e2e/server/harness.mjs: the same server the npm
 # SDK suites get), runs the suite with E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN and E2B_API_KEY
 # pointing at it, then removes every sandbox, snapshot and container the server made and stops
 # it. Needs node, docker, the image warren/base and the binaries (built when missing).
-# Environment: WARREN_E2E_KEEP=1 keeps the server's temp dir; GO_TEST_FLAGS adds flags.
+# Environment: WARREN_E2E_KEEP=1 keeps the server's temp dir.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,7 +50,6 @@ trap cleanup EXIT INT TERM
 
 start=$SECONDS
 cd "$here"
-# shellcheck disable=SC2086
 node "$repo/test/e2e/server/harness.mjs" run -- \
-  go test -tags e2e -race -count=1 -timeout 15m ${GO_TEST_FLAGS:-} ./e2b/ -run "${RUN:-TestE2E}" "$@"
+  sh -c 'go vet -tags e2e ./... && exec go test -tags e2e -race -count=1 -timeout 15m "$@" ./...' go-test "$@"
 say "passed in $((SECONDS - start)) s"

@@ -657,3 +657,48 @@ func TestE2EMetrics(t *testing.T) {
 		t.Errorf("metrics of an hour before the sandbox = %v %v", old, err)
 	}
 }
+
+// sandbox/files/watch
+func TestE2EWatchDir(t *testing.T) {
+	t.Parallel()
+	_, sbx := e2eSandbox(t, e2b.SandboxOptions{})
+	ctx := ctxT(t)
+	sbx.Files.MakeDir(ctx, "watched/sub", e2b.FileOptions{})
+	w, err := sbx.Files.WatchDir(ctx, "watched", e2b.WatchOptions{Recursive: true, IncludeEntry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sbx.Files.Write(ctx, "watched/sub/file.txt", []byte("changed"), e2b.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(20 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				t.Fatalf("the watch ended: %v", w.Err())
+			}
+			if ev.Name == "sub/file.txt" && ev.Type == e2b.EventWrite {
+				seen = true
+				if ev.Entry == nil || ev.Entry.Path != "/home/user/watched/sub/file.txt" {
+					t.Errorf("entry %+v", ev.Entry)
+				}
+			}
+		case <-timeout:
+			t.Fatal("no write event for sub/file.txt")
+		}
+	}
+	w.Stop()
+	for range w.Events() {
+	}
+	if w.Err() != nil {
+		t.Errorf("err after stop: %v", w.Err())
+	}
+	if _, err := sbx.Files.WatchDir(ctx, "no_such_dir", e2b.WatchOptions{}); !errors.As(err, new(*e2b.FileNotFoundError)) {
+		t.Errorf("watch of a missing dir: %T %v", err, err)
+	}
+	sbx.Files.Write(ctx, "plain.txt", []byte("x"), e2b.WriteOptions{})
+	if _, err := sbx.Files.WatchDir(ctx, "plain.txt", e2b.WatchOptions{}); !errors.As(err, new(*e2b.SandboxError)) {
+		t.Errorf("watch of a file: %T %v", err, err)
+	}
+}
