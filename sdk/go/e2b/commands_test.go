@@ -164,3 +164,31 @@ func TestStreamCutOffIsTimeoutWhenTheSandboxIsGone(t *testing.T) {
 		})
 	}
 }
+
+func TestRunCodeReadsTheStream(t *testing.T) {
+	f := newFake(t)
+	f.mux.HandleFunc("POST /execute", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("E2b-Sandbox-Port") != "49999" || r.Header.Get("X-Access-Token") != testToken {
+			apiError(w, 400, "headers")
+			return
+		}
+		for _, l := range []string{
+			`{"type":"stdout","text":"hi\n","timestamp":"2026-01-01T00:00:00Z"}`,
+			`{"type":"keepalive"}`,
+			`{"type":"result","is_main_result":true,"text":"3","png":"aGk="}`,
+			`{"type":"error","name":"ValueError","value":"bad","traceback":"tb"}`,
+			`{"type":"number_of_executions","execution_count":4}`,
+			`{"type":"end_of_execution"}`,
+		} {
+			w.Write([]byte(l + "\n"))
+		}
+	})
+	var seen []string
+	exec, err := f.sandbox(t).RunCode(context.Background(), "x", e2b.RunCodeOptions{OnStdout: func(m e2b.OutputMessage) { seen = append(seen, m.Line) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exec.Text() != "3" || exec.Results[0].PNG != "aGk=" || exec.Error.Name != "ValueError" || exec.ExecutionCount != 4 || len(seen) != 1 || exec.Logs.Stdout[0] != "hi\n" {
+		t.Errorf("execution %+v, seen %q", exec, seen)
+	}
+}

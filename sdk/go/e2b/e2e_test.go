@@ -702,3 +702,65 @@ func TestE2EWatchDir(t *testing.T) {
 		t.Errorf("watch of a file: %T %v", err, err)
 	}
 }
+
+// code-interpreter: basic, statefulness, executionCount, callbacks, contexts, env vars, errors
+func TestE2ERunCode(t *testing.T) {
+	t.Parallel()
+	_, sbx := e2eSandbox(t, e2b.SandboxOptions{Template: e2b.CodeInterpreterTemplate})
+	ctx := ctxT(t)
+	exec, err := sbx.RunCode(ctx, "x = 1; x", e2b.RunCodeOptions{})
+	if err != nil || exec.Text() != "1" || exec.Error != nil {
+		t.Fatalf("x = 1; x: %+v %v", exec, err)
+	}
+	var stdout []string
+	var results []e2b.Result
+	exec, err = sbx.RunCode(ctx, "print('hello'); x + 1", e2b.RunCodeOptions{
+		OnStdout: func(m e2b.OutputMessage) { stdout = append(stdout, m.Line) },
+		OnResult: func(r e2b.Result) { results = append(results, r) },
+	})
+	if err != nil || exec.Text() != "2" || strings.Join(stdout, "") != "hello\n" || len(results) != 1 || exec.ExecutionCount < 2 {
+		t.Errorf("state and callbacks: %+v %v %q %d", exec, err, stdout, len(results))
+	}
+	exec, err = sbx.RunCode(ctx, "import os; os.environ['FOO']", e2b.RunCodeOptions{Envs: map[string]string{"FOO": "bar"}})
+	if err != nil || exec.Text() != "bar" {
+		t.Errorf("env vars: %+v %v", exec, err)
+	}
+	exec, err = sbx.RunCode(ctx, "1/0", e2b.RunCodeOptions{})
+	if err != nil || exec.Error == nil || exec.Error.Name != "ZeroDivisionError" {
+		t.Errorf("an error of the code: %+v %v", exec, err)
+	}
+	cc, err := sbx.CreateCodeContext(ctx, e2b.CodeContextOptions{Cwd: "/tmp"})
+	if err != nil || cc.ID == "" || cc.Language != "python" || cc.Cwd != "/tmp" {
+		t.Fatalf("create context: %+v %v", cc, err)
+	}
+	exec, err = sbx.RunCode(ctx, "import os; os.getcwd()", e2b.RunCodeOptions{Context: cc})
+	if err != nil || exec.Text() != "/tmp" {
+		t.Errorf("cwd of the context: %+v %v", exec, err)
+	}
+	if exec, _ := sbx.RunCode(ctx, "x", e2b.RunCodeOptions{Context: cc}); exec == nil || exec.Error == nil || exec.Error.Name != "NameError" {
+		t.Errorf("contexts share state: %+v", exec)
+	}
+	if _, err := sbx.RunCode(ctx, "1", e2b.RunCodeOptions{Context: cc, Language: "python"}); !errors.As(err, new(*e2b.InvalidArgumentError)) {
+		t.Errorf("context and language: %v", err)
+	}
+	list, err := sbx.ListCodeContexts(ctx)
+	found := false
+	for _, c := range list {
+		found = found || c.ID == cc.ID
+	}
+	if err != nil || !found {
+		t.Errorf("list contexts: %+v %v", list, err)
+	}
+	if err := sbx.RestartCodeContext(ctx, cc.ID); err != nil {
+		t.Errorf("restart: %v", err)
+	}
+	if err := sbx.RemoveCodeContext(ctx, cc.ID); err != nil {
+		t.Errorf("remove: %v", err)
+	}
+	if _, err := sbx.RunCode(ctx, "1", e2b.RunCodeOptions{Context: cc}); !errors.As(err, new(*e2b.NotFoundError)) {
+		t.Errorf("a removed context: %T %v", err, err)
+	}
+	if exec, err := sbx.RunCode(ctx, "echo $((6*7))", e2b.RunCodeOptions{Language: "bash"}); err != nil || strings.Join(exec.Logs.Stdout, "") != "42\n" {
+		t.Errorf("bash: %+v %v", exec, err)
+	}
+}
