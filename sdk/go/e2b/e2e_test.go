@@ -764,3 +764,46 @@ func TestE2ERunCode(t *testing.T) {
 		t.Errorf("bash: %+v %v", exec, err)
 	}
 }
+
+// secret/secret
+func TestE2ESecrets(t *testing.T) {
+	t.Parallel()
+	c := e2eClient(t)
+	ctx := ctxT(t)
+	name := fmt.Sprintf("go_sdk_%d", time.Now().UnixNano())
+	s, err := c.CreateSecret(ctx, name, "s3cret", map[string]string{"owner": "go"})
+	if err != nil || s.SecretID == "" || s.Name != name || s.Metadata["owner"] != "go" || s.Version < 1 {
+		t.Fatalf("create = %+v %v", s, err)
+	}
+	t.Cleanup(func() { c.DestroySecret(context.Background(), s.SecretID) })
+	if got, err := c.GetSecret(ctx, name); err != nil || got.SecretID != s.SecretID {
+		t.Errorf("get by name = %+v %v", got, err)
+	}
+	up, err := c.UpdateSecret(ctx, s.SecretID, "n3w", nil)
+	if err != nil || up.Version <= s.Version {
+		t.Errorf("update = %+v %v", up, err)
+	}
+	all, err := c.ListSecrets(e2b.SecretListOptions{Limit: 1}).All(ctx)
+	found := false
+	for _, x := range all {
+		found = found || x.SecretID == s.SecretID
+	}
+	if err != nil || !found {
+		t.Errorf("list = %+v %v", all, err)
+	}
+	if ok, err := c.SecretExists(ctx, name); !ok || err != nil {
+		t.Errorf("exists = %v %v", ok, err)
+	}
+	if ok, err := c.DestroySecret(ctx, name); !ok || err != nil {
+		t.Errorf("destroy = %v %v", ok, err)
+	}
+	if ok, err := c.DestroySecret(ctx, s.SecretID); ok || err != nil {
+		t.Errorf("destroy again = %v %v", ok, err)
+	}
+	if ok, err := c.SecretExists(ctx, name); ok || err != nil {
+		t.Errorf("exists after destroy = %v %v", ok, err)
+	}
+	if _, err := c.UpdateSecret(ctx, name, "v", nil); !errors.As(err, new(*e2b.SecretNotFoundError)) || !errors.As(err, new(*e2b.SecretError)) {
+		t.Errorf("update of a destroyed secret: %T %v", err, err)
+	}
+}

@@ -102,3 +102,36 @@ func newCommandExitError(r CommandResult) *CommandExitError {
 func sandboxErr(status int, msg string, cause error) SandboxError {
 	return SandboxError{Message: msg, StatusCode: status, Err: cause}
 }
+
+// SecretError is the general error of the secrets API. As in E2B's SDKs it is not a
+// SandboxError.
+type SecretError struct {
+	Message    string
+	StatusCode int
+}
+
+func (e *SecretError) Error() string { return e.Message }
+
+// SecretNotFoundError reports a secret that does not exist.
+type SecretNotFoundError struct{ SecretError }
+
+func (e *SecretNotFoundError) Unwrap() error { return &e.SecretError }
+
+// VolumeError is the general error of the volumes API. As in E2B's SDKs it is not a
+// SandboxError.
+type VolumeError struct {
+	Message    string
+	StatusCode int
+}
+
+func (e *VolumeError) Error() string { return e.Message }
+
+// VolumeNotFoundError reports a volume that does not exist.
+type VolumeNotFoundError struct{ VolumeError }
+
+func (e *VolumeNotFoundError) Unwrap() error { return &e.VolumeError }
+
+// VolumePathNotFoundError reports a path that does not exist in a volume.
+type VolumePathNotFoundError struct{ VolumeError }
+
+func (e *VolumePathNotFoundError) Unwrap() error { return &e.VolumeError }
