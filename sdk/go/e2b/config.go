@@ -42,6 +42,9 @@ type Config struct {
 	// sandbox and port in the E2b-Sandbox-Id and E2b-Sandbox-Port headers. Env E2B_SANDBOX_URL;
 	// empty means https://49983-<id>.<domain> (or the shared host of E2B's own domains).
 	SandboxURL string
+	// VolumeAPIURL is the base URL of the volume content API. Env E2B_VOLUME_API_URL;
+	// default APIURL.
+	VolumeAPIURL string
 	// Debug talks to an agent on localhost:49983 with no control plane. Env E2B_DEBUG=true.
 	Debug bool
 	// RequestTimeout bounds each control-plane request and each unary agent call; default
@@ -100,13 +103,14 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Config) { c.HTTPCli
 // configFromEnv reads the variables E2B's SDKs read; getenv is os.Getenv outside tests.
 func configFromEnv(getenv func(string) string) Config {
 	return Config{
-		APIKey:      getenv("E2B_API_KEY"),
-		AccessToken: getenv("E2B_ACCESS_TOKEN"),
-		Domain:      getenv("E2B_DOMAIN"),
-		APIURL:      getenv("E2B_API_URL"),
-		SandboxURL:  getenv("E2B_SANDBOX_URL"),
-		Debug:       strings.EqualFold(getenv("E2B_DEBUG"), "true"),
-		Retries:     DefaultRetries,
+		APIKey:       getenv("E2B_API_KEY"),
+		AccessToken:  getenv("E2B_ACCESS_TOKEN"),
+		Domain:       getenv("E2B_DOMAIN"),
+		APIURL:       getenv("E2B_API_URL"),
+		SandboxURL:   getenv("E2B_SANDBOX_URL"),
+		VolumeAPIURL: getenv("E2B_VOLUME_API_URL"),
+		Debug:        strings.EqualFold(getenv("E2B_DEBUG"), "true"),
+		Retries:      DefaultRetries,
 	}
 }
 
@@ -124,6 +128,10 @@ func (c *Config) resolve() {
 	}
 	c.APIURL = strings.TrimRight(c.APIURL, "/")
 	c.SandboxURL = strings.TrimRight(c.SandboxURL, "/")
+	c.VolumeAPIURL = strings.TrimRight(c.VolumeAPIURL, "/")
+	if c.VolumeAPIURL == "" {
+		c.VolumeAPIURL = c.APIURL
+	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
@@ -172,7 +180,7 @@ func host(sandboxID string, port int, domain string) string {
 }
 
 // NewClient returns a client configured from the environment (E2B_API_KEY, E2B_API_URL,
-// E2B_SANDBOX_URL, E2B_DOMAIN, E2B_ACCESS_TOKEN, E2B_DEBUG) and then from opts.
+// E2B_SANDBOX_URL, E2B_DOMAIN, E2B_ACCESS_TOKEN, E2B_VOLUME_API_URL, E2B_DEBUG) and then from opts.
 func NewClient(opts ...Option) *Client {
 	cfg := configFromEnv(os.Getenv)
 	for _, o := range opts {

@@ -8,8 +8,9 @@
 // # Configuration
 //
 // NewClient reads the variables E2B's SDKs read — E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL,
-// E2B_DOMAIN, E2B_ACCESS_TOKEN and E2B_DEBUG — and then applies its options, which win. To
-// use a Warren server, point E2B_API_URL and E2B_SANDBOX_URL at it and set E2B_API_KEY.
+// E2B_DOMAIN, E2B_ACCESS_TOKEN, E2B_VOLUME_API_URL and E2B_DEBUG — and then applies its
+// options, which win. To use a Warren server, point E2B_API_URL and E2B_SANDBOX_URL at it and
+// set E2B_API_KEY.
 //
 // # Calls
 //

@@ -807,3 +807,83 @@ func TestE2ESecrets(t *testing.T) {
 		t.Errorf("update of a destroyed secret: %T %v", err, err)
 	}
 }
+
+// volume/volume, volume/file (against the real content API rather than mocks)
+func TestE2EVolumes(t *testing.T) {
+	t.Parallel()
+	c := e2eClient(t)
+	ctx := ctxT(t)
+	name := fmt.Sprintf("go-sdk-%d", time.Now().UnixNano())
+	vol, err := c.CreateVolume(ctx, name)
+	if err != nil || vol.VolumeID == "" || vol.Name != name || vol.Token == "" {
+		t.Fatalf("create = %+v %v", vol, err)
+	}
+	t.Cleanup(func() { c.DestroyVolume(context.Background(), vol.VolumeID) })
+	if _, err := c.CreateVolume(ctx, "bad name!"); !errors.As(err, new(*e2b.VolumeError)) {
+		t.Errorf("an invalid name: %T %v", err, err)
+	}
+	list, err := c.ListVolumes(ctx)
+	found := false
+	for _, v := range list {
+		found = found || v.VolumeID == vol.VolumeID
+	}
+	if err != nil || !found {
+		t.Errorf("list = %+v %v", list, err)
+	}
+	again, err := c.ConnectVolume(ctx, vol.VolumeID)
+	if err != nil || again.Name != name {
+		t.Fatalf("connect = %+v %v", again, err)
+	}
+
+	st, err := again.WriteFile(ctx, "/docs/hello.txt", strings.NewReader("hello volume"), e2b.VolumeWriteOptions{Force: true})
+	if err != nil || st.Name != "hello.txt" || st.Type != "file" || st.Size != 12 {
+		t.Fatalf("write = %+v %v", st, err)
+	}
+	if b, err := again.ReadFile(ctx, "/docs/hello.txt"); string(b) != "hello volume" || err != nil {
+		t.Errorf("read = %q %v", b, err)
+	}
+	if _, err := again.MakeDir(ctx, "/docs/sub", e2b.VolumeWriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := again.List(ctx, "/docs", 0)
+	if err != nil || len(entries) != 2 {
+		t.Errorf("list dir = %+v %v", entries, err)
+	}
+	mode := uint32(0o600)
+	if st, err := again.UpdateMetadata(ctx, "/docs/hello.txt", e2b.VolumeWriteOptions{Mode: &mode}); err != nil || st.Mode&0o777 != 0o600 {
+		t.Errorf("update metadata = %+v %v", st, err)
+	}
+	if ok, err := again.Exists(ctx, "/docs/hello.txt"); !ok || err != nil {
+		t.Errorf("exists = %v %v", ok, err)
+	}
+	if err := again.Remove(ctx, "/docs/hello.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := again.Exists(ctx, "/docs/hello.txt"); ok || err != nil {
+		t.Errorf("exists after remove = %v %v", ok, err)
+	}
+	if _, err := again.ReadFile(ctx, "/nope"); !errors.As(err, new(*e2b.VolumePathNotFoundError)) {
+		t.Errorf("read of a missing path: %T %v", err, err)
+	}
+
+	// Mounted in a sandbox, the content is the same.
+	again.WriteFile(ctx, "/shared.txt", strings.NewReader("from the API"), e2b.VolumeWriteOptions{})
+	_, sbx := e2eSandbox(t, e2b.SandboxOptions{VolumeMounts: map[string]string{"/mnt/vol": name}})
+	if b, err := sbx.Files.Read(ctx, "/mnt/vol/shared.txt", e2b.ReadOptions{}); string(b) != "from the API" || err != nil {
+		t.Errorf("the mounted volume = %q %v", b, err)
+	}
+	if info, err := sbx.GetInfo(ctx); err != nil || len(info.VolumeMounts) != 1 || info.VolumeMounts[0].Path != "/mnt/vol" {
+		t.Errorf("info's volume mounts = %+v %v", info, err)
+	}
+	sbx.Kill(ctx)
+
+	if ok, err := c.DestroyVolume(ctx, vol.VolumeID); !ok || err != nil {
+		t.Errorf("destroy = %v %v", ok, err)
+	}
+	if ok, err := c.DestroyVolume(ctx, vol.VolumeID); ok || err != nil {
+		t.Errorf("destroy again = %v %v", ok, err)
+	}
+	if _, err := c.GetVolumeInfo(ctx, vol.VolumeID); !errors.As(err, new(*e2b.VolumeNotFoundError)) {
+		t.Errorf("info of a destroyed volume: %T %v", err, err)
+	}
+}
