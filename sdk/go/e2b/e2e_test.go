@@ -887,3 +887,25 @@ func TestE2EVolumes(t *testing.T) {
 		t.Errorf("info of a destroyed volume: %T %v", err, err)
 	}
 }
+
+// The sandbox log (E2B's CLI reads it; the JS SDK has no test of it).
+func TestE2ELogs(t *testing.T) {
+	t.Parallel()
+	c, sbx := e2eSandbox(t, e2b.SandboxOptions{})
+	ctx := ctxT(t)
+	var logs []e2b.LogEntry
+	eventually(t, 30*time.Second, "the sandbox has log entries", func() bool {
+		var err error
+		logs, err = sbx.GetLogs(ctx, e2b.LogsOptions{})
+		return err == nil && len(logs) > 0
+	})
+	if logs[0].Message == "" || logs[0].Timestamp.IsZero() {
+		t.Errorf("entry %+v", logs[0])
+	}
+	if one, err := sbx.GetLogs(ctx, e2b.LogsOptions{Limit: 1, Backward: true}); err != nil || len(one) != 1 {
+		t.Errorf("limit 1 = %v %v", one, err)
+	}
+	if _, err := c.GetLogs(ctx, "nonexistingsandbox", e2b.LogsOptions{}); !errors.As(err, new(*e2b.SandboxNotFoundError)) {
+		t.Errorf("logs of an unknown sandbox: %T %v", err, err)
+	}
+}
