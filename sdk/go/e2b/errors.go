@@ -135,3 +135,13 @@ func (e *VolumeNotFoundError) Unwrap() error { return &e.VolumeError }
 type VolumePathNotFoundError struct{ VolumeError }
 
 func (e *VolumePathNotFoundError) Unwrap() error { return &e.VolumeError }
+
+// BuildError reports a template build that failed. As in E2B's SDKs it is not a SandboxError.
+type BuildError struct {
+	Message    string
+	StatusCode int
+	// Step names the build step that failed, when the server says.
+	Step string
+}
+
+func (e *BuildError) Error() string { return e.Message }

@@ -1,0 +1,60 @@
+package e2b_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/warrenhq/warren/sdk/go/e2b"
+)
+
+func TestBuildTemplateSendsStepsAndFollowsTheLog(t *testing.T) {
+	f := newFake(t)
+	f.handleJSON("POST /v3/templates", 202, map[string]any{"templateID": "tpl1", "buildID": "b1", "names": []string{"mine:v1"}})
+	f.mux.HandleFunc("POST /v2/templates/tpl1/builds/b1", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(202) })
+	var polls atomic.Int32
+	f.mux.HandleFunc("GET /templates/tpl1/builds/b1/status", func(w http.ResponseWriter, r *http.Request) {
+		// building with one entry, then error with one more, then the drained log.
+		switch polls.Add(1) {
+		case 1:
+			writeJSON(w, 200, map[string]any{"status": "building", "logEntries": []map[string]any{{"message": "step 1", "level": "info"}}})
+		case 2:
+			writeJSON(w, 200, map[string]any{"status": "error", "logEntries": []map[string]any{{"message": "step 2", "level": "error"}}, "reason": map[string]any{"message": "exit 3", "step": "2"}})
+		default:
+			writeJSON(w, 200, map[string]any{"status": "error", "logEntries": []any{}})
+		}
+	})
+	tpl := e2b.NewTemplate().FromTemplate("base").AptInstall("jq", "curl").SkipCache().RunCmd("a", "b").SetEnvs(map[string]string{"B": "2", "A": "1"})
+	var logs []string
+	_, err := f.client().BuildTemplate(context.Background(), tpl, "mine:v1", e2b.BuildOptions{PollInterval: 1, OnLog: func(e e2b.BuildLogEntry) { logs = append(logs, e.Message) }})
+	var be *e2b.BuildError
+	if !errors.As(err, &be) || be.Message != "exit 3" || be.Step != "2" {
+		t.Errorf("err = %T %v", err, err)
+	}
+	if d := cmp.Diff([]string{"step 1", "step 2"}, logs); d != "" || polls.Load() != 3 {
+		t.Errorf("logs (-want +got) %s, %d polls", d, polls.Load())
+	}
+	_, body := f.last(t, "/v2/templates/tpl1/builds/b1")
+	var got map[string]any
+	json.Unmarshal([]byte(body), &got)
+	want := map[string]any{
+		"fromTemplate": "base",
+		"force":        false,
+		"steps": []any{
+			map[string]any{"type": "RUN", "args": []any{"apt-get update && DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y jq curl", "root"}, "force": false},
+			map[string]any{"type": "RUN", "args": []any{"a && b"}, "force": true},
+			map[string]any{"type": "ENV", "args": []any{"A", "1", "B", "2"}, "force": true},
+		},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("build body (-want +got):\n%s", d)
+	}
+	if _, req := f.last(t, "/v3/templates"); req != `{"cpuCount":2,"memoryMB":1024,"name":"mine:v1"}` {
+		t.Errorf("request body %s", req)
+	}
+}
