@@ -922,7 +922,14 @@ func TestE2ETemplateBuild(t *testing.T) {
 		t.Errorf("exists of a random name = %v %v", ok, err)
 	}
 	name := fmt.Sprintf("go-sdk-%d", time.Now().UnixNano())
-	tpl := e2b.NewTemplate().FromTemplate("base").
+	dir := t.TempDir()
+	os.MkdirAll(dir+"/app/sub", 0o755)
+	os.WriteFile(dir+"/app/main.txt", []byte("main"), 0o644)
+	os.WriteFile(dir+"/app/sub/deep.txt", []byte("deep"), 0o644)
+	os.WriteFile(dir+"/cfg.txt", []byte("cfg"), 0o644)
+	tpl := e2b.NewTemplate().FromTemplate("base").SetFileContext(dir).
+		Copy("app", "/opt/app", e2b.CopyOptions{}).
+		Copy("cfg.txt", "/opt/cfg.txt", e2b.CopyOptions{Mode: 0o600, User: "root"}).
 		RunCmd("echo built > /tmp/built.txt").
 		MakeSymlink("/tmp/built.txt", "/tmp/link.txt").
 		SetEnvs(map[string]string{"TPL_ENV": "from the template"}).
@@ -939,6 +946,10 @@ func TestE2ETemplateBuild(t *testing.T) {
 	res, err := sbx.Commands.Run(ctx, "cat /tmp/link.txt /tmp/builder.txt; echo $TPL_ENV", e2b.CommandOptions{})
 	if err != nil || res.Stdout != "built\nroot\nfrom the template\n" {
 		t.Errorf("the built sandbox: %+v %v", res, err)
+	}
+	res, err = sbx.Commands.Run(ctx, "cat /opt/app/main.txt /opt/app/sub/deep.txt /opt/cfg.txt; stat -c '%a %U' /opt/cfg.txt", e2b.CommandOptions{User: "root"})
+	if err != nil || res.Stdout != "maindeepcfg600 root\n" {
+		t.Errorf("the copied files: %+v %v", res, err)
 	}
 	if ok, err := c.TemplateExists(ctx, name); !ok || err != nil {
 		t.Errorf("exists %s = %v %v", name, ok, err)

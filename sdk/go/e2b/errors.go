@@ -145,3 +145,8 @@ type BuildError struct {
 }
 
 func (e *BuildError) Error() string { return e.Message }
+
+// FileUploadError reports a COPY step's files that could not be uploaded.
+type FileUploadError struct{ BuildError }
+
+func (e *FileUploadError) Unwrap() error { return &e.BuildError }

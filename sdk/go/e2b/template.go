@@ -12,14 +12,15 @@ import (
 const DefaultBaseImage = "e2bdev/base"
 
 // Template describes a sandbox template as build steps, the way E2B's template builder does:
-// a base (an image or another template), then RUN, ENV, WORKDIR and USER steps, then the
-// command that starts with every sandbox and the one that says it is ready. Build it with
+// a base (an image or another template), then COPY, RUN, ENV, WORKDIR and USER steps, then
+// the command that starts with every sandbox and the one that says it is ready. Build it with
 // Client.BuildTemplate. Its methods return the template, so calls chain:
 //
-//	t := e2b.NewTemplate().FromTemplate("base").AptInstall("jq").SetEnvs(map[string]string{"MODE": "ci"})
+//	t := e2b.NewTemplate().FromTemplate("base").AptInstall("jq").Copy("app", "/app", e2b.CopyOptions{})
 //
-// Copying local files into the image (E2B's copy) is not supported yet.
+// A Template is not safe for concurrent use; build one template at a time.
 type Template struct {
+	contextDir   string // Copy sources are relative to it; "" is the working directory
 	fromImage    string
 	fromTemplate string
 	registry     map[string]string
@@ -32,9 +33,10 @@ type Template struct {
 
 // templateStep is one step as the build API takes it.
 type templateStep struct {
-	Type  string   `json:"type"`
-	Args  []string `json:"args"`
-	Force bool     `json:"force"`
+	Type      string   `json:"type"`
+	Args      []string `json:"args"`
+	Force     bool     `json:"force"`
+	FilesHash string   `json:"filesHash,omitempty"` // COPY: names the uploaded files
 }
 
 // NewTemplate starts a template on DefaultBaseImage.

@@ -85,6 +85,9 @@ func (c *Client) BuildTemplateInBackground(ctx context.Context, t *Template, nam
 	if err := c.buildCall(ctx, http.MethodPost, "/v3/templates", nil, req, &info); err != nil {
 		return nil, err
 	}
+	if err := c.uploadCopies(ctx, t, info.TemplateID); err != nil {
+		return nil, err
+	}
 	start := "/v2/templates/" + url.PathEscape(info.TemplateID) + "/builds/" + url.PathEscape(info.BuildID)
 	if err := c.buildCall(ctx, http.MethodPost, start, nil, t.buildBody(opts.SkipCache), nil); err != nil {
 		return nil, err
