@@ -9,7 +9,8 @@
 # API key through the end-to-end harness (test/e2e/server/harness.mjs: the same server the npm
 # SDK suites get), runs the suite with E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN and E2B_API_KEY
 # pointing at it, then removes every sandbox, snapshot and container the server made and stops
-# it. Needs node, docker, the image warren/base and the binaries (built when missing).
+# it. Needs node, docker, the images warren/base and warren/code-interpreter, and the binaries
+# (built when missing).
 # Environment: WARREN_E2E_KEEP=1 keeps the server's temp dir.
 set -euo pipefail
 
@@ -19,11 +20,16 @@ say() { printf 'sdk-go-e2e: %s\n' "$*" >&2; }
 
 command -v node >/dev/null || { say "node is not installed"; exit 1; }
 command -v docker >/dev/null || { say "docker is not installed"; exit 1; }
-if [ ! -x "$repo/bin/warren" ] || [ ! -x "$repo/bin/warren-agent" ]; then
-  say "building bin/warren and bin/warren-agent"
+if [ ! -x "$repo/bin/warren" ] || [ ! -x "$repo/bin/warren-agent" ] || [ ! -x "$repo/bin/mcp-gateway" ]; then
+  say "building bin/warren, bin/warren-agent and bin/mcp-gateway"
   "$repo/scripts/build.sh"
 fi
-docker image inspect warren/base >/dev/null 2>&1 || { say "the image warren/base is missing: run bin/warren image build"; exit 1; }
+for image in warren/base warren/code-interpreter; do
+  docker image inspect "$image" >/dev/null 2>&1 || { say "the image $image is missing: run bin/warren image build"; exit 1; }
+done
+# The mcp-gateway template's image: the base image plus bin/mcp-gateway, built in about a
+# second and reused while the binary is the same.
+"$repo/bin/warren" image build mcp-gateway >/dev/null
 
 WARREN_E2E_RUN_ID="$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
 WARREN_E2E_RUN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/warren-sdk-go-e2e-XXXXXX")"

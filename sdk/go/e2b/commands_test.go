@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,5 +191,33 @@ func TestRunCodeReadsTheStream(t *testing.T) {
 	}
 	if exec.Text() != "3" || exec.Results[0].PNG != "aGk=" || exec.Error.Name != "ValueError" || exec.ExecutionCount != 4 || len(seen) != 1 || exec.Logs.Stdout[0] != "hi\n" {
 		t.Errorf("execution %+v, seen %q", exec, seen)
+	}
+}
+
+func TestCreateWithMCPStartsTheGateway(t *testing.T) {
+	f := newFake(t)
+	var got *process.StartRequest
+	f.proc.start = func(_ context.Context, req *connect.Request[process.StartRequest], s *connect.ServerStream[process.StartResponse]) error {
+		got = req.Msg
+		s.Send(startEvent(7))
+		return s.Send(endEvent(0, ""))
+	}
+	sbx, err := f.client().Create(context.Background(), e2b.SandboxOptions{
+		MCP: map[string]any{"echo": map[string]any{"k": "v"}},
+		IAM: map[string]e2b.IAMToken{"aws": {Audience: "sts", TokenType: "JWT-SVID"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.last(t, "/v2/sandboxes")
+	if !strings.Contains(body, `"templateID":"mcp-gateway"`) || !strings.Contains(body, `"mcp":{"echo":{"k":"v"}}`) || !strings.Contains(body, `"iam":{"tokens":{"aws":{"audience":"sts","tokenType":"JWT-SVID"}}}`) {
+		t.Errorf("body %s", body)
+	}
+	token, _ := sbx.MCPToken(context.Background())
+	if got.GetProcess().GetArgs()[2] != `mcp-gateway --config '{"echo":{"k":"v"}}'` || got.GetProcess().GetEnvs()["GATEWAY_ACCESS_TOKEN"] != token || len(token) != 32 {
+		t.Errorf("gateway start %v, token %q", got, token)
+	}
+	if sbx.MCPURL() != "https://50005-isbx1.test.local/mcp" {
+		t.Errorf("url %s", sbx.MCPURL())
 	}
 }

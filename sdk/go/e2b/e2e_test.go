@@ -973,3 +973,28 @@ func TestE2ETemplateBuild(t *testing.T) {
 		t.Errorf("a failing step: %T %v", err, err)
 	}
 }
+
+// sandbox/create: an MCP gateway that does not start kills the sandbox
+func TestE2EMCPGatewayFailureKillsTheSandbox(t *testing.T) {
+	t.Parallel()
+	c := e2eClient(t)
+	ctx := ctxT(t)
+	tag := map[string]string{"mcp": fmt.Sprint(time.Now().UnixNano())}
+	_, err := c.Create(ctx, e2b.SandboxOptions{MCP: map[string]any{"nosuch": map[string]any{}}, Metadata: tag})
+	var se *e2b.SandboxError
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "Failed to start MCP gateway") {
+		t.Fatalf("err = %T %v", err, err)
+	}
+	if len(mustList(t, c, tag)) != 0 {
+		t.Error("the sandbox outlived its failed gateway")
+	}
+}
+
+func mustList(t *testing.T, c *e2b.Client, meta map[string]string) []e2b.SandboxInfo {
+	t.Helper()
+	all, err := c.List(e2b.ListOptions{Metadata: meta}).All(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
+}

@@ -6,8 +6,12 @@ import (
 	"time"
 )
 
-// DefaultTemplate is the template of a sandbox created without one.
-const DefaultTemplate = "base"
+// DefaultTemplate is the template of a sandbox created without one; MCPTemplate of one
+// created with an MCP configuration.
+const (
+	DefaultTemplate = "base"
+	MCPTemplate     = "mcp-gateway"
+)
 
 // Sandbox is a connection to one sandbox: its control-plane calls and, through Commands,
 // Files and Pty, its agent. It is safe for concurrent use.
@@ -28,6 +32,7 @@ type Sandbox struct {
 
 	client *Client
 	envd   *envdConn
+	mcp    mcpState
 }
 
 // SandboxOptions configures a new sandbox. The zero value creates one from DefaultTemplate
@@ -53,6 +58,18 @@ type SandboxOptions struct {
 	Lifecycle *Lifecycle
 	// VolumeMounts mounts volumes: mount path → volume name.
 	VolumeMounts map[string]string
+	// IAM asks for workload identity tokens, by name.
+	IAM map[string]IAMToken
+	// MCP configures the MCP gateway (E2B's mcp option: server name → its settings). It
+	// needs a template with the gateway; without Template, "mcp-gateway" is used. Create
+	// starts the gateway and fails (killing the sandbox) when it does not start.
+	MCP map[string]any
+}
+
+// IAMToken asks for a workload identity token.
+type IAMToken struct {
+	Audience  string `json:"audience"`
+	TokenType string `json:"tokenType"` // JWT-SVID
 }
 
 // Lifecycle says what happens to a sandbox at its timeout.
@@ -97,6 +114,12 @@ type newSandboxBody struct {
 	AutoPauseMemory     *bool             `json:"autoPauseMemory,omitempty"`
 	AutoResume          *autoResume       `json:"autoResume,omitempty"`
 	VolumeMounts        []VolumeMount     `json:"volumeMounts,omitempty"`
+	IAM                 *iamBody          `json:"iam,omitempty"`
+	MCP                 map[string]any    `json:"mcp,omitempty"`
+}
+
+type iamBody struct {
+	Tokens map[string]IAMToken `json:"tokens"`
 }
 
 type autoResume struct {
@@ -131,7 +154,14 @@ func (c *Client) Create(ctx context.Context, opts SandboxOptions) (*Sandbox, err
 		c.Kill(ctx, sr.SandboxID)
 		return nil, &TemplateError{sandboxErr(0, "You need to update the template to use the new SDK.", nil)}
 	}
-	return c.newSandbox(sr), nil
+	sbx := c.newSandbox(sr)
+	if opts.MCP != nil {
+		if err := sbx.startMCP(ctx, opts.MCP); err != nil {
+			sbx.Kill(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return sbx, nil
 }
 
 func (o SandboxOptions) body() (*newSandboxBody, error) {
@@ -143,9 +173,17 @@ func (o SandboxOptions) body() (*newSandboxBody, error) {
 		AllowInternetAccess: o.AllowInternetAccess,
 		Network:             o.Network,
 	}
-	if b.TemplateID == "" {
+	switch {
+	case b.TemplateID != "":
+	case o.MCP != nil:
+		b.TemplateID = MCPTemplate
+	default:
 		b.TemplateID = DefaultTemplate
 	}
+	if o.IAM != nil {
+		b.IAM = &iamBody{Tokens: o.IAM}
+	}
+	b.MCP = o.MCP
 	if o.Secure != nil && !*o.Secure {
 		b.Secure = o.Secure
 	}
