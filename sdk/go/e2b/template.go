@@ -27,8 +27,9 @@ type Template struct {
 	steps        []templateStep
 	startCmd     string
 	readyCmd     string
-	force        bool // rebuild every layer
-	forceNext    bool // rebuild the layers from the next step on
+	force        bool  // rebuild every layer
+	forceNext    bool  // rebuild the layers from the next step on
+	err          error // a step that cannot be built, reported by the build
 }
 
 // templateStep is one step as the build API takes it.
@@ -86,6 +87,41 @@ func (t *Template) FromNodeImage(variant string) *Template {
 	return t.FromImage("node:" + or(variant, "lts"))
 }
 
+// FromFedoraImage bases the template on fedora:variant ("" means latest).
+func (t *Template) FromFedoraImage(variant string) *Template {
+	return t.FromImage("fedora:" + or(variant, "latest"))
+}
+
+// FromAlpineImage bases the template on alpine:variant ("" means latest).
+func (t *Template) FromAlpineImage(variant string) *Template {
+	return t.FromImage("alpine:" + or(variant, "latest"))
+}
+
+// FromArchImage bases the template on archlinux:variant ("" means latest).
+func (t *Template) FromArchImage(variant string) *Template {
+	return t.FromImage("archlinux:" + or(variant, "latest"))
+}
+
+// FromBunImage bases the template on oven/bun:variant ("" means latest).
+func (t *Template) FromBunImage(variant string) *Template {
+	return t.FromImage("oven/bun:" + or(variant, "latest"))
+}
+
+// FromAWSRegistry bases the template on an image of Amazon ECR.
+func (t *Template) FromAWSRegistry(image, accessKeyID, secretAccessKey, region string) *Template {
+	t.FromImage(image)
+	t.registry = map[string]string{"type": "aws", "awsAccessKeyId": accessKeyID, "awsSecretAccessKey": secretAccessKey, "awsRegion": region}
+	return t
+}
+
+// FromGCPRegistry bases the template on an image of Google's registries, with a service
+// account's JSON key.
+func (t *Template) FromGCPRegistry(image, serviceAccountJSON string) *Template {
+	t.FromImage(image)
+	t.registry = map[string]string{"type": "gcp", "serviceAccountJson": serviceAccountJSON}
+	return t
+}
+
 func (t *Template) step(typ string, args ...string) *Template {
 	t.steps = append(t.steps, templateStep{Type: typ, Args: args, Force: t.forceNext})
 	return t
@@ -140,6 +176,36 @@ func (t *Template) PipInstall(packages ...string) *Template {
 // NpmInstall installs npm packages globally (as root).
 func (t *Template) NpmInstall(packages ...string) *Template {
 	return t.RunCmdAs("root", "npm install -g "+strings.Join(packages, " "))
+}
+
+// BunInstall installs bun packages globally (as root).
+func (t *Template) BunInstall(packages ...string) *Template {
+	return t.RunCmdAs("root", "bun install -g "+strings.Join(packages, " "))
+}
+
+// GitClone clones a repository into path ("" for the repository's name in the working
+// directory); branch and depth are left out when empty and 0.
+func (t *Template) GitClone(repoURL, path, branch string, depth int) *Template {
+	cmd := "git clone " + shellQuote(repoURL)
+	if branch != "" {
+		cmd += " --branch " + shellQuote(branch) + " --single-branch"
+	}
+	if depth > 0 {
+		cmd += " --depth " + strconv.Itoa(depth)
+	}
+	if path != "" {
+		cmd += " " + shellQuote(path)
+	}
+	return t.RunCmd(cmd)
+}
+
+// AddMCPServer pulls MCP servers into a template based on the mcp-gateway template (the
+// build fails with a *BuildError on any other base).
+func (t *Template) AddMCPServer(servers ...string) *Template {
+	if t.fromTemplate != MCPTemplate {
+		t.err = &BuildError{Message: "MCP servers can only be added to mcp-gateway template"}
+	}
+	return t.RunCmdAs("root", "mcp-gateway pull "+strings.Join(servers, " "))
 }
 
 // MakeDir creates directories with their parents.

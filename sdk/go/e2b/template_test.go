@@ -58,3 +58,37 @@ func TestBuildTemplateSendsStepsAndFollowsTheLog(t *testing.T) {
 		t.Errorf("request body %s", req)
 	}
 }
+
+func TestTemplateSteps(t *testing.T) {
+	f := newFake(t)
+	f.handleJSON("POST /v3/templates", 202, map[string]any{"templateID": "tpl1", "buildID": "b1"})
+	f.mux.HandleFunc("POST /v2/templates/tpl1/builds/b1", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(202) })
+	c := f.client()
+	for _, tc := range []struct {
+		name string
+		tpl  *e2b.Template
+		want string
+	}{
+		{"git clone", e2b.NewTemplate().GitClone("https://example.test/r.git", "/src", "main", 1),
+			`{"force":false,"fromImage":"e2bdev/base","steps":[{"type":"RUN","args":["git clone 'https://example.test/r.git' --branch 'main' --single-branch --depth 1 '/src'"],"force":false}]}`},
+		{"files", e2b.NewTemplate().FromUbuntuImage("").MakeDir("/a b").Rename("/x", "/y").Remove("/z").SetWorkdir("/w").SetUser("u"),
+			`{"force":false,"fromImage":"ubuntu:latest","steps":[{"type":"RUN","args":["mkdir -p '/a b'"],"force":false},{"type":"RUN","args":["mv '/x' '/y'"],"force":false},{"type":"RUN","args":["rm -rf '/z'"],"force":false},{"type":"WORKDIR","args":["/w"],"force":false},{"type":"USER","args":["u"],"force":false}]}`},
+		{"registry and start", e2b.NewTemplate().FromAWSRegistry("r/i", "k", "s", "eu").SetStartCmd("serve", e2b.WaitForPort(8080)),
+			`{"force":false,"fromImage":"r/i","fromImageRegistry":{"awsAccessKeyId":"k","awsRegion":"eu","awsSecretAccessKey":"s","type":"aws"},"readyCmd":"ss -tuln | grep -q ':8080 '","startCmd":"serve","steps":[]}`},
+		{"skip cache before the base", e2b.NewTemplate().SkipCache().FromTemplate("base"),
+			`{"force":true,"fromTemplate":"base","steps":[]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.BuildTemplateInBackground(context.Background(), tc.tpl, "n", e2b.BuildOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, body := f.last(t, "/v2/templates/tpl1/builds/b1"); body != tc.want {
+				t.Errorf("body\n got %s\nwant %s", body, tc.want)
+			}
+		})
+	}
+	_, err := c.BuildTemplateInBackground(context.Background(), e2b.NewTemplate().FromTemplate("base").AddMCPServer("x"), "n", e2b.BuildOptions{})
+	if !errors.As(err, new(*e2b.BuildError)) {
+		t.Errorf("MCP servers on another base: %v", err)
+	}
+}

@@ -77,6 +77,9 @@ func (c *Client) BuildTemplate(ctx context.Context, t *Template, name string, op
 // BuildTemplateInBackground starts building t as name and returns at once; follow the build
 // with GetBuildStatus.
 func (c *Client) BuildTemplateInBackground(ctx context.Context, t *Template, name string, opts BuildOptions) (*BuildInfo, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
 	req := map[string]any{"name": name, "cpuCount": or0(opts.CPUCount, 2), "memoryMB": or0(opts.MemoryMB, 1024)}
 	if len(opts.Tags) > 0 {
 		req["tags"] = opts.Tags
