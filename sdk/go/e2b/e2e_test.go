@@ -998,3 +998,81 @@ func mustList(t *testing.T, c *e2b.Client, meta map[string]string) []e2b.Sandbox
 	}
 	return all
 }
+
+// sandbox/lifecyclePayload: pause on timeout; the API refuses what cannot be
+func TestE2ELifecycle(t *testing.T) {
+	t.Parallel()
+	yes := true
+	_, sbx := e2eSandbox(t, e2b.SandboxOptions{Timeout: 2 * time.Second, Lifecycle: &e2b.Lifecycle{OnTimeout: "pause", AutoResume: &yes}})
+	ctx := ctxT(t)
+	info, err := sbx.GetInfo(ctx)
+	if err != nil || info.Lifecycle == nil || info.Lifecycle.OnTimeout != "pause" || !info.Lifecycle.AutoResume {
+		t.Errorf("lifecycle in info = %+v %v", info, err)
+	}
+	eventually(t, 30*time.Second, "the sandbox pauses at its timeout", func() bool {
+		info, err := sbx.GetInfo(ctx)
+		return err == nil && info.State == e2b.StatePaused
+	})
+}
+
+// sandbox/network (what needs no internet): updateNetwork reaches the sandbox's info
+func TestE2EUpdateNetwork(t *testing.T) {
+	t.Parallel()
+	_, sbx := e2eSandbox(t, e2b.SandboxOptions{Network: &e2b.NetworkOptions{DenyOut: []string{e2b.AllTraffic}}})
+	ctx := ctxT(t)
+	info, err := sbx.GetInfo(ctx)
+	if err != nil || info.Network == nil || len(info.Network.DenyOut) != 1 {
+		t.Fatalf("network at create = %+v %v", info.Network, err)
+	}
+	if err := sbx.UpdateNetwork(ctx, e2b.NetworkUpdate{AllowOut: []string{"10.1.2.3"}, DenyOut: []string{e2b.AllTraffic}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err = sbx.GetInfo(ctx)
+	if err != nil || info.Network == nil || len(info.Network.AllowOut) != 1 || info.Network.AllowOut[0] != "10.1.2.3" {
+		t.Errorf("network after update = %+v %v", info.Network, err)
+	}
+	if err := e2eClient(t).UpdateNetwork(ctx, "nonexistingsandbox", e2b.NetworkUpdate{}); !errors.As(err, new(*e2b.SandboxNotFoundError)) {
+		t.Errorf("update of an unknown sandbox: %T %v", err, err)
+	}
+}
+
+// sandbox/pty/ptyConnect, sandbox/commands/connect after a disconnect, sandbox/files/metadata
+func TestE2EReconnectAndMetadata(t *testing.T) {
+	t.Parallel()
+	_, sbx := e2eSandbox(t, e2b.SandboxOptions{})
+	ctx := ctxT(t)
+	pty, err := sbx.Pty.Create(ctx, e2b.PtyOptions{Size: e2b.PtySize{Cols: 80, Rows: 24}, Timeout: e2b.NoTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pty.Disconnect()
+	var out bytes.Buffer // read only after Wait
+	again, err := sbx.Pty.Connect(ctx, pty.PID, &out, e2b.NoTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx.Pty.SendInput(ctx, pty.PID, []byte("echo reconnected-$((40+2))\nexit\n"))
+	if _, err := again.Wait(ctx); err != nil || !strings.Contains(out.String(), "reconnected-42") {
+		t.Errorf("reconnected terminal: %v %q", err, out.String())
+	}
+
+	h, err := sbx.Commands.Start(ctx, "sleep 1; echo late", e2b.CommandOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Disconnect()
+	h2, err := sbx.Commands.Connect(ctx, h.PID, e2b.ConnectCommandOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h2.Wait(ctx); err != nil || res.Stdout != "late\n" {
+		t.Errorf("output after reconnecting = %+v %v", res, err)
+	}
+
+	if _, err := sbx.Files.Write(ctx, "meta.txt", []byte("m"), e2b.WriteOptions{Metadata: map[string]string{"owner": "go-sdk"}}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := sbx.Files.GetInfo(ctx, "meta.txt", e2b.FileOptions{}); err != nil || info.Metadata["owner"] != "go-sdk" {
+		t.Errorf("metadata = %+v %v", info, err)
+	}
+}
