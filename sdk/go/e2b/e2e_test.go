@@ -1076,3 +1076,22 @@ func TestE2EReconnectAndMetadata(t *testing.T) {
 		t.Errorf("metadata = %+v %v", info, err)
 	}
 }
+
+// template/fromDockerfile
+func TestE2EFromDockerfile(t *testing.T) {
+	t.Parallel()
+	c := e2eClient(t)
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	os.WriteFile(dir+"/data.txt", []byte("copied\n"), 0o644)
+	name := fmt.Sprintf("go-sdk-df-%d", time.Now().UnixNano())
+	tpl := e2b.NewTemplate().SetFileContext(dir).FromDockerfile("FROM e2bdev/base\nENV FROM_DF=yes\nRUN echo ran > /tmp/ran.txt\nCOPY data.txt /opt/data.txt\n")
+	if _, err := c.BuildTemplate(ctx, tpl, name, e2b.BuildOptions{}); err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	_, sbx := e2eSandbox(t, e2b.SandboxOptions{Template: name})
+	res, err := sbx.Commands.Run(ctx, "cat /tmp/ran.txt /opt/data.txt; echo $FROM_DF; whoami; pwd", e2b.CommandOptions{})
+	if err != nil || res.Stdout != "ran\ncopied\nyes\nuser\n/home/user\n" {
+		t.Errorf("the sandbox of the Dockerfile: %+v %v", res, err)
+	}
+}

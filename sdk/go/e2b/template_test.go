@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -90,5 +92,59 @@ func TestTemplateSteps(t *testing.T) {
 	_, err := c.BuildTemplateInBackground(context.Background(), e2b.NewTemplate().FromTemplate("base").AddMCPServer("x"), "n", e2b.BuildOptions{})
 	if !errors.As(err, new(*e2b.BuildError)) {
 		t.Errorf("MCP servers on another base: %v", err)
+	}
+}
+
+func TestFromDockerfile(t *testing.T) {
+	df := `# a comment
+FROM python:3.12
+ARG VERSION=1.0 OTHER
+ENV APP_HOME="/srv/app" DEBUG=1
+ENV GREETING hello world
+RUN apt-get update && \
+    apt-get install -y curl
+COPY --chown=app:app requirements.txt src/ /srv/app/
+WORKDIR /srv/app
+EXPOSE 8080
+CMD ["python", "-m", "http.server"]
+`
+	tpl := e2b.NewTemplate().FromDockerfile(df)
+	got, err := tpl.ToJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	json.Unmarshal([]byte(got), &body)
+	var steps []string
+	for _, s := range body["steps"].([]any) {
+		m := s.(map[string]any)
+		steps = append(steps, fmt.Sprintf("%v %v", m["type"], m["args"]))
+	}
+	want := []string{
+		"USER [root]", "WORKDIR [/]",
+		"ENV [OTHER  VERSION 1.0]",
+		"ENV [APP_HOME /srv/app DEBUG 1]",
+		"ENV [GREETING hello world]",
+		"RUN [apt-get update && apt-get install -y curl]",
+		"COPY [requirements.txt /srv/app/ app ]",
+		"COPY [src/ /srv/app/ app ]",
+		"WORKDIR [/srv/app]",
+		"USER [user]",
+	}
+	if d := cmp.Diff(want, steps); d != "" || body["fromImage"] != "python:3.12" || body["startCmd"] != "python -m http.server" || body["readyCmd"] != "sleep 20" {
+		t.Errorf("steps (-want +got):\n%s\nbody %v", d, body)
+	}
+	dockerfile, err := tpl.ToDockerfile()
+	if err != nil || !strings.HasPrefix(dockerfile, "FROM python:3.12\nUSER root\nWORKDIR /\n") || !strings.Contains(dockerfile, "ENV APP_HOME=/srv/app DEBUG=1\n") || !strings.HasSuffix(dockerfile, "ENTRYPOINT python -m http.server\n") {
+		t.Errorf("dockerfile:\n%s %v", dockerfile, err)
+	}
+	if _, err := e2b.NewTemplate().FromTemplate("base").ToDockerfile(); err == nil {
+		t.Error("a template on a template rendered as a Dockerfile")
+	}
+	f := newFake(t)
+	for _, bad := range []string{"RUN true", "FROM a AS b\nFROM b\n"} {
+		if _, err := f.client().BuildTemplateInBackground(context.Background(), e2b.NewTemplate().FromDockerfile(bad), "n", e2b.BuildOptions{}); !errors.As(err, new(*e2b.BuildError)) {
+			t.Errorf("%q: %v", bad, err)
+		}
 	}
 }
