@@ -1,9 +1,13 @@
 // Package e2b is a client for E2B-compatible sandbox servers: Warren, and E2B's own cloud.
 //
 // It speaks the same wire protocol as E2B's official JavaScript and Python SDKs: the control
-// plane's REST API (create, connect, list, pause, kill sandboxes; snapshots, forks, metrics)
-// and, inside each sandbox, the agent's Connect RPC services (processes, filesystem) and its
-// /files endpoint (uploads, downloads, signed URLs).
+// plane's REST API (create, connect, list, pause, kill sandboxes; snapshots, forks, metrics,
+// logs; template builds, volumes, secrets) and, inside each sandbox, the agent's Connect RPC
+// services (processes, terminals, filesystem, watches), its /files endpoint (uploads,
+// downloads, signed URLs) and the code interpreter of the code-interpreter-v1 template.
+//
+// It does not yet have E2B's git helpers (sandbox.git) nor the dev container steps of the
+// template builder.
 //
 // # Configuration
 //

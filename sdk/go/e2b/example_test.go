@@ -135,3 +135,102 @@ func ExampleSandbox_DownloadURL() {
 	}
 	fmt.Println(u)
 }
+
+func ExampleSandbox_RunCode() {
+	ctx := context.Background()
+	sbx, err := e2b.NewClient().Create(ctx, e2b.SandboxOptions{Template: e2b.CodeInterpreterTemplate})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sbx.Kill(ctx)
+
+	exec, err := sbx.RunCode(ctx, "import math; math.sqrt(2)", e2b.RunCodeOptions{
+		OnStdout: func(m e2b.OutputMessage) { fmt.Print(m.Line) },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if exec.Error != nil {
+		log.Fatalf("the code raised %s", exec.Error)
+	}
+	fmt.Println(exec.Text())
+}
+
+func ExampleClient_BuildTemplate() {
+	ctx := context.Background()
+	client := e2b.NewClient()
+	tpl := e2b.NewTemplate().
+		FromTemplate("base").
+		AptInstall("jq").
+		Copy("app", "/home/user/app", e2b.CopyOptions{User: "user"}).
+		SetEnvs(map[string]string{"APP_ENV": "prod"}).
+		SetStartCmd("python3 -m http.server 8080", e2b.WaitForPort(8080))
+	info, err := client.BuildTemplate(ctx, tpl, "my-app:v1", e2b.BuildOptions{
+		OnLog: func(e e2b.BuildLogEntry) { fmt.Println(e.Level, e.Message) },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sbx, err := client.Create(ctx, e2b.SandboxOptions{Template: "my-app:v1"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sbx.Kill(ctx)
+	fmt.Println(info.TemplateID, sbx.Host(8080))
+}
+
+func ExampleFilesystem_WatchDir() {
+	ctx := context.Background()
+	sbx, err := e2b.NewClient().Create(ctx, e2b.SandboxOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sbx.Kill(ctx)
+
+	w, err := sbx.Files.WatchDir(ctx, "/home/user", e2b.WatchOptions{Recursive: true, Timeout: e2b.NoTimeout})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go sbx.Files.Write(ctx, "/home/user/notes/today.txt", []byte("hello"), e2b.WriteOptions{})
+	for ev := range w.Events() {
+		fmt.Println(ev.Type, ev.Name)
+		if ev.Type == e2b.EventWrite {
+			w.Stop()
+		}
+	}
+}
+
+func ExampleVolume() {
+	ctx := context.Background()
+	client := e2b.NewClient()
+	vol, err := client.CreateVolume(ctx, "datasets")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := vol.WriteFile(ctx, "/raw/a.csv", strings.NewReader("x,y\n"), e2b.VolumeWriteOptions{Force: true}); err != nil {
+		log.Fatal(err)
+	}
+	// Every sandbox that mounts the volume sees the file.
+	sbx, err := client.Create(ctx, e2b.SandboxOptions{VolumeMounts: map[string]string{"/data": "datasets"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sbx.Kill(ctx)
+	b, _ := sbx.Files.Read(ctx, "/data/raw/a.csv", e2b.ReadOptions{})
+	fmt.Print(string(b))
+}
+
+func Example_errors() {
+	ctx := context.Background()
+	sbx, err := e2b.NewClient().Create(ctx, e2b.SandboxOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sbx.Kill(ctx)
+
+	_, err = sbx.Files.Read(ctx, "/no/such/file", e2b.ReadOptions{})
+	var missing *e2b.FileNotFoundError
+	var notFound *e2b.NotFoundError // the class FileNotFoundError extends
+	var sandboxErr *e2b.SandboxError
+	fmt.Println(errors.As(err, &missing), errors.As(err, &notFound), errors.As(err, &sandboxErr))
+}

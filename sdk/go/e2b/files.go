@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -11,7 +12,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -143,7 +143,7 @@ func (g gzipBody) Close() error {
 func (f *Filesystem) Write(ctx context.Context, path string, data []byte, opts WriteOptions) (*WriteInfo, error) {
 	ctx, cancel := withTimeout(ctx, f.e.cfg.RequestTimeout)
 	defer cancel()
-	return f.WriteStream(ctx, path, strings.NewReader(string(data)), opts)
+	return f.WriteStream(ctx, path, bytes.NewReader(data), opts)
 }
 
 // WriteStream writes what r yields to a file, streaming it. ctx bounds the whole upload.
