@@ -4,9 +4,8 @@
 // plane's REST API (create, connect, list, pause, kill sandboxes; snapshots, forks, metrics,
 // logs; template builds, volumes, secrets) and, inside each sandbox, the agent's Connect RPC
 // services (processes, terminals, filesystem, watches), its /files endpoint (uploads,
-// downloads, signed URLs) and the code interpreter of the code-interpreter-v1 template.
-//
-// It does not yet have E2B's git helpers (sandbox.git) nor the dev container steps of the
+// downloads, signed URLs), git helpers run as commands, and the code interpreter of the
+// code-interpreter-v1 template. It does not yet have the dev container steps of E2B's
 // template builder.
 //
 // # Configuration

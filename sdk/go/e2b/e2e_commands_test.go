@@ -231,3 +231,80 @@ func TestE2EReconnectAndMetadata(t *testing.T) {
 		t.Errorf("metadata = %+v %v", info, err)
 	}
 }
+
+// sandbox/git: a local repository, a bare remote, branches, commits, push, clone, pull, config
+func TestE2EGit(t *testing.T) {
+	t.Parallel()
+	_, sbx := e2eSandbox(t, e2b.SandboxOptions{})
+	ctx := ctxT(t)
+	g := sbx.Git
+	repo, remote, clone := "/tmp/test-git/repo", "/tmp/test-git/remote.git", "/tmp/test-git/clone"
+	opts := e2b.GitOptions{}
+	must := func(_ *e2b.CommandResult, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(g.Init(ctx, repo, false, "main", opts))
+	must(g.Init(ctx, remote, true, "main", opts))
+	must(g.ConfigureUser(ctx, "Go SDK", "go@example.test", e2b.GitConfigOptions{Scope: "local", Repo: repo}))
+	if v, err := g.GetConfig(ctx, "user.name", e2b.GitConfigOptions{Scope: "local", Repo: repo}); v != "Go SDK" || err != nil {
+		t.Errorf("config = %q %v", v, err)
+	}
+	sbx.Files.Write(ctx, repo+"/README.md", []byte("hello\n"), e2b.WriteOptions{})
+	st, err := g.Status(ctx, repo, opts)
+	if err != nil || st.CurrentBranch != "main" || len(st.Files) != 1 || st.Files[0].Status != "untracked" {
+		t.Fatalf("status = %+v %v", st, err)
+	}
+	must(g.Add(ctx, repo, nil, opts))
+	if st, _ := g.Status(ctx, repo, opts); st.Count(func(f e2b.GitFileStatus) bool { return f.Staged }) != 1 {
+		t.Errorf("staged = %+v", st)
+	}
+	must(g.Commit(ctx, repo, "first", e2b.GitCommitOptions{}))
+	if st, _ := g.Status(ctx, repo, opts); !st.IsClean() {
+		t.Errorf("after commit = %+v", st)
+	}
+	must(g.CreateBranch(ctx, repo, "feature", opts))
+	br, err := g.Branches(ctx, repo, opts)
+	if err != nil || br.CurrentBranch != "feature" || len(br.Branches) != 2 {
+		t.Errorf("branches = %+v %v", br, err)
+	}
+	must(g.CheckoutBranch(ctx, repo, "main", opts))
+	must(g.DeleteBranch(ctx, repo, "feature", false, opts))
+	if _, err := g.Push(ctx, repo, e2b.GitRemoteOptions{}); err == nil {
+		t.Error("a push without a remote succeeded")
+	}
+	must(g.RemoteAdd(ctx, repo, "origin", remote, false, false, opts))
+	must(g.RemoteAdd(ctx, repo, "origin", remote, true, true, opts))
+	if u, err := g.RemoteGet(ctx, repo, "origin", opts); u != remote || err != nil {
+		t.Errorf("remote = %q %v", u, err)
+	}
+	if u, _ := g.RemoteGet(ctx, repo, "nope", opts); u != "" {
+		t.Errorf("unknown remote = %q", u)
+	}
+	if _, err := g.Pull(ctx, repo, e2b.GitRemoteOptions{}); !errors.As(err, new(*e2b.GitUpstreamError)) {
+		t.Errorf("pull without an upstream: %T %v", err, err)
+	}
+	must(g.Push(ctx, repo, e2b.GitRemoteOptions{Remote: "origin", Branch: "main"}))
+	must(g.Clone(ctx, remote, e2b.GitCloneOptions{Path: clone, Depth: 1}))
+	sbx.Files.Write(ctx, repo+"/README.md", []byte("hello again\n"), e2b.WriteOptions{})
+	if st, _ := g.Status(ctx, repo, opts); len(st.Files) != 1 || st.Files[0].Status != "modified" || st.Upstream != "origin/main" {
+		t.Errorf("modified = %+v", st)
+	}
+	must(g.Restore(ctx, repo, []string{"README.md"}, false, true, "", opts))
+	must(g.Commit(ctx, repo, "second", e2b.GitCommitOptions{AllowEmpty: true, AuthorName: "Other", AuthorEmail: "o@example.test"}))
+	must(g.Push(ctx, repo, e2b.GitRemoteOptions{}))
+	must(g.Pull(ctx, clone, e2b.GitRemoteOptions{}))
+	if res, err := sbx.Commands.Run(ctx, "git -C "+clone+" log --format=%an:%s", e2b.CommandOptions{}); err != nil || res.Stdout != "Other:second\nGo SDK:first\n" {
+		t.Errorf("the clone after pull: %+v %v", res, err)
+	}
+	must(g.Reset(ctx, clone, "hard", "HEAD~1", nil, opts))
+	if _, err := g.Reset(ctx, clone, "sideways", "", nil, opts); !errors.As(err, new(*e2b.InvalidArgumentError)) {
+		t.Errorf("an unknown reset mode: %v", err)
+	}
+	must(g.DangerouslyAuthenticate(ctx, "me", "tok", "git.example.test", "", opts))
+	if b, err := sbx.Files.Read(ctx, "/home/user/.git-credentials", e2b.ReadOptions{}); err != nil || !strings.Contains(string(b), "https://me:tok@git.example.test") {
+		t.Errorf("stored credentials = %q %v", b, err)
+	}
+}

@@ -29,6 +29,7 @@ type Sandbox struct {
 	Commands *Commands
 	Files    *Filesystem
 	Pty      *Pty
+	Git      *Git
 
 	client *Client
 	envd   *envdConn
@@ -258,14 +259,16 @@ func (c *Client) newSandbox(sr sandboxResponse) *Sandbox {
 		domain = c.cfg.Domain
 	}
 	e := newEnvdConn(&c.cfg, sr.SandboxID, domain, sr.EnvdVersion, sr.EnvdAccessToken)
+	commands := &Commands{e: e}
 	return &Sandbox{
 		ID:                 sr.SandboxID,
 		Domain:             domain,
 		EnvdVersion:        sr.EnvdVersion,
 		TrafficAccessToken: sr.TrafficAccessToken,
-		Commands:           &Commands{e: e},
+		Commands:           commands,
 		Files:              &Filesystem{e: e},
 		Pty:                &Pty{e: e},
+		Git:                &Git{c: commands},
 		client:             c,
 		envd:               e,
 	}
