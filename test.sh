@@ -123,7 +123,8 @@ packages() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 chromium >/dev/null
 }
 
-# gvisor_suite runs the gVisor tests, the isolation tests and the end-to-end suites again with
+# gvisor_suite runs the gVisor tests, the isolation tests and the end-to-end suites (the SDKs'
+# and the Go SDK's) again with
 # sandboxes under gVisor (runsc), on a second Docker engine that scripts/setup-gvisor.sh builds
 # runsc for and starts, so the main engine's configuration is never touched. Its restart tests
 # restart that engine only (it runs with --live-restore), so they run here, in the lane.
@@ -138,6 +139,7 @@ gvisor_suite() {
 	DOCKER_HOST=$host WARREN_E2E_DOCKER_RUNTIME=runsc test/e2e/run.sh || rc=1
 	DOCKER_HOST=$host WARREN_RUNTIME=gvisor WARREN_NETWORK=wgvsb WARREN_E2E_RESTART_DOCKERD=1 \
 		WARREN_E2E_LOAD_SANDBOXES=50 test/e2e/server-run.sh || rc=1
+	DOCKER_HOST=$host WARREN_RUNTIME=gvisor WARREN_NETWORK=wgvsb sdk/go/e2e.sh -run TestE2E || rc=1
 	scripts/setup-gvisor.sh stop || rc=1
 	return $rc
 }
@@ -208,6 +210,7 @@ docker_lane() {
 	fi
 	step "end-to-end: agent with the SDK (test/e2e/run.sh)" 900 test/e2e/run.sh
 	step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 env WARREN_E2E_RESTART_DOCKERD=0 test/e2e/server-run.sh
+	step "Go SDK: vet, unit and end-to-end tests with the race detector against warren serve (sdk/go/e2e.sh)" 900 sdk/go/e2e.sh
 	step "dashboard: embedded build matches web/, browser tests in chromium (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
 	if [ "${WARREN_TEST_GVISOR:-1}" = 0 ]; then
 		skip "gVisor runtime" "WARREN_TEST_GVISOR=0"
