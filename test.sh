@@ -13,8 +13,8 @@
 # everything else) and the Docker lane (the Go tests, the end-to-end suites on the main engine,
 # the dashboard, then gVisor on its own engine). Two lanes, not more: the machine CI runs on has
 # two cores, and the heavy steps of each lane (Go tests, gVisor) meet only sleeping sandboxes of
-# the other. The tests that restart the main Docker engine stop every container on it, so they
-# run last, alone (WARREN_E2E_RESTART_DOCKERD is 0 in the lanes).
+# the other. The load test and the tests that restart the main Docker engine (which stop every
+# container on it) run last, alone (WARREN_E2E_RESTART_DOCKERD is 0 in the lanes).
 #
 # Every step has a time cap and the whole run a budget (see step), so a hang fails its step
 # instead of the run. Exits non-zero if any step fails; a summary of every step, its lane, when
@@ -209,7 +209,11 @@ docker_lane() {
 		return
 	fi
 	step "end-to-end: agent with the SDK (test/e2e/run.sh)" 900 test/e2e/run.sh
-	step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 env WARREN_E2E_RESTART_DOCKERD=0 test/e2e/server-run.sh
+	# (All but the load test, which runs alone: see alone.)
+	local files
+	files=$(cd test/e2e && ls server/*.test.mjs | grep -vx 'server/load\.test\.mjs')
+	# shellcheck disable=SC2086 # a list of files
+	step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 env WARREN_E2E_RESTART_DOCKERD=0 test/e2e/server-run.sh $files
 	step "Go SDK: vet, unit and end-to-end tests with the race detector against warren serve (sdk/go/e2e.sh)" 900 sdk/go/e2e.sh
 	step "dashboard: embedded build matches web/, browser tests in chromium (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
 	if [ "${WARREN_TEST_GVISOR:-1}" = 0 ]; then
@@ -220,6 +224,18 @@ docker_lane() {
 	else
 		skip "gVisor runtime: tests"
 	fi
+}
+
+# alone runs, when nothing else does, the tests that would disturb the lanes or be disturbed
+# by them: the load test (100 sandboxes at once, CPU-bound and timed by the server's 30 s
+# admission limit) and the tests that restart the main Docker engine (which stops every
+# container on it).
+alone() {
+	local rc=0
+	test/e2e/server-run.sh server/load.test.mjs || rc=1
+	WARREN_E2E_RESTART_DOCKERD=1 test/e2e/server-run.sh --test-name-pattern 'dockerd restart|engine restart' \
+		server/restart.test.mjs server/volumes.test.mjs || rc=1
+	return $rc
 }
 
 # prepare builds what every lane needs: the binaries, the images, the npm packages.
@@ -270,9 +286,7 @@ if step "Docker engine and debootstrap (scripts/ensure-docker.sh)" 900 scripts/e
 	docker_lane
 	[ -z "$kube_pid" ] || wait "$kube_pid"
 	if [ -e "$run_dir/ready.ok" ]; then
-		step "end-to-end: the tests that restart the main Docker engine, alone (test/e2e/server-run.sh)" 900 \
-			env WARREN_E2E_RESTART_DOCKERD=1 test/e2e/server-run.sh --test-name-pattern 'dockerd restart|engine restart' \
-			server/restart.test.mjs server/volumes.test.mjs
+		step "end-to-end, alone: the load test and the tests that restart the main Docker engine (test/e2e/server-run.sh)" 900 alone
 	fi
 else
 	skip "everything else" "the Docker engine or the packages are missing"
