@@ -1,0 +1,129 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// insertLog is a write of one log line of sandbox id.
+func insertLog(id string) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO sandbox_logs (sandbox_id, ts, level, message, fields) VALUES ($1, 1, 'info', 'm', '{}')`, id)
+		return err
+	}
+}
+
+// Writes that queue while one is committed go in one transaction; one of
+// them that fails changes nothing and fails alone; one whose context ended
+// before its turn is not run.
+func TestWritesBatch(t *testing.T) {
+	s := open(t)
+	ctx := t.Context()
+	held, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			close(held)
+			<-release
+			return insertLog("first")(ctx, tx)
+		})
+	}()
+	<-held // the writer is busy: what follows queues
+	gone, cancel := context.WithCancel(ctx)
+	writes := map[string]func(context.Context, pgx.Tx) error{
+		"ok-1": insertLog("ok-1"),
+		"ok-2": insertLog("ok-2"),
+		"fails": func(ctx context.Context, tx pgx.Tx) error {
+			if err := insertLog("fails")(ctx, tx); err != nil {
+				return err
+			}
+			return errors.New("refused after its insert")
+		},
+		"bad sql": func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO no_such_table VALUES (1)`)
+			return err
+		},
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	errs := map[string]error{}
+	for name, fn := range writes {
+		wg.Go(func() {
+			err := s.write(ctx, fn)
+			mu.Lock()
+			errs[name] = err
+			mu.Unlock()
+		})
+	}
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- s.write(gone, insertLog("cancelled")) }()
+	// The writer takes nothing while it holds the first write: wait until
+	// every other write waits for it, then let go.
+	waitSenders(t, len(writes)+1)
+	cancel()
+	close(release)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cancelled; !errors.Is(err, context.Canceled) {
+		t.Errorf("a write cancelled before its turn returned %v, want context.Canceled", err)
+	}
+	for name, want := range map[string]bool{"ok-1": true, "ok-2": true, "fails": false, "bad sql": false} {
+		if got := errs[name] == nil; got != want {
+			t.Errorf("write %s: error %v", name, errs[name])
+		}
+	}
+	for id, want := range map[string]int{"first": 1, "ok-1": 1, "ok-2": 1, "fails": 0, "cancelled": 0} {
+		logs, err := s.Logs(ctx, id, sandbox.LogQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(logs) != want {
+			t.Errorf("sandbox %s has %d log lines, want %d", id, len(logs), want)
+		}
+	}
+}
+
+// A write after Close is refused.
+func TestWriteAfterClose(t *testing.T) {
+	s := open(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSandbox(t.Context(), sandbox.Sandbox{ID: "late", TeamID: sandbox.DefaultTeamID}); !errors.Is(err, errClosed) {
+		t.Errorf("a write after Close returned %v, want errClosed", err)
+	}
+}
+
+// waitSenders waits until n goroutines wait in write for the writer.
+func waitSenders(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	buf := make([]byte, 1<<20)
+	for {
+		waiting := 0
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			header, _, _ := strings.Cut(g, "\n")
+			if strings.Contains(header, "[select") && strings.Contains(g, "postgres.(*DB).write(") {
+				waiting++
+			}
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes wait for the writer after 10 s, want %d", waiting, n)
+		}
+		runtime.Gosched()
+	}
+}
