@@ -6,29 +6,63 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The writes of a sandbox's life (its state, events with their
-// deliveries, log lines, metric samples) go through one writer, as in the
-// SQLite store: those that arrive while a batch is committed go together
-// in the next transaction, so a burst of creates pays one commit (one WAL
-// flush) for many writes instead of one each. A write alone runs in a
-// transaction of its own; in a batch, every write runs in a savepoint of
-// its own, so one that fails changes nothing and fails alone. Other
-// writes, rarer, go straight to the pool.
+// deliveries, log lines, metric samples) go through a few writers, as in
+// the SQLite store through one: those that arrive while a batch is
+// committed go together in the next transaction, so a burst of creates
+// pays one commit (one WAL flush) for many writes instead of one each.
+// Unlike SQLite, PostgreSQL commits several transactions at once, and
+// flushes their commits together: while one writer waits for its flush,
+// the next batch is under way on another. Writes of one caller stay in
+// order (each waits for its own commit); two callers writing at once get
+// no order, as with one writer. A batch of writes that are
+// only statements (exec) is sent in one round trip, pipelined, as one
+// implicit transaction. When the server refuses one of its statements it
+// rolls the whole batch back, and the batch runs again the slow way, as
+// do batches with writes that read what they write (write): in a
+// transaction, each write in a savepoint of its own (or alone), so one
+// that fails changes nothing and fails alone. Other writes, rarer, go
+// straight to the pool.
 
 // maxBatch bounds the writes of one transaction.
 const maxBatch = 256
+
+// writers is how many batches may be committed at once.
+const writers = 4
 
 // errClosed is what a write after Close returns.
 var errClosed = errors.New("the store is closed")
 
 // pendingWrite is one write waiting for the writer.
 type pendingWrite struct {
-	ctx  context.Context
-	fn   func(context.Context, pgx.Tx) error
-	err  error
-	done chan struct{}
+	ctx context.Context
+	// stmts are the write's statements, when it is only statements; fn
+	// runs it in a transaction, always.
+	stmts []stmt
+	fn    func(context.Context, pgx.Tx) error
+	err   error
+	done  chan struct{}
+}
+
+// stmt is one SQL statement with its arguments.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// exec runs stmts, in order, in the writer's next transaction.
+func (s *DB) exec(ctx context.Context, stmts ...stmt) error {
+	return s.enqueue(ctx, &pendingWrite{ctx: ctx, stmts: stmts, fn: func(ctx context.Context, tx pgx.Tx) error {
+		for _, st := range stmts {
+			if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
 }
 
 // write runs fn in the writer's next transaction and returns its error,
@@ -36,7 +70,12 @@ type pendingWrite struct {
 // closes a connection whose query is cancelled, and with it the other
 // writes of the batch. A write whose ctx ends before its turn is not run.
 func (s *DB) write(ctx context.Context, fn func(context.Context, pgx.Tx) error) error {
-	w := &pendingWrite{ctx: ctx, fn: fn, done: make(chan struct{})}
+	return s.enqueue(ctx, &pendingWrite{ctx: ctx, fn: fn})
+}
+
+// enqueue hands w to the writer and waits for it to be done.
+func (s *DB) enqueue(ctx context.Context, w *pendingWrite) error {
+	w.done = make(chan struct{})
 	select {
 	case s.writes <- w:
 	case <-s.closing:
@@ -50,7 +89,6 @@ func (s *DB) write(ctx context.Context, fn func(context.Context, pgx.Tx) error) 
 
 // writer commits the writes that wait, in batches, until Close.
 func (s *DB) writer() {
-	defer close(s.writerDone)
 	for {
 		var batch []*pendingWrite
 		select {
@@ -72,8 +110,9 @@ func (s *DB) writer() {
 	}
 }
 
-// commit runs batch in one transaction, each write in a savepoint when
-// there are several.
+// commit runs batch in one transaction: pipelined when it is only
+// statements, else (or when the server refused a statement of it) with
+// each write in a savepoint when there are several.
 func (s *DB) commit(batch []*pendingWrite) {
 	defer func() {
 		for _, w := range batch {
@@ -81,15 +120,50 @@ func (s *DB) commit(batch []*pendingWrite) {
 		}
 	}()
 	var live []*pendingWrite
+	statements := true
 	for _, w := range batch {
 		if w.err = w.ctx.Err(); w.err == nil {
 			live = append(live, w)
+			statements = statements && w.stmts != nil
 		}
 	}
 	if len(live) == 0 {
 		return
 	}
 	ctx := context.Background()
+	if statements {
+		err := s.pipeline(ctx, live)
+		if err == nil {
+			return
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) && !errors.As(err, new(pgx.ErrPreprocessingBatch)) {
+			// Not the server refusing a statement (a lost connection): the
+			// batch may or may not be committed, and is not tried again.
+			for _, w := range live {
+				w.err = err
+			}
+			return
+		}
+	}
+	s.transact(ctx, live)
+}
+
+// pipeline sends the statements of live in one round trip, as one
+// implicit transaction, all or nothing.
+func (s *DB) pipeline(ctx context.Context, live []*pendingWrite) error {
+	b := &pgx.Batch{}
+	for _, w := range live {
+		for _, st := range w.stmts {
+			b.Queue(st.sql, st.args...)
+		}
+	}
+	return s.pool.SendBatch(ctx, b).Close()
+}
+
+// transact runs live in one transaction, each write in a savepoint when
+// there are several.
+func (s *DB) transact(ctx context.Context, live []*pendingWrite) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		for _, w := range live {

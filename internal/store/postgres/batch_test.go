@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -28,16 +29,26 @@ func insertLog(id string) func(context.Context, pgx.Tx) error {
 func TestWritesBatch(t *testing.T) {
 	s := open(t)
 	ctx := t.Context()
-	held, release := make(chan struct{}), make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		first <- s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			close(held)
-			<-release
-			return insertLog("first")(ctx, tx)
-		})
-	}()
-	<-held // the writer is busy: what follows queues
+	// Every writer busy with a write of its own, until release: what
+	// follows queues.
+	release := make(chan struct{})
+	var released sync.Once
+	letGo := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(letGo)
+	held := make(chan struct{}, writers)
+	firsts := make(chan error, writers)
+	for i := range writers {
+		go func() {
+			firsts <- s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+				held <- struct{}{}
+				<-release
+				return insertLog(fmt.Sprintf("first-%d", i))(ctx, tx)
+			})
+		}()
+	}
+	for range writers {
+		<-held
+	}
 	gone, cancel := context.WithCancel(ctx)
 	writes := map[string]func(context.Context, pgx.Tx) error{
 		"ok-1": insertLog("ok-1"),
@@ -66,14 +77,16 @@ func TestWritesBatch(t *testing.T) {
 	}
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- s.write(gone, insertLog("cancelled")) }()
-	// The writer takes nothing while it holds the first write: wait until
-	// every other write waits for it, then let go.
+	// The writers take nothing while they hold the first writes: wait
+	// until every other write waits for them, then let go.
 	waitSenders(t, len(writes)+1)
 	cancel()
-	close(release)
+	letGo()
 	wg.Wait()
-	if err := <-first; err != nil {
-		t.Fatal(err)
+	for range writers {
+		if err := <-firsts; err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := <-cancelled; !errors.Is(err, context.Canceled) {
 		t.Errorf("a write cancelled before its turn returned %v, want context.Canceled", err)
@@ -83,7 +96,7 @@ func TestWritesBatch(t *testing.T) {
 			t.Errorf("write %s: error %v", name, errs[name])
 		}
 	}
-	for id, want := range map[string]int{"first": 1, "ok-1": 1, "ok-2": 1, "fails": 0, "cancelled": 0} {
+	for id, want := range map[string]int{"first-0": 1, "first-3": 1, "ok-1": 1, "ok-2": 1, "fails": 0, "cancelled": 0} {
 		logs, err := s.Logs(ctx, id, sandbox.LogQuery{})
 		if err != nil {
 			t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -22,18 +21,19 @@ func (s *DB) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []events
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES ($1, $2, $3, $4, $5)`,
-			ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)); err != nil {
-			return fmt.Errorf("add event: %w", err)
+	stmts := []stmt{{`INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES ($1, $2, $3, $4, $5)`,
+		[]any{ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)}}}
+	for _, d := range deliveries {
+		st, err := deliveryStmt(d)
+		if err != nil {
+			return err
 		}
-		for _, d := range deliveries {
-			if err := putDelivery(ctx, tx, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+		stmts = append(stmts, st)
+	}
+	if err := s.exec(ctx, stmts...); err != nil {
+		return fmt.Errorf("add event %s: %w", ev.ID, err)
+	}
+	return nil
 }
 
 // GetEvent returns an event by ID.
@@ -145,7 +145,14 @@ func (s *DB) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]eve
 
 // PutDelivery inserts or replaces a delivery.
 func (s *DB) PutDelivery(ctx context.Context, d events.Delivery) error {
-	return putDelivery(ctx, s.pool, d)
+	st, err := deliveryStmt(d)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, st.sql, st.args...); err != nil {
+		return fmt.Errorf("put delivery %s: %w", d.ID, err)
+	}
+	return nil
 }
 
 // Deliveries returns a webhook's newest deliveries, newest first.
@@ -154,23 +161,14 @@ func (s *DB) Deliveries(ctx context.Context, webhookID string, limit int) ([]eve
 		`SELECT data FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY seq DESC LIMIT $2`, webhookID, limit)
 }
 
-// execer is a pool or a transaction.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-func putDelivery(ctx context.Context, db execer, d events.Delivery) error {
+// deliveryStmt is the statement that inserts or replaces d.
+func deliveryStmt(d events.Delivery) (stmt, error) {
 	data, err := json.Marshal(d)
 	if err != nil {
-		return fmt.Errorf("encode delivery: %w", err)
+		return stmt{}, fmt.Errorf("encode delivery: %w", err)
 	}
-	_, err = db.Exec(ctx,
-		`INSERT INTO webhook_deliveries (id, webhook_id, event_id, sandbox_id, status, next_attempt, data)
+	return stmt{`INSERT INTO webhook_deliveries (id, webhook_id, event_id, sandbox_id, status, next_attempt, data)
 		 VALUES ($1, $2, $3, $4, $5, $6, $7)
 		 ON CONFLICT (id) DO UPDATE SET status=excluded.status, next_attempt=excluded.next_attempt, data=excluded.data`,
-		d.ID, d.WebhookID, d.EventID, d.SandboxID, string(d.Status), unixNano(d.NextAttempt), string(data))
-	if err != nil {
-		return fmt.Errorf("put delivery %s: %w", d.ID, err)
-	}
-	return nil
+		[]any{d.ID, d.WebhookID, d.EventID, d.SandboxID, string(d.Status), unixNano(d.NextAttempt), string(data)}}, nil
 }

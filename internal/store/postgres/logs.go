@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -16,12 +14,9 @@ func (s *DB) AppendLog(ctx context.Context, e sandbox.LogEntry) error {
 	if err != nil {
 		return fmt.Errorf("encode log fields: %w", err)
 	}
-	err = s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx,
-			`INSERT INTO sandbox_logs (sandbox_id, ts, level, message, fields) VALUES ($1, $2, $3, $4, $5)`,
-			e.SandboxID, unixNano(e.Time), text(e.Level), text(e.Message), string(fields))
-		return err
-	})
+	err = s.exec(ctx, stmt{
+		`INSERT INTO sandbox_logs (sandbox_id, ts, level, message, fields) VALUES ($1, $2, $3, $4, $5)`,
+		[]any{e.SandboxID, unixNano(e.Time), text(e.Level), text(e.Message), string(fields)}})
 	if err != nil {
 		return fmt.Errorf("append log: %w", err)
 	}

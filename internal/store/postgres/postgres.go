@@ -32,12 +32,12 @@ import (
 // DB is a Warren store on a PostgreSQL database.
 type DB struct {
 	pool *pgxpool.Pool
-	// writes takes writes to the writer goroutine (batch.go); closing
-	// ends it, and writerDone says it ended.
-	writes     chan *pendingWrite
-	closing    chan struct{}
-	writerDone chan struct{}
-	closeOnce  sync.Once
+	// writes takes writes to the writer goroutines (batch.go); closing
+	// ends them, and writers waits for them.
+	writes    chan *pendingWrite
+	closing   chan struct{}
+	writers   sync.WaitGroup
+	closeOnce sync.Once
 }
 
 var _ sandbox.Store = (*DB)(nil)
@@ -54,19 +54,25 @@ var migrationFiles embed.FS
 const migrationLock = 0x77617272656e // "warren"
 
 // Open connects to the database at url (postgres://user:pass@host:port/db?...,
-// or any form pgx's ParseConfig takes), migrates it, and makes sure the
+// or any form pgx's ParseConfig takes, pool_max_conns at least 8),
+// migrates it, and makes sure the
 // default team exists. Close releases its connections.
 func Open(ctx context.Context, url string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.KindInvalid, "store URL: %v", err)
 	}
+	// The writers hold a connection each while they commit; reads get
+	// the others.
+	cfg.MaxConns = max(cfg.MaxConns, 2*writers)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &DB{pool: pool, writes: make(chan *pendingWrite), closing: make(chan struct{}), writerDone: make(chan struct{})}
-	go s.writer()
+	s := &DB{pool: pool, writes: make(chan *pendingWrite), closing: make(chan struct{})}
+	for range writers {
+		s.writers.Go(s.writer)
+	}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -91,7 +97,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 func (s *DB) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
-		<-s.writerDone
+		s.writers.Wait()
 		s.pool.Close()
 	})
 	return nil

@@ -18,14 +18,11 @@ func (s *DB) PutSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("encode sandbox: %w", err)
 	}
-	err = s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx,
-			`INSERT INTO sandboxes (id, team_id, state, started_at, data) VALUES ($1, $2, $3, $4, $5)
-			 ON CONFLICT (id) DO UPDATE SET team_id=excluded.team_id, state=excluded.state,
-			 started_at=excluded.started_at, data=excluded.data`,
-			sb.ID, sb.TeamID, string(sb.State), unixNano(sb.StartedAt), string(data))
-		return err
-	})
+	err = s.exec(ctx, stmt{
+		`INSERT INTO sandboxes (id, team_id, state, started_at, data) VALUES ($1, $2, $3, $4, $5)
+		 ON CONFLICT (id) DO UPDATE SET team_id=excluded.team_id, state=excluded.state,
+		 started_at=excluded.started_at, data=excluded.data`,
+		[]any{sb.ID, sb.TeamID, string(sb.State), unixNano(sb.StartedAt), string(data)}})
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", sb.ID, err)
 	}
