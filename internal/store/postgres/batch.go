@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,9 +17,10 @@ import (
 // pays one commit (one WAL flush) for many writes instead of one each.
 // Unlike SQLite, PostgreSQL commits several transactions at once, and
 // flushes their commits together: while one writer waits for its flush,
-// the next batch is under way on another. Writes of one caller stay in
-// order (each waits for its own commit); two callers writing at once get
-// no order, as with one writer. A batch of writes that are
+// the next batch is under way on another. The writes of one sandbox all
+// go through one writer, in the order they come, as through SQLite's one
+// writer: its events are numbered (seq) in the order they commit, which
+// the order of their webhook deliveries relies on. A batch of writes that are
 // only statements (exec) is sent in one round trip, pipelined, as one
 // implicit transaction. When the server refuses one of its statements it
 // rolls the whole batch back, and the batch runs again the slow way, as
@@ -53,9 +55,10 @@ type stmt struct {
 	args []any
 }
 
-// exec runs stmts, in order, in the writer's next transaction.
-func (s *DB) exec(ctx context.Context, stmts ...stmt) error {
-	return s.enqueue(ctx, &pendingWrite{ctx: ctx, stmts: stmts, fn: func(ctx context.Context, tx pgx.Tx) error {
+// exec runs stmts, in order, in the next transaction of the writer of
+// sandbox sandboxID.
+func (s *DB) exec(ctx context.Context, sandboxID string, stmts ...stmt) error {
+	return s.enqueue(ctx, sandboxID, &pendingWrite{ctx: ctx, stmts: stmts, fn: func(ctx context.Context, tx pgx.Tx) error {
 		for _, st := range stmts {
 			if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
 				return err
@@ -65,19 +68,19 @@ func (s *DB) exec(ctx context.Context, stmts ...stmt) error {
 	}})
 }
 
-// write runs fn in the writer's next transaction and returns its error,
-// or the commit's. fn's statements run without ctx's cancellation: pgx
+// write runs fn in the next transaction of the writer of sandbox
+// sandboxID and returns its error, or the commit's. fn's statements run without ctx's cancellation: pgx
 // closes a connection whose query is cancelled, and with it the other
 // writes of the batch. A write whose ctx ends before its turn is not run.
-func (s *DB) write(ctx context.Context, fn func(context.Context, pgx.Tx) error) error {
-	return s.enqueue(ctx, &pendingWrite{ctx: ctx, fn: fn})
+func (s *DB) write(ctx context.Context, sandboxID string, fn func(context.Context, pgx.Tx) error) error {
+	return s.enqueue(ctx, sandboxID, &pendingWrite{ctx: ctx, fn: fn})
 }
 
-// enqueue hands w to the writer and waits for it to be done.
-func (s *DB) enqueue(ctx context.Context, w *pendingWrite) error {
+// enqueue hands w to the writer of sandboxID and waits for it to be done.
+func (s *DB) enqueue(ctx context.Context, sandboxID string, w *pendingWrite) error {
 	w.done = make(chan struct{})
 	select {
-	case s.writes <- w:
+	case s.writes[writerOf(sandboxID)] <- w:
 	case <-s.closing:
 		return errClosed
 	case <-ctx.Done():
@@ -87,12 +90,19 @@ func (s *DB) enqueue(ctx context.Context, w *pendingWrite) error {
 	return w.err
 }
 
-// writer commits the writes that wait, in batches, until Close.
-func (s *DB) writer() {
+// writerOf returns the index of the writer of a sandbox's writes.
+func writerOf(sandboxID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(sandboxID))
+	return int(h.Sum32() % writers)
+}
+
+// writer commits the writes that come on writes, in batches, until Close.
+func (s *DB) writer(writes <-chan *pendingWrite) {
 	for {
 		var batch []*pendingWrite
 		select {
-		case w := <-s.writes:
+		case w := <-writes:
 			batch = append(batch, w)
 		case <-s.closing:
 			return
@@ -100,7 +110,7 @@ func (s *DB) writer() {
 	more:
 		for len(batch) < maxBatch {
 			select {
-			case w := <-s.writes:
+			case w := <-writes:
 				batch = append(batch, w)
 			default:
 				break more

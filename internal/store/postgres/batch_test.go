@@ -39,7 +39,7 @@ func TestWritesBatch(t *testing.T) {
 	firsts := make(chan error, writers)
 	for i := range writers {
 		go func() {
-			firsts <- s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			firsts <- s.write(ctx, sandboxOf(i), func(ctx context.Context, tx pgx.Tx) error {
 				held <- struct{}{}
 				<-release
 				return insertLog(fmt.Sprintf("first-%d", i))(ctx, tx)
@@ -69,14 +69,14 @@ func TestWritesBatch(t *testing.T) {
 	errs := map[string]error{}
 	for name, fn := range writes {
 		wg.Go(func() {
-			err := s.write(ctx, fn)
+			err := s.write(ctx, sandboxOf(0), fn)
 			mu.Lock()
 			errs[name] = err
 			mu.Unlock()
 		})
 	}
 	cancelled := make(chan error, 1)
-	go func() { cancelled <- s.write(gone, insertLog("cancelled")) }()
+	go func() { cancelled <- s.write(gone, sandboxOf(0), insertLog("cancelled")) }()
 	// The writers take nothing while they hold the first writes: wait
 	// until every other write waits for them, then let go.
 	waitSenders(t, len(writes)+1)
@@ -127,7 +127,7 @@ func waitSenders(t *testing.T, n int) {
 		waiting := 0
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
 			header, _, _ := strings.Cut(g, "\n")
-			if strings.Contains(header, "[select") && strings.Contains(g, "postgres.(*DB).write(") {
+			if strings.Contains(header, "[select") && strings.Contains(g, "postgres.(*DB).enqueue(") {
 				waiting++
 			}
 		}
@@ -138,5 +138,69 @@ func waitSenders(t *testing.T, n int) {
 			t.Fatalf("%d writes wait for the writer after 10 s, want %d", waiting, n)
 		}
 		runtime.Gosched()
+	}
+}
+
+// sandboxOf returns a sandbox ID whose writes go through writer i.
+func sandboxOf(i int) string { return sandboxesOf(i, 1)[0] }
+
+// sandboxesOf returns n sandbox IDs whose writes go through writer i.
+func sandboxesOf(i, n int) []string {
+	var out []string
+	for k := 0; len(out) < n; k++ {
+		if id := fmt.Sprintf("i%d", k); writerOf(id) == i {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// A batch of statements the server refuses one of (an event whose ID is
+// taken) runs again without it: the others land, that one fails alone.
+func TestPipelineRefused(t *testing.T) {
+	s := open(t)
+	ctx := t.Context()
+	ids := sandboxesOf(0, 4)
+	taken := sandbox.Event{ID: "e1", TeamID: sandbox.DefaultTeamID, SandboxID: ids[0], Type: sandbox.EventCreated, Time: time.Unix(1700000000, 0).UTC()}
+	if err := s.AddEvent(ctx, taken, nil); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var released sync.Once
+	letGo := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(letGo)
+	held := make(chan struct{})
+	go s.write(ctx, ids[0], func(ctx context.Context, tx pgx.Tx) error {
+		close(held)
+		<-release
+		return nil
+	})
+	<-held
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			if i == 0 {
+				again := taken
+				again.SandboxID = id
+				errs[i] = s.AddEvent(ctx, again, nil)
+				return
+			}
+			errs[i] = s.PutSandbox(ctx, sandbox.Sandbox{ID: id, TeamID: sandbox.DefaultTeamID, State: sandbox.StateRunning})
+		})
+	}
+	waitSenders(t, len(ids))
+	letGo()
+	wg.Wait()
+	if errs[0] == nil {
+		t.Error("an event whose ID is taken was stored")
+	}
+	for i, id := range ids[1:] {
+		if errs[i+1] != nil {
+			t.Errorf("put %s beside a refused write: %v", id, errs[i+1])
+		}
+		if _, err := s.GetSandbox(ctx, id); err != nil {
+			t.Errorf("sandbox %s: %v", id, err)
+		}
 	}
 }

@@ -30,7 +30,7 @@ func (s *DB) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []events
 		}
 		stmts = append(stmts, st)
 	}
-	if err := s.exec(ctx, stmts...); err != nil {
+	if err := s.exec(ctx, ev.SandboxID, stmts...); err != nil {
 		return fmt.Errorf("add event %s: %w", ev.ID, err)
 	}
 	return nil

@@ -14,7 +14,7 @@ func (s *DB) AppendLog(ctx context.Context, e sandbox.LogEntry) error {
 	if err != nil {
 		return fmt.Errorf("encode log fields: %w", err)
 	}
-	err = s.exec(ctx, stmt{
+	err = s.exec(ctx, e.SandboxID, stmt{
 		`INSERT INTO sandbox_logs (sandbox_id, ts, level, message, fields) VALUES ($1, $2, $3, $4, $5)`,
 		[]any{e.SandboxID, unixNano(e.Time), text(e.Level), text(e.Message), string(fields)}})
 	if err != nil {

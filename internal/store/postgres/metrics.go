@@ -29,7 +29,7 @@ func (s *DB) AddMetric(ctx context.Context, sandboxID string, st sandbox.Stats, 
 	if err != nil {
 		return fmt.Errorf("encode metric: %w", err)
 	}
-	return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return s.write(ctx, sandboxID, func(ctx context.Context, tx pgx.Tx) error {
 		var last *int64
 		if err := tx.QueryRow(ctx, `SELECT MAX(ts) FROM sandbox_metrics WHERE sandbox_id = $1`,
 			sandboxID).Scan(&last); err != nil {

@@ -32,9 +32,9 @@ import (
 // DB is a Warren store on a PostgreSQL database.
 type DB struct {
 	pool *pgxpool.Pool
-	// writes takes writes to the writer goroutines (batch.go); closing
-	// ends them, and writers waits for them.
-	writes    chan *pendingWrite
+	// writes takes writes to the writer goroutines (batch.go), one
+	// channel each; closing ends them, and writers waits for them.
+	writes    [writers]chan *pendingWrite
 	closing   chan struct{}
 	writers   sync.WaitGroup
 	closeOnce sync.Once
@@ -69,9 +69,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &DB{pool: pool, writes: make(chan *pendingWrite), closing: make(chan struct{})}
-	for range writers {
-		s.writers.Go(s.writer)
+	s := &DB{pool: pool, closing: make(chan struct{})}
+	for i := range s.writes {
+		s.writes[i] = make(chan *pendingWrite)
+		s.writers.Go(func() { s.writer(s.writes[i]) })
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()

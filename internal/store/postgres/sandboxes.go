@@ -18,7 +18,7 @@ func (s *DB) PutSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("encode sandbox: %w", err)
 	}
-	err = s.exec(ctx, stmt{
+	err = s.exec(ctx, sb.ID, stmt{
 		`INSERT INTO sandboxes (id, team_id, state, started_at, data) VALUES ($1, $2, $3, $4, $5)
 		 ON CONFLICT (id) DO UPDATE SET team_id=excluded.team_id, state=excluded.state,
 		 started_at=excluded.started_at, data=excluded.data`,
