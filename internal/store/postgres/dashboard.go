@@ -1,0 +1,93 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// CreateDashboardLogin stores the hash of a single-use login token for
+// team, valid until expires.
+func (s *DB) CreateDashboardLogin(ctx context.Context, hash, teamID string, expires time.Time) error {
+	if _, err := s.GetTeam(ctx, teamID); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO dashboard_logins (hash, team_id, expires_at) VALUES ($1, $2, $3)`,
+		hash, teamID, unixNano(expires))
+	if err != nil {
+		return fmt.Errorf("create dashboard login: %w", err)
+	}
+	return nil
+}
+
+// UseDashboardLogin consumes the login token of hash and returns its
+// team: a token is deleted by its first use (one DELETE, so two replicas
+// cannot both use it), so a second use, like an unknown or expired token,
+// is KindUnauthenticated. Expired tokens are deleted on the way.
+func (s *DB) UseDashboardLogin(ctx context.Context, hash string, now time.Time) (string, error) {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM dashboard_logins WHERE expires_at <= $1`, unixNano(now)); err != nil {
+		return "", fmt.Errorf("expire dashboard logins: %w", err)
+	}
+	var team string
+	err := s.pool.QueryRow(ctx, `DELETE FROM dashboard_logins WHERE hash = $1 RETURNING team_id`, hash).Scan(&team)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "this login link is unknown, used or expired; run \"warren dashboard\" for a new one")
+	}
+	if err != nil {
+		return "", fmt.Errorf("use dashboard login: %w", err)
+	}
+	return team, nil
+}
+
+// CreateDashboardSession stores a session, and deletes the expired
+// ones, which nobody may come back to end.
+func (s *DB) CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSession) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM dashboard_sessions WHERE expires_at <= $1`, unixNano(ds.CreatedAt)); err != nil {
+		return fmt.Errorf("expire dashboard sessions: %w", err)
+	}
+	_, err := s.pool.Exec(ctx,
+		`INSERT INTO dashboard_sessions (hash, team_id, csrf, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`,
+		ds.Hash, ds.TeamID, ds.CSRF, unixNano(ds.CreatedAt), unixNano(ds.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("create dashboard session: %w", err)
+	}
+	return nil
+}
+
+// DashboardSessionByHash returns the unexpired session of hash; an
+// unknown or expired one is KindUnauthenticated (and an expired one is
+// deleted).
+func (s *DB) DashboardSessionByHash(ctx context.Context, hash string, now time.Time) (sandbox.DashboardSession, error) {
+	ds := sandbox.DashboardSession{Hash: hash}
+	var created, expires int64
+	err := s.pool.QueryRow(ctx, `SELECT team_id, csrf, created_at, expires_at FROM dashboard_sessions WHERE hash = $1`, hash).
+		Scan(&ds.TeamID, &ds.CSRF, &created, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sandbox.DashboardSession{}, sandbox.Errorf(sandbox.KindUnauthenticated, "no dashboard session")
+	}
+	if err != nil {
+		return sandbox.DashboardSession{}, fmt.Errorf("get dashboard session: %w", err)
+	}
+	ds.CreatedAt, ds.ExpiresAt = fromUnixNano(created), fromUnixNano(expires)
+	if !now.Before(ds.ExpiresAt) {
+		if err := s.DeleteDashboardSession(ctx, hash); err != nil {
+			return sandbox.DashboardSession{}, err
+		}
+		return sandbox.DashboardSession{}, sandbox.Errorf(sandbox.KindUnauthenticated, "the dashboard session has expired")
+	}
+	return ds, nil
+}
+
+// DeleteDashboardSession ends a session; ending an unknown one is no
+// error.
+func (s *DB) DeleteDashboardSession(ctx context.Context, hash string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM dashboard_sessions WHERE hash = $1`, hash); err != nil {
+		return fmt.Errorf("delete dashboard session: %w", err)
+	}
+	return nil
+}

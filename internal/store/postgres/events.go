@@ -1,0 +1,174 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/warrenhq/warren/internal/events"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+var _ events.Store = (*DB)(nil)
+
+// AddEvent stores ev and its deliveries in one transaction.
+func (s *DB) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []events.Delivery) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	stmts := []stmt{{`INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES ($1, $2, $3, $4, $5)`,
+		[]any{ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)}}}
+	for _, d := range deliveries {
+		st, err := deliveryStmt(d)
+		if err != nil {
+			return err
+		}
+		stmts = append(stmts, st)
+	}
+	if err := s.exec(ctx, ev.SandboxID, stmts...); err != nil {
+		return fmt.Errorf("add event %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// GetEvent returns an event by ID.
+func (s *DB) GetEvent(ctx context.Context, id string) (sandbox.Event, error) {
+	var data string
+	if err := s.pool.QueryRow(ctx, `SELECT data FROM sandbox_events WHERE id = $1`, id).Scan(&data); err != nil {
+		return sandbox.Event{}, notFound(err, "event")
+	}
+	return decodeJSON[sandbox.Event](data)
+}
+
+// Events returns the events q selects, in the order it asks.
+func (s *DB) Events(ctx context.Context, q events.Query) ([]sandbox.Event, error) {
+	order := "DESC"
+	if q.Ascending {
+		order = "ASC"
+	}
+	where, args := `team_id = $1`, []any{q.TeamID}
+	if q.SandboxID != "" {
+		args = append(args, q.SandboxID)
+		where += ` AND sandbox_id = $` + strconv.Itoa(len(args))
+	}
+	if !q.Before.IsZero() {
+		args = append(args, unixNano(q.Before))
+		where += ` AND ts < $` + strconv.Itoa(len(args))
+	}
+	args = append(args, noLimit(q.Limit), max(q.Offset, 0))
+	n := len(args)
+	// order is one of two constants, never input.
+	return queryJSON[sandbox.Event](ctx, s.pool,
+		`SELECT data FROM sandbox_events WHERE `+where+` ORDER BY seq `+order+
+			` LIMIT $`+strconv.Itoa(n-1)+` OFFSET $`+strconv.Itoa(n), args...)
+}
+
+// DeleteEventsBefore removes events older than t and the deliveries of
+// them that are done; a pending one keeps its event.
+func (s *DB) DeleteEventsBefore(ctx context.Context, t time.Time) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM webhook_deliveries WHERE status != $1
+			AND event_id IN (SELECT id FROM sandbox_events WHERE ts < $2)`,
+			string(events.DeliveryPending), unixNano(t)); err != nil {
+			return fmt.Errorf("delete old deliveries: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM sandbox_events e WHERE e.ts < $1
+			AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`,
+			unixNano(t)); err != nil {
+			return fmt.Errorf("delete old events: %w", err)
+		}
+		return nil
+	})
+}
+
+// PutWebhook inserts or replaces a webhook.
+func (s *DB) PutWebhook(ctx context.Context, w events.Webhook) error {
+	data, err := json.Marshal(w)
+	if err != nil {
+		return fmt.Errorf("encode webhook: %w", err)
+	}
+	_, err = s.pool.Exec(ctx,
+		`INSERT INTO webhooks (id, team_id, created_at, data) VALUES ($1, $2, $3, $4)
+		 ON CONFLICT (id) DO UPDATE SET data=excluded.data`,
+		w.ID, w.TeamID, unixNano(w.CreatedAt), string(data))
+	if err != nil {
+		return fmt.Errorf("put webhook %s: %w", w.ID, err)
+	}
+	return nil
+}
+
+// GetWebhook returns a webhook by ID.
+func (s *DB) GetWebhook(ctx context.Context, id string) (events.Webhook, error) {
+	var data string
+	if err := s.pool.QueryRow(ctx, `SELECT data FROM webhooks WHERE id = $1`, id).Scan(&data); err != nil {
+		return events.Webhook{}, notFound(err, "webhook")
+	}
+	return decodeJSON[events.Webhook](data)
+}
+
+// ListWebhooks returns a team's webhooks (all when teamID is ""), oldest
+// first.
+func (s *DB) ListWebhooks(ctx context.Context, teamID string) ([]events.Webhook, error) {
+	return queryJSON[events.Webhook](ctx, s.pool,
+		`SELECT data FROM webhooks WHERE ($1 = '' OR team_id = $1) ORDER BY created_at, id`, teamID)
+}
+
+// DeleteWebhook removes a webhook and its deliveries.
+func (s *DB) DeleteWebhook(ctx context.Context, id string) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM webhook_deliveries WHERE webhook_id = $1`, id); err != nil {
+			return fmt.Errorf("delete webhook deliveries: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM webhooks WHERE id = $1`, id); err != nil {
+			return fmt.Errorf("delete webhook: %w", err)
+		}
+		return nil
+	})
+}
+
+// DueDeliveries returns pending deliveries due by now, each the oldest
+// pending one of its webhook and sandbox, oldest first.
+func (s *DB) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]events.Delivery, error) {
+	return queryJSON[events.Delivery](ctx, s.pool,
+		`SELECT d.data FROM webhook_deliveries d
+		 WHERE d.status = $1 AND d.next_attempt <= $2 AND d.seq = (
+			SELECT MIN(p.seq) FROM webhook_deliveries p
+			WHERE p.webhook_id = d.webhook_id AND p.sandbox_id = d.sandbox_id AND p.status = $1)
+		 ORDER BY d.seq LIMIT $3`,
+		string(events.DeliveryPending), unixNano(now), limit)
+}
+
+// PutDelivery inserts or replaces a delivery.
+func (s *DB) PutDelivery(ctx context.Context, d events.Delivery) error {
+	st, err := deliveryStmt(d)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, st.sql, st.args...); err != nil {
+		return fmt.Errorf("put delivery %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// Deliveries returns a webhook's newest deliveries, newest first.
+func (s *DB) Deliveries(ctx context.Context, webhookID string, limit int) ([]events.Delivery, error) {
+	return queryJSON[events.Delivery](ctx, s.pool,
+		`SELECT data FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY seq DESC LIMIT $2`, webhookID, limit)
+}
+
+// deliveryStmt is the statement that inserts or replaces d.
+func deliveryStmt(d events.Delivery) (stmt, error) {
+	data, err := json.Marshal(d)
+	if err != nil {
+		return stmt{}, fmt.Errorf("encode delivery: %w", err)
+	}
+	return stmt{`INSERT INTO webhook_deliveries (id, webhook_id, event_id, sandbox_id, status, next_attempt, data)
+		 VALUES ($1, $2, $3, $4, $5, $6, $7)
+		 ON CONFLICT (id) DO UPDATE SET status=excluded.status, next_attempt=excluded.next_attempt, data=excluded.data`,
+		[]any{d.ID, d.WebhookID, d.EventID, d.SandboxID, string(d.Status), unixNano(d.NextAttempt), string(data)}}, nil
+}

@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// PutTeam inserts or replaces a team.
+func (s *DB) PutTeam(ctx context.Context, t sandbox.Team) error {
+	_, err := s.pool.Exec(ctx,
+		`INSERT INTO teams (id, name, created_at) VALUES ($1, $2, $3)
+		 ON CONFLICT (id) DO UPDATE SET name=excluded.name`,
+		t.ID, t.Name, unixNano(t.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("put team %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// GetTeam returns a team by ID.
+func (s *DB) GetTeam(ctx context.Context, id string) (sandbox.Team, error) {
+	t := sandbox.Team{ID: id}
+	var created int64
+	err := s.pool.QueryRow(ctx, `SELECT name, created_at FROM teams WHERE id = $1`, id).Scan(&t.Name, &created)
+	if err != nil {
+		return sandbox.Team{}, notFound(err, "team")
+	}
+	t.CreatedAt = fromUnixNano(created)
+	return t, nil
+}
+
+// CreateAPIKey stores a new key; its team must exist.
+func (s *DB) CreateAPIKey(ctx context.Context, k sandbox.APIKey) error {
+	if _, err := s.GetTeam(ctx, k.TeamID); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx,
+		`INSERT INTO api_keys (id, team_id, name, hash, mask, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		k.ID, k.TeamID, k.Name, k.Hash, k.Mask, unixNano(k.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("create api key: %w", err)
+	}
+	return nil
+}
+
+const keyColumns = `id, team_id, name, hash, mask, created_at`
+
+func scanKey(row pgx.Row) (sandbox.APIKey, error) {
+	var k sandbox.APIKey
+	var created int64
+	if err := row.Scan(&k.ID, &k.TeamID, &k.Name, &k.Hash, &k.Mask, &created); err != nil {
+		return sandbox.APIKey{}, err
+	}
+	k.CreatedAt = fromUnixNano(created)
+	return k, nil
+}
+
+// APIKeyByHash returns the key whose hash is hash.
+func (s *DB) APIKeyByHash(ctx context.Context, hash string) (sandbox.APIKey, error) {
+	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE hash = $1`, hash))
+	if err != nil {
+		return sandbox.APIKey{}, notFound(err, "api key")
+	}
+	return k, nil
+}
+
+// ListAPIKeys returns every key, oldest first.
+func (s *DB) ListAPIKeys(ctx context.Context) ([]sandbox.APIKey, error) {
+	return s.listKeys(ctx, ``)
+}
+
+// ListTeamAPIKeys returns the keys of one team, oldest first.
+func (s *DB) ListTeamAPIKeys(ctx context.Context, teamID string) ([]sandbox.APIKey, error) {
+	return s.listKeys(ctx, `WHERE team_id = $1`, teamID)
+}
+
+func (s *DB) listKeys(ctx context.Context, where string, args ...any) ([]sandbox.APIKey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys `+where+` ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.APIKey
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list api keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// DeleteAPIKey revokes the key with the given ID.
+func (s *DB) DeleteAPIKey(ctx context.Context, id string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM api_keys WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("delete api key: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sandbox.Errorf(sandbox.KindNotFound, "api key %s not found", id)
+	}
+	return nil
+}

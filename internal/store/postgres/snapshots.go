@@ -1,0 +1,88 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// PutSnapshot inserts or replaces a snapshot.
+func (s *DB) PutSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
+	args, err := json.Marshal(sn.AgentArgs)
+	if err != nil {
+		return fmt.Errorf("encode snapshot %s: %w", sn.ID, err)
+	}
+	_, err = s.pool.Exec(ctx,
+		`INSERT INTO snapshots (id, team_id, sandbox_id, name, image, created_at, agent_args) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		 ON CONFLICT (id) DO UPDATE SET name=excluded.name, image=excluded.image, agent_args=excluded.agent_args`,
+		sn.ID, sn.TeamID, sn.SandboxID, sn.Name, sn.Image, unixNano(sn.CreatedAt), string(args))
+	if err != nil {
+		return fmt.Errorf("put snapshot %s: %w", sn.ID, err)
+	}
+	return nil
+}
+
+const snapshotColumns = `id, team_id, sandbox_id, name, image, created_at, agent_args`
+
+func scanSnapshot(row pgx.Row) (sandbox.Snapshot, error) {
+	var sn sandbox.Snapshot
+	var created int64
+	var args string
+	if err := row.Scan(&sn.ID, &sn.TeamID, &sn.SandboxID, &sn.Name, &sn.Image, &created, &args); err != nil {
+		return sandbox.Snapshot{}, err
+	}
+	sn.CreatedAt = fromUnixNano(created)
+	if err := json.Unmarshal([]byte(args), &sn.AgentArgs); err != nil {
+		return sandbox.Snapshot{}, fmt.Errorf("decode snapshot %s: %w", sn.ID, err)
+	}
+	if len(sn.AgentArgs) == 0 {
+		sn.AgentArgs = nil
+	}
+	return sn, nil
+}
+
+// GetSnapshot returns a snapshot by ID.
+func (s *DB) GetSnapshot(ctx context.Context, id string) (sandbox.Snapshot, error) {
+	sn, err := scanSnapshot(s.pool.QueryRow(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE id = $1`, id))
+	if err != nil {
+		return sandbox.Snapshot{}, notFound(err, "snapshot")
+	}
+	return sn, nil
+}
+
+// ListSnapshots returns a team's snapshots, oldest first, optionally only
+// those of one sandbox.
+func (s *DB) ListSnapshots(ctx context.Context, teamID, sandboxID string) ([]sandbox.Snapshot, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT `+snapshotColumns+` FROM snapshots WHERE team_id = $1 AND ($2 = '' OR sandbox_id = $2)
+		 ORDER BY created_at, id`, teamID, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.Snapshot
+	for rows.Next() {
+		sn, err := scanSnapshot(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sn)
+	}
+	return out, rows.Err()
+}
+
+// DeleteSnapshot removes a snapshot record.
+func (s *DB) DeleteSnapshot(ctx context.Context, id string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM snapshots WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("delete snapshot: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sandbox.Errorf(sandbox.KindNotFound, "snapshot %s not found", id)
+	}
+	return nil
+}
