@@ -273,6 +273,12 @@ summary() {
 	echo "test.sh: the record of this run, as JSON: $record"
 }
 
+# The store tests' PostgreSQL (one for the run, started first: its URL is exported to every
+# step after it, and installing its package takes the dpkg lock), stopped at the end.
+if step "PostgreSQL for the store tests (scripts/ensure-postgres.sh)" 600 \
+	bash -c 'scripts/ensure-postgres.sh >"$1"' postgres "$run_dir/postgres.env"; then
+	eval "$(tail -n 1 "$run_dir/postgres.env")"
+fi
 if step "Docker engine and debootstrap (scripts/ensure-docker.sh)" 900 scripts/ensure-docker.sh &&
 	step "Debian packages of the cluster and the dashboard tests" 900 packages; then
 	if [ "${WARREN_TEST_KUBE:-1}" = 0 ]; then
@@ -291,6 +297,7 @@ if step "Docker engine and debootstrap (scripts/ensure-docker.sh)" 900 scripts/e
 else
 	skip "everything else" "the Docker engine or the packages are missing"
 fi
+scripts/ensure-postgres.sh stop >/dev/null 2>&1
 sleep 1 # (for the lanes' prefixing to write their last lines)
 
 summary
