@@ -48,7 +48,7 @@ func newAPI(t testing.TB) *testAPI {
 	}
 	t.Cleanup(func() { st.Close() })
 	rt := fake.New("warren/base", "python:3.12")
-	evs := events.New(events.Config{Store: st})
+	evs := events.New(events.Config{Store: st, AllowPrivate: true})
 	evs.Start(ctx)
 	t.Cleanup(evs.Close)
 	m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: fake.NewAgent(), Store: st, Events: evs}, noPools())

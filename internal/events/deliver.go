@@ -6,8 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -62,11 +63,16 @@ const batch = 16
 // Start runs the dispatcher and the retention sweep until Close.
 func (s *Service) Start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
+	dialer := &net.Dialer{Timeout: s.cfg.Timeout, KeepAlive: 30 * time.Second}
+	if !s.cfg.AllowPrivate {
+		dialer.Control = dialControl
+	}
 	client := &http.Client{
 		Timeout: s.cfg.Timeout,
 		// A receiver's redirect is its answer, not somewhere to post to.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport:     &http.Transport{Proxy: nil, MaxIdleConnsPerHost: batch, IdleConnTimeout: time.Minute},
+		Transport: &http.Transport{Proxy: nil, DialContext: dialer.DialContext, MaxIdleConnsPerHost: batch,
+			IdleConnTimeout: time.Minute, TLSHandshakeTimeout: s.cfg.Timeout},
 	}
 	s.wg.Go(func() { s.dispatch(ctx, client) })
 	s.wg.Go(func() { s.sweep(ctx) })
@@ -167,7 +173,7 @@ func (s *Service) attempt(ctx context.Context, client *http.Client, d Delivery) 
 		return time.Time{} // stopping: the attempt does not count
 	case d.Attempts >= s.cfg.MaxAttempts:
 		d.Status, d.LastError = DeliveryFailed, err.Error()
-		s.log.Warn("webhook delivery failed for good", logkey.Webhook, w.ID, "delivery", d.ID, "attempts", d.Attempts, "err", err)
+		s.log.Warn("webhook delivery failed for good", logkey.Webhook, w.ID, "delivery", d.ID, "attempts", d.Attempts, "err", errors.Unwrap(err))
 	default:
 		d.LastError = err.Error()
 		d.NextAttempt = now.Add(s.backoff(d.Attempts))
@@ -209,15 +215,26 @@ func post(ctx context.Context, client *http.Client, w Webhook, body []byte) (int
 	req.Header.Set(HeaderSignature, Signature(w.Secret, body))
 	res, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, failure{reason: classify(err), cause: err}
 	}
 	defer res.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	if res.StatusCode/100 != 2 {
-		return res.StatusCode, fmt.Errorf("the receiver answered %s", res.Status)
+		msg := "the receiver answered " + res.Status
+		return res.StatusCode, failure{reason: msg, cause: errors.New(msg)}
 	}
 	return res.StatusCode, nil
 }
+
+// failure is a failed attempt: reason is what the delivery log shows,
+// cause what the server's log does.
+type failure struct {
+	reason string
+	cause  error
+}
+
+func (f failure) Error() string { return f.reason }
+func (f failure) Unwrap() error { return f.cause }
 
 // sweep deletes events past the retention, once at start and then hourly.
 func (s *Service) sweep(ctx context.Context) {

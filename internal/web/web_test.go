@@ -54,7 +54,7 @@ func newWeb(t *testing.T) *testWeb {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	evs := events.New(events.Config{Store: st})
+	evs := events.New(events.Config{Store: st, AllowPrivate: true})
 	evs.Start(ctx)
 	t.Cleanup(evs.Close)
 	set := lifecycle.DefaultSettings()
