@@ -56,10 +56,6 @@ const (
 	HeaderSignature        = "E2b-Signature"
 )
 
-// batch bounds the deliveries attempted at once (each to a different
-// webhook or sandbox).
-const batch = 16
-
 // Start runs the dispatcher and the retention sweep until Close.
 func (s *Service) Start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
@@ -71,7 +67,7 @@ func (s *Service) Start(ctx context.Context) {
 		Timeout: s.cfg.Timeout,
 		// A receiver's redirect is its answer, not somewhere to post to.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport: &http.Transport{Proxy: nil, DialContext: dialer.DialContext, MaxIdleConnsPerHost: batch,
+		Transport: &http.Transport{Proxy: nil, DialContext: dialer.DialContext, MaxIdleConnsPerHost: perWebhook,
 			IdleConnTimeout: time.Minute, TLSHandshakeTimeout: s.cfg.Timeout},
 	}
 	s.wg.Go(func() { s.dispatch(ctx, client) })
@@ -85,66 +81,6 @@ func (s *Service) Close() {
 		s.cancel()
 	}
 	s.wg.Wait()
-}
-
-// idlePoll is how often the dispatcher looks for due deliveries when
-// nothing tells it of one sooner.
-const idlePoll = time.Second
-
-// dispatch delivers what is due, then waits for a new event, the next
-// retry of what it tried, or idlePoll.
-func (s *Service) dispatch(ctx context.Context, client *http.Client) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var deadline time.Time // when the timer fires
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-		case <-timer.C:
-		}
-		next := time.Now().Add(idlePoll)
-		for {
-			more, retry := s.deliverDue(ctx, client)
-			if !retry.IsZero() && retry.Before(next) {
-				next = retry
-			}
-			if !more {
-				break
-			}
-		}
-		// A wake-up must not put off a retry the timer already waits for.
-		if deadline.After(time.Now()) && deadline.Before(next) {
-			next = deadline
-		}
-		deadline = next
-		timer.Reset(max(time.Until(next), 0))
-	}
-}
-
-// deliverDue attempts one batch of due deliveries, in parallel. It
-// reports whether it found any (a sandbox's next event may be due now
-// that one is done) and the soonest retry of those that failed (zero if
-// none).
-func (s *Service) deliverDue(ctx context.Context, client *http.Client) (more bool, retry time.Time) {
-	due, err := s.store.DueDeliveries(ctx, time.Now().UTC(), batch)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("cannot read due webhook deliveries", "err", err)
-		}
-		return false, time.Time{}
-	}
-	next := make(chan time.Time, len(due))
-	for _, d := range due {
-		go func() { next <- s.attempt(ctx, client, d) }()
-	}
-	for range due {
-		if t := <-next; !t.IsZero() && (retry.IsZero() || t.Before(retry)) {
-			retry = t
-		}
-	}
-	return len(due) > 0 && ctx.Err() == nil, retry
 }
 
 // attempt makes one attempt of d and records its outcome; it returns

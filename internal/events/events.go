@@ -94,10 +94,11 @@ type Store interface {
 	// DeleteWebhook removes a webhook and its deliveries.
 	DeleteWebhook(ctx context.Context, id string) error
 
-	// DueDeliveries returns, oldest first, at most limit pending
-	// deliveries due by now that are each the oldest pending one of their
-	// webhook and sandbox: a later event waits for the earlier ones.
-	DueDeliveries(ctx context.Context, now time.Time, limit int) ([]Delivery, error)
+	// DueDeliveries returns, oldest first, the pending deliveries due by
+	// now that are each the oldest pending one of their webhook and
+	// sandbox (a later event waits for the earlier ones), at most
+	// perWebhook of each webhook.
+	DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]Delivery, error)
 	PutDelivery(ctx context.Context, d Delivery) error
 	// Deliveries returns a webhook's newest deliveries, newest first.
 	Deliveries(ctx context.Context, webhookID string, limit int) ([]Delivery, error)
