@@ -72,6 +72,13 @@ func newAPI(t testing.TB) *testAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Volumes are mounts (nosuid binds): they go before the directory.
+	t.Cleanup(func() {
+		left, _ := st.ListAllVolumes(context.Background())
+		for _, v := range left {
+			vols.Delete(context.Background(), v.TeamID, v.ID)
+		}
+	})
 	a.iss, err = identity.New(identity.Config{Issuer: "https://warren.test", KeyFile: filepath.Join(dir, "oidc-keys.json")})
 	if err != nil {
 		t.Fatal(err)

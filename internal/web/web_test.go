@@ -79,6 +79,13 @@ func newWeb(t *testing.T) *testWeb {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Volumes are mounts (nosuid binds): they go before the directory.
+	t.Cleanup(func() {
+		left, _ := st.ListAllVolumes(ctx)
+		for _, v := range left {
+			w.vols.Delete(ctx, v.TeamID, v.ID)
+		}
+	})
 	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Terminals: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}))
 	t.Cleanup(w.srv.Close)
 	return w
