@@ -100,7 +100,7 @@ func (s *server) doLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	token, now := sandbox.NewToken(), s.now()
 	ds := sandbox.DashboardSession{Hash: hashToken(token), TeamID: team, CSRF: sandbox.NewToken(),
-		CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)}
+		CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL), Operator: req.Token != ""}
 	if err := s.st.CreateDashboardSession(ctx, ds); err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ func newWeb(t *testing.T) *testWeb {
 			w.vols.Delete(ctx, v.TeamID, v.ID)
 		}
 	})
-	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Terminals: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}))
+	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Info: ServerInfo{StateDir: "/var/lib/warren"}, Terminals: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}))
 	t.Cleanup(w.srv.Close)
 	return w
 }

@@ -194,6 +194,8 @@ var migrations = []string{
 		team_id TEXT NOT NULL,
 		peaks TEXT NOT NULL
 	);`,
+	// Whether a dashboard session is the operator's (dashboard.go).
+	`ALTER TABLE dashboard_sessions ADD COLUMN operator INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and
