@@ -162,6 +162,7 @@ func (s *Server) open(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	warnOpenStateDir(cfg.StateDir, log)
 	st, err := sqlite.Open(ctx, filepath.Join(cfg.StateDir, "warren.db"))
 	if err != nil {
 		return err
