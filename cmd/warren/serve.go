@@ -292,6 +292,8 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&cfg.TemplateBuilds, "template-builds", template.DefaultMaxConcurrentBuilds, "template builds run at once; more wait in a queue")
 	e.Duration(&cfg.EventsRetention, "events-retention", events.DefaultRetention, "how long sandbox lifecycle events (GET /events/sandboxes, webhooks) are kept")
 	e.Duration(&cfg.WebhookTimeout, "webhook-timeout", events.DefaultTimeout, "time limit of one webhook delivery attempt; a failed one is retried with backoff")
+	e.Bool(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks target loopback, link-local, private and this host's own addresses "+
+		"(checked on the address of every delivery's connection); false: such URLs are refused, so no API key can reach the server's own network through a webhook")
 	e.Bool(&l.PauseToDisk, "pause-to-disk", false, "under gvisor, a pause that keeps memory checkpoints the sandbox to disk at once instead of freezing it (no RAM held; resume takes a restore)")
 	e.Duration(&l.CheckpointMaxAge, "checkpoint-max-age", d.CheckpointMaxAge, "delete checkpoints of sandboxes paused this long; they become stopped (negative: never)")
 	e.Int(&l.CPUCount, "cpu-count", d.CPUCount, "CPUs per sandbox")

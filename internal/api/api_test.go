@@ -48,7 +48,7 @@ func newAPI(t testing.TB) *testAPI {
 	}
 	t.Cleanup(func() { st.Close() })
 	rt := fake.New("warren/base", "python:3.12")
-	evs := events.New(events.Config{Store: st})
+	evs := events.New(events.Config{Store: st, AllowPrivate: true})
 	evs.Start(ctx)
 	t.Cleanup(evs.Close)
 	m, err := lifecycle.New(lifecycle.Deps{Runtime: rt, Agent: fake.NewAgent(), Store: st, Events: evs}, noPools())
@@ -72,6 +72,13 @@ func newAPI(t testing.TB) *testAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Volumes are mounts (nosuid binds): they go before the directory.
+	t.Cleanup(func() {
+		left, _ := st.ListAllVolumes(context.Background())
+		for _, v := range left {
+			vols.Delete(context.Background(), v.TeamID, v.ID)
+		}
+	})
 	a.iss, err = identity.New(identity.Config{Issuer: "https://warren.test", KeyFile: filepath.Join(dir, "oidc-keys.json")})
 	if err != nil {
 		t.Fatal(err)

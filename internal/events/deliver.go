@@ -6,8 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -55,18 +56,19 @@ const (
 	HeaderSignature        = "E2b-Signature"
 )
 
-// batch bounds the deliveries attempted at once (each to a different
-// webhook or sandbox).
-const batch = 16
-
 // Start runs the dispatcher and the retention sweep until Close.
 func (s *Service) Start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
+	dialer := &net.Dialer{Timeout: s.cfg.Timeout, KeepAlive: 30 * time.Second}
+	if !s.cfg.AllowPrivate {
+		dialer.Control = dialControl
+	}
 	client := &http.Client{
 		Timeout: s.cfg.Timeout,
 		// A receiver's redirect is its answer, not somewhere to post to.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport:     &http.Transport{Proxy: nil, MaxIdleConnsPerHost: batch, IdleConnTimeout: time.Minute},
+		Transport: &http.Transport{Proxy: nil, DialContext: dialer.DialContext, MaxIdleConnsPerHost: perWebhook,
+			IdleConnTimeout: time.Minute, TLSHandshakeTimeout: s.cfg.Timeout},
 	}
 	s.wg.Go(func() { s.dispatch(ctx, client) })
 	s.wg.Go(func() { s.sweep(ctx) })
@@ -79,66 +81,6 @@ func (s *Service) Close() {
 		s.cancel()
 	}
 	s.wg.Wait()
-}
-
-// idlePoll is how often the dispatcher looks for due deliveries when
-// nothing tells it of one sooner.
-const idlePoll = time.Second
-
-// dispatch delivers what is due, then waits for a new event, the next
-// retry of what it tried, or idlePoll.
-func (s *Service) dispatch(ctx context.Context, client *http.Client) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var deadline time.Time // when the timer fires
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-		case <-timer.C:
-		}
-		next := time.Now().Add(idlePoll)
-		for {
-			more, retry := s.deliverDue(ctx, client)
-			if !retry.IsZero() && retry.Before(next) {
-				next = retry
-			}
-			if !more {
-				break
-			}
-		}
-		// A wake-up must not put off a retry the timer already waits for.
-		if deadline.After(time.Now()) && deadline.Before(next) {
-			next = deadline
-		}
-		deadline = next
-		timer.Reset(max(time.Until(next), 0))
-	}
-}
-
-// deliverDue attempts one batch of due deliveries, in parallel. It
-// reports whether it found any (a sandbox's next event may be due now
-// that one is done) and the soonest retry of those that failed (zero if
-// none).
-func (s *Service) deliverDue(ctx context.Context, client *http.Client) (more bool, retry time.Time) {
-	due, err := s.store.DueDeliveries(ctx, time.Now().UTC(), batch)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("cannot read due webhook deliveries", "err", err)
-		}
-		return false, time.Time{}
-	}
-	next := make(chan time.Time, len(due))
-	for _, d := range due {
-		go func() { next <- s.attempt(ctx, client, d) }()
-	}
-	for range due {
-		if t := <-next; !t.IsZero() && (retry.IsZero() || t.Before(retry)) {
-			retry = t
-		}
-	}
-	return len(due) > 0 && ctx.Err() == nil, retry
 }
 
 // attempt makes one attempt of d and records its outcome; it returns
@@ -167,7 +109,7 @@ func (s *Service) attempt(ctx context.Context, client *http.Client, d Delivery) 
 		return time.Time{} // stopping: the attempt does not count
 	case d.Attempts >= s.cfg.MaxAttempts:
 		d.Status, d.LastError = DeliveryFailed, err.Error()
-		s.log.Warn("webhook delivery failed for good", logkey.Webhook, w.ID, "delivery", d.ID, "attempts", d.Attempts, "err", err)
+		s.log.Warn("webhook delivery failed for good", logkey.Webhook, w.ID, "delivery", d.ID, "attempts", d.Attempts, "err", errors.Unwrap(err))
 	default:
 		d.LastError = err.Error()
 		d.NextAttempt = now.Add(s.backoff(d.Attempts))
@@ -209,15 +151,26 @@ func post(ctx context.Context, client *http.Client, w Webhook, body []byte) (int
 	req.Header.Set(HeaderSignature, Signature(w.Secret, body))
 	res, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, failure{reason: classify(err), cause: err}
 	}
 	defer res.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	if res.StatusCode/100 != 2 {
-		return res.StatusCode, fmt.Errorf("the receiver answered %s", res.Status)
+		msg := "the receiver answered " + res.Status
+		return res.StatusCode, failure{reason: msg, cause: errors.New(msg)}
 	}
 	return res.StatusCode, nil
 }
+
+// failure is a failed attempt: reason is what the delivery log shows,
+// cause what the server's log does.
+type failure struct {
+	reason string
+	cause  error
+}
+
+func (f failure) Error() string { return f.reason }
+func (f failure) Unwrap() error { return f.cause }
 
 // sweep deletes events past the retention, once at start and then hourly.
 func (s *Service) sweep(ctx context.Context) {

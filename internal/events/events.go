@@ -94,10 +94,11 @@ type Store interface {
 	// DeleteWebhook removes a webhook and its deliveries.
 	DeleteWebhook(ctx context.Context, id string) error
 
-	// DueDeliveries returns, oldest first, at most limit pending
-	// deliveries due by now that are each the oldest pending one of their
-	// webhook and sandbox: a later event waits for the earlier ones.
-	DueDeliveries(ctx context.Context, now time.Time, limit int) ([]Delivery, error)
+	// DueDeliveries returns, oldest first, the pending deliveries due by
+	// now that are each the oldest pending one of their webhook and
+	// sandbox (a later event waits for the earlier ones), at most
+	// perWebhook of each webhook.
+	DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]Delivery, error)
 	PutDelivery(ctx context.Context, d Delivery) error
 	// Deliveries returns a webhook's newest deliveries, newest first.
 	Deliveries(ctx context.Context, webhookID string, limit int) ([]Delivery, error)
@@ -129,6 +130,10 @@ type Config struct {
 	// each further one up to MaxBackoff; defaults 1 s and 5 min.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
+	// AllowPrivate lets webhooks target loopback, link-local, private and
+	// this host's own addresses; default false: such a URL is refused when
+	// set and such an address when a delivery connects.
+	AllowPrivate bool
 }
 
 // Service records events and serves the events and webhook APIs; its
@@ -237,7 +242,7 @@ func (s *Service) CreateWebhook(ctx context.Context, team string, spec WebhookSp
 	}
 	now := time.Now().UTC()
 	w := Webhook{ID: uuid.NewString(), TeamID: team, Enabled: true, Events: sandbox.EventTypes, CreatedAt: now, UpdatedAt: now}
-	if err := apply(&w, spec); err != nil {
+	if err := s.apply(ctx, &w, spec); err != nil {
 		return Webhook{}, err
 	}
 	if w.Name == "" {
@@ -259,7 +264,7 @@ func (s *Service) UpdateWebhook(ctx context.Context, team, id string, spec Webho
 	if spec.Secret != nil && *spec.Secret == "" {
 		return Webhook{}, sandbox.Errorf(sandbox.KindInvalid, "signatureSecret cannot be empty")
 	}
-	if err := apply(&w, spec); err != nil {
+	if err := s.apply(ctx, &w, spec); err != nil {
 		return Webhook{}, err
 	}
 	w.UpdatedAt = time.Now().UTC()
@@ -304,7 +309,7 @@ func (s *Service) Deliveries(ctx context.Context, team, id string, limit int) ([
 }
 
 // apply checks spec and sets what it gives on w.
-func apply(w *Webhook, spec WebhookSpec) error {
+func (s *Service) apply(ctx context.Context, w *Webhook, spec WebhookSpec) error {
 	if spec.Name != nil {
 		if len(*spec.Name) > maxWebhookName || strings.ContainsFunc(*spec.Name, isControl) {
 			return sandbox.Errorf(sandbox.KindInvalid, "name must be at most %d characters, without control characters", maxWebhookName)
@@ -312,7 +317,7 @@ func apply(w *Webhook, spec WebhookSpec) error {
 		w.Name = *spec.Name
 	}
 	if spec.URL != nil {
-		if err := checkURL(*spec.URL); err != nil {
+		if err := s.checkURL(ctx, *spec.URL); err != nil {
 			return err
 		}
 		w.URL = *spec.URL
@@ -344,16 +349,18 @@ func apply(w *Webhook, spec WebhookSpec) error {
 	return nil
 }
 
-// checkURL accepts an absolute http or https URL. Any host is allowed:
-// webhook targets are the operator's own (a self-hosted server often
-// posts to a private address).
-func checkURL(raw string) error {
+// checkURL accepts an absolute http or https URL, at a public address
+// unless the operator allows private ones (target.go).
+func (s *Service) checkURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil || len(raw) > maxWebhookURL || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+	if err != nil || len(raw) > maxWebhookURL || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
 		u.User != nil || strings.ContainsFunc(raw, isControl) {
 		return sandbox.Errorf(sandbox.KindInvalid, "url must be an absolute http:// or https:// URL without credentials, at most %d characters", maxWebhookURL)
 	}
-	return nil
+	if s.cfg.AllowPrivate {
+		return nil
+	}
+	return checkTarget(ctx, u)
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

@@ -88,7 +88,7 @@ func openStore(t *testing.T, path string) *sqlite.DB {
 
 func newService(t *testing.T, db *sqlite.DB) *events.Service {
 	t.Helper()
-	s := events.New(events.Config{Store: db, Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 4})
+	s := events.New(events.Config{Store: db, AllowPrivate: true, Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 4})
 	s.Start(context.Background())
 	t.Cleanup(s.Close)
 	return s
@@ -218,7 +218,7 @@ func TestNothingLostAcrossRestart(t *testing.T) {
 	rc := newReceiver(t, 0)
 	ctx := context.Background()
 	db := openStore(t, path)
-	first := events.New(events.Config{Store: db}) // never started
+	first := events.New(events.Config{Store: db, AllowPrivate: true}) // never started
 	if _, err := first.CreateWebhook(ctx, "team1", events.WebhookSpec{URL: ptr(rc.srv.URL), Secret: ptr("k")}); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestNothingLostAcrossRestart(t *testing.T) {
 
 func TestEventsQuery(t *testing.T) {
 	db := openStore(t, ":memory:")
-	s := events.New(events.Config{Store: db})
+	s := events.New(events.Config{Store: db, AllowPrivate: true})
 	ctx := context.Background()
 	for _, typ := range []sandbox.EventType{sandbox.EventCreated, sandbox.EventUpdated, sandbox.EventKilled} {
 		s.Record(ctx, event("team1", "isb1", typ))
@@ -266,7 +266,7 @@ func TestEventsQuery(t *testing.T) {
 }
 
 func TestWebhookValidation(t *testing.T) {
-	s := events.New(events.Config{Store: openStore(t, ":memory:")})
+	s := events.New(events.Config{Store: openStore(t, ":memory:"), AllowPrivate: true})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -318,7 +318,7 @@ func TestWebhookValidation(t *testing.T) {
 // in each step (paused ones are not running), and creates per second.
 func TestTeamMetrics(t *testing.T) {
 	db := openStore(t, ":memory:")
-	s := events.New(events.Config{Store: db})
+	s := events.New(events.Config{Store: db, AllowPrivate: true})
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := func(sec int, id string, typ sandbox.EventType) {

@@ -22,8 +22,17 @@ func (g *Guard) servePaced(h http.Handler, w http.ResponseWriter, r *http.Reques
 	b := &pacedBody{body: r.Body, rc: http.NewResponseController(w), timeout: g.cfg.BodyTimeout, minBytes: g.cfg.BodyMinBytes}
 	r.Body = b
 	tw := &trackingWriter{ResponseWriter: w, body: b}
+	// net/http reads what a handler leaves of a body (up to 256 KiB)
+	// before it sends the answer, with no deadline of its own: until the
+	// handler reads, the body timeout bounds that too. An upgrade is
+	// left alone: its connection outlives the request, deadline and all.
+	if r.Header.Get("Upgrade") == "" {
+		_ = b.rc.SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout))
+	}
 	h.ServeHTTP(tw, r)
-	if !b.finish() {
+	cut := b.finish()
+	if !cut {
+		b.dropRest(tw)
 		return
 	}
 	g.log.DebugContext(r.Context(), "request body too slow; cut", "remote", r.RemoteAddr, "path", r.URL.Path)
@@ -57,6 +66,7 @@ type pacedBody struct {
 	got     int64         // bytes since the allowance was last renewed
 	left    time.Duration // of the allowance
 	cut     bool
+	ended   bool // the handler read it to its end
 }
 
 func (b *pacedBody) Read(p []byte) (int, error) {
@@ -86,6 +96,7 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 	b.left -= time.Since(start)
 	switch {
 	case err != nil:
+		b.ended = err == io.EOF
 		if errors.Is(err, os.ErrDeadlineExceeded) && b.left <= 0 {
 			b.cut = true
 			err = fmt.Errorf("%w: %w", ErrSlowBody, err)
@@ -115,6 +126,43 @@ func (b *pacedBody) finish() bool {
 	b.done = true
 	return b.cut
 }
+
+// dropRest deals with what the handler left of the body, once it
+// returned: net/http would wait for up to 256 KiB of it before it
+// answers or closes, at the client's pace. What arrives within dropGrace
+// is taken; if more is to come, the answer says Connection: close (when
+// the handler has not sent its header) and the server's own reads of the
+// rest fail at once, so the connection closes after the answer.
+func (b *pacedBody) dropRest(tw *trackingWriter) {
+	b.mu.Lock()
+	ended := b.ended
+	b.mu.Unlock()
+	if ended {
+		return
+	}
+	// Not a past deadline: the body's end starts net/http's background
+	// read of the connection, which must not fail before the deadline is
+	// cleared below.
+	if err := b.rc.SetReadDeadline(time.Now().Add(dropGrace)); err != nil {
+		return // no deadlines here (not a net/http connection)
+	}
+	if _, err := io.CopyN(io.Discard, b.body, maxUnread+1); err == io.EOF {
+		_ = b.rc.SetReadDeadline(time.Time{})
+		return
+	}
+	_ = b.rc.SetReadDeadline(time.Now())
+	if !tw.wrote.Load() {
+		tw.Header().Set("Connection", "close")
+	}
+}
+
+// dropGrace is how long dropRest waits for the bytes of a body that were
+// sent with the request.
+const dropGrace = 100 * time.Millisecond
+
+// maxUnread is net/http's maxPostHandlerReadBytes: the most of a body it
+// reads for a handler that left it.
+const maxUnread = 256 << 10
 
 // trackingWriter notes whether the handler answered, and drops its
 // answer once the body was cut before it. ResponseController reaches the

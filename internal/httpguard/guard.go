@@ -38,8 +38,12 @@ type Config struct {
 	// body: from the handler's first read, each BodyMinBytes of it (or
 	// its end) must arrive within BodyTimeout, else it is cut and the
 	// request answered 408. A body of any size passes at any pace above
-	// that. BodyTimeout 0 or negative = no minimum; BodyMinBytes <= 0 is
-	// taken as 1.
+	// that. Until the handler reads, BodyTimeout also bounds net/http's
+	// own reading of the body (it takes up to 256 KiB of a body a handler
+	// left before it answers); a handler that returns without reading
+	// the body to its end gets its answer sent with Connection: close
+	// unless the rest arrives at once. BodyTimeout 0 or negative = no
+	// minimum; BodyMinBytes <= 0 is taken as 1.
 	BodyTimeout  time.Duration
 	BodyMinBytes int64
 	// OverCapGrace is how long a connection over the cap may live: enough

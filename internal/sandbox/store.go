@@ -35,6 +35,10 @@ type DashboardSession struct {
 	CSRF      string
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// Operator is true for a session made from a login link of `warren
+	// dashboard`, which needs the state dir: the server's operator, who
+	// may see server-wide figures. An API key's session is only its team's.
+	Operator bool
 }
 
 // Snapshot is a sandbox's filesystem saved as an image; its ID can be used

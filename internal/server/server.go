@@ -71,6 +71,9 @@ type Config struct {
 	// WebhookTimeout bounds one webhook delivery attempt; 0 = the events
 	// service's default.
 	WebhookTimeout time.Duration
+	// WebhookAllowPrivate lets webhooks target loopback, link-local,
+	// private and this host's own addresses; default false.
+	WebhookAllowPrivate bool
 	// IdleTimeout closes a client's keep-alive connection idle this long
 	// between requests; negative = never, 0 = net/http's default (never
 	// beyond ReadTimeout, which is not set).
@@ -159,6 +162,7 @@ func (s *Server) open(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	warnOpenStateDir(cfg.StateDir, log)
 	st, err := sqlite.Open(ctx, filepath.Join(cfg.StateDir, "warren.db"))
 	if err != nil {
 		return err
@@ -198,7 +202,8 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 
-	evs := events.New(events.Config{Store: st, Logger: log, Retention: cfg.EventsRetention, Timeout: cfg.WebhookTimeout})
+	evs := events.New(events.Config{Store: st, Logger: log, Retention: cfg.EventsRetention, Timeout: cfg.WebhookTimeout,
+		AllowPrivate: cfg.WebhookAllowPrivate})
 	evs.Start(ctx)
 	s.onClose(evs.Close)
 

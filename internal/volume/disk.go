@@ -187,21 +187,59 @@ func unmount(dir string) error {
 	return nil
 }
 
-// isMountPoint tells whether a filesystem is mounted on dir: its device
-// differs from its parent's.
+// isMountPoint tells whether a filesystem is mounted on dir: statx says
+// it is a mount's root (a bind of a directory onto itself too), or, on
+// kernels before 5.8, its device differs from its parent's.
 func isMountPoint(dir string) (bool, error) {
-	var st, parent unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return false, nil
 		}
 		return false, fmt.Errorf("volume mount point: %w", err)
 	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+	}
+	var parent unix.Stat_t
 	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
 		return false, fmt.Errorf("volume mount point: %w", err)
 	}
-	return st.Dev != parent.Dev, nil
+	return unix.Mkdev(stx.Dev_major, stx.Dev_minor) != parent.Dev, nil
 }
+
+// bindNoSuid makes a plain volume's directory a mount of its own, nosuid
+// and nodev, unless it is one already. Sandbox root is host root: a
+// setuid-root program or a device node it makes in a volume must not be
+// one on the host, and Docker's bind mounts take their flags from the
+// mount they bind. A server that may not mount (not root) returns
+// errNoMount.
+func bindNoSuid(dir string) error {
+	if on, err := isMountPoint(dir); err != nil || on {
+		return err
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return errNoMount
+		}
+		return fmt.Errorf("bind volume %s: %w", filepath.Base(dir), err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		return fmt.Errorf("bind volume %s: %w", filepath.Base(dir), err)
+	}
+	// A remount sets every flag anew: keep those the bind inherited.
+	keep := uintptr(fs.Flags) & (unix.MS_RDONLY | unix.MS_NOEXEC | unix.MS_NOATIME | unix.MS_NODIRATIME | unix.MS_RELATIME)
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV|keep, ""); err != nil {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		return fmt.Errorf("remount volume %s nosuid,nodev: %w", filepath.Base(dir), err)
+	}
+	return nil
+}
+
+// errNoMount is bindNoSuid's answer on a server that may not mount.
+var errNoMount = errors.New("not allowed to mount")
 
 // Usage is a volume's disk use.
 type Usage struct {

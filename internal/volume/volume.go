@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
@@ -59,6 +60,8 @@ type Service struct {
 	// sizeMB is Config.SizeLimitMB; 0 = none.
 	sizeMB int
 	log    *slog.Logger
+
+	warnNoMount sync.Once // bindDir's warning
 }
 
 // New opens the volumes directory and the signing key and reconciles the
@@ -80,7 +83,12 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
+	// Only the server (and the engine, as root) goes in: volumes hold
+	// what sandboxes' root made, for a local user to find.
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("volumes dir: %w", err)
+	}
+	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("volumes dir: %w", err)
 	}
 	key, err := loadKey(cfg.KeyFile)
@@ -109,8 +117,13 @@ func (s *Service) reconcile(ctx context.Context) error {
 			}
 		case !errors.Is(err, os.ErrNotExist):
 			return fmt.Errorf("volume %s: %w", v.ID, err)
-		case s.sizeMB > 0:
-			s.log.Warn("volume was made without --volume-size-mb and keeps no size limit", logkey.Volume, v.ID, "name", v.Name, logkey.Team, v.TeamID)
+		default:
+			if s.sizeMB > 0 {
+				s.log.Warn("volume was made without --volume-size-mb and keeps no size limit", logkey.Volume, v.ID, "name", v.Name, logkey.Team, v.TeamID)
+			}
+			if err := s.bindDir(v.ID); err != nil {
+				return fmt.Errorf("volume %s (%s of team %s): %w", v.ID, v.Name, v.TeamID, err)
+			}
 		}
 	}
 	entries, err := os.ReadDir(s.dir)
@@ -183,7 +196,26 @@ func (s *Service) makeContent(id string) error {
 	if err := os.Chmod(s.Dir(id), 0o777|os.ModeSticky); err != nil {
 		return fmt.Errorf("create volume dir: %w", err)
 	}
-	return nil
+	return s.bindDir(id)
+}
+
+// bindDir makes a plain volume's directory a nosuid,nodev mount of its
+// own (bindNoSuid); where the server may not mount, it warns once and
+// leaves the directory as it is, reachable only through the 0700
+// volumes directory.
+func (s *Service) bindDir(id string) error {
+	if _, err := os.Lstat(s.Dir(id)); errors.Is(err, os.ErrNotExist) {
+		return nil // its content is gone; Delete still works
+	}
+	err := bindNoSuid(s.Dir(id))
+	if errors.Is(err, errNoMount) {
+		s.warnNoMount.Do(func() {
+			s.log.Warn("volumes are not mounted nosuid,nodev: this server may not mount (run it as root); " +
+				"setuid programs made in them by sandboxes' root keep their bit on the host, behind the 0700 volumes directory")
+		})
+		return nil
+	}
+	return err
 }
 
 // removeContent removes a volume's tree and filesystem, whichever exist.

@@ -23,7 +23,22 @@ func newService(t *testing.T, now func() time.Time) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { deleteAll(t, s) })
 	return s
+}
+
+// deleteAll deletes the volumes left, so that their mounts go before
+// the temporary directory does.
+func deleteAll(t *testing.T, s *Service) {
+	vols, err := s.st.ListAllVolumes(context.Background())
+	if err != nil {
+		t.Error(err)
+	}
+	for _, v := range vols {
+		if err := s.Delete(context.Background(), v.TeamID, v.ID); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 func TestCreateDelete(t *testing.T) {

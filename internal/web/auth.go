@@ -10,8 +10,24 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// CookieName is the session cookie's name.
+// CookieName is the session cookie's name over plain HTTP; over TLS it
+// is HostCookieName.
 const CookieName = "warren_dashboard"
+
+// HostCookieName is the session cookie's name over TLS. A browser takes a
+// __Host- cookie only from the host itself, Secure, with Path=/ and no
+// Domain, so a sandbox's page on a subdomain (<port>-<id>.<domain>)
+// cannot set one that the dashboard would take for its session.
+const HostCookieName = "__Host-" + CookieName
+
+// sessionCookie is the session cookie as r's connection has it.
+func sessionCookie(r *http.Request, value string) *http.Cookie {
+	c := &http.Cookie{Name: CookieName, Value: value, Path: Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode}
+	if r.TLS != nil {
+		c.Name, c.Path, c.Secure = HostCookieName, "/", true
+	}
+	return c
+}
 
 // CSRFHeader carries a session's CSRF token on every state-changing
 // request; the session answer (GET /dashboard/api/session) gives it.
@@ -99,12 +115,13 @@ func (s *server) doLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	token, now := sandbox.NewToken(), s.now()
 	ds := sandbox.DashboardSession{Hash: hashToken(token), TeamID: team, CSRF: sandbox.NewToken(),
-		CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)}
+		CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL), Operator: req.Token != ""}
 	if err := s.st.CreateDashboardSession(ctx, ds); err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: Prefix, Expires: ds.ExpiresAt,
-		MaxAge: int(s.cfg.SessionTTL / time.Second), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	c := sessionCookie(r, token)
+	c.Expires, c.MaxAge = ds.ExpiresAt, int(s.cfg.SessionTTL/time.Second)
+	http.SetCookie(w, c)
 	s.log.Info("dashboard login", logkey.Team, team, "by", map[bool]string{true: "link", false: "key"}[req.Token != ""])
 	writeJSON(w, http.StatusOK, sessionInfo{TeamID: team, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt})
 	return nil
@@ -125,14 +142,15 @@ func (s *server) logout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix, MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	c := sessionCookie(r, "")
+	c.MaxAge = -1
+	http.SetCookie(w, c)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // session returns the request's unexpired session.
 func (s *server) session(r *http.Request) (sandbox.DashboardSession, error) {
-	c, err := r.Cookie(CookieName)
+	c, err := r.Cookie(sessionCookie(r, "").Name)
 	if err != nil || c.Value == "" {
 		return sandbox.DashboardSession{}, sandbox.Errorf(sandbox.KindUnauthenticated, "not logged in to the dashboard")
 	}

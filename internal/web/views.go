@@ -408,16 +408,30 @@ type serverJSON struct {
 }
 
 // serverView is the server as a whole. Its counts are the server's, not
-// the team's: they say what the machine carries.
+// the team's: they say what the machine carries, so only the operator's
+// session (a login link) gets them, with the state dir and the checks;
+// a team's key sees the settings its sandboxes get.
 func (s *server) serverView(w http.ResponseWriter, r *http.Request, team string) error {
-	st := s.m.ServerStats(r.Context())
+	ds, err := s.session(r)
+	if err != nil {
+		return err
+	}
 	mc := s.m.Settings()
-	out := serverJSON{ServerInfo: s.cfg.Info, Runtime: string(mc.SandboxRuntime), Running: st.Running, Paused: map[string]int{},
-		PoolReady: st.PoolReady, PoolSize: st.PoolSize, Checkpoints: st.Checkpoints, CheckpointBytes: st.CheckpointBytes,
-		MaxTimeoutSec: int64(mc.MaxTimeout / time.Second), DefaultCPU: mc.CPUCount, DefaultMemoryMB: mc.MemoryMB, Checks: []Check{}}
+	info := s.cfg.Info
+	info.StateDir = ""
+	out := serverJSON{ServerInfo: info, Runtime: string(mc.SandboxRuntime), Paused: map[string]int{}, PoolReady: map[string]int{},
+		PoolSize: map[string]int{}, MaxTimeoutSec: int64(mc.MaxTimeout / time.Second), DefaultCPU: mc.CPUCount,
+		DefaultMemoryMB: mc.MemoryMB, Checks: []Check{}}
 	if out.Runtime == "" {
 		out.Runtime = string(sandbox.RuntimeRunc)
 	}
+	if !ds.Operator {
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	st := s.m.ServerStats(r.Context())
+	out.ServerInfo, out.Running, out.PoolReady, out.PoolSize = s.cfg.Info, st.Running, st.PoolReady, st.PoolSize
+	out.Checkpoints, out.CheckpointBytes = st.Checkpoints, st.CheckpointBytes
 	for m, n := range st.Paused {
 		out.Paused[string(m)] = n
 	}

@@ -55,7 +55,7 @@ func newWeb(t *testing.T) *testWeb {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	evs := events.New(events.Config{Store: st})
+	evs := events.New(events.Config{Store: st, AllowPrivate: true})
 	evs.Start(ctx)
 	t.Cleanup(evs.Close)
 	set := lifecycle.DefaultSettings()
@@ -80,7 +80,14 @@ func newWeb(t *testing.T) *testWeb {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Terminals: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}))
+	// Volumes are mounts (nosuid binds): they go before the directory.
+	t.Cleanup(func() {
+		left, _ := st.ListAllVolumes(ctx)
+		for _, v := range left {
+			w.vols.Delete(ctx, v.TeamID, v.ID)
+		}
+	})
+	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Info: ServerInfo{StateDir: "/var/lib/warren"}, Terminals: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}))
 	t.Cleanup(w.srv.Close)
 	return w
 }

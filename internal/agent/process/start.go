@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -153,12 +154,38 @@ func startError(cmd string, err error) error {
 	if errors.Is(err, syscall.EAGAIN) {
 		// fork(2) says EAGAIN when the sandbox's pids limit (or the user's
 		// RLIMIT_NPROC) is reached: the sandbox is busy, not broken.
-		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("cannot start '%s': the sandbox has reached its process limit: %w", cmd, err))
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("cannot start '%s': the sandbox has reached its process limit%s: %w",
+			cmd, processLimit(pidsMaxV2, pidsMaxV1), err))
 	}
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, exec.ErrNotFound) {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cannot start '%s': %w", cmd, err))
 	}
 	return connect.NewError(connect.CodeInternal, fmt.Errorf("cannot start '%s': %w", cmd, err))
+}
+
+// Where the sandbox's pids limit is, under cgroup v2 and v1. gVisor's
+// kernel shows neither.
+const (
+	pidsMaxV2 = "/sys/fs/cgroup/pids.max"
+	pidsMaxV1 = "/sys/fs/cgroup/pids/pids.max"
+)
+
+// processLimit names the pids limit the first readable file of files
+// holds, for a start refused for it: " of N processes and threads
+// (warren serve --pids-limit)", or "" when no file tells (reading one
+// takes no new process).
+func processLimit(files ...string) string {
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if n := strings.TrimSpace(string(b)); n != "" && n != "max" {
+			return " of " + n + " processes and threads (warren serve --pids-limit)"
+		}
+		return ""
+	}
+	return ""
 }
 
 // credential is nil when the agent already is the user, so a non-root agent

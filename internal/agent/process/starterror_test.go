@@ -37,3 +37,28 @@ func TestStartError(t *testing.T) {
 		})
 	}
 }
+
+// A start refused for the pids limit says which limit: the number in the
+// sandbox's cgroup, and the flag that sets it.
+func TestProcessLimitNamed(t *testing.T) {
+	dir := t.TempDir()
+	limited, unlimited := dir+"/limited", dir+"/unlimited"
+	os.WriteFile(limited, []byte("4096\n"), 0o644)
+	os.WriteFile(unlimited, []byte("max\n"), 0o644)
+	for _, tc := range []struct {
+		name  string
+		files []string
+		want  string
+	}{
+		{"v2 file", []string{limited, dir + "/none"}, " of 4096 processes and threads (warren serve --pids-limit)"},
+		{"v1 file after a missing v2 one", []string{dir + "/none", limited}, " of 4096 processes and threads (warren serve --pids-limit)"},
+		{"no limit", []string{unlimited}, ""},
+		{"no cgroup files (gVisor)", []string{dir + "/none"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := processLimit(tc.files...); got != tc.want {
+				t.Errorf("processLimit = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

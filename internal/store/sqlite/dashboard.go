@@ -50,8 +50,8 @@ func (s *DB) CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSes
 		return fmt.Errorf("expire dashboard sessions: %w", err)
 	}
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO dashboard_sessions (hash, team_id, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
-		ds.Hash, ds.TeamID, ds.CSRF, unixNano(ds.CreatedAt), unixNano(ds.ExpiresAt))
+		`INSERT INTO dashboard_sessions (hash, team_id, csrf, created_at, expires_at, operator) VALUES (?, ?, ?, ?, ?, ?)`,
+		ds.Hash, ds.TeamID, ds.CSRF, unixNano(ds.CreatedAt), unixNano(ds.ExpiresAt), ds.Operator)
 	if err != nil {
 		return fmt.Errorf("create dashboard session: %w", err)
 	}
@@ -64,8 +64,8 @@ func (s *DB) CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSes
 func (s *DB) DashboardSessionByHash(ctx context.Context, hash string, now time.Time) (sandbox.DashboardSession, error) {
 	ds := sandbox.DashboardSession{Hash: hash}
 	var created, expires int64
-	err := s.db.QueryRowContext(ctx, `SELECT team_id, csrf, created_at, expires_at FROM dashboard_sessions WHERE hash = ?`, hash).
-		Scan(&ds.TeamID, &ds.CSRF, &created, &expires)
+	err := s.db.QueryRowContext(ctx, `SELECT team_id, csrf, created_at, expires_at, operator FROM dashboard_sessions WHERE hash = ?`, hash).
+		Scan(&ds.TeamID, &ds.CSRF, &created, &expires, &ds.Operator)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sandbox.DashboardSession{}, sandbox.Errorf(sandbox.KindUnauthenticated, "no dashboard session")
 	}

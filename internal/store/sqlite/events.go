@@ -139,15 +139,18 @@ func (s *DB) DeleteWebhook(ctx context.Context, id string) error {
 }
 
 // DueDeliveries returns pending deliveries due by now, each the oldest
-// pending one of its webhook and sandbox, oldest first.
-func (s *DB) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]events.Delivery, error) {
+// pending one of its webhook and sandbox, at most perWebhook of each
+// webhook, oldest first.
+func (s *DB) DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]events.Delivery, error) {
 	return queryJSON[events.Delivery](ctx, s.db,
-		`SELECT d.data FROM webhook_deliveries d
-		 WHERE d.status = ? AND d.next_attempt <= ? AND d.seq = (
-			SELECT MIN(p.seq) FROM webhook_deliveries p
-			WHERE p.webhook_id = d.webhook_id AND p.sandbox_id = d.sandbox_id AND p.status = ?)
-		 ORDER BY d.seq LIMIT ?`,
-		string(events.DeliveryPending), unixNano(now), string(events.DeliveryPending), limit)
+		`SELECT data FROM (
+			SELECT d.data, d.seq, ROW_NUMBER() OVER (PARTITION BY d.webhook_id ORDER BY d.seq) AS n
+			FROM webhook_deliveries d
+			WHERE d.status = ? AND d.next_attempt <= ? AND d.seq = (
+				SELECT MIN(p.seq) FROM webhook_deliveries p
+				WHERE p.webhook_id = d.webhook_id AND p.sandbox_id = d.sandbox_id AND p.status = ?))
+		 WHERE n <= ? ORDER BY seq`,
+		string(events.DeliveryPending), unixNano(now), string(events.DeliveryPending), perWebhook)
 }
 
 // PutDelivery inserts or replaces a delivery.

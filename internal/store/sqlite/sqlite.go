@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -194,6 +195,8 @@ var migrations = []string{
 		team_id TEXT NOT NULL,
 		peaks TEXT NOT NULL
 	);`,
+	// Whether a dashboard session is the operator's (dashboard.go).
+	`ALTER TABLE dashboard_sessions ADD COLUMN operator INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and
@@ -203,6 +206,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	dsn := "file:" + url.PathEscape(path) + "?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
 	if path != ":memory:" {
 		dsn += "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+		if err := ownerOnly(path); err != nil {
+			return nil, err
+		}
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -228,6 +234,24 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// ownerOnly makes the database file 0600 before SQLite opens it, and its
+// WAL and shared-memory files if they exist: they hold agent secrets,
+// access tokens and webhook secrets in the clear. SQLite gives the files
+// it makes next to a database the database file's mode.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("open store: %w", err)
+		}
+	}
+	return nil
 }
 
 // Close stops the writer, after the writes it has taken, and closes the

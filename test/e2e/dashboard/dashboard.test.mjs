@@ -28,7 +28,8 @@ const docs = process.env.WARREN_DASHBOARD_DOCS === '1' ? join(REPO, 'docs/dashbo
 
 // Metrics every second, so that sparklines and charts have a shape within the test.
 // Volumes with a size limit, so that the volumes view shows usage against it.
-const srv = await useServer({ private: true, args: ['--metrics-interval', '1s', '--volume-size-mb', '64'] })
+// Webhooks at private addresses allowed: the test's receiver is on 127.0.0.1.
+const srv = await useServer({ private: true, args: ['--metrics-interval', '1s', '--volume-size-mb', '64', '--webhook-allow-private'] })
 
 // loginLink runs `warren dashboard` on the server's state dir; the link is its last line.
 async function loginLink() {

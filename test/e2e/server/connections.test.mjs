@@ -1,6 +1,7 @@
 // Limits on clients' connections, on a private `warren serve` with short ones
 // (--idle-timeout 2s, --body-timeout 2s): an idle keep-alive connection is closed, a body
-// trickled below the minimum pace is cut with 408, while what the SDK does keeps working: a
+// trickled below the minimum pace is cut with 408, a request refused before its body is read is
+// answered at once with Connection: close, while what the SDK does keeps working: a
 // background command silent for longer than every limit still streams its later output and
 // exits, a file watch reports an event after the same silence, a big upload passes.
 import { it } from 'node:test'
@@ -58,6 +59,25 @@ it('a body trickled below the minimum pace is cut with 408', async () => {
   assert.match(got, /^HTTP\/1\.1 408 /, got)
   assert.match(got, /"code":408/)
   assert.ok(Date.now() - start < (LIMIT_S + 2) * 1000, `cut after ${Date.now() - start} ms`)
+})
+
+it('a request refused before its body is needed is answered at once, with Connection: close, and closed', async () => {
+  const s = await connect()
+  let got = ''
+  s.on('data', (d) => (got += d))
+  s.on('error', () => {})
+  // No API key: refused before the body is read. One byte of 1000 comes, then one every 5 s.
+  s.write('POST /sandboxes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{')
+  const start = Date.now()
+  const trickle = setInterval(() => s.writable && s.write(' '), 5000)
+  try {
+    await closedWithin(s, 1000)
+  } finally {
+    clearInterval(trickle)
+  }
+  assert.match(got, /^HTTP\/1\.1 401 /, got)
+  assert.match(got, /\r\nConnection: close\r\n/i)
+  assert.ok(Date.now() - start < 1000, `answered after ${Date.now() - start} ms`)
 })
 
 describeEachSdk('long streams under short connection limits', (ctx) => {

@@ -12,7 +12,9 @@ import { promisify } from 'node:util'
 import { WARREN_BIN, useServer } from './harness.mjs'
 import { uid, waitFor } from './helpers.mjs'
 
-const h = await useServer({ private: true })
+// Webhooks at private addresses allowed: the receivers are on 127.0.0.1 (webhook-targets.test.mjs
+// checks that the default refuses them).
+const h = await useServer({ private: true, args: ['--webhook-allow-private'] })
 const { Sandbox } = await import('e2b')
 const run = promisify(execFile)
 

@@ -102,9 +102,10 @@ describeEachSdk('A sandbox survives what its processes do', (ctx) => {
       }
       const hit = await refusals()
       assert.ok(peak >= limit - 5 || hit > 0, `the bomb reached ${peak} of ${limit} pids, and the limit refused no fork`)
-      // Starting a command while every pid is taken fails clearly (unless a pid was free just then).
+      // Starting a command while every pid is taken fails at once, naming the limit (unless a pid
+      // was free just then).
       const refused = await sbx.commands.run('echo ok').catch((e) => e)
-      if (refused instanceof Error) assert.match(refused.message, /process limit/)
+      if (refused instanceof Error) assert.match(refused.message, /process limit of 200 processes and threads \(warren serve --pids-limit\)/)
     } finally {
       await sbx.files.write('/tmp/stop-bomb', '') // else it holds every pid for the next test
     }

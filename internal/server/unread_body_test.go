@@ -1,0 +1,83 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// A body the handler does not read is still the server's to take:
+// net/http reads up to 256 KiB of it before it answers, with no deadline
+// of its own, so a client sending one byte now and then held the
+// connection (and the answer) for ever. A request refused before its
+// body is needed is answered at once with Connection: close, and the
+// server's own reading of a body is under the body timeout.
+
+// trickle sends a POST of a 1000-byte body whose first byte only comes.
+func trickle(c *rawConn) {
+	c.t.Helper()
+	if _, err := io.WriteString(c, "POST /sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nx"); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func readResponse(c *rawConn, within time.Duration) *http.Response {
+	c.t.Helper()
+	c.SetReadDeadline(time.Now().Add(within))
+	res, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		c.t.Fatalf("no response within %v: %v", within, err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res
+}
+
+func TestRefusedBeforeBodyAnsweredAtOnce(t *testing.T) {
+	refuse := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no key", http.StatusUnauthorized)
+	})
+	c := dialRaw(t, guardedServer(t, 0, refuse))
+	trickle(c)
+	res := readResponse(c, 2*time.Second) // far below the body's 1000 s at this pace; the test's limit
+	if res.StatusCode != http.StatusUnauthorized || !res.Close {
+		t.Errorf("answer %d, Connection: %q; want 401 and close", res.StatusCode, res.Header.Get("Connection"))
+	}
+	if closed, _ := c.closedWithin(2 * time.Second); !closed {
+		t.Error("the connection of a refused request stays open for its body")
+	}
+}
+
+// A handler that answers (and flushes) without reading the body makes
+// net/http take the body then: it gets the body timeout, no more.
+func TestUnreadBodyUnderBodyTimeout(t *testing.T) {
+	answer := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		http.NewResponseController(w).Flush()
+		io.WriteString(w, "done")
+	})
+	c := dialRaw(t, guardedServer(t, 0, answer))
+	trickle(c)
+	res := readResponse(c, testBodyTimeout+2*time.Second)
+	if res.StatusCode != http.StatusAccepted || !res.Close {
+		t.Errorf("answer %d, Connection: %q; want 202 and close", res.StatusCode, res.Header.Get("Connection"))
+	}
+	if closed, _ := c.closedWithin(2 * time.Second); !closed {
+		t.Error("the connection stays open for the unread body")
+	}
+}
+
+// A body that came whole is no reason to close: the connection serves
+// the next request.
+func TestUnreadWholeBodyKeepsConnection(t *testing.T) {
+	refuse := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no key", http.StatusUnauthorized)
+	})
+	c := dialRaw(t, guardedServer(t, 0, refuse))
+	for i := range 2 {
+		if code, _ := c.roundTrip("POST /sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"); code != http.StatusUnauthorized {
+			t.Fatalf("request %d: %d", i, code)
+		}
+	}
+}
