@@ -51,8 +51,8 @@ func (s *DB) CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSes
 		return fmt.Errorf("expire dashboard sessions: %w", err)
 	}
 	_, err := s.pool.Exec(ctx,
-		`INSERT INTO dashboard_sessions (hash, team_id, csrf, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`,
-		ds.Hash, ds.TeamID, ds.CSRF, unixNano(ds.CreatedAt), unixNano(ds.ExpiresAt))
+		`INSERT INTO dashboard_sessions (hash, team_id, csrf, created_at, expires_at, operator) VALUES ($1, $2, $3, $4, $5, $6)`,
+		ds.Hash, ds.TeamID, ds.CSRF, unixNano(ds.CreatedAt), unixNano(ds.ExpiresAt), ds.Operator)
 	if err != nil {
 		return fmt.Errorf("create dashboard session: %w", err)
 	}
@@ -65,8 +65,8 @@ func (s *DB) CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSes
 func (s *DB) DashboardSessionByHash(ctx context.Context, hash string, now time.Time) (sandbox.DashboardSession, error) {
 	ds := sandbox.DashboardSession{Hash: hash}
 	var created, expires int64
-	err := s.pool.QueryRow(ctx, `SELECT team_id, csrf, created_at, expires_at FROM dashboard_sessions WHERE hash = $1`, hash).
-		Scan(&ds.TeamID, &ds.CSRF, &created, &expires)
+	err := s.pool.QueryRow(ctx, `SELECT team_id, csrf, created_at, expires_at, operator FROM dashboard_sessions WHERE hash = $1`, hash).
+		Scan(&ds.TeamID, &ds.CSRF, &created, &expires, &ds.Operator)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sandbox.DashboardSession{}, sandbox.Errorf(sandbox.KindUnauthenticated, "no dashboard session")
 	}

@@ -132,15 +132,18 @@ func (s *DB) DeleteWebhook(ctx context.Context, id string) error {
 }
 
 // DueDeliveries returns pending deliveries due by now, each the oldest
-// pending one of its webhook and sandbox, oldest first.
-func (s *DB) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]events.Delivery, error) {
+// pending one of its webhook and sandbox, at most perWebhook of each
+// webhook, oldest first.
+func (s *DB) DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]events.Delivery, error) {
 	return queryJSON[events.Delivery](ctx, s.pool,
-		`SELECT d.data FROM webhook_deliveries d
-		 WHERE d.status = $1 AND d.next_attempt <= $2 AND d.seq = (
-			SELECT MIN(p.seq) FROM webhook_deliveries p
-			WHERE p.webhook_id = d.webhook_id AND p.sandbox_id = d.sandbox_id AND p.status = $1)
-		 ORDER BY d.seq LIMIT $3`,
-		string(events.DeliveryPending), unixNano(now), limit)
+		`SELECT data FROM (
+			SELECT d.data, d.seq, ROW_NUMBER() OVER (PARTITION BY d.webhook_id ORDER BY d.seq) AS n
+			FROM webhook_deliveries d
+			WHERE d.status = $1 AND d.next_attempt <= $2 AND d.seq = (
+				SELECT MIN(p.seq) FROM webhook_deliveries p
+				WHERE p.webhook_id = d.webhook_id AND p.sandbox_id = d.sandbox_id AND p.status = $1)) due
+		 WHERE n <= $3 ORDER BY seq`,
+		string(events.DeliveryPending), unixNano(now), perWebhook)
 }
 
 // PutDelivery inserts or replaces a delivery.

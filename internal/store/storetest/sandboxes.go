@@ -184,7 +184,7 @@ func testDashboard(t *testing.T, s Store) {
 		t.Errorf("use of an expired login: %v, want unauthenticated", err)
 	}
 
-	ds := sandbox.DashboardSession{Hash: "s1", TeamID: sandbox.DefaultTeamID, CSRF: "c", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	ds := sandbox.DashboardSession{Hash: "s1", TeamID: sandbox.DefaultTeamID, CSRF: "c", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), Operator: true}
 	if err := s.CreateDashboardSession(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
