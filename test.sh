@@ -253,21 +253,22 @@ summary() {
 	total=$(elapsed)
 	grep -q "	FAILED	" "$run_dir/steps" 2>/dev/null && status=failed
 	printf '\n=== test.sh summary (%ds)\n' "$total"
-	sort -n -k1,1 "$run_dir/steps" | while IFS=$'\t' read -r start secs st ln name tail; do
+	sort -n -k1,1 "$run_dir/steps" >"$run_dir/sorted"
+	while IFS=$'\t' read -r start secs st ln name tail; do
 		case $st in
 		ok) printf 'ok      %5ds  +%-5s %-6s %s\n' "$secs" "$start" "$ln" "$name" ;;
 		FAILED) printf 'FAILED  %5ds  +%-5s %-6s %s\n' "$secs" "$start" "$ln" "$name" ;;
 		*) printf 'skipped         +%-5s %-6s %s\n' "$start" "$ln" "$name" ;;
 		esac
-		[ -n "$tail" ] && [ -s "$tail" ] && sed 's/^/          | /' "$tail"
-	done
+		if [ -n "$tail" ] && [ -s "$tail" ]; then sed 's/^/          | /' "$tail"; fi
+	done <"$run_dir/sorted"
 	{
 		printf '{"total_seconds":%d,"budget_seconds":%d,"status":"%s","ci":%s,"started":"%s","steps":[' \
 			"$total" "$budget" "$status" "$([ -n "${CI:-}" ] && echo true || echo false)" "$(date -u -d "@$t0" +%FT%TZ)"
-		sort -n -k1,1 "$run_dir/steps" | awk -F'\t' '{
+		awk -F'\t' '{
 			gsub(/\\/, "\\\\", $5); gsub(/"/, "\\\"", $5)
 			printf "%s{\"name\":\"%s\",\"lane\":\"%s\",\"status\":\"%s\",\"start_seconds\":%d,\"seconds\":%d}", (NR > 1 ? "," : ""), $5, $4, $3, $1, $2
-		}'
+		}' "$run_dir/sorted"
 		printf ']}\n'
 	} >"$record"
 	echo "test.sh: the record of this run, as JSON: $record"
