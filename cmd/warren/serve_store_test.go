@@ -55,6 +55,11 @@ func TestRedactURL(t *testing.T) {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
 		}
 	}
+	// Port 1 refuses: the error names the store, never its password.
+	_, _, err := openStore(t.Context(), "postgres://warren:hunter2@127.0.0.1:1/warren?connect_timeout=5", t.TempDir())
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "postgres://warren:xxxxx@127.0.0.1:1/warren") {
+		t.Errorf("open of a store that refuses: %v", err)
+	}
 	var log bytes.Buffer
 	logStore(slog.New(slog.NewTextHandler(&log, nil)), "postgres://warren:hunter2@db/warren", "/state")
 	if strings.Contains(log.String(), "hunter2") || !strings.Contains(log.String(), "PostgreSQL") {
