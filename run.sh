@@ -9,7 +9,8 @@
 #   4. creates an API key when there is none (and WARREN_API_KEY is unset) and prints it;
 #   5. runs bin/warren serve with this script's arguments.
 # Settings: flags after run.sh, or WARREN_* environment variables (bin/warren serve --help);
-# use WARREN_STATE_DIR rather than --state-dir so that step 4 looks in the same place.
+# use WARREN_STATE_DIR and WARREN_STORE rather than --state-dir and --store so that step 4 looks
+# in the same place.
 set -euo pipefail
 cd "$(dirname "$0")"
 

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
-	"github.com/warrenhq/warren/internal/store/sqlite"
+	"github.com/warrenhq/warren/internal/store"
 )
 
 const keysUsage = `Usage: warren keys <create|list|revoke> [flags]
@@ -19,8 +17,9 @@ Subcommands:
   list                           list keys (masked)
   revoke KEY_ID                  delete a key
 
-Keys live in the state directory's database (--state-dir, env WARREN_STATE_DIR);
-a running server sees changes at once.`
+Keys live in the store: the state directory's database (--state-dir, env
+WARREN_STATE_DIR), or the PostgreSQL database of --store (env WARREN_STORE) when the
+server has one; a running server sees changes at once.`
 
 func (m *Main) runKeys(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
@@ -33,8 +32,9 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 	sub, rest := args[0], args[1:]
 	fs := m.newFlagSet("keys "+sub, "warren keys "+sub+" [flags]", keysUsage)
 	e := &envFlags{fs: fs, getenv: m.Getenv}
-	var stateDir, name, team string
+	var stateDir, storeURL, name, team string
 	e.String(&stateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
+	addStoreFlag(e, &storeURL)
 	switch sub {
 	case "create":
 		fs.StringVar(&name, "name", "", "a name to recognise the key by")
@@ -53,14 +53,11 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 	if want := map[string]int{"create": 0, "list": 0, "revoke": 1}[sub]; fs.NArg() != want {
 		return usageError{fmt.Sprintf("keys %s takes %d argument(s), got %q", sub, want, fs.Args())}
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err)
-	}
-	st, err := sqlite.Open(ctx, filepath.Join(stateDir, "warren.db"))
+	st, closeStore, err := openStore(ctx, storeURL, stateDir)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer closeStore()
 	switch sub {
 	case "create":
 		return m.createKey(ctx, st, name, team)
@@ -75,7 +72,7 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 	}
 }
 
-func (m *Main) createKey(ctx context.Context, st *sqlite.DB, name, team string) error {
+func (m *Main) createKey(ctx context.Context, st store.Store, name, team string) error {
 	if _, err := st.GetTeam(ctx, team); sandbox.KindOf(err) == sandbox.KindNotFound {
 		if err := st.PutTeam(ctx, sandbox.Team{ID: team, Name: team, CreatedAt: time.Now().UTC()}); err != nil {
 			return err
@@ -100,7 +97,7 @@ func (m *Main) createKey(ctx context.Context, st *sqlite.DB, name, team string) 
 	return nil
 }
 
-func (m *Main) listKeys(ctx context.Context, st *sqlite.DB) error {
+func (m *Main) listKeys(ctx context.Context, st store.Store) error {
 	keys, err := st.ListAPIKeys(ctx)
 	if err != nil {
 		return err

@@ -55,6 +55,9 @@ type serveConfig struct {
 	// settings for engineKubernetes.
 	Engine string
 	Kube   kubeConfig
+	// Store is the URL of the store, a row of stores(); "" = the SQLite
+	// file in StateDir.
+	Store string
 }
 
 func (m *Main) runServe(ctx context.Context, args []string) error {
@@ -67,11 +70,18 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	logStore(log, cfg.Store, cfg.StateDir)
+	st, closeStore, err := openStore(ctx, cfg.Store, cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
 	deps, closeEngine, err := eng.open(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer closeEngine()
+	deps.Store = st
 	return m.serve(ctx, newServer(cfg, deps), log)
 }
 
@@ -273,6 +283,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	cfg := serveConfig{Config: server.Config{Lifecycle: lifecycle.DefaultSettings()}}
 	m.sharedServeFlags(e, &cfg)
 	d, l := cfg.Lifecycle, &cfg.Lifecycle
+	addStoreFlag(e, &cfg.Store)
 	e.String(&cfg.TLSAddr, "tls-addr", "", "also serve over HTTPS here (e.g. 127.0.0.1:3443), with a wildcard certificate for *.<domain> from a CA kept in <state-dir>/tls; needs a domain of two labels or more")
 	e.String(&cfg.DNSAddr, "dns-addr", "", "answer DNS (UDP) for *.<domain> with 127.0.0.1 here (e.g. 127.0.0.1:5353)")
 	e.String(&cfg.Domain, "domain", "localhost", "sandbox domain: sandbox hosts are <port>-<id>.<domain>")
@@ -337,6 +348,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 		return serveConfig{}, usageError{fmt.Sprintf("serve takes no arguments, got %q", fs.Args())}
 	}
 	if err := checkEngine(cfg); err != nil {
+		return serveConfig{}, err
+	}
+	if _, err := storeFor(cfg.Store); err != nil {
 		return serveConfig{}, err
 	}
 	if cfg.Firewall != "iptables" && cfg.Firewall != "off" {

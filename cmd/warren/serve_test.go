@@ -49,19 +49,28 @@ func (noTunnels) DialTunnel(context.Context, string, string, int) (net.Conn, err
 }
 
 // startServe opens warren serve's server in-process on :0 with the fake
-// runtime, as runServe does with Docker, and returns its URL and Close.
+// runtime and the store its settings name, as runServe does with Docker,
+// and returns its URL and Close.
 func startServe(t *testing.T, m *Main, rt *fake.Runtime, args ...string) (string, func() error) {
 	t.Helper()
 	cfg, err := m.parseServe(append([]string{"--addr", "127.0.0.1:0"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(cfg, server.Deps{Runtime: rt, Agent: fake.NewAgent(), Tunnels: noTunnels{}, Logger: slog.New(slog.NewTextHandler(m.Stderr, nil))})
+	st, closeStore, err := openStore(t.Context(), cfg.Store, cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(cfg, server.Deps{Store: st, Runtime: rt, Agent: fake.NewAgent(), Tunnels: noTunnels{}, Logger: slog.New(slog.NewTextHandler(m.Stderr, nil))})
 	if err := srv.Open(t.Context()); err != nil {
+		closeStore()
 		t.Fatalf("serve: %v", err)
 	}
 	srv.PrintHello(t.Context(), m.Stdout, m.Stderr)
-	return srv.URL(), srv.Close
+	return srv.URL(), func() error {
+		defer closeStore()
+		return srv.Close()
+	}
 }
 
 func TestServeInProcess(t *testing.T) {

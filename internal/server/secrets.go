@@ -10,14 +10,14 @@ import (
 	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/secrets"
-	"github.com/warrenhq/warren/internal/store/sqlite"
+	"github.com/warrenhq/warren/internal/store"
 )
 
 // openSecrets makes the secrets service and the workload identity issuer:
 // the sealing key is SecretsKeyFile, or <state-dir>/secrets.key made
 // on first start; the issuer is OIDCIssuer, or apiURL, with its keys
 // in <state-dir>/oidc-keys.json.
-func openSecrets(cfg Config, st *sqlite.DB, apiURL string) (*secrets.Service, *identity.Issuer, error) {
+func openSecrets(cfg Config, st store.Store, apiURL string) (*secrets.Service, *identity.Issuer, error) {
 	issuer := cfg.OIDCIssuer
 	if issuer == "" {
 		issuer = apiURL

@@ -5,10 +5,11 @@
 // HTTPS and DNS for the SDK's default URLs), and shuts it all down in
 // order.
 //
-// It owns no engine and no flags: the engine's parts (runtime, agent
-// client, firewall, template builder) come in Deps, made by cmd/warren
-// from Docker or by a test from fakes, so this package links no engine
-// library; cmd/warren turns flags into a Config.
+// It owns no engine, no store and no flags: the engine's parts (runtime,
+// agent client, firewall, template builder) and the store come in Deps,
+// made by cmd/warren from Docker and SQLite or PostgreSQL, or by a test
+// from fakes, so this package links no engine library nor store driver;
+// cmd/warren turns flags into a Config.
 package server
 
 import (
@@ -31,7 +32,7 @@ import (
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/sandbox"
-	"github.com/warrenhq/warren/internal/store/sqlite"
+	"github.com/warrenhq/warren/internal/store"
 	"github.com/warrenhq/warren/internal/template"
 	"github.com/warrenhq/warren/internal/volume"
 	"github.com/warrenhq/warren/internal/web"
@@ -44,8 +45,8 @@ type Config struct {
 	TLSAddr string // HTTPS address of the same handler (sdk.go); "" = none
 	DNSAddr string // UDP address answering DNS for *.<Domain>; "" = none
 	Domain  string // sandbox domain: <port>-<id>.<Domain>; required
-	// StateDir holds warren.db, the TLS CA and the volume token key;
-	// created if missing. Required.
+	// StateDir holds the TLS CA, the keys of secrets, workload tokens and
+	// volume tokens, and the volumes; created if missing. Required.
 	StateDir string
 	// SecretsKeyFile holds the key that seals secrets; "" =
 	// <StateDir>/secrets.key, made on first start.
@@ -89,6 +90,9 @@ type Config struct {
 // Deps are the engine-facing parts a Server works through, made by its
 // caller: cmd/warren from Docker, tests from fakes.
 type Deps struct {
+	// Store keeps the server's records; required. Its caller closes it,
+	// after Close.
+	Store   store.Store
 	Runtime sandbox.Runtime // required
 	Agent   sandbox.Agent   // required
 	Tunnels proxy.Tunneler  // required
@@ -121,7 +125,7 @@ type Server struct {
 	deps Deps
 	log  *slog.Logger
 
-	st  *sqlite.DB
+	st  store.Store
 	sdk *sdkListeners
 	url string
 
@@ -140,7 +144,7 @@ func New(cfg Config, deps Deps) *Server {
 	return &Server{cfg: cfg, deps: deps, log: deps.Logger, stopped: make(chan struct{})}
 }
 
-// Open opens the store, starts the template registry, events, the
+// Open starts the template registry, events, the
 // lifecycle manager and the listeners, and returns once the client ports
 // listen. What it started runs until Close; if it fails, it has undone
 // what it started. Open a Server once. ctx bounds the start and ends the background loops of
@@ -156,19 +160,15 @@ func (s *Server) Open(ctx context.Context) error {
 
 func (s *Server) open(ctx context.Context) error {
 	cfg, deps, log := s.cfg, s.deps, s.log
-	if deps.Runtime == nil || deps.Agent == nil || deps.Tunnels == nil {
-		return errors.New("server: Deps.Runtime, Agent and Tunnels are required")
+	if deps.Store == nil || deps.Runtime == nil || deps.Agent == nil || deps.Tunnels == nil {
+		return errors.New("server: Deps.Store, Runtime, Agent and Tunnels are required")
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
 	warnOpenStateDir(cfg.StateDir, log)
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.StateDir, "warren.db"))
-	if err != nil {
-		return err
-	}
+	st := deps.Store
 	s.st = st
-	s.onClose(func() { st.Close() })
 	// Listening first gives the address, which is the default issuer of
 	// workload tokens, before anything is built; it is served last.
 	ln, err := net.Listen("tcp", cfg.Addr)

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/fake"
+	"github.com/warrenhq/warren/internal/store/sqlite"
 )
 
 // noTunnels refuses every tunnel; these tests never reach a port.
@@ -27,8 +29,16 @@ func testConfig(t *testing.T) Config {
 	return Config{Addr: "127.0.0.1:0", Domain: "localhost", StateDir: t.TempDir(), Lifecycle: set}
 }
 
-func testDeps() Deps {
-	return Deps{Runtime: fake.New("warren/base"), Agent: fake.NewAgent(), Tunnels: noTunnels{}}
+// testDeps are the fake engine and a SQLite store of the test's, closed
+// at its end.
+func testDeps(t *testing.T) Deps {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "warren.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return Deps{Store: st, Runtime: fake.New("warren/base"), Agent: fake.NewAgent(), Tunnels: noTunnels{}}
 }
 
 // openTest opens a Server on the fake engine, closed at the test's end.
@@ -38,7 +48,7 @@ func openTest(t *testing.T, tweak func(*Config)) *Server {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	srv := New(cfg, testDeps())
+	srv := New(cfg, testDeps(t))
 	if err := srv.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +59,7 @@ func openTest(t *testing.T, tweak func(*Config)) *Server {
 // Open returns once the port listens, and URL names it; Close stops it,
 // and Done says so.
 func TestOpenClose(t *testing.T) {
-	srv := New(testConfig(t), testDeps())
+	srv := New(testConfig(t), testDeps(t))
 	if srv.URL() != "" {
 		t.Errorf("URL before Open: %q", srv.URL())
 	}
@@ -93,18 +103,18 @@ func TestOpenFailsCleanly(t *testing.T) {
 	defer ln.Close()
 	cfg := testConfig(t)
 	cfg.Addr = ln.Addr().String() // taken
-	if err := New(cfg, testDeps()).Open(t.Context()); err == nil {
+	if err := New(cfg, testDeps(t)).Open(t.Context()); err == nil {
 		t.Fatal("Open on a taken address succeeded")
 	}
 	cfg.Addr = "127.0.0.1:0"
-	srv := New(cfg, testDeps())
+	srv := New(cfg, testDeps(t))
 	if err := srv.Open(t.Context()); err != nil {
 		t.Fatalf("Open after a failed one: %v", err)
 	}
 	srv.Close()
 
 	cfg.Lifecycle.MaxFrozen = 0
-	err = New(cfg, testDeps()).Open(t.Context())
+	err = New(cfg, testDeps(t)).Open(t.Context())
 	var se *lifecycle.SettingError
 	if !errors.As(err, &se) || se.Name != "max-frozen" {
 		t.Errorf("Open with invalid settings: %v, want the setting named", err)

@@ -20,6 +20,9 @@
 #                                 developer machines; =0 turns it off in CI)
 #   WARREN_E2E_KEEP=1             keep the servers' temp dirs (state, server.log)
 #   WARREN_E2E_SHOW_LOG=1         print the shared server's log tail even when all pass
+#   WARREN_STORE=postgres://...   run every server on PostgreSQL: each gets a database of its own
+#                                 on that server, made from this URL's database with psql and
+#                                 dropped at its end (scripts/ensure-postgres.sh prints a URL)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -52,7 +55,7 @@ export WARREN_E2E_RUN_ID WARREN_E2E_RUN_DIR
 # PIDs are in the run dir), remove the containers labelled with their names and the network
 # namespaces of its outside hosts (outside.mjs).
 cleanup() {
-  local rc=$? f pid name dir ids ns
+  local rc=$? f pid name dir db ids ns
   for f in "$WARREN_E2E_RUN_DIR"/*.pid; do
     [ -e "$f" ] || continue
     pid="$(cat "$f")"
@@ -68,6 +71,11 @@ cleanup() {
     if [ -n "$ids" ]; then
       say "removing leftover containers of $name: $(echo $ids)"
       docker rm -f -v $ids >/dev/null 2>&1 || true
+    fi
+    db="$(cat "${f%.label}.database" 2>/dev/null || true)"
+    if [ -n "$db" ] && [ -n "${WARREN_STORE:-}" ]; then
+      say "dropping leftover database $db"
+      psql -X -q -d "$WARREN_STORE" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
     fi
     dir="$(cat "${f%.label}.dir" 2>/dev/null || true)"
     if [ -n "$dir" ] && [ "${WARREN_E2E_KEEP:-}" != 1 ]; then

@@ -7,31 +7,14 @@
 package storetest
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/warrenhq/warren/internal/events"
-	"github.com/warrenhq/warren/internal/sandbox"
-	"github.com/warrenhq/warren/internal/template"
+	"github.com/warrenhq/warren/internal/store"
 )
 
-// Store is everything a Warren store implements.
-type Store interface {
-	sandbox.Store
-	sandbox.SecretStore
-	sandbox.VolumeStore
-	events.Store
-	template.Store
-
-	// The dashboard's (internal/web.Store).
-	ListTeamAPIKeys(ctx context.Context, teamID string) ([]sandbox.APIKey, error)
-	CreateDashboardLogin(ctx context.Context, hash, teamID string, expires time.Time) error
-	UseDashboardLogin(ctx context.Context, hash string, now time.Time) (string, error)
-	CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSession) error
-	DashboardSessionByHash(ctx context.Context, hash string, now time.Time) (sandbox.DashboardSession, error)
-	DeleteDashboardSession(ctx context.Context, hash string) error
-}
+// Store is the interface the suite checks, Warren's store.
+type Store = store.Store
 
 // Opener returns a new, empty store (but for its default team), closed
 // when tb ends.

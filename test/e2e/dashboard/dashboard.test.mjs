@@ -33,7 +33,7 @@ const srv = await useServer({ private: true, args: ['--metrics-interval', '1s', 
 
 // loginLink runs `warren dashboard` on the server's state dir; the link is its last line.
 async function loginLink() {
-  const { stdout } = await run(WARREN_BIN, ['dashboard', '--state-dir', srv.server.stateDir, '--url', srv.url])
+  const { stdout } = await run(WARREN_BIN, ['dashboard', ...srv.server.storeFlags, '--url', srv.url])
   const last = stdout.trim().split('\n').at(-1)
   assert.match(last, /^http:\/\/127\.0\.0\.1:\d+\/dashboard\/login#token=[0-9a-f]{64}$/)
   return last

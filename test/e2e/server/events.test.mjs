@@ -72,7 +72,7 @@ describe('lifecycle events and webhooks', { timeout: 300_000 }, () => {
   let keyB, hookId
 
   before(async () => {
-    keyB = (await run(WARREN_BIN, ['keys', 'create', '--team', 'other', '--state-dir', h.server.stateDir])).stdout.trim()
+    keyB = (await run(WARREN_BIN, ['keys', 'create', '--team', 'other', ...h.server.storeFlags])).stdout.trim()
     const res = await api(h.apiKey, 'POST', '/events/webhooks', {
       name: 'e2e', url: await mine.listen(), enabled: true, signatureSecret: secret,
       events: ['sandbox.lifecycle.created', 'sandbox.lifecycle.updated', 'sandbox.lifecycle.paused',

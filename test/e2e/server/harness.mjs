@@ -4,6 +4,9 @@
 // directory, a generated API key (WARREN_API_KEY) and its own container label value, so it
 // never touches (or reconciles away) the containers of another Warren on the same engine.
 // It can be killed with SIGKILL and restarted on the same state directory and port.
+// With WARREN_STORE set (a postgres:// URL of a database the harness may create others from),
+// each server keeps its records in a PostgreSQL database of its own, made at its first start,
+// kept across restarts and dropped by dispose(): servers of one run never share state.
 //
 // Used two ways:
 //   * as a module by the test files: useServer() gives a test file a server — the shared one
@@ -14,8 +17,9 @@
 //     E2B_DOMAIN and E2B_API_KEY set, then removes every sandbox, snapshot and container the
 //     server made and stops it, whatever the outcome; exits with the command's status.
 //
-// Every server started in one run writes `<name>.pid` and `<name>.label` to WARREN_E2E_RUN_DIR
-// (when set), so server-run.sh can finish off what a crashed test process left behind.
+// Every server started in one run writes `<name>.pid`, `<name>.label` (and `<name>.database`
+// under WARREN_STORE) to WARREN_E2E_RUN_DIR (when set), so server-run.sh can finish off what a
+// crashed test process left behind.
 import { spawn, execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { mkdtemp, rm, writeFile, readFile, mkdir } from 'node:fs/promises'
@@ -84,6 +88,7 @@ export class WarrenServer {
     this.proc = undefined
     this.port = undefined
     this.dir = undefined
+    this.database = undefined // its PostgreSQL database under WARREN_STORE, made on first start
   }
 
   get url() {
@@ -96,6 +101,16 @@ export class WarrenServer {
 
   get logPath() {
     return join(this.dir, 'server.log')
+  }
+
+  /**
+   * The flags naming this server's store, for `warren serve`, `warren keys` and
+   * `warren dashboard` alike: its state dir, and under WARREN_STORE its own database.
+   */
+  get storeFlags() {
+    const flags = ['--state-dir', this.stateDir]
+    if (this.database) flags.push('--store', storeURL(this.database))
+    return flags
   }
 
   /** What an SDK user sets to talk to this server. */
@@ -116,11 +131,16 @@ export class WarrenServer {
     }
     this.dir ??= await mkdtemp(join(tmpdir(), 'warren-e2e-'))
     this.port ??= await freePort()
+    if (process.env.WARREN_STORE && !this.database) {
+      this.database = this.name.replaceAll('-', '_')
+      await this.#record()
+      await psql(`CREATE DATABASE ${this.database}`)
+    }
     const log = openSync(this.logPath, 'a')
     const args = [
       'serve',
       '--addr', `127.0.0.1:${this.port}`,
-      '--state-dir', this.stateDir,
+      ...this.storeFlags,
       '--agent', this.agentBin,
       '--domain', this.domain,
       ...this.args,
@@ -150,9 +170,10 @@ export class WarrenServer {
     const dir = process.env.WARREN_E2E_RUN_DIR
     if (!dir) return
     await mkdir(dir, { recursive: true })
-    await writeFile(join(dir, `${this.name}.pid`), `${pid}\n`)
+    if (pid) await writeFile(join(dir, `${this.name}.pid`), `${pid}\n`)
     await writeFile(join(dir, `${this.name}.label`), `${this.name}\n`)
     await writeFile(join(dir, `${this.name}.dir`), `${this.dir}\n`)
+    if (this.database) await writeFile(join(dir, `${this.name}.database`), `${this.database}\n`)
   }
 
   async #waitHealthy(proc, timeoutMs = 60_000) {
@@ -255,8 +276,15 @@ export class WarrenServer {
     // sandboxes of later servers that the engine gives the same addresses.
     const chains = await removeChains(this.name)
     if (chains.length) problems.push(`removed firewall chains left after the server stopped: ${chains.join(' ')}`)
+    if (this.database) {
+      try {
+        await psql(`DROP DATABASE IF EXISTS ${this.database} WITH (FORCE)`)
+      } catch (e) {
+        problems.push(`drop database ${this.database}: ${e.message}`)
+      }
+    }
     const dir = process.env.WARREN_E2E_RUN_DIR
-    if (dir) for (const ext of ['pid', 'label', 'dir']) rmQuiet(join(dir, `${this.name}.${ext}`))
+    if (dir) for (const ext of ['pid', 'label', 'dir', 'database']) rmQuiet(join(dir, `${this.name}.${ext}`))
     if (this.dir && process.env.WARREN_E2E_KEEP !== '1') {
       await unmountUnder(this.dir)
       await rm(this.dir, { recursive: true, force: true })
@@ -339,6 +367,21 @@ export async function removeLabelled(value) {
 }
 
 /**
+ * The URL of the database named db on the PostgreSQL server of WARREN_STORE (the URL of a
+ * database there the harness may create others from, e.g. scripts/ensure-postgres.sh's).
+ */
+function storeURL(db) {
+  const u = new URL(process.env.WARREN_STORE)
+  u.pathname = `/${db}`
+  return u.toString()
+}
+
+/** Runs one SQL statement on WARREN_STORE's database, with psql. */
+async function psql(sql) {
+  await run('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', process.env.WARREN_STORE, '-c', sql], { timeout: 60_000 })
+}
+
+/**
  * Fails at once when the Docker engine does not answer within 30 s, so that a wedged engine
  * fails each test file quickly instead of making every test wait out its own timeouts.
  */
@@ -395,7 +438,8 @@ async function main(argv) {
     await server.dispose().catch(() => {})
     return 1
   }
-  say(`warren serve ${server.name} on ${server.url} (state ${server.stateDir}, log ${server.logPath})`)
+  const store = server.database ? `, PostgreSQL database ${server.database}` : ''
+  say(`warren serve ${server.name} on ${server.url} (state ${server.stateDir}${store}, log ${server.logPath})`)
   const env = { ...process.env, ...server.sdkEnv, WARREN_E2E_SHARED: '1' }
   delete env.E2B_DEBUG
   delete env.E2B_ACCESS_TOKEN

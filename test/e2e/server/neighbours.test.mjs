@@ -15,7 +15,7 @@ const srv = await useServer({ private: true })
 
 /** A key of a new team on the test's server. */
 async function otherTeam() {
-  const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, '--state-dir', srv.server.stateDir])
+  const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, ...srv.server.storeFlags])
   return stdout.trim()
 }
 

@@ -19,7 +19,7 @@ import { assert, uid } from './helpers.mjs'
 const srv = await useServer({ private: true })
 
 async function otherTeam() {
-  const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, '--state-dir', srv.server.stateDir])
+  const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, ...srv.server.storeFlags])
   return stdout.trim()
 }
 

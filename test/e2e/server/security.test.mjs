@@ -35,7 +35,7 @@ describe('security', () => {
 
   before(async () => {
     keyA = handle.apiKey
-    const out = await run(WARREN_BIN, ['keys', 'create', '--team', 'other', '--state-dir', handle.server.stateDir])
+    const out = await run(WARREN_BIN, ['keys', 'create', '--team', 'other', ...handle.server.storeFlags])
     keyB = out.stdout.trim()
     assert.match(keyB, /^e2b_[0-9a-f]+$/)
     await docker('tag', 'warren/base', localImage) // a user's own local image

@@ -21,7 +21,7 @@ const srv = await useServer({ private: true, args: ['--volume-size-mb', String(l
 const contentEnv = () => { process.env.E2B_VOLUME_API_URL = process.env.E2B_API_URL }
 
 async function otherTeam() {
-  const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, '--state-dir', srv.server.stateDir])
+  const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, ...srv.server.storeFlags])
   return stdout.trim()
 }
 
