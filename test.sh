@@ -214,6 +214,7 @@ docker_lane() {
 	files=$(cd test/e2e && ls server/*.test.mjs | grep -vx 'server/load\.test\.mjs')
 	# shellcheck disable=SC2086 # a list of files
 	step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 env WARREN_E2E_RESTART_DOCKERD=0 test/e2e/server-run.sh $files
+	step "end-to-end: warren serve on PostgreSQL (--store), a database a server (test/e2e/server-run-postgres.sh)" 600 test/e2e/server-run-postgres.sh
 	step "Go SDK: vet, unit and end-to-end tests with the race detector against warren serve (sdk/go/e2e.sh)" 900 sdk/go/e2e.sh
 	step "dashboard: embedded build matches web/, browser tests in chromium (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
 	if [ "${WARREN_TEST_GVISOR:-1}" = 0 ]; then
