@@ -32,6 +32,9 @@ record=${WARREN_TEST_RECORD:-test-summary.json}
 t0=$(date +%s)
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/warren-test-XXXXXX")
 lane=main
+# No step restarts the main Docker engine but the last one (alone); the gVisor suite restarts
+# its own engine (gvisor_suite).
+export WARREN_E2E_RESTART_DOCKERD=0
 
 elapsed() { echo $(($(date +%s) - t0)); }
 
@@ -191,7 +194,7 @@ kube_lane() {
 		step "Kubernetes: smoke test: runc and gVisor pods on both nodes (test/kube/smoke.sh)" 600 test/kube/smoke.sh
 		step "Kubernetes: the node agent's image API: import, commit (runc, gVisor), export to the other node, remove (test/kube/node-images.sh)" 900 test/kube/node-images.sh
 		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes (test/e2e/kube-run.sh)" 2400 \
-			env WARREN_E2E_RESTART_DOCKERD=0 test/e2e/kube-run.sh
+			test/e2e/kube-run.sh
 	else
 		scripts/kube.sh logs >&2
 		skip "Kubernetes: tests on the cluster"
@@ -213,7 +216,7 @@ docker_lane() {
 	local files
 	files=$(cd test/e2e && ls server/*.test.mjs | grep -vx 'server/load\.test\.mjs')
 	# shellcheck disable=SC2086 # a list of files
-	step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 env WARREN_E2E_RESTART_DOCKERD=0 test/e2e/server-run.sh $files
+	step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 test/e2e/server-run.sh $files
 	step "end-to-end: warren serve on PostgreSQL (--store), a database a server (test/e2e/server-run-postgres.sh)" 600 test/e2e/server-run-postgres.sh
 	step "Go SDK: vet, unit and end-to-end tests with the race detector against warren serve (sdk/go/e2e.sh)" 900 sdk/go/e2e.sh
 	step "dashboard: embedded build matches web/, browser tests in chromium (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
