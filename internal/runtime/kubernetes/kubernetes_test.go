@@ -227,6 +227,9 @@ func TestInspectAndListSeeOnlyLivePodsOfThisServer(t *testing.T) {
 	put := func(name, managed string, phase corev1.PodPhase) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace,
 			Labels: map[string]string{sandbox.LabelManaged: managed, sandbox.LabelSandbox: name}}}
+		if name != "open" {
+			e.rt.isolate(p, nil)
+		}
 		runningStatus(p)
 		p.Status.Phase = phase
 		if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -236,6 +239,7 @@ func TestInspectAndListSeeOnlyLivePodsOfThisServer(t *testing.T) {
 	put("mine", "true", corev1.PodRunning)
 	put("ended", "true", corev1.PodFailed)
 	put("other", "server-2", corev1.PodRunning)
+	put("open", "true", corev1.PodRunning) // made without the isolator: never adopted
 	for id, kind := range map[string]sandbox.Kind{"ended": sandbox.KindNotFound, "other": sandbox.KindNotFound, "none": sandbox.KindNotFound} {
 		if _, err := e.rt.Inspect(ctx, id); sandbox.KindOf(err) != kind {
 			t.Errorf("Inspect(%s): %v", id, err)
@@ -250,7 +254,7 @@ func TestInspectAndListSeeOnlyLivePodsOfThisServer(t *testing.T) {
 		names = append(names, c.ID+map[bool]string{true: " running", false: " ended"}[c.Running])
 	}
 	slices.Sort(names)
-	if !slices.Equal(names, []string{"ended ended", "mine running"}) {
+	if !slices.Equal(names, []string{"ended ended", "mine running", "open ended"}) {
 		t.Errorf("listed %v", names)
 	}
 }
