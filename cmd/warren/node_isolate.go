@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/warrenhq/warren/internal/podnet"
 )
@@ -48,6 +50,9 @@ func (m *Main) runIsolate(_ context.Context, args []string) error {
 	}
 	rules.Resolvers = podnet.Nameservers(b)
 	if err := podnet.Apply(rules); err != nil {
+		if errors.Is(err, syscall.EPROTONOSUPPORT) {
+			err = fmt.Errorf("%w: this kernel has no nftables (gVisor's has none: gVisor pods are not isolated yet)", err)
+		}
 		return fmt.Errorf("cannot isolate the sandbox's pod, so it does not start: %w", err)
 	}
 	fmt.Fprintf(m.Stdout, "isolated: %d networks refused, DNS to %v, agent port %d\n", len(rules.Refuse), rules.Resolvers, agentPort)

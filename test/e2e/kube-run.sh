@@ -67,7 +67,7 @@ k apply -f "$deploy/namespace.yaml" -f "$deploy/rbac.yaml" -f "$deploy/runtimecl
 if ! k -n "$ns" get secret warren-node-token >/dev/null 2>&1; then
   k -n "$ns" create secret generic warren-node-token --from-literal=token="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >/dev/null
 fi
-k apply -f "$deploy/node-agent.yaml" >/dev/null
+k apply -f "$deploy/node-agent.yaml" -f "$deploy/sandbox-network-policy.yaml" >/dev/null
 k -n "$ns" rollout status daemonset/warren-node --timeout=180s
 nodes=$(k get nodes -o name | wc -l)
 ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}')
