@@ -5,14 +5,16 @@
 // addresses (the registry's port among them), the Service range's DNS and the metadata
 // address is refused at once, never left to time out; the server still reaches every agent,
 // and a sandbox its own loopback. The isolator is the pod's first init container, the only
-// one with NET_ADMIN.
+// one with NET_ADMIN. A gVisor pod, whose isolator runs on gVisor's kernel (no nftables),
+// fails closed: it never starts.
 //
 // Runs only under kube-run.sh (WARREN_ENGINE=kubernetes, WARREN_E2E_KUBECTL_CONFIG).
 import { it, before } from 'node:test'
 import { execFile } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { Sandbox } from 'e2b'
-import { useServer, WARREN_BIN } from '../server/harness.mjs'
+import { useServer, WarrenServer, WARREN_BIN } from '../server/harness.mjs'
 import { assert, startHttpServer, uid, kubectl } from '../server/helpers.mjs'
 
 const srv = await useServer({ private: true, args: ['--warm-pool', '0'] })
@@ -25,6 +27,9 @@ async function otherTeam() {
   const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, '--state-dir', srv.server.stateDir])
   return stdout.trim()
 }
+
+/** The SDK's options for a server other than the file's own. */
+const sdkOpts = (server) => ({ apiKey: server.apiKey, apiUrl: server.url, sandboxUrl: server.url, domain: server.domain })
 
 const json = async (...args) => JSON.parse(await kubectl(...args, '-o', 'json'))
 
@@ -124,5 +129,22 @@ it('a sandbox reaches no other sandbox, node agent, kubelet, API server, node or
     assert.equal(self.loopback[0], 'connected')
   } finally {
     await Promise.all(made.map((s) => s.kill().catch(() => {})))
+  }
+})
+
+it('a gVisor sandbox, whose pod cannot be isolated yet, is refused and leaves no pod (fail closed)', { timeout: 180_000 }, async (t) => {
+  const classes = await kubectl('get', 'runtimeclass', '-o', 'name')
+  if (!classes.includes('runtimeclass.node.k8s.io/gvisor')) return t.skip('no RuntimeClass gvisor on this cluster')
+  const gv = new WarrenServer({ args: ['--runtime', 'gvisor', '--warm-pool', '0'] })
+  await gv.start()
+  try {
+    const err = await Sandbox.create({ ...sdkOpts(gv), timeoutMs: 60_000 }).then((s) => s.kill().then(() => null), (e) => e)
+    assert.ok(err, 'a gVisor sandbox was created: its pod is not isolated')
+    const log = await readFile(gv.logPath, 'utf8')
+    assert.match(log, /no nftables/, 'the server\'s log names why')
+    const left = await kubectl('get', 'pods', '-l', `dev.warren.managed=${gv.name}`, '-o', 'name')
+    assert.equal(left.trim(), '', 'the refused sandbox\'s pod is left')
+  } finally {
+    await gv.dispose()
   }
 })
