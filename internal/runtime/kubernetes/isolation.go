@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/warrenhq/warren/internal/podnet"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -61,9 +62,21 @@ func (r *Runtime) refused(ctx context.Context) ([]netip.Prefix, error) {
 		nets = append(nets, nodeNetworks(&n)...)
 	}
 	nets = append(nets, r.apiServer(ctx)...)
-	slices.SortFunc(nets, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
-	c.nets, c.at = slices.Compact(nets), time.Now()
+	c.nets, c.at = uncovered(nets), time.Now()
 	return c.nets, nil
+}
+
+// uncovered returns nets without those podnet.DefaultRefused covers (on
+// most clusters all of them: nodes, pods and API server on private
+// addresses), sorted and without duplicates, so that a pod's spec does not
+// grow with the cluster.
+func uncovered(nets []netip.Prefix) []netip.Prefix {
+	defaults := podnet.DefaultRefused()
+	nets = slices.DeleteFunc(nets, func(n netip.Prefix) bool {
+		return slices.ContainsFunc(defaults, func(d netip.Prefix) bool { return d.Bits() <= n.Bits() && d.Contains(n.Addr()) })
+	})
+	slices.SortFunc(nets, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
+	return slices.Compact(nets)
 }
 
 // nodeNetworks are a node's addresses and pod networks.
