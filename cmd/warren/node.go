@@ -28,9 +28,10 @@ images in its containerd (namespace k8s.io) and commit a pod's container to an
 image. Every call but /healthz needs the token (WARREN_NODE_TOKEN, from the
 warren-node-token Secret): access to containerd's socket is root on the node.
 
-install-agent copies the warren-agent binary that lies beside this one to DEST:
-the init container of every sandbox pod runs it to deliver the agent.
-isolate programs a sandbox pod's network namespace (its first init container).`
+install-agent copies the warren-agent binary that lies beside this one to DEST
+(the init container of pods of servers before isolate ran it).
+isolate programs a sandbox pod's network namespace and then delivers the agent
+(every sandbox pod's init container runs it).`
 
 func (m *Main) runNode(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "isolate" {

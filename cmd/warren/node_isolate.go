@@ -13,20 +13,21 @@ import (
 )
 
 const isolateUsage = `isolate installs the rules that keep a sandbox's pod from the cluster (package
-podnet): run by the first init container of every sandbox pod, with CAP_NET_ADMIN,
-in the pod's own network namespace. The networks of podnet.DefaultRefused and of
---refuse are refused in both directions but for the agent's port, DNS passes to
-the resolvers of --resolv-conf. It fails when it cannot, and then the pod never
-starts its agent.`
+podnet), then copies the agent to --install-agent: run by the init container of
+every sandbox pod, with CAP_NET_ADMIN, in the pod's own network namespace. The
+networks of podnet.DefaultRefused and of --refuse are refused in both directions
+but for the agent's port, DNS passes to the resolvers of --resolv-conf. It fails
+when it cannot, and then the pod never starts its agent.`
 
 // runIsolate is `warren node isolate`.
 func (m *Main) runIsolate(_ context.Context, args []string) error {
 	fs := m.newFlagSet("node isolate", "warren node isolate [flags]", isolateUsage)
-	var refuse, resolvConf string
+	var refuse, resolvConf, agentDest string
 	var agentPort int
 	fs.StringVar(&refuse, "refuse", "", "comma-separated networks (CIDRs or addresses) refused beside the defaults: the cluster's own")
 	fs.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "the pod's resolv.conf, whose nameservers get DNS")
 	fs.IntVar(&agentPort, "agent-port", 0, "the only TCP port that takes connections from outside the pod (0: none)")
+	fs.StringVar(&agentDest, "install-agent", "", "once isolated, copy the warren-agent beside this binary there (\"\": do not)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -56,7 +57,10 @@ func (m *Main) runIsolate(_ context.Context, args []string) error {
 		return fmt.Errorf("cannot isolate the sandbox's pod, so it does not start: %w", err)
 	}
 	fmt.Fprintf(m.Stdout, "isolated: %d networks refused, DNS to %v, agent port %d\n", len(rules.Refuse), rules.Resolvers, agentPort)
-	return nil
+	if agentDest == "" {
+		return nil
+	}
+	return installAgent(agentDest)
 }
 
 // parseNetwork reads a CIDR or a single address.

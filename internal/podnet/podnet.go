@@ -2,11 +2,12 @@
 // inside its own network namespace, with nftables: what the firewall
 // (internal/firewall) does on the Docker engine's bridge, done where it
 // holds whatever CNI the cluster runs and needs nothing installed on the
-// nodes. The sandbox pod's first init container (`warren node isolate`,
-// with CAP_NET_ADMIN, which the sandbox container lacks) installs the
-// rules and exits; the kubelet starts the pod's other containers only
-// once it succeeded, so a pod whose namespace could not be programmed
-// never runs its agent, never becomes ready, and is never claimed.
+// nodes. The sandbox pod's init container (`warren node isolate`, with
+// CAP_NET_ADMIN, which the sandbox container lacks) installs the rules,
+// then copies the agent in, and exits; the kubelet starts the sandbox
+// container only once it succeeded, so a pod whose namespace could not be
+// programmed never runs its agent, never becomes ready, and is never
+// claimed.
 //
 // The rules are one table, inet warren. Out of the pod: replies and
 // loopback pass; DNS (UDP and TCP port 53) passes to the resolvers of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,12 +18,15 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// isolator is the first init container of every sandbox pod: `warren node
-// isolate` (internal/podnet) programs the pod's network namespace, and
-// the kubelet starts the agent's installer and the sandbox only once it
-// succeeded. It alone has CAP_NET_ADMIN; the sandbox container, which
-// lacks it, cannot undo the rules.
-const isolator = "warren-isolate"
+// initContainer is the one init container of every sandbox pod: `warren
+// node isolate` (internal/podnet) programs the pod's network namespace,
+// then copies the agent into the volume the sandbox container runs it
+// from. The kubelet starts the sandbox only once it succeeded, so no agent
+// runs in a pod that is not isolated. It alone has a capability,
+// CAP_NET_ADMIN; the sandbox container, which lacks it, cannot undo the
+// rules. One container rather than two: each costs a container start on
+// every create.
+const initContainer = "warren-init"
 
 // clusterNetworksTTL is how long the nodes' addresses and pod networks
 // are reused before they are listed again.
@@ -126,14 +130,20 @@ func (r *Runtime) apiServer(ctx context.Context) []netip.Prefix {
 	return out
 }
 
-// isolate makes the isolator pod's first init container, refusing nets
-// beside the defaults. A pod that has one (recreated from a stopped
-// sandbox's record) has it replaced, so it refuses what the cluster holds
-// now.
+// isolate sets pod's init container to one that refuses nets beside the
+// defaults. A pod that has one already (made again from a stopped
+// sandbox's record, maybe by an older server) has it replaced, so it
+// refuses what the cluster holds now.
 func (r *Runtime) isolate(pod *corev1.Pod, nets []netip.Prefix) {
+	pod.Spec.InitContainers = []corev1.Container{r.initContainer(nets)}
+}
+
+// initContainer returns the pod's init container, refusing nets beside
+// the defaults.
+func (r *Runtime) initContainer(nets []netip.Prefix) corev1.Container {
 	no, yes := false, true
 	root := int64(0)
-	args := []string{"node", "isolate", "--agent-port", strconv.Itoa(sandbox.AgentPort)}
+	args := []string{"node", "isolate", "--agent-port", strconv.Itoa(sandbox.AgentPort), "--install-agent", AgentMountPath}
 	if len(nets) > 0 {
 		s := make([]string, len(nets))
 		for i, n := range nets {
@@ -141,12 +151,13 @@ func (r *Runtime) isolate(pod *corev1.Pod, nets []netip.Prefix) {
 		}
 		args = append(args, "--refuse", strings.Join(s, ","))
 	}
-	c := corev1.Container{
-		Name:            isolator,
+	return corev1.Container{
+		Name:            initContainer,
 		Image:           r.cfg.AgentImage,
 		ImagePullPolicy: corev1.PullPolicy(r.cfg.PullPolicy),
 		Command:         []string{AgentImageBinary},
 		Args:            args,
+		VolumeMounts:    []corev1.VolumeMount{{Name: agentVolume, MountPath: path.Dir(AgentMountPath)}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsUser:                &root,
 			RunAsGroup:               &root,
@@ -156,12 +167,13 @@ func (r *Runtime) isolate(pod *corev1.Pod, nets []netip.Prefix) {
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
-	pod.Spec.InitContainers = slices.DeleteFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == isolator })
-	pod.Spec.InitContainers = slices.Insert(pod.Spec.InitContainers, 0, c)
 }
 
-// isolated reports whether a pod was made with the isolator: one made by
-// a server before it (or by hand) is open, and never adopted.
+// isolated reports whether a pod was made with the isolating init
+// container: one made by a server before it (or by hand) is open, and
+// never adopted. Where it stands among init containers an admission
+// webhook may have added does not matter: the sandbox starts only once
+// all of them succeeded.
 func isolated(p *corev1.Pod) bool {
-	return len(p.Spec.InitContainers) > 0 && p.Spec.InitContainers[0].Name == isolator
+	return slices.ContainsFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == initContainer })
 }

@@ -38,12 +38,12 @@ func TestPodIsIsolatedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	inits := p.Spec.InitContainers
-	if len(inits) != 2 || inits[0].Name != isolator || inits[1].Name != agentInstaller {
-		t.Fatalf("init containers %v: want the isolator, then the agent's installer", inits)
+	if len(inits) != 1 || inits[0].Name != initContainer {
+		t.Fatalf("init containers %v: want one, isolating the pod, then installing the agent", inits)
 	}
 	iso := inits[0]
 	// node-b's addresses are private, which the isolator refuses anyway.
-	want := []string{"node", "isolate", "--agent-port", "49983", "--refuse",
+	want := []string{"node", "isolate", "--agent-port", "49983", "--install-agent", AgentMountPath, "--refuse",
 		"198.51.100.0/24,203.0.113.1/32,203.0.113.9/32,203.0.114.0/24"}
 	if !slices.Equal(iso.Args, want) || iso.Command[0] != AgentImageBinary {
 		t.Errorf("isolator runs %v %v, want %v", iso.Command, iso.Args, want)
@@ -56,10 +56,16 @@ func TestPodIsIsolatedFirst(t *testing.T) {
 	if slices.Contains(p.Spec.Containers[0].SecurityContext.Capabilities.Add, "NET_ADMIN") {
 		t.Error("the sandbox container has NET_ADMIN: it could undo its isolation")
 	}
-	// A pod made again (a stopped sandbox's record) gets one isolator.
+	// A pod made again (a stopped sandbox's record, maybe of an older
+	// server, whose init container only installed the agent) gets the
+	// isolating one instead.
+	p.Spec.InitContainers = []corev1.Container{{Name: "warren-agent", Command: []string{AgentImageBinary, "node", "install-agent", AgentMountPath}}}
+	if isolated(p) {
+		t.Error("a pod without the isolating init container counts as isolated")
+	}
 	e.rt.isolate(p, nil)
-	if len(p.Spec.InitContainers) != 2 || p.Spec.InitContainers[0].Name != isolator || len(p.Spec.InitContainers[0].Args) != 4 {
-		t.Errorf("isolated twice: %v", p.Spec.InitContainers)
+	if len(p.Spec.InitContainers) != 1 || !isolated(p) || len(p.Spec.InitContainers[0].Args) != 6 {
+		t.Errorf("made again: %v", p.Spec.InitContainers)
 	}
 }
 

@@ -112,8 +112,9 @@ func TestPodIsHardenedAndCarriesTheAgent(t *testing.T) {
 		t.Fatalf("%d init containers, %d containers", len(s.InitContainers), len(s.Containers))
 	}
 	init := s.InitContainers[0]
-	if init.Image != DefaultAgentImage || !slices.Equal(init.Command, []string{AgentImageBinary, "node", "install-agent", AgentMountPath}) ||
-		init.ImagePullPolicy != corev1.PullNever || *init.SecurityContext.RunAsUser == 0 || *init.SecurityContext.AllowPrivilegeEscalation {
+	if init.Name != initContainer || init.Image != DefaultAgentImage || !slices.Equal(init.Command, []string{AgentImageBinary}) ||
+		!slices.Equal(init.Args, []string{"node", "isolate", "--agent-port", "49983", "--install-agent", AgentMountPath}) ||
+		init.ImagePullPolicy != corev1.PullNever || *init.SecurityContext.AllowPrivilegeEscalation || !*init.SecurityContext.ReadOnlyRootFilesystem {
 		t.Errorf("init container: %+v", init)
 	}
 	c := s.Containers[0]
@@ -191,7 +192,7 @@ func TestCreateThatCannotRunLeavesNoPod(t *testing.T) {
 		},
 		"agent install failed": func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodFailed
-			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: agentInstaller,
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: initContainer,
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "no agent"}}}}
 		},
 	} {

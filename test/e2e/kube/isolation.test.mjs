@@ -4,9 +4,9 @@
 // server (its address and the `kubernetes` Service in another namespace), the nodes' bridge
 // addresses (the registry's port among them), the Service range's DNS and the metadata
 // address is refused at once, never left to time out; the server still reaches every agent,
-// and a sandbox its own loopback. The isolator is the pod's first init container, the only
-// one with NET_ADMIN. A gVisor pod, whose isolator runs on gVisor's kernel (no nftables),
-// fails closed: it never starts.
+// and a sandbox its own loopback. The pod's one init container isolates it, then installs the
+// agent; it is the only container with NET_ADMIN. A gVisor pod, whose init container runs on
+// gVisor's kernel (no nftables), fails closed: it never starts.
 //
 // Runs only under kube-run.sh (WARREN_ENGINE=kubernetes, WARREN_E2E_KUBECTL_CONFIG).
 import { it, before } from 'node:test'
@@ -89,9 +89,9 @@ it('a sandbox reaches no other sandbox, node agent, kubelet, API server, node or
     await startHttpServer(sameTeamSbx, 8000, '/tmp/www', { 'index.html': 'neighbour' })
     const ipOf = (s) => pods.get(s.sandboxId).status.podIP
 
-    // The pod: the isolator first, alone with NET_ADMIN.
+    // The pod: one init container, isolating it, alone with NET_ADMIN.
     const spec = pods.get(prober.sandboxId).spec
-    assert.equal(spec.initContainers[0].name, 'warren-isolate')
+    assert.deepEqual(spec.initContainers.map((c) => c.name), ['warren-init'])
     assert.deepEqual(spec.initContainers[0].securityContext.capabilities.add, ['NET_ADMIN'])
     assert.ok(!spec.containers[0].securityContext.capabilities.add.includes('NET_ADMIN'))
 
