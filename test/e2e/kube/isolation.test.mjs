@@ -41,7 +41,7 @@ async function probe(sbx, targets) {
   const script = `
 import errno, json, socket, sys, time
 out = {}
-for name, proto, host, port in json.loads(sys.argv[1]):
+for name, proto, host, port in json.load(open(sys.argv[1])):
     fam = socket.AF_INET6 if ':' in host else socket.AF_INET
     t = time.monotonic()
     try:
@@ -62,7 +62,8 @@ for name, proto, host, port in json.loads(sys.argv[1]):
 print(json.dumps(out))
 `
   await sbx.files.write('/tmp/probe.py', script)
-  const r = await sbx.commands.run(`python3 /tmp/probe.py '${JSON.stringify(targets)}'`, { timeoutMs: 120_000 })
+  await sbx.files.write('/tmp/targets.json', JSON.stringify(targets))
+  const r = await sbx.commands.run('python3 /tmp/probe.py /tmp/targets.json', { timeoutMs: 120_000 })
   return JSON.parse(r.stdout)
 }
 
