@@ -2,7 +2,7 @@
 # Builds warren/node (WARREN_NODE_IMAGE), the image of the Kubernetes engine's node agent
 # DaemonSet and of the init container that delivers the agent into every sandbox pod:
 # warren/base with bin/warren and bin/warren-agent at / (the agent beside warren, where
-# `warren node install-agent` finds it). No registry is involved: the Docker engine builds it
+# `warren node isolate --install-agent` finds it). No registry is involved: the Docker engine builds it
 # from local images, and scripts/kube.sh load puts it into the nodes' containerd.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -34,6 +34,9 @@ func TestUsage(t *testing.T) {
 		{name: "image build code-interpreter extra argument", args: []string{"image", "build", "code-interpreter", "now"}, wantUsage: true},
 		{name: "image build unknown flag", args: []string{"image", "build", "--fast"}, wantUsage: true},
 		{name: "image build bad mirror", args: []string{"image", "build", "--mirror", "deb.example/debian"}, wantUsage: true},
+		// Refused before any rule is written (these tests run on the host's own network).
+		{name: "node isolate bad network", args: []string{"node", "isolate", "--refuse", "10.0.0.0/8,nowhere"}, wantUsage: true},
+		{name: "node isolate bad port", args: []string{"node", "isolate", "--agent-port", "70000"}, wantUsage: true},
 		{name: "version", args: []string{"version"}, wantOut: "warren "},
 		{name: "version extra argument", args: []string{"version", "x"}, wantUsage: true},
 	}

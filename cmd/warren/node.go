@@ -18,6 +18,7 @@ import (
 
 const nodeUsage = `Usage: warren node [flags]
        warren node install-agent DEST
+       warren node isolate [flags]
 
 Run Warren's node agent: on each node of a Kubernetes cluster (the warren-node
 DaemonSet of deploy/kubernetes/), it does for warren serve --engine kubernetes
@@ -27,10 +28,15 @@ images in its containerd (namespace k8s.io) and commit a pod's container to an
 image. Every call but /healthz needs the token (WARREN_NODE_TOKEN, from the
 warren-node-token Secret): access to containerd's socket is root on the node.
 
-install-agent copies the warren-agent binary that lies beside this one to DEST:
-the init container of every sandbox pod runs it to deliver the agent.`
+install-agent copies the warren-agent binary that lies beside this one to DEST
+(the init container of pods of servers before isolate ran it).
+isolate programs a sandbox pod's network namespace and then delivers the agent
+(every sandbox pod's init container runs it).`
 
 func (m *Main) runNode(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "isolate" {
+		return m.runIsolate(ctx, args[1:])
+	}
 	if len(args) > 0 && args[0] == "install-agent" {
 		if len(args) != 2 {
 			return usageError{"node install-agent takes one argument: the destination path"}

@@ -67,7 +67,7 @@ k apply -f "$deploy/namespace.yaml" -f "$deploy/rbac.yaml" -f "$deploy/runtimecl
 if ! k -n "$ns" get secret warren-node-token >/dev/null 2>&1; then
   k -n "$ns" create secret generic warren-node-token --from-literal=token="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >/dev/null
 fi
-k apply -f "$deploy/node-agent.yaml" >/dev/null
+k apply -f "$deploy/node-agent.yaml" -f "$deploy/sandbox-network-policy.yaml" >/dev/null
 k -n "$ns" rollout status daemonset/warren-node --timeout=180s
 nodes=$(k get nodes -o name | wc -l)
 ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}')
@@ -77,7 +77,7 @@ ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}'
 sa=system:serviceaccount:$ns:warren-control-plane
 can() { [ "$(k auth can-i --as="$sa" "$@" 2>/dev/null)" = yes ]; }
 for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get pods --subresource=log -n $ns" \
-  "patch pods --subresource=resize -n $ns" "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns" \
+  "patch pods --subresource=resize -n $ns" "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns" "list nodes" \
   "create configmaps -n $ns" "list configmaps -n $ns" "update configmaps -n $ns" "delete configmaps -n $ns"; do
   can $want || { say "RBAC: the control plane cannot: $want"; exit 1; }
 done
@@ -104,7 +104,7 @@ KUBECONFIG="$work/sa.kubeconfig" k config use-context e2e >/dev/null
 rc=0
 if [ $# -eq 0 ]; then
   WARREN_E2E_KUBECTL="$kubectl" WARREN_NAMESPACE="$ns" test/e2e/kube-control-plane.sh || rc=1
-  set -- kube/kubernetes.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
+  set -- kube/kubernetes.test.mjs kube/isolation.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
     server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs

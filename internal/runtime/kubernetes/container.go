@@ -51,6 +51,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 // run creates pod and waits until its agent runs, with the process limit
 // applied; on failure the pod is deleted.
 func (r *Runtime) run(ctx context.Context, pod *corev1.Pod, pidsLimit int) (sandbox.Container, error) {
+	nets, err := r.refused(ctx)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	r.isolate(pod, nets)
 	if _, err := r.cli.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return sandbox.Container{}, classify(err, "cannot create the sandbox's pod")
 	}
@@ -233,7 +238,10 @@ func (r *Runtime) containerOf(p *corev1.Pod) sandbox.Container {
 		ID:        p.Name,
 		SandboxID: p.Labels[sandbox.LabelSandbox],
 		Labels:    p.Labels,
-		Running:   running(p),
+		// A pod made without the isolator (by a server before it) is open
+		// to the cluster: reported ended, so reconciliation removes it
+		// instead of adopting it.
+		Running: running(p) && isolated(p),
 	}
 	c.Paused = c.Running && p.Annotations[annotationFrozen] == "true"
 	c.AgentSecret = agentSecret(p)

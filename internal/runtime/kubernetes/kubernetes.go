@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +109,14 @@ type Config struct {
 	// Nodes reaches the node agents; nil = none, and freezing, process
 	// limits and stats are unavailable.
 	Nodes NodeAgents
+	// Refuse are networks no sandbox pod reaches beside
+	// podnet.DefaultRefused and the nodes' addresses and pod networks,
+	// which the runtime adds itself. Default none.
+	Refuse []netip.Prefix
+	// APIServerHost is the API server's address or name, refused to
+	// sandboxes. Default: the host Client talks to, when it is a
+	// *kubernetes.Clientset.
+	APIServerHost string
 	// Logger receives the runtime's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -127,6 +136,7 @@ type Runtime struct {
 	img      *nodeImages
 
 	giveWay atomic.Pointer[func(context.Context) bool] // see OnCrowded
+	cluster clusterNetworks                            // what sandboxes are refused; see refused
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // pod name → who waits for its next change
@@ -207,6 +217,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 2 * time.Minute
+	}
+	if cs, ok := cfg.Client.(*k8s.Clientset); ok && cfg.APIServerHost == "" {
+		cfg.APIServerHost = cs.CoreV1().RESTClient().Get().URL().Hostname()
 	}
 	r := &Runtime{cfg: cfg, cli: cfg.Client, ns: cfg.Namespace, log: logkey.For(cfg.Logger, "kubernetes"),
 		img: newNodeImages(), waiters: map[string][]chan struct{}{}, samples: map[string]cpuSample{}}

@@ -112,8 +112,9 @@ func TestPodIsHardenedAndCarriesTheAgent(t *testing.T) {
 		t.Fatalf("%d init containers, %d containers", len(s.InitContainers), len(s.Containers))
 	}
 	init := s.InitContainers[0]
-	if init.Image != DefaultAgentImage || !slices.Equal(init.Command, []string{AgentImageBinary, "node", "install-agent", AgentMountPath}) ||
-		init.ImagePullPolicy != corev1.PullNever || *init.SecurityContext.RunAsUser == 0 || *init.SecurityContext.AllowPrivilegeEscalation {
+	if init.Name != initContainer || init.Image != DefaultAgentImage || !slices.Equal(init.Command, []string{AgentImageBinary}) ||
+		!slices.Equal(init.Args, []string{"node", "isolate", "--agent-port", "49983", "--install-agent", AgentMountPath}) ||
+		init.ImagePullPolicy != corev1.PullNever || *init.SecurityContext.AllowPrivilegeEscalation || !*init.SecurityContext.ReadOnlyRootFilesystem {
 		t.Errorf("init container: %+v", init)
 	}
 	c := s.Containers[0]
@@ -191,7 +192,7 @@ func TestCreateThatCannotRunLeavesNoPod(t *testing.T) {
 		},
 		"agent install failed": func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodFailed
-			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: agentInstaller,
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: initContainer,
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "no agent"}}}}
 		},
 	} {
@@ -227,6 +228,9 @@ func TestInspectAndListSeeOnlyLivePodsOfThisServer(t *testing.T) {
 	put := func(name, managed string, phase corev1.PodPhase) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace,
 			Labels: map[string]string{sandbox.LabelManaged: managed, sandbox.LabelSandbox: name}}}
+		if name != "open" {
+			e.rt.isolate(p, nil)
+		}
 		runningStatus(p)
 		p.Status.Phase = phase
 		if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -236,6 +240,7 @@ func TestInspectAndListSeeOnlyLivePodsOfThisServer(t *testing.T) {
 	put("mine", "true", corev1.PodRunning)
 	put("ended", "true", corev1.PodFailed)
 	put("other", "server-2", corev1.PodRunning)
+	put("open", "true", corev1.PodRunning) // made without the isolator: never adopted
 	for id, kind := range map[string]sandbox.Kind{"ended": sandbox.KindNotFound, "other": sandbox.KindNotFound, "none": sandbox.KindNotFound} {
 		if _, err := e.rt.Inspect(ctx, id); sandbox.KindOf(err) != kind {
 			t.Errorf("Inspect(%s): %v", id, err)
@@ -250,7 +255,7 @@ func TestInspectAndListSeeOnlyLivePodsOfThisServer(t *testing.T) {
 		names = append(names, c.ID+map[bool]string{true: " running", false: " ended"}[c.Running])
 	}
 	slices.Sort(names)
-	if !slices.Equal(names, []string{"ended ended", "mine running"}) {
+	if !slices.Equal(names, []string{"ended ended", "mine running", "open ended"}) {
 		t.Errorf("listed %v", names)
 	}
 }

@@ -15,13 +15,13 @@ import (
 // Names inside a sandbox's pod.
 const (
 	sandboxContainer = "sandbox"
-	agentInstaller   = "warren-agent"
 	agentVolume      = "warren-agent"
 	// agentSecretEnv carries the agent secret into the container, as
 	// under Docker.
 	agentSecretEnv = "WARREN_AGENT_SECRET"
 	// AgentImageBinary is the warren binary inside the agent image;
-	// `warren node install-agent DEST` copies the agent beside it to DEST.
+	// `warren node isolate --install-agent DEST` copies the agent beside
+	// it to DEST.
 	AgentImageBinary = "/warren"
 )
 
@@ -48,9 +48,8 @@ func PodName(sandboxID string) string { return "warren-" + sandboxID }
 func (r *Runtime) podFor(spec sandbox.ContainerSpec) *corev1.Pod {
 	labels := spec.EngineLabels(r.cfg.Instance)
 
-	no, yes := false, true
+	no := false
 	root := int64(0)
-	nobody := int64(65534)
 	grace := int64(2) // as the Docker engine's stop timeout
 	pull := corev1.PullPolicy(r.cfg.PullPolicy)
 	agentDir := path.Dir(AgentMountPath)
@@ -78,22 +77,7 @@ func (r *Runtime) podFor(spec sandbox.ContainerSpec) *corev1.Pod {
 				Name:         agentVolume,
 				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 			}},
-			InitContainers: []corev1.Container{{
-				Name:            agentInstaller,
-				Image:           r.cfg.AgentImage,
-				ImagePullPolicy: pull,
-				Command:         []string{AgentImageBinary, "node", "install-agent", AgentMountPath},
-				VolumeMounts:    []corev1.VolumeMount{{Name: agentVolume, MountPath: agentDir}},
-				SecurityContext: &corev1.SecurityContext{
-					RunAsUser:                &nobody,
-					RunAsGroup:               &nobody,
-					RunAsNonRoot:             &yes,
-					AllowPrivilegeEscalation: &no,
-					ReadOnlyRootFilesystem:   &yes,
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			}},
+			InitContainers: []corev1.Container{r.initContainer(nil)},
 			Containers: []corev1.Container{{
 				Name:            sandboxContainer,
 				Image:           spec.Image,

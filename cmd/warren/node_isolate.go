@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/warrenhq/warren/internal/podnet"
+)
+
+const isolateUsage = `isolate installs the rules that keep a sandbox's pod from the cluster (package
+podnet), then copies the agent to --install-agent: run by the init container of
+every sandbox pod, with CAP_NET_ADMIN, in the pod's own network namespace. The
+networks of podnet.DefaultRefused and of --refuse are refused in both directions
+but for the agent's port, DNS passes to the resolvers of --resolv-conf. It fails
+when it cannot, and then the pod never starts its agent.`
+
+// runIsolate is `warren node isolate`.
+func (m *Main) runIsolate(_ context.Context, args []string) error {
+	fs := m.newFlagSet("node isolate", "warren node isolate [flags]", isolateUsage)
+	var refuse, resolvConf, agentDest string
+	var agentPort int
+	fs.StringVar(&refuse, "refuse", "", "comma-separated networks (CIDRs or addresses) refused beside the defaults: the cluster's own")
+	fs.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "the pod's resolv.conf, whose nameservers get DNS")
+	fs.IntVar(&agentPort, "agent-port", 0, "the only TCP port that takes connections from outside the pod (0: none)")
+	fs.StringVar(&agentDest, "install-agent", "", "once isolated, copy the warren-agent beside this binary there (\"\": do not)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if agentPort < 0 || agentPort > 65535 {
+		return usageError{fmt.Sprintf("--agent-port=%d: want a port", agentPort)}
+	}
+	rules := podnet.Rules{Refuse: podnet.DefaultRefused(), AgentPort: uint16(agentPort)}
+	for _, s := range strings.Split(refuse, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := parseNetwork(s)
+		if err != nil {
+			return usageError{fmt.Sprintf("--refuse: %q is not a CIDR or an address", s)}
+		}
+		rules.Refuse = append(rules.Refuse, p)
+	}
+	b, err := os.ReadFile(resolvConf)
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("--resolv-conf: %w", err)
+	}
+	rules.Resolvers = podnet.Nameservers(b)
+	if err := podnet.Apply(rules); err != nil {
+		if errors.Is(err, syscall.EPROTONOSUPPORT) {
+			err = fmt.Errorf("%w: this kernel has no nftables (gVisor's has none: gVisor pods are not isolated yet)", err)
+		}
+		return fmt.Errorf("cannot isolate the sandbox's pod, so it does not start: %w", err)
+	}
+	fmt.Fprintf(m.Stdout, "isolated: %d networks refused, DNS to %v, agent port %d\n", len(rules.Refuse), rules.Resolvers, agentPort)
+	if agentDest == "" {
+		return nil
+	}
+	return installAgent(agentDest)
+}
+
+// parseNetwork reads a CIDR or a single address.
+func parseNetwork(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		a = a.Unmap().WithZone("")
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	return p.Masked(), err
+}

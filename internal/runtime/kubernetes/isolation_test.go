@@ -1,0 +1,89 @@
+package kubernetes
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+func addNode(t *testing.T, e *env, name, ip, podCIDR string) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:   corev1.NodeSpec{PodCIDRs: []string{podCIDR}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}}}}
+	if _, err := e.cli.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The isolator runs first, alone with NET_ADMIN, and refuses the nodes'
+// addresses and pod networks and the API server beside the defaults.
+func TestPodIsIsolatedFirst(t *testing.T) {
+	e := newEnv(t)
+	e.rt.cfg.Refuse = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	e.rt.cfg.APIServerHost = "203.0.113.9"
+	addNode(t, e, "node-a", "203.0.113.1", "203.0.114.0/24")
+	addNode(t, e, "node-b", "10.1.2.3", "10.244.1.0/24")
+	e.started(t, "iso")
+	p, err := e.cli.CoreV1().Pods(DefaultNamespace).Get(t.Context(), PodName("iso"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inits := p.Spec.InitContainers
+	if len(inits) != 1 || inits[0].Name != initContainer {
+		t.Fatalf("init containers %v: want one, isolating the pod, then installing the agent", inits)
+	}
+	iso := inits[0]
+	// node-b's addresses are private, which the isolator refuses anyway.
+	want := []string{"node", "isolate", "--agent-port", "49983", "--install-agent", AgentMountPath, "--refuse",
+		"198.51.100.0/24,203.0.113.1/32,203.0.113.9/32,203.0.114.0/24"}
+	if !slices.Equal(iso.Args, want) || iso.Command[0] != AgentImageBinary {
+		t.Errorf("isolator runs %v %v, want %v", iso.Command, iso.Args, want)
+	}
+	sc := iso.SecurityContext
+	if !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		*sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("isolator's security context: %+v", sc)
+	}
+	if slices.Contains(p.Spec.Containers[0].SecurityContext.Capabilities.Add, "NET_ADMIN") {
+		t.Error("the sandbox container has NET_ADMIN: it could undo its isolation")
+	}
+	// A pod made again (a stopped sandbox's record, maybe of an older
+	// server, whose init container only installed the agent) gets the
+	// isolating one instead.
+	p.Spec.InitContainers = []corev1.Container{{Name: "warren-agent", Command: []string{AgentImageBinary, "node", "install-agent", AgentMountPath}}}
+	if isolated(p) {
+		t.Error("a pod without the isolating init container counts as isolated")
+	}
+	e.rt.isolate(p, nil)
+	if len(p.Spec.InitContainers) != 1 || !isolated(p) || len(p.Spec.InitContainers[0].Args) != 6 {
+		t.Errorf("made again: %v", p.Spec.InitContainers)
+	}
+}
+
+// Without the nodes' addresses, no pod is made: on a cluster of public
+// addresses the defaults would not cover them.
+func TestNoPodWithoutTheClusterNetworks(t *testing.T) {
+	e := newEnv(t)
+	e.cli.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("forbidden")
+	})
+	_, err := e.rt.Create(t.Context(), spec("nonet"))
+	if err == nil {
+		t.Fatal("a pod was made without knowing the nodes")
+	}
+	if _, gerr := e.cli.CoreV1().Pods(DefaultNamespace).Get(t.Context(), PodName("nonet"), metav1.GetOptions{}); gerr == nil {
+		t.Error("the pod exists")
+	}
+	if sandbox.KindOf(err) != sandbox.KindInternal {
+		t.Errorf("error %v", err)
+	}
+}
