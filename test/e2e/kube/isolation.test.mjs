@@ -15,7 +15,7 @@ import { readFile } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { Sandbox } from 'e2b'
 import { useServer, WarrenServer, WARREN_BIN } from '../server/harness.mjs'
-import { assert, startHttpServer, uid, kubectl } from '../server/helpers.mjs'
+import { assert, startHttpServer, uid, kubectl, waitFor } from '../server/helpers.mjs'
 
 const srv = await useServer({ private: true, args: ['--warm-pool', '0'] })
 
@@ -144,8 +144,9 @@ it('a gVisor sandbox, whose pod cannot be isolated yet, is refused and leaves no
     assert.ok(err, 'a gVisor sandbox was created: its pod is not isolated')
     const log = await readFile(gv.logPath, 'utf8')
     assert.match(log, /no nftables/, 'the server\'s log names why')
-    const left = await kubectl('get', 'pods', '-l', `dev.warren.managed=${gv.name}`, '-o', 'name')
-    assert.equal(left.trim(), '', 'the refused sandbox\'s pod is left')
+    // (The server deletes the pod; the cluster lists it as terminating for a while.)
+    await waitFor(async () => (await kubectl('get', 'pods', '-l', `dev.warren.managed=${gv.name}`, '-o', 'name')).trim() === '',
+      { timeoutMs: 90_000, intervalMs: 500, what: 'the refused sandbox\'s pod to be deleted' })
   } finally {
     await gv.dispose()
   }
