@@ -129,13 +129,21 @@ func (b *pacedBody) finish() bool {
 
 // dropRest deals with what the handler left of the body, once it
 // returned: net/http would wait for up to 256 KiB of it before it
-// answers or closes, at the client's pace. What arrives within dropGrace
-// is taken; if more is to come, the answer says Connection: close (when
-// the handler has not sent its header) and the server's own reads of the
-// rest fail at once, so the connection closes after the answer.
+// answers or closes, at the client's pace. A body the handler never read
+// (a request refused before its body was needed) gets dropGrace; one it
+// read part of (a write that stopped at a limit) gets the body timeout,
+// as the client is sending the rest as it sent the start, and a
+// connection closed with bytes of it unread is reset, which can lose the
+// answer. What arrives by then is taken; if more is to come, the answer
+// says Connection: close (when the handler has not sent its header) and
+// the server's own reads of the rest fail at once, so the connection
+// closes after the answer.
 func (b *pacedBody) dropRest(tw *trackingWriter) {
 	b.mu.Lock()
-	ended := b.ended
+	ended, grace := b.ended, dropGrace
+	if b.started {
+		grace = b.timeout
+	}
 	b.mu.Unlock()
 	if ended {
 		return
@@ -143,7 +151,7 @@ func (b *pacedBody) dropRest(tw *trackingWriter) {
 	// Not a past deadline: the body's end starts net/http's background
 	// read of the connection, which must not fail before the deadline is
 	// cleared below.
-	if err := b.rc.SetReadDeadline(time.Now().Add(dropGrace)); err != nil {
+	if err := b.rc.SetReadDeadline(time.Now().Add(grace)); err != nil {
 		return // no deadlines here (not a net/http connection)
 	}
 	if _, err := io.CopyN(io.Discard, b.body, maxUnread+1); err == io.EOF {
@@ -156,8 +164,8 @@ func (b *pacedBody) dropRest(tw *trackingWriter) {
 	}
 }
 
-// dropGrace is how long dropRest waits for the bytes of a body that were
-// sent with the request.
+// dropGrace is how long dropRest waits for the bytes of a body the
+// handler never read that were sent with the request.
 const dropGrace = 100 * time.Millisecond
 
 // maxUnread is net/http's maxPostHandlerReadBytes: the most of a body it

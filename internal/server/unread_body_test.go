@@ -2,9 +2,14 @@ package server
 
 import (
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/internal/httpguard"
 )
 
 // A body the handler does not read is still the server's to take:
@@ -79,5 +84,43 @@ func TestUnreadWholeBodyKeepsConnection(t *testing.T) {
 		if code, _ := c.roundTrip("POST /sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"); code != http.StatusUnauthorized {
 			t.Fatalf("request %d: %d", i, code)
 		}
+	}
+}
+
+// A handler that took part of a body and stopped (a write that hit a
+// size limit) answers while the client still sends the rest: the rest
+// gets the body timeout, not the short grace of a body never read, so
+// the client reads the answer and the connection serves the next
+// request, instead of being closed with bytes unread (a reset that can
+// lose the answer).
+func TestPartlyReadBodyTakenUnderBodyTimeout(t *testing.T) {
+	stop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadFull(r.Body, make([]byte, 10))
+		http.Error(w, "full", http.StatusRequestEntityTooLarge)
+	})
+	cfg := Config{IdleTimeout: testIdle, Conns: httpguard.Config{BodyTimeout: 10 * time.Second, BodyMinBytes: testBodyMin}}
+	guard := httpguard.New(cfg.Conns)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(cfg, guard, stop, slog.New(slog.DiscardHandler))
+	go srv.Serve(guard.Listen(ln))
+	t.Cleanup(func() { srv.Close() })
+	c := dialRaw(t, ln.Addr().String())
+	if _, err := io.WriteString(c, "POST /v HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"+strings.Repeat("x", 10)); err != nil {
+		t.Fatal(err)
+	}
+	// The rest comes later than a body never read would be waited for
+	// (the client's pace, not a wait for the server).
+	time.Sleep(time.Second)
+	if _, err := io.WriteString(c, strings.Repeat("x", 990)); err != nil {
+		t.Fatal(err)
+	}
+	if res := readResponse(c, 10*time.Second); res.StatusCode != http.StatusRequestEntityTooLarge || res.Close {
+		t.Errorf("answer %d, Connection: %q; want 413, kept", res.StatusCode, res.Header.Get("Connection"))
+	}
+	if code, _ := c.roundTrip("POST /v HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789"); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("the next request on the connection: %d", code)
 	}
 }
