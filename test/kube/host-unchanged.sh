@@ -15,12 +15,13 @@
 # inode and file counts, conntrack entries, PIDs) are left out.
 #
 # The Docker engines' own objects are left out of both readings, as test.sh runs the Docker
-# suites beside the cluster (see others): their bridges and the containers' veths on them (and
-# every line naming one: sysctls, addresses, routes), the rules in Docker's and Warren's
-# iptables chains and Docker's hairpin rules of published ports, the mounts under the engines' roots, the containers' cgroups, and the
-# end-to-end tests' outside hosts. Everything else on the host is compared, the order of lines
-# included. HOST_UNCHANGED_IGNORE=REGEX leaves out more lines (on a machine where other
-# things run); CI sets none.
+# suites beside the cluster (see without_others): their bridges and the containers' veths on
+# them (and every line naming one: sysctls, addresses, routes), the rules in Docker's and
+# Warren's iptables chains and Docker's hairpin rules of published ports, the mounts under the
+# engines' roots, the containers' cgroups, the end-to-end tests' outside hosts, and the cgroups
+# this machine's own job runner makes for the commands it runs (process_api/<id>). Everything
+# else on the host is compared, the order of lines included. HOST_UNCHANGED_IGNORE=REGEX leaves
+# out more lines (on a machine where other things run); CI sets none.
 set -euo pipefail
 
 # links prints every network link: name, kind, master, state. A bridge's state is left out: it
@@ -71,7 +72,7 @@ without_others() {
 			if (name ~ b || $3 ~ b || name ~ /^wo[0-9a-z]+h$/) print name
 		}' <<<"$state" | sort -u >"$names"
 	awk '/^## / { first = ($0 == "## links first") } !first' <<<"$state" |
-		grep -vE -- '(^|[ :-])(DOCKER|WRN-)|^-A POSTROUTING -s ([0-9.]+)/32 -d \3/32 -p tcp -m tcp --dport [0-9]+ -j MASQUERADE$|"?warren(-gvisor)?:|/var/lib/docker/|/run/docker/|/var/lib/warren-gvisor|/run/warren-gvisor|/run/containerd/io\.containerd\.runtime\.v2\.task/moby/|/tmp/warren-|/run/netns/warren-e2e-|^/sys/fs/cgroup/[^ ]*/(docker|warren-gvisor)(/|$)' |
+		grep -vE -- '(^|[ :-])(DOCKER|WRN-)|^-A POSTROUTING -s ([0-9.]+)/32 -d \3/32 -p tcp -m tcp --dport [0-9]+ -j MASQUERADE$|"?warren(-gvisor)?:|/var/lib/docker/|/run/docker/|/var/lib/warren-gvisor|/run/warren-gvisor|/run/containerd/io\.containerd\.runtime\.v2\.task/moby/|/tmp/warren-|/run/netns/warren-e2e-|^/sys/fs/cgroup/[^ ]*/(docker|warren-gvisor|process_api)(/|$)' |
 		if [ -s "$names" ]; then grep -v -w -F -f "$names"; else cat; fi
 	rm -f "$names"
 }
