@@ -1818,7 +1818,7 @@ const file_process_process_proto_rawDesc = "" +
 	"\n" +
 	"SendSignal\x12\x1a.process.SendSignalRequest\x1a\x1b.process.SendSignalResponse\x12E\n" +
 	"\n" +
-	"CloseStdin\x12\x1a.process.CloseStdinRequest\x1a\x1b.process.CloseStdinResponseBAZ?github.com/warrenhq/warren/sdk/go/internal/envd/process;processb\x06proto3"
+	"CloseStdin\x12\x1a.process.CloseStdinRequest\x1a\x1b.process.CloseStdinResponseB2Z0github.com/warrenhq/warren/proto/process;processb\x06proto3"
 
 var (
 	file_process_process_proto_rawDescOnce sync.Once
