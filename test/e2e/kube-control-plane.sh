@@ -79,7 +79,18 @@ if ! k rollout status deployment/warren --timeout=180s; then
   exit 1
 fi
 ip=$(k get service warren -o 'jsonpath={.spec.clusterIP}')
-say "control plane Ready on $node after $((SECONDS - start))s; its Service at $ip:3000"
+# A Ready pod is not yet a Service that answers: kube-proxy programs the endpoint a moment later,
+# and refuses connections to the Service until then.
+deadline=$((SECONDS + 60))
+until curl -s -o /dev/null --max-time 2 "http://$ip:3000/"; do
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    k get endpointslices -l kubernetes.io/service-name=warren -o wide >&2 || true
+    say "the control plane's Service at $ip:3000 did not answer within 60 s of the pod being Ready"
+    exit 1
+  fi
+  sleep 0.5
+done
+say "control plane Ready on $node after $((SECONDS - start))s; its Service at $ip:3000 answers"
 
 test/e2e/npm-deps.sh
 rc=0
