@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # e2e.sh: the Go SDK's tests, its end-to-end suite (go test -tags e2e) included, against a
-# real `warren serve`, with go vet and the race detector.
+# real `warren serve`, with go vet and the race detector, after goget.sh (the module as a user
+# `go get`s it).
 #
 #   sdk/go/e2e.sh                 vet, then every test of the module
 #   sdk/go/e2e.sh -run TestE2EPty -v   extra `go test` arguments
@@ -55,6 +56,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 start=$SECONDS
+"$here/goget.sh"
 cd "$here"
 node "$repo/test/e2e/server/harness.mjs" run -- \
   sh -c 'go vet -tags e2e ./... && exec go test -tags e2e -race -count=1 -timeout 15m "$@" ./...' go-test "$@"

@@ -32,11 +32,18 @@ func TestE2ETemplateBuild(t *testing.T) {
 	os.WriteFile(dir+"/app/main.txt", []byte("main"), 0o644)
 	os.WriteFile(dir+"/app/sub/deep.txt", []byte("deep"), 0o644)
 	os.WriteFile(dir+"/cfg.txt", []byte("cfg"), 0o644)
+	os.MkdirAll(dir+"/linked/real", 0o755)
+	os.WriteFile(dir+"/linked/real/r.txt", []byte("resolved"), 0o644)
+	os.Symlink("real", dir+"/linked/via")
 	tpl := e2b.NewTemplate().FromTemplate("base").SetFileContext(dir).
 		Copy("app", "/opt/app", e2b.CopyOptions{}).
 		Copy("cfg.txt", "/opt/cfg.txt", e2b.CopyOptions{Mode: 0o600, User: "root"}).
+		Copy("linked", "/opt/linked", e2b.CopyOptions{ResolveSymlinks: true, ForceUpload: true}).
 		RunCmd("echo built > /tmp/built.txt").
 		MakeSymlink("/tmp/built.txt", "/tmp/link.txt").
+		MakeDirWith(e2b.StepOptions{Mode: 0o750, User: "root"}, "/opt/made").
+		RunCmd("touch /tmp/gone.txt").
+		RemoveWith(e2b.StepOptions{Force: true}, "/tmp/gone.txt", "/tmp/never-there.txt").
 		SetEnvs(map[string]string{"TPL_ENV": "from the template"}).
 		RunCmdAs("root", "whoami > /tmp/builder.txt")
 	var logs []e2b.BuildLogEntry
@@ -55,6 +62,10 @@ func TestE2ETemplateBuild(t *testing.T) {
 	res, err = sbx.Commands.Run(ctx, "cat /opt/app/main.txt /opt/app/sub/deep.txt /opt/cfg.txt; stat -c '%a %U' /opt/cfg.txt", e2b.CommandOptions{User: "root"})
 	if err != nil || res.Stdout != "maindeepcfg600 root\n" {
 		t.Errorf("the copied files: %+v %v", res, err)
+	}
+	res, err = sbx.Commands.Run(ctx, "cat /opt/linked/via/r.txt; test -L /opt/linked/via || echo ' not a link'; stat -c '%a %U' /opt/made; test -e /tmp/gone.txt || echo removed", e2b.CommandOptions{User: "root"})
+	if err != nil || res.Stdout != "resolved not a link\n750 root\nremoved\n" {
+		t.Errorf("the resolved link, the made directory, the removed file: %+v %v", res, err)
 	}
 	if ok, err := c.TemplateExists(ctx, name); !ok || err != nil {
 		t.Errorf("exists %s = %v %v", name, ok, err)

@@ -1,5 +1,12 @@
 package e2b
 
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
 // AllTraffic is the CIDR that stands for every address in AllowOut and DenyOut.
 const AllTraffic = "0.0.0.0/0"
 
@@ -38,6 +45,13 @@ type EgressProxy struct {
 // NetworkRule is one rule for requests to a host.
 type NetworkRule struct {
 	Transform *NetworkTransform `json:"transform,omitempty"`
+	// TransformFunc, when set, makes the rule's transform as the create or update is sent
+	// (the JS SDK's transform callback): ids.Token(name) is the placeholder of the workload
+	// identity token registered under name in SandboxOptions.IAM, which the egress gateway
+	// replaces with a fresh token per request. At create, a name not registered fails the
+	// call with an *InvalidArgumentError; an update carries no IAM, so its names are not
+	// checked.
+	TransformFunc func(ids *IdentityTokens) NetworkTransform `json:"-"`
 }
 
 // NetworkTransform changes requests on their way out: Headers are set on them.
@@ -53,4 +67,79 @@ type NetworkUpdate struct {
 	Rules               map[string][]NetworkRule `json:"rules,omitempty"`
 	EgressProxy         *EgressProxy             `json:"egressProxy,omitempty"`
 	AllowInternetAccess *bool                    `json:"allow_internet_access,omitempty"`
+}
+
+// FillSecret is the placeholder of the secret name in a network rule's header value (the JS
+// SDK's Secret.fill): the egress gateway puts the secret's current value there in every
+// request, so the sandbox never sees it. It panics on a name that cannot be a placeholder
+// (empty, or holding '{', '}' or a control character); CheckPlaceholderName says which.
+func FillSecret(name string) string {
+	if err := CheckPlaceholderName("secret", name); err != nil {
+		panic(err)
+	}
+	return "${e2b.secrets." + name + "}"
+}
+
+// CheckPlaceholderName says whether name (of a secret, or of a workload identity token: kind)
+// can be put into a placeholder: not empty, and no '{', '}' or control character, which would
+// end it early or open another one.
+func CheckPlaceholderName(kind, name string) error {
+	if name == "" || strings.ContainsFunc(name, func(r rune) bool { return r == '{' || r == '}' || unicode.IsControl(r) }) {
+		return invalidArg("%s name %s is not usable: it cannot be empty or contain '{', '}' or control characters, "+
+			"since it is put into a placeholder the egress gateway resolves", kind, strconv.Quote(name))
+	}
+	return nil
+}
+
+// IdentityTokens hands a NetworkRule's TransformFunc the placeholders of the sandbox's
+// workload identity tokens.
+type IdentityTokens struct {
+	registered map[string]IAMToken // nil: not checked (an update)
+	err        error
+}
+
+// Token is the placeholder of the workload identity token registered under name.
+func (ids *IdentityTokens) Token(name string) string {
+	err := CheckPlaceholderName("iam token", name)
+	if _, ok := ids.registered[name]; err == nil && ids.registered != nil && !ok {
+		err = invalidArg("iam token %s is not registered in the sandbox's IAM options", strconv.Quote(name))
+	}
+	if err != nil && ids.err == nil {
+		ids.err = err
+	}
+	return "${e2b.identity.tokens." + name + "}"
+}
+
+// resolveRules returns rules with every TransformFunc made into its transform, checking token
+// names against registered when it is not nil (at create; an empty map when the sandbox
+// registers none).
+func resolveRules(rules map[string][]NetworkRule, registered map[string]IAMToken) (map[string][]NetworkRule, error) {
+	out := make(map[string][]NetworkRule, len(rules))
+	for host, list := range rules {
+		resolved := make([]NetworkRule, len(list))
+		for i, r := range list {
+			if r.TransformFunc != nil {
+				ids := &IdentityTokens{registered: registered}
+				tr := r.TransformFunc(ids)
+				if ids.err != nil {
+					return nil, ids.err
+				}
+				r = NetworkRule{Transform: &tr}
+			}
+			resolved[i] = r
+		}
+		out[host] = resolved
+	}
+	return out, nil
+}
+
+// RuleHosts lists the hosts rules has rules for, sorted: AllowOut: RuleHosts(rules) lets a
+// sandbox reach exactly those (the JS SDK's allowOut: ({ rules }) => [...rules.keys()]).
+func RuleHosts(rules map[string][]NetworkRule) []string {
+	hosts := make([]string, 0, len(rules))
+	for h := range rules {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	return hosts
 }

@@ -174,6 +174,19 @@ func (o SandboxOptions) body() (*newSandboxBody, error) {
 		AllowInternetAccess: o.AllowInternetAccess,
 		Network:             o.Network,
 	}
+	if o.Network != nil && o.Network.Rules != nil {
+		registered := o.IAM
+		if registered == nil {
+			registered = map[string]IAMToken{}
+		}
+		rules, err := resolveRules(o.Network.Rules, registered)
+		if err != nil {
+			return nil, err
+		}
+		n := *o.Network
+		n.Rules = rules
+		b.Network = &n
+	}
 	switch {
 	case b.TemplateID != "":
 	case o.MCP != nil:
@@ -307,6 +320,10 @@ func (s *Sandbox) GetMetrics(ctx context.Context, opts MetricsOptions) ([]Sandbo
 func (s *Sandbox) UpdateNetwork(ctx context.Context, update NetworkUpdate) error {
 	return s.client.UpdateNetwork(ctx, s.ID, update)
 }
+
+// EnvdAccessToken is the access token of a secured sandbox's agent ("" for one created with
+// Secure false), for GetSignature. Whoever holds it controls the sandbox.
+func (s *Sandbox) EnvdAccessToken() string { return s.envd.token }
 
 // IsRunning says whether the sandbox's agent answers; false when the sandbox is paused or
 // gone.

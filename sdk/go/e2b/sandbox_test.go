@@ -50,6 +50,48 @@ func TestCreateSendsWhatWasAsked(t *testing.T) {
 	}
 }
 
+func TestNetworkRulePlaceholders(t *testing.T) {
+	f := newFake(t)
+	f.mux.HandleFunc("PUT /sandboxes/isbx1/network", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	ctx := context.Background()
+	rules := map[string][]e2b.NetworkRule{
+		"b.example": {{Transform: &e2b.NetworkTransform{Headers: map[string]string{"X-Key": e2b.FillSecret("key")}}}},
+		"a.example": {{TransformFunc: func(ids *e2b.IdentityTokens) e2b.NetworkTransform {
+			return e2b.NetworkTransform{Headers: map[string]string{"Authorization": "Bearer " + ids.Token("aws")}}
+		}}},
+	}
+	iam := map[string]e2b.IAMToken{"aws": {Audience: "sts.amazonaws.com", TokenType: "JWT-SVID"}}
+	sbx, err := f.client().Create(ctx, e2b.SandboxOptions{IAM: iam, Network: &e2b.NetworkOptions{AllowOut: e2b.RuleHosts(rules), Rules: rules}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.last(t, "/v2/sandboxes")
+	for _, want := range []string{`"allowOut":["a.example","b.example"]`, `"Authorization":"Bearer ${e2b.identity.tokens.aws}"`, `"X-Key":"${e2b.secrets.key}"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("create body %s lacks %s", body, want)
+		}
+	}
+	delete(iam, "aws")
+	if _, err := f.client().Create(ctx, e2b.SandboxOptions{IAM: iam, Network: &e2b.NetworkOptions{Rules: rules}}); !errors.As(err, new(*e2b.InvalidArgumentError)) {
+		t.Errorf("a token not registered: %v", err)
+	}
+	if err := sbx.UpdateNetwork(ctx, e2b.NetworkUpdate{Rules: rules}); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := f.last(t, "/sandboxes/isbx1/network"); !strings.Contains(body, "${e2b.identity.tokens.aws}") {
+		t.Errorf("update body %s", body)
+	}
+	bad := map[string][]e2b.NetworkRule{"h": {{TransformFunc: func(ids *e2b.IdentityTokens) e2b.NetworkTransform {
+		return e2b.NetworkTransform{Headers: map[string]string{"A": ids.Token("a}b")}}
+	}}}}
+	if err := sbx.UpdateNetwork(ctx, e2b.NetworkUpdate{Rules: bad}); !errors.As(err, new(*e2b.InvalidArgumentError)) {
+		t.Errorf("a token name with a brace: %v", err)
+	}
+	if err := e2b.CheckPlaceholderName("secret", "a\nb"); err == nil {
+		t.Error("a secret name with a control character passed")
+	}
+}
+
 func TestCreateInsecureUsesV1(t *testing.T) {
 	f := newFake(t)
 	f.handleJSON("POST /sandboxes", http.StatusCreated, map[string]any{"sandboxID": "iv1", "envdVersion": "0.6.13"})
@@ -344,6 +386,18 @@ func TestSignedURLs(t *testing.T) {
 	q := parsed.Query()
 	if q.Get("signature") != "v1_gUtH/s9YCJWgCizjfUxuWfhFE4QSydOWEIIvfLwDr6E" || q.Get("path") != "hello.txt" || q.Get("username") != "user" || parsed.Path != "/files" {
 		t.Errorf("url %s", u)
+	}
+	sig, err := e2b.GetSignature("hello.txt", "read", "user", sbx.EnvdAccessToken(), 0)
+	if err != nil || sig.Signature != q.Get("signature") || sig.Expiration != 0 {
+		t.Errorf("GetSignature = %+v %v", sig, err)
+	}
+	if sig, err := e2b.GetSignature("f", "write", "", sbx.EnvdAccessToken(), time.Minute); err != nil || sig.Expiration < time.Now().Unix()+50 {
+		t.Errorf("GetSignature with an expiry = %+v %v", sig, err)
+	}
+	for _, bad := range [][2]string{{"read", ""}, {"delete", "token"}} {
+		if _, err := e2b.GetSignature("f", bad[0], "", bad[1], 0); !errors.As(err, new(*e2b.InvalidArgumentError)) {
+			t.Errorf("GetSignature(%q, token %q): %v", bad[0], bad[1], err)
+		}
 	}
 	u, _ = sbx.UploadURL("", e2b.URLOptions{Expires: time.Minute})
 	parsed, _ = url.Parse(u)

@@ -164,6 +164,13 @@ func (c *Client) GetMetrics(ctx context.Context, sandboxID string, opts MetricsO
 
 // UpdateNetwork replaces a running sandbox's egress rules; fields left out are cleared.
 func (c *Client) UpdateNetwork(ctx context.Context, sandboxID string, update NetworkUpdate) error {
+	if update.Rules != nil {
+		rules, err := resolveRules(update.Rules, nil)
+		if err != nil {
+			return err
+		}
+		update.Rules = rules
+	}
 	r, err := c.call(ctx, http.MethodPut, sandboxPath(sandboxID, "/network"), nil, update)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"fmt"
+	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +39,9 @@ type templateStep struct {
 	Args      []string `json:"args"`
 	Force     bool     `json:"force"`
 	FilesHash string   `json:"filesHash,omitempty"` // COPY: names the uploaded files
+	// COPY: upload even when the server has the files; follow links when packing them.
+	ForceUpload     bool `json:"forceUpload,omitempty"`
+	ResolveSymlinks bool `json:"resolveSymlinks,omitempty"`
 }
 
 // NewTemplate starts a template on DefaultBaseImage.
@@ -160,43 +164,124 @@ func (t *Template) SetUser(user string) *Template { return t.step("USER", user) 
 
 // AptInstall installs Debian packages, as root.
 func (t *Template) AptInstall(packages ...string) *Template {
+	return t.AptInstallWith(AptOptions{}, packages...)
+}
+
+// AptOptions are the options of AptInstallWith.
+type AptOptions struct {
+	NoInstallRecommends bool // apt-get install --no-install-recommends
+	FixMissing          bool // apt-get install --fix-missing
+}
+
+// AptInstallWith installs Debian packages, as root, with apt-get's options.
+func (t *Template) AptInstallWith(opts AptOptions, packages ...string) *Template {
+	flags := ""
+	if opts.NoInstallRecommends {
+		flags += "--no-install-recommends "
+	}
+	if opts.FixMissing {
+		flags += "--fix-missing "
+	}
 	return t.RunCmdAs("root", "apt-get update",
-		"DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y "+strings.Join(packages, " "))
+		"DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y "+flags+strings.Join(packages, " "))
 }
 
 // PipInstall installs Python packages for every user (as root); none installs the current
 // directory.
 func (t *Template) PipInstall(packages ...string) *Template {
+	return t.PipInstallWith(PipOptions{}, packages...)
+}
+
+// PipOptions are the options of PipInstallWith.
+type PipOptions struct {
+	// User installs for the current user only (pip install --user, as that user) instead of
+	// for every user (as root).
+	User bool
+}
+
+// PipInstallWith installs Python packages (none: the current directory) with pip's options.
+func (t *Template) PipInstallWith(opts PipOptions, packages ...string) *Template {
 	if len(packages) == 0 {
 		packages = []string{"."}
+	}
+	if opts.User {
+		return t.RunCmd("pip install --user " + strings.Join(packages, " "))
 	}
 	return t.RunCmdAs("root", "pip install "+strings.Join(packages, " "))
 }
 
-// NpmInstall installs npm packages globally (as root).
+// NpmInstall installs npm packages into the working directory as the current user; none
+// installs those of its package.json.
 func (t *Template) NpmInstall(packages ...string) *Template {
-	return t.RunCmdAs("root", "npm install -g "+strings.Join(packages, " "))
+	return t.NpmInstallWith(InstallOptions{}, packages...)
 }
 
-// BunInstall installs bun packages globally (as root).
+// InstallOptions are the options of NpmInstallWith and BunInstallWith.
+type InstallOptions struct {
+	Global bool // install globally (-g), as root
+	Dev    bool // save as development dependencies
+}
+
+// NpmInstallWith installs npm packages with npm's options.
+func (t *Template) NpmInstallWith(opts InstallOptions, packages ...string) *Template {
+	return t.packageInstall("npm install", "--save-dev", opts, packages)
+}
+
+// BunInstall installs bun packages into the working directory as the current user; none
+// installs those of its package.json.
 func (t *Template) BunInstall(packages ...string) *Template {
-	return t.RunCmdAs("root", "bun install -g "+strings.Join(packages, " "))
+	return t.BunInstallWith(InstallOptions{}, packages...)
+}
+
+// BunInstallWith installs bun packages with bun's options.
+func (t *Template) BunInstallWith(opts InstallOptions, packages ...string) *Template {
+	return t.packageInstall("bun install", "--dev", opts, packages)
+}
+
+func (t *Template) packageInstall(cmd, devFlag string, opts InstallOptions, packages []string) *Template {
+	args := []string{cmd}
+	if opts.Global {
+		args = append(args, "-g")
+	}
+	if opts.Dev {
+		args = append(args, devFlag)
+	}
+	args = append(args, packages...)
+	if opts.Global {
+		return t.RunCmdAs("root", strings.Join(args, " "))
+	}
+	return t.RunCmd(strings.Join(args, " "))
+}
+
+// TemplateGitOptions are the options of Template.GitClone.
+type TemplateGitOptions struct {
+	Branch string // clone only this branch
+	Depth  int    // a shallow clone of this many commits; 0: all of them
+	User   string // clone as this user; "": the current one
 }
 
 // GitClone clones a repository into path ("" for the repository's name in the working
-// directory); branch and depth are left out when empty and 0.
-func (t *Template) GitClone(repoURL, path, branch string, depth int) *Template {
+// directory).
+func (t *Template) GitClone(repoURL, path string, opts TemplateGitOptions) *Template {
 	cmd := "git clone " + shellQuote(repoURL)
-	if branch != "" {
-		cmd += " --branch " + shellQuote(branch) + " --single-branch"
+	if opts.Branch != "" {
+		cmd += " --branch " + shellQuote(opts.Branch) + " --single-branch"
 	}
-	if depth > 0 {
-		cmd += " --depth " + strconv.Itoa(depth)
+	if opts.Depth > 0 {
+		cmd += " --depth " + strconv.Itoa(opts.Depth)
 	}
 	if path != "" {
 		cmd += " " + shellQuote(path)
 	}
-	return t.RunCmd(cmd)
+	return t.runAs(opts.User, cmd)
+}
+
+// runAs runs cmd as user, or as the current user when user is "".
+func (t *Template) runAs(user, cmd string) *Template {
+	if user == "" {
+		return t.RunCmd(cmd)
+	}
+	return t.RunCmdAs(user, cmd)
 }
 
 // AddMCPServer pulls MCP servers into a template based on the mcp-gateway template (the
@@ -208,24 +293,103 @@ func (t *Template) AddMCPServer(servers ...string) *Template {
 	return t.RunCmdAs("root", "mcp-gateway pull "+strings.Join(servers, " "))
 }
 
-// MakeDir creates directories with their parents.
-func (t *Template) MakeDir(paths ...string) *Template {
-	return t.RunCmd("mkdir -p " + quoteAll(paths))
+// DevContainerTemplate is the template whose images hold the devcontainer CLI, which
+// BetaDevContainerPrebuild and BetaSetDevContainerStart need.
+const DevContainerTemplate = "devcontainer"
+
+// BetaDevContainerPrebuild builds the dev container described in dir (a directory holding
+// .devcontainer/) while the template is built, so that its sandboxes start it at once. The
+// template must be based on DevContainerTemplate (the build fails with a *BuildError on any
+// other base).
+func (t *Template) BetaDevContainerPrebuild(dir string) *Template {
+	t.needDevContainer()
+	return t.RunCmdAs("root", "devcontainer build --workspace-folder "+shellQuote(dir))
 }
 
-// Remove removes paths, directories with their content.
+// BetaSetDevContainerStart starts the dev container described in dir with every sandbox,
+// ready once it is up; commands then run in it through /devcontainer.sh. The template must be
+// based on DevContainerTemplate.
+func (t *Template) BetaSetDevContainerStart(dir string) *Template {
+	t.needDevContainer()
+	q := shellQuote(dir)
+	return t.SetStartCmd("sudo devcontainer up --workspace-folder "+q+
+		" && sudo /prepare-exec.sh "+q+" | sudo tee /devcontainer.sh > /dev/null"+
+		" && sudo chmod +x /devcontainer.sh && sudo touch /devcontainer.up", WaitForFile("/devcontainer.up"))
+}
+
+func (t *Template) needDevContainer() {
+	if t.fromTemplate != DevContainerTemplate {
+		t.err = &BuildError{Message: "Devcontainers can only used in the devcontainer template"}
+	}
+}
+
+// StepOptions are the options of the steps that change files: MakeDirWith, RemoveWith,
+// RenameWith and MakeSymlinkWith.
+type StepOptions struct {
+	User      string      // run the step as this user; "": the current one
+	Mode      fs.FileMode // MakeDirWith: the directories' mode; 0: the umask's
+	Force     bool        // RemoveWith: ignore missing paths; RenameWith, MakeSymlinkWith: replace dest
+	Recursive bool        // RemoveWith: directories with their content
+}
+
+// MakeDir creates directories with their parents.
+func (t *Template) MakeDir(paths ...string) *Template {
+	return t.MakeDirWith(StepOptions{}, paths...)
+}
+
+// MakeDirWith creates directories with their parents, with opts.Mode and as opts.User.
+func (t *Template) MakeDirWith(opts StepOptions, paths ...string) *Template {
+	cmd := "mkdir -p "
+	if opts.Mode != 0 {
+		cmd += fmt.Sprintf("-m %04o ", uint32(opts.Mode.Perm()))
+	}
+	return t.runAs(opts.User, cmd+quoteAll(paths))
+}
+
+// Remove removes files (rm: directories need RemoveWith and Recursive).
 func (t *Template) Remove(paths ...string) *Template {
-	return t.RunCmd("rm -rf " + quoteAll(paths))
+	return t.RemoveWith(StepOptions{}, paths...)
+}
+
+// RemoveWith removes paths, with opts.Recursive (-r), opts.Force (-f) and as opts.User.
+func (t *Template) RemoveWith(opts StepOptions, paths ...string) *Template {
+	cmd := "rm "
+	if opts.Recursive {
+		cmd += "-r "
+	}
+	if opts.Force {
+		cmd += "-f "
+	}
+	return t.runAs(opts.User, cmd+quoteAll(paths))
 }
 
 // Rename moves src to dest.
 func (t *Template) Rename(src, dest string) *Template {
-	return t.RunCmd("mv " + quoteAll([]string{src, dest}))
+	return t.RenameWith(src, dest, StepOptions{})
+}
+
+// RenameWith moves src to dest, with opts.Force (-f) and as opts.User.
+func (t *Template) RenameWith(src, dest string, opts StepOptions) *Template {
+	cmd := "mv " + quoteAll([]string{src, dest})
+	if opts.Force {
+		cmd += " -f"
+	}
+	return t.runAs(opts.User, cmd)
 }
 
 // MakeSymlink makes dest a symbolic link to src.
 func (t *Template) MakeSymlink(src, dest string) *Template {
-	return t.RunCmd("ln -s " + quoteAll([]string{src, dest}))
+	return t.MakeSymlinkWith(src, dest, StepOptions{})
+}
+
+// MakeSymlinkWith makes dest a symbolic link to src, with opts.Force (-f: replace dest) and
+// as opts.User.
+func (t *Template) MakeSymlinkWith(src, dest string, opts StepOptions) *Template {
+	cmd := "ln -s "
+	if opts.Force {
+		cmd += "-f "
+	}
+	return t.runAs(opts.User, cmd+quoteAll([]string{src, dest}))
 }
 
 // SkipCache rebuilds the steps that follow instead of reusing cached layers (all of them when

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -71,10 +72,21 @@ func TestTemplateSteps(t *testing.T) {
 		tpl  *e2b.Template
 		want string
 	}{
-		{"git clone", e2b.NewTemplate().GitClone("https://example.test/r.git", "/src", "main", 1),
-			`{"force":false,"fromImage":"e2bdev/base","steps":[{"type":"RUN","args":["git clone 'https://example.test/r.git' --branch 'main' --single-branch --depth 1 '/src'"],"force":false}]}`},
+		{"git clone", e2b.NewTemplate().GitClone("https://example.test/r.git", "/src", e2b.TemplateGitOptions{Branch: "main", Depth: 1}).
+			GitClone("https://example.test/s.git", "", e2b.TemplateGitOptions{User: "root"}),
+			`{"force":false,"fromImage":"e2bdev/base","steps":[{"type":"RUN","args":["git clone 'https://example.test/r.git' --branch 'main' --single-branch --depth 1 '/src'"],"force":false},{"type":"RUN","args":["git clone 'https://example.test/s.git'","root"],"force":false}]}`},
 		{"files", e2b.NewTemplate().FromUbuntuImage("").MakeDir("/a b").Rename("/x", "/y").Remove("/z").SetWorkdir("/w").SetUser("u"),
-			`{"force":false,"fromImage":"ubuntu:latest","steps":[{"type":"RUN","args":["mkdir -p '/a b'"],"force":false},{"type":"RUN","args":["mv '/x' '/y'"],"force":false},{"type":"RUN","args":["rm -rf '/z'"],"force":false},{"type":"WORKDIR","args":["/w"],"force":false},{"type":"USER","args":["u"],"force":false}]}`},
+			`{"force":false,"fromImage":"ubuntu:latest","steps":[{"type":"RUN","args":["mkdir -p '/a b'"],"force":false},{"type":"RUN","args":["mv '/x' '/y'"],"force":false},{"type":"RUN","args":["rm '/z'"],"force":false},{"type":"WORKDIR","args":["/w"],"force":false},{"type":"USER","args":["u"],"force":false}]}`},
+		{"file step options", e2b.NewTemplate().MakeDirWith(e2b.StepOptions{Mode: 0o755, User: "root"}, "/a", "/b").
+			RemoveWith(e2b.StepOptions{Recursive: true, Force: true}, "/z").RenameWith("/x", "/y", e2b.StepOptions{Force: true}).
+			MakeSymlinkWith("/t", "/l", e2b.StepOptions{Force: true, User: "u"}),
+			`{"force":false,"fromImage":"e2bdev/base","steps":[{"type":"RUN","args":["mkdir -p -m 0755 '/a' '/b'","root"],"force":false},{"type":"RUN","args":["rm -r -f '/z'"],"force":false},{"type":"RUN","args":["mv '/x' '/y' -f"],"force":false},{"type":"RUN","args":["ln -s -f '/t' '/l'","u"],"force":false}]}`},
+		{"package installs", e2b.NewTemplate().AptInstallWith(e2b.AptOptions{NoInstallRecommends: true, FixMissing: true}, "vim").
+			PipInstallWith(e2b.PipOptions{User: true}, "numpy").PipInstall().NpmInstall("express").NpmInstallWith(e2b.InstallOptions{Global: true}, "tsx").
+			BunInstallWith(e2b.InstallOptions{Dev: true}, "typescript").NpmInstall(),
+			`{"force":false,"fromImage":"e2bdev/base","steps":[{"type":"RUN","args":["apt-get update \u0026\u0026 DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y --no-install-recommends --fix-missing vim","root"],"force":false},{"type":"RUN","args":["pip install --user numpy"],"force":false},{"type":"RUN","args":["pip install .","root"],"force":false},{"type":"RUN","args":["npm install express"],"force":false},{"type":"RUN","args":["npm install -g tsx","root"],"force":false},{"type":"RUN","args":["bun install --dev typescript"],"force":false},{"type":"RUN","args":["npm install"],"force":false}]}`},
+		{"dev container", e2b.NewTemplate().FromTemplate(e2b.DevContainerTemplate).BetaDevContainerPrebuild("/dc").BetaSetDevContainerStart("/dc"),
+			`{"force":false,"fromTemplate":"devcontainer","readyCmd":"[ -f '/devcontainer.up' ]","startCmd":"sudo devcontainer up --workspace-folder '/dc' \u0026\u0026 sudo /prepare-exec.sh '/dc' | sudo tee /devcontainer.sh \u003e /dev/null \u0026\u0026 sudo chmod +x /devcontainer.sh \u0026\u0026 sudo touch /devcontainer.up","steps":[{"type":"RUN","args":["devcontainer build --workspace-folder '/dc'","root"],"force":false}]}`},
 		{"registry and start", e2b.NewTemplate().FromAWSRegistry("r/i", "k", "s", "eu").SetStartCmd("serve", e2b.WaitForPort(8080)),
 			`{"force":false,"fromImage":"r/i","fromImageRegistry":{"awsAccessKeyId":"k","awsRegion":"eu","awsSecretAccessKey":"s","type":"aws"},"readyCmd":"ss -tuln | grep -q ':8080 '","startCmd":"serve","steps":[]}`},
 		{"skip cache before the base", e2b.NewTemplate().SkipCache().FromTemplate("base"),
@@ -92,6 +104,10 @@ func TestTemplateSteps(t *testing.T) {
 	_, err := c.BuildTemplateInBackground(context.Background(), e2b.NewTemplate().FromTemplate("base").AddMCPServer("x"), "n", e2b.BuildOptions{})
 	if !errors.As(err, new(*e2b.BuildError)) {
 		t.Errorf("MCP servers on another base: %v", err)
+	}
+	_, err = c.BuildTemplateInBackground(context.Background(), e2b.NewTemplate().FromTemplate("base").BetaDevContainerPrebuild("/dc"), "n", e2b.BuildOptions{})
+	if !errors.As(err, new(*e2b.BuildError)) {
+		t.Errorf("a dev container on another base: %v", err)
 	}
 }
 
@@ -146,5 +162,18 @@ CMD ["python", "-m", "http.server"]
 		if _, err := f.client().BuildTemplateInBackground(context.Background(), e2b.NewTemplate().FromDockerfile(bad), "n", e2b.BuildOptions{}); !errors.As(err, new(*e2b.BuildError)) {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+func TestDefaultBuildLogger(t *testing.T) {
+	var out strings.Builder
+	log := e2b.DefaultBuildLogger(&out, "warn")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)
+	for _, e := range []e2b.BuildLogEntry{{Timestamp: at, Level: "info", Message: "hidden"}, {Timestamp: at, Level: "warn", Message: "careful"}, {Timestamp: at, Level: "error", Message: "broke"}} {
+		log(e)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], "| 03:04:05 WARN  careful") || !strings.HasSuffix(lines[1], "| 03:04:05 ERROR broke") {
+		t.Errorf("log:\n%s", out.String())
 	}
 }

@@ -3,9 +3,11 @@ package e2b
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -238,4 +240,30 @@ func or0(n, def int) int {
 		return def
 	}
 	return n
+}
+
+// buildLevels orders the levels of build log entries.
+var buildLevels = map[string]int{"debug": 0, "info": 1, "warn": 2, "error": 3}
+
+// DefaultBuildLogger is a BuildOptions.OnLog that writes each entry at minLevel ("debug",
+// "info", "warn" or "error"; "" is "info") or above to w as a line: the seconds since the
+// logger was made, the entry's time, its level and its message (the JS SDK's
+// defaultBuildLogger, without colours). An entry of an unknown level counts as info.
+func DefaultBuildLogger(w io.Writer, minLevel string) func(BuildLogEntry) {
+	start := time.Now()
+	floor, ok := buildLevels[minLevel]
+	if !ok {
+		floor = buildLevels["info"]
+	}
+	return func(e BuildLogEntry) {
+		level, ok := buildLevels[e.Level]
+		if !ok {
+			level, e.Level = buildLevels["info"], "info"
+		}
+		if level < floor {
+			return
+		}
+		fmt.Fprintf(w, "%-5s | %s %-5s %s\n", fmt.Sprintf("%.1fs", time.Since(start).Seconds()),
+			e.Timestamp.Local().Format(time.TimeOnly), strings.ToUpper(e.Level), e.Message)
+	}
 }

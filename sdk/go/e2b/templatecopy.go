@@ -25,6 +25,12 @@ type CopyOptions struct {
 	User string
 	// Mode, when not 0, is set on the copied files.
 	Mode fs.FileMode
+	// ForceUpload uploads the files even when the server has them already, and rebuilds the
+	// step instead of reusing its cached layer.
+	ForceUpload bool
+	// ResolveSymlinks copies what symbolic links point to (files, and directories with what
+	// they hold) instead of the links.
+	ResolveSymlinks bool
 }
 
 // SetFileContext sets the directory that Copy sources are relative to; default the working
@@ -42,12 +48,16 @@ func (t *Template) Copy(src, dest string, opts CopyOptions) *Template {
 	if opts.Mode != 0 {
 		mode = fmt.Sprintf("%04o", uint32(opts.Mode.Perm()))
 	}
-	return t.step("COPY", filepath.ToSlash(src), dest, opts.User, mode)
+	t.steps = append(t.steps, templateStep{Type: "COPY", Args: []string{filepath.ToSlash(src), dest, opts.User, mode},
+		Force: t.forceNext || opts.ForceUpload, ForceUpload: opts.ForceUpload, ResolveSymlinks: opts.ResolveSymlinks})
+	return t
 }
 
 // copyFiles lists what a COPY source matches under dir, as slash paths relative to dir:
-// every file, directory and link, a matched directory with everything under it.
-func copyFiles(dir, src string) ([]string, error) {
+// every file, directory and link, a matched directory with everything under it. With resolve,
+// a link to a directory is listed as that directory with what it holds (once: a link back
+// into a directory being listed is refused as a loop).
+func copyFiles(dir, src string, resolve bool) ([]string, error) {
 	matches, err := filepath.Glob(filepath.Join(dir, filepath.FromSlash(src)))
 	if err != nil {
 		return nil, invalidArg("copy source %q: %v", src, err)
@@ -56,19 +66,39 @@ func copyFiles(dir, src string) ([]string, error) {
 		return nil, invalidArg("copy source %q matches no file in %s", src, dir)
 	}
 	seen := map[string]bool{}
-	for _, m := range matches {
-		err := filepath.WalkDir(m, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
+	var walk func(p string, open map[string]bool) error
+	walk = func(p string, open map[string]bool) error {
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return invalidArg("copy source %q leaves the file context %s", src, dir)
+		}
+		seen[filepath.ToSlash(rel)] = true
+		fi, err := localEntry(p, resolve)
+		if err != nil || !fi.IsDir() {
+			return err
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return err
+		}
+		if open[real] {
+			return invalidArg("copy source %q: the link %s leads back into a directory it is in", src, rel)
+		}
+		open[real] = true
+		defer delete(open, real)
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := walk(filepath.Join(p, e.Name()), open); err != nil {
 				return err
 			}
-			rel, err := filepath.Rel(dir, p)
-			if err != nil || strings.HasPrefix(rel, "..") {
-				return invalidArg("copy source %q leaves the file context %s", src, dir)
-			}
-			seen[filepath.ToSlash(rel)] = true
-			return nil
-		})
-		if err != nil {
+		}
+		return nil
+	}
+	for _, m := range matches {
+		if err := walk(m, map[string]bool{}); err != nil {
 			return nil, err
 		}
 	}
@@ -78,6 +108,14 @@ func copyFiles(dir, src string) ([]string, error) {
 	}
 	sort.Strings(files)
 	return files, nil
+}
+
+// localEntry describes the entry at p: the link itself, or with resolve what a link points to.
+func localEntry(p string, resolve bool) (fs.FileInfo, error) {
+	if resolve {
+		return os.Stat(p)
+	}
+	return os.Lstat(p)
 }
 
 // copyArchive packs files (from copyFiles) as a gzipped tar, and returns it with the hash that
@@ -91,7 +129,7 @@ func copyArchive(dir string, step templateStep, files []string) ([]byte, string,
 	fmt.Fprintf(h, "%q\n", step.Args)
 	for _, rel := range files {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
-		fi, err := os.Lstat(p)
+		fi, err := localEntry(p, step.ResolveSymlinks)
 		if err != nil {
 			return nil, "", err
 		}
@@ -152,7 +190,7 @@ func (c *Client) uploadCopies(ctx context.Context, t *Template, templateID strin
 		if s.Type != "COPY" {
 			continue
 		}
-		files, err := copyFiles(dir, s.Args[0])
+		files, err := copyFiles(dir, s.Args[0], s.ResolveSymlinks)
 		if err != nil {
 			return err
 		}
@@ -170,7 +208,7 @@ func (c *Client) uploadCopies(ctx context.Context, t *Template, templateID strin
 		if err := c.buildCall(ctx, http.MethodGet, path, nil, nil, &link); err != nil {
 			return err
 		}
-		if link.Present {
+		if link.Present && (!s.ForceUpload || link.URL == "") { // forced: when the server gives a URL
 			continue
 		}
 		if err := c.putArchive(ctx, link.URL, link.Headers, archive); err != nil {

@@ -21,7 +21,7 @@ func TestCopyArchiveAndItsHash(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "other.txt"), []byte("x"), 0o644)
 	step := templateStep{Type: "COPY", Args: []string{"app", "/opt/app", "", ""}}
 
-	files, err := copyFiles(dir, "app")
+	files, err := copyFiles(dir, "app", false)
 	if err != nil || strings.Join(files, ",") != "app,app/a.txt,app/link,app/sub,app/sub/b.txt" {
 		t.Fatalf("files %v %v", files, err)
 	}
@@ -53,12 +53,49 @@ func TestCopyArchiveAndItsHash(t *testing.T) {
 	if _, changed, _ := copyArchive(dir, step, files); changed == hash {
 		t.Error("the hash did not change with a file's content")
 	}
-	if glob, err := copyFiles(dir, "*.txt"); err != nil || strings.Join(glob, ",") != "other.txt" {
+	if glob, err := copyFiles(dir, "*.txt", false); err != nil || strings.Join(glob, ",") != "other.txt" {
 		t.Errorf("glob = %v %v", glob, err)
 	}
 	for _, bad := range []string{"missing", "../outside"} {
-		if _, err := copyFiles(dir, bad); !errors.As(err, new(*InvalidArgumentError)) {
+		if _, err := copyFiles(dir, bad, false); !errors.As(err, new(*InvalidArgumentError)) {
 			t.Errorf("%s: %v", bad, err)
 		}
+	}
+}
+
+func TestCopyResolveSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
+	os.WriteFile(filepath.Join(dir, "data", "d.txt"), []byte("d"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "app"), 0o755)
+	os.Symlink("../data", filepath.Join(dir, "app", "data"))
+	os.Symlink("../data/d.txt", filepath.Join(dir, "app", "file"))
+	step := templateStep{Type: "COPY", Args: []string{"app", "/opt/app", "", ""}, ResolveSymlinks: true}
+
+	files, err := copyFiles(dir, "app", true)
+	if err != nil || strings.Join(files, ",") != "app,app/data,app/data/d.txt,app/file" {
+		t.Fatalf("files %v %v", files, err)
+	}
+	archive, _, err := copyArchive(dir, step, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, _ := gzip.NewReader(bytes.NewReader(archive))
+	tr := tar.NewReader(zr)
+	got := map[string]string{}
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		b, _ := io.ReadAll(tr)
+		got[h.Name] = string(rune(h.Typeflag)) + string(b)
+	}
+	want := map[string]string{"app/": "5", "app/data/": "5", "app/data/d.txt": "0d", "app/file": "0d"}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: %q, want %q (all %q)", name, got[name], w, got)
+		}
+	}
+
+	os.Symlink("..", filepath.Join(dir, "data", "up"))
+	if _, err := copyFiles(dir, "app", true); !errors.As(err, new(*InvalidArgumentError)) || !strings.Contains(err.Error(), "leads back") {
+		t.Errorf("a link loop: %v", err)
 	}
 }

@@ -56,6 +56,31 @@ func (s *Sandbox) fileURL(path, operation string, opts URLOptions, now time.Time
 	return s.client.cfg.directURL(s.ID, s.Domain, envdPort) + "/files?" + q.Encode(), nil
 }
 
+// FileSignature is what GetSignature returns: the signature, and its expiry in Unix seconds
+// (0: it never expires).
+type FileSignature struct {
+	Signature  string
+	Expiration int64
+}
+
+// GetSignature signs a file URL of a secured sandbox whose access token is accessToken (its
+// EnvdAccessToken), as UploadURL and DownloadURL do, for a program that builds the URL
+// itself: operation is "read" or "write", user the user who reads or writes ("" for the
+// default), expires 0 for a signature that never expires.
+func GetSignature(path, operation, user, accessToken string, expires time.Duration) (FileSignature, error) {
+	if accessToken == "" {
+		return FileSignature{}, invalidArg("Access token is not set and signature cannot be generated!")
+	}
+	if operation != "read" && operation != "write" {
+		return FileSignature{}, invalidArg("operation %q: want read or write", operation)
+	}
+	var expiration int64
+	if expires != 0 {
+		expiration = time.Now().Add(expires).Unix()
+	}
+	return FileSignature{signature(path, operation, user, accessToken, expiration), expiration}, nil
+}
+
 // signature signs a file URL as envd checks it: v1_ and the unpadded base64 of the SHA-256 of
 // path:operation:user:token[:expiration].
 func signature(path, operation, user, token string, expiration int64) string {
