@@ -13,10 +13,11 @@ package podnet
 // table passes replies by their state, these rules pass them by what they
 // are: out of the pod, the agent's port's segments that open no connection
 // (a SYN without ACK to a refused network is refused first); into it,
-// DNS answers from the resolvers, and from refused networks nothing but
-// the agent's port; from anywhere else, no SYN without ACK. A refusal is
-// a TCP reset, else an ICMP port unreachable (netstack rejects with no
-// other ICMP message), so a probe fails at once.
+// DNS answers from the resolvers and ICMP (errors about the pod's own
+// packets), and from refused networks nothing else but the agent's port;
+// from anywhere else, no SYN without ACK. A refusal is a TCP reset, else
+// an ICMP port unreachable (netstack rejects with no other ICMP message),
+// so a probe fails at once.
 
 import (
 	"encoding/binary"
