@@ -12,10 +12,10 @@ package podnet
 // netstack's iptables has no connection tracking, so where the nftables
 // table passes replies by their state, these rules pass them by what they
 // are: out of the pod, the agent's port's segments that open no connection
-// (a SYN without ACK to a refused network is refused first); into it,
-// DNS answers from the resolvers and ICMP (errors about the pod's own
-// packets), and from refused networks nothing else but the agent's port;
-// from anywhere else, no SYN without ACK. A refusal is a TCP reset, else
+// (a SYN without ACK to a refused network is refused first); into it, no
+// SYN without ACK but to the agent's port, then DNS answers from the
+// resolvers and ICMP (errors about the pod's own packets), and from
+// refused networks nothing else. A refusal is a TCP reset, else
 // an ICMP port unreachable (netstack rejects with no other ICMP message),
 // so a probe fails at once.
 
@@ -134,6 +134,9 @@ func iptChains(r Rules, v6 bool) (input, output []iptRule) {
 	if r.AgentPort != 0 {
 		input = append(input, iptRule{proto: unix.IPPROTO_TCP, dport: r.AgentPort})
 	}
+	// No connection opens from anywhere but to the agent's port, not
+	// even from a resolver's port 53.
+	input = append(input, iptRule{proto: unix.IPPROTO_TCP, syn: true, target: iptRejectReset})
 	for _, a := range resolvers {
 		input = append(input,
 			iptRule{src: a, proto: unix.IPPROTO_UDP, sport: 53},
@@ -146,7 +149,6 @@ func iptChains(r Rules, v6 bool) (input, output []iptRule) {
 	for _, p := range refuse {
 		input = append(input, reject(netip.Prefix{}, p)...)
 	}
-	input = append(input, iptRule{proto: unix.IPPROTO_TCP, syn: true, target: iptRejectReset})
 	return input, output
 }
 

@@ -227,9 +227,9 @@ func TestIPTablesEntryLayout(t *testing.T) {
 
 // What the chains promise, in order: from the pod, DNS to the resolvers
 // passes before any refusal, a connection to a refused network is
-// refused before the agent's replies pass; into it, only the agent's
-// port, the resolvers' answers and ICMP pass from refused networks, and
-// no connection opens from anywhere else.
+// refused before the agent's replies pass; into it, no connection opens
+// but to the agent's port, not even from a resolver, and only the
+// resolvers' answers and ICMP pass from refused networks.
 func TestIPTablesChains(t *testing.T) {
 	r := Rules{
 		Refuse:    []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fc00::/7")},
@@ -250,9 +250,11 @@ func TestIPTablesChains(t *testing.T) {
 	}) {
 		t.Error("an IPv6 network in the IPv4 table")
 	}
-	last := input[len(input)-1]
-	if input[0].in != "lo" || !last.syn || last.src.IsValid() || last.target != iptRejectReset {
-		t.Errorf("INPUT: %+v", input)
+	syn = index(input, func(x iptRule) bool { return x.syn })
+	agent = index(input, func(x iptRule) bool { return x.dport == 49983 })
+	dns = index(input, func(x iptRule) bool { return x.sport == 53 })
+	if input[0].in != "lo" || agent < 0 || syn < agent || dns < syn || input[syn].src.IsValid() || input[syn].target != iptRejectReset {
+		t.Errorf("INPUT: no connection opens but to the agent's port (agent %d, syn %d, dns %d): %+v", agent, syn, dns, input)
 	}
 	accepts := slices.DeleteFunc(slices.Clone(input), func(x iptRule) bool { return x.target != iptAccept })
 	want := []iptRule{{in: "lo"}, {proto: unix.IPPROTO_TCP, dport: 49983},
