@@ -17,6 +17,9 @@
 // and the agent's port pass (every other port is tunnelled through the
 // agent), everything else is refused the same way.
 //
+// Under gVisor, whose kernel has no nftables, ApplyIPTables sets the
+// same Rules as gVisor's netstack's iptables tables (iptables.go).
+//
 // It does not choose the refused networks beyond DefaultRefused: the
 // control plane adds the cluster's own (node addresses, pod networks, the
 // API server) on the init container's command line.

@@ -104,7 +104,9 @@ server = "http://$KUBE_REGISTRY"
   capabilities = ["pull", "resolve"]
 TOML
 	# As in scripts/setup-gvisor.sh: writes go to the container's layer (so a commit
-	# keeps them), and setuid binaries work.
+	# keeps them), and setuid binaries work. net-raw lets a container with CAP_NET_RAW
+	# open raw sockets: Warren's init container sets the pod's iptables through one
+	# (docs/kubernetes.md); the sandbox container lacks the capability.
 	cat >"$dir/runsc.toml" <<TOML
 binary_name = "$KUBE_BIN/runsc"
 root = "$dir/runsc"
@@ -112,6 +114,7 @@ root = "$dir/runsc"
   platform = "systrap"
   overlay2 = "none"
   allow-suid = "true"
+  net-raw = "true"
 TOML
 	cat >"$dir/cni/net.d/10-warren-kube.conflist" <<JSON
 {

@@ -25,7 +25,9 @@ import (
 // runs in a pod that is not isolated. It alone has a capability,
 // CAP_NET_ADMIN; the sandbox container, which lacks it, cannot undo the
 // rules. One container rather than two: each costs a container start on
-// every create.
+// every create. In a gVisor pod it programs gVisor's netstack, which all
+// the pod's containers share, through iptables (podnet.ApplyIPTables),
+// and needs CAP_NET_RAW too.
 const initContainer = "warren-init"
 
 // clusterNetworksTTL is how long the nodes' addresses and pod networks
@@ -135,15 +137,22 @@ func (r *Runtime) apiServer(ctx context.Context) []netip.Prefix {
 // sandbox's record, maybe by an older server) has it replaced, so it
 // refuses what the cluster holds now.
 func (r *Runtime) isolate(pod *corev1.Pod, nets []netip.Prefix) {
-	pod.Spec.InitContainers = []corev1.Container{r.initContainer(nets)}
+	gvisor := pod.Spec.RuntimeClassName != nil && *pod.Spec.RuntimeClassName == r.cfg.GVisorRuntimeClass
+	pod.Spec.InitContainers = []corev1.Container{r.initContainer(nets, gvisor)}
 }
 
 // initContainer returns the pod's init container, refusing nets beside
-// the defaults.
-func (r *Runtime) initContainer(nets []netip.Prefix) corev1.Container {
+// the defaults; gvisor: for a pod of the gVisor RuntimeClass.
+func (r *Runtime) initContainer(nets []netip.Prefix, gvisor bool) corev1.Container {
 	no, yes := false, true
 	root := int64(0)
 	args := []string{"node", "isolate", "--agent-port", strconv.Itoa(sandbox.AgentPort), "--install-agent", AgentMountPath}
+	caps := []corev1.Capability{"NET_ADMIN"}
+	if gvisor {
+		// gVisor's netstack takes iptables tables through a raw socket.
+		args = append(args, "--backend", "iptables")
+		caps = append(caps, "NET_RAW")
+	}
 	if len(nets) > 0 {
 		s := make([]string, len(nets))
 		for i, n := range nets {
@@ -163,7 +172,7 @@ func (r *Runtime) initContainer(nets []netip.Prefix) corev1.Container {
 			RunAsGroup:               &root,
 			AllowPrivilegeEscalation: &no,
 			ReadOnlyRootFilesystem:   &yes,
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}

@@ -69,6 +69,34 @@ func TestPodIsIsolatedFirst(t *testing.T) {
 	}
 }
 
+// A gVisor pod's isolator programs gVisor's netstack with iptables, for
+// which it needs NET_RAW beside NET_ADMIN; its sandbox has neither, as in
+// a runc pod.
+func TestGVisorPodIsIsolatedWithIPTables(t *testing.T) {
+	e := newEnv(t)
+	g := spec("igv")
+	g.Runtime = sandbox.RuntimeGVisor
+	p := e.rt.podFor(g)
+	e.rt.isolate(p, []netip.Prefix{netip.MustParsePrefix("203.0.113.1/32")})
+	iso := p.Spec.InitContainers[0]
+	want := []string{"node", "isolate", "--agent-port", "49983", "--install-agent", AgentMountPath,
+		"--backend", "iptables", "--refuse", "203.0.113.1/32"}
+	if !slices.Equal(iso.Args, want) {
+		t.Errorf("isolator runs %v, want %v", iso.Args, want)
+	}
+	if add := iso.SecurityContext.Capabilities.Add; !slices.Equal(add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) {
+		t.Errorf("isolator's capabilities %v, want NET_ADMIN and NET_RAW", add)
+	}
+	runc := e.rt.podFor(spec("irunc"))
+	if !slices.Equal(p.Spec.Containers[0].SecurityContext.Capabilities.Add, runc.Spec.Containers[0].SecurityContext.Capabilities.Add) {
+		t.Errorf("a gVisor sandbox's capabilities %v differ from a runc one's %v",
+			p.Spec.Containers[0].SecurityContext.Capabilities.Add, runc.Spec.Containers[0].SecurityContext.Capabilities.Add)
+	}
+	if !slices.Equal(runc.Spec.InitContainers[0].SecurityContext.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) {
+		t.Errorf("a runc pod's isolator has %v", runc.Spec.InitContainers[0].SecurityContext.Capabilities.Add)
+	}
+}
+
 // Without the nodes' addresses, no pod is made: on a cluster of public
 // addresses the defaults would not cover them.
 func TestNoPodWithoutTheClusterNetworks(t *testing.T) {

@@ -77,7 +77,7 @@ func (r *Runtime) podFor(spec sandbox.ContainerSpec) *corev1.Pod {
 				Name:         agentVolume,
 				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 			}},
-			InitContainers: []corev1.Container{r.initContainer(nil)},
+			InitContainers: []corev1.Container{r.initContainer(nil, spec.Runtime == sandbox.RuntimeGVisor)},
 			Containers: []corev1.Container{{
 				Name:            sandboxContainer,
 				Image:           spec.Image,

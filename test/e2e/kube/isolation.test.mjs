@@ -5,17 +5,19 @@
 // addresses (the registry's port among them), the Service range's DNS and the metadata
 // address is refused at once, never left to time out; the server still reaches every agent,
 // and a sandbox its own loopback. The pod's one init container isolates it, then installs the
-// agent; it is the only container with NET_ADMIN. A gVisor pod, whose init container runs on
-// gVisor's kernel (no nftables), fails closed: it never starts.
+// agent; it is the only container with NET_ADMIN. The same probes run from a gVisor sandbox,
+// whose init container programs gVisor's netstack with iptables instead of nftables (with
+// NET_RAW beside NET_ADMIN): its sandbox has the runc sandbox's capabilities, its root can
+// neither open a raw socket nor change the rules, and it still runs commands, serves a user
+// port through the agent and resolves names through its resolver.
 //
 // Runs only under kube-run.sh (WARREN_ENGINE=kubernetes, WARREN_E2E_KUBECTL_CONFIG).
 import { it, before } from 'node:test'
 import { execFile } from 'node:child_process'
-import { readFile } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { Sandbox } from 'e2b'
 import { useServer, WarrenServer, WARREN_BIN } from '../server/harness.mjs'
-import { assert, startHttpServer, uid, kubectl, waitFor } from '../server/helpers.mjs'
+import { assert, startHttpServer, uid, kubectl } from '../server/helpers.mjs'
 
 const srv = await useServer({ private: true, args: ['--warm-pool', '0'] })
 
@@ -23,8 +25,8 @@ before(() => {
   assert.equal(process.env.WARREN_ENGINE, 'kubernetes', 'run this file through test/e2e/kube-run.sh')
 })
 
-async function otherTeam() {
-  const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, '--state-dir', srv.server.stateDir])
+async function otherTeam(server) {
+  const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, '--state-dir', server.stateDir])
   return stdout.trim()
 }
 
@@ -67,64 +69,95 @@ print(json.dumps(out))
   return JSON.parse(r.stdout)
 }
 
-it('a sandbox reaches no other sandbox, node agent, kubelet, API server, node or cluster service, and is told so at once', { timeout: 300_000 }, async () => {
+/**
+ * Makes a prober and six candidates (three of another team, three of its own) on server, and
+ * checks that from the prober every connection to the cluster and to the candidates on the
+ * other node is refused within a second, and that the pod has the isolating init container
+ * with caps, alone with NET_ADMIN. Returns the prober and the pod's spec; cleanup kills them.
+ */
+async function assertIsolated(server, cleanup, caps) {
+  const opts = sdkOpts(server)
   const metadata = { e2e: `isolation-${uid()}` }
-  const otherKey = await otherTeam()
-  const made = []
-  const create = async (opts) => {
-    const s = await Sandbox.create({ metadata, timeoutMs: 300_000, ...opts })
-    made.push(s)
+  const otherKey = await otherTeam(server)
+  const create = async (o) => {
+    const s = await Sandbox.create({ ...opts, metadata, timeoutMs: 300_000, ...o })
+    cleanup.push(s)
     return s
   }
+  const prober = await create({})
+  // Candidates of both teams; one of each on the other node is kept.
+  const others = await Promise.all([1, 2, 3].flatMap(() => [create({ apiKey: otherKey }), create({})]))
+  const pods = new Map((await json('get', 'pods', '-l', `dev.warren.managed=${server.name}`)).items
+    .map((p) => [p.metadata.labels['dev.warren.sandbox'], p]))
+  const home = pods.get(prober.sandboxId).spec.nodeName
+  const away = (team) => others.find((s, i) => (i % 2 === 0) === (team === 'other') && pods.get(s.sandboxId).spec.nodeName !== home)
+  const [otherTeamSbx, sameTeamSbx] = [away('other'), away('same')]
+  assert.ok(otherTeamSbx && sameTeamSbx, 'no sandbox of each team on the other node')
+  await startHttpServer(otherTeamSbx, 8000, '/tmp/www', { 'index.html': 'neighbour' })
+  await startHttpServer(sameTeamSbx, 8000, '/tmp/www', { 'index.html': 'neighbour' })
+  const ipOf = (s) => pods.get(s.sandboxId).status.podIP
+
+  const targets = [
+    ['another team\'s sandbox, agent port', 'tcp', ipOf(otherTeamSbx), 49983],
+    ['another team\'s sandbox, user port', 'tcp', ipOf(otherTeamSbx), 8000],
+    ['a sandbox of its team, user port', 'tcp', ipOf(sameTeamSbx), 8000],
+    ['the metadata address', 'tcp', '169.254.169.254', 80],
+    ['the Service range\'s DNS', 'udp', '10.247.0.10', 53],
+  ]
+  for (const p of (await json('get', 'pods', '-l', 'app.kubernetes.io/name=warren-node')).items) {
+    targets.push([`node agent on ${p.spec.nodeName}`, 'tcp', p.status.podIP, 49990])
+  }
+  const nodes = (await json('get', 'nodes')).items
+  for (const n of nodes) {
+    const ip = n.status.addresses.find((a) => a.type === 'InternalIP').address
+    targets.push([`kubelet of ${n.metadata.name}`, 'tcp', ip, n.status.daemonEndpoints.kubeletEndpoint.Port])
+    targets.push([`kubelet port 10250 of ${n.metadata.name}`, 'tcp', ip, 10250])
+    targets.push([`${n.metadata.name}'s bridge address, the registry's port`, 'tcp', ip, 15000])
+  }
+  const api = new URL((await kubectl('config', 'view', '--minify', '-o', 'jsonpath={.clusters[0].cluster.server}')).trim())
+  targets.push(['the API server', 'tcp', api.hostname, Number(api.port || 443)])
+  const svc = await json('get', 'service', 'kubernetes', '--namespace', 'default')
+  targets.push(['the kubernetes Service (namespace default)', 'tcp', svc.spec.clusterIP, 443])
+
+  const got = await probe(prober, targets)
+  // A TCP reset; ICMP prohibited or port unreachable; a datagram dropped on its way out (the send fails).
+  const quick = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'EACCES', 'EPERM'])
+  const open = Object.entries(got).filter(([, [r, ms]]) => !quick.has(r) || ms > 1000)
+  assert.deepEqual(open, [], `reached or not refused at once (outcome, ms): ${JSON.stringify(got)}`)
+  console.log(`isolation: ${targets.length} probes refused in ${Object.values(got).reduce((a, [, ms]) => a + ms, 0)} ms in all`)
+
+  // The pod: one init container, isolating it, alone with NET_ADMIN.
+  const spec = pods.get(prober.sandboxId).spec
+  assert.deepEqual(spec.initContainers.map((c) => c.name), ['warren-init'])
+  assert.deepEqual(spec.initContainers[0].securityContext.capabilities.add, caps)
+  assert.ok(!spec.containers[0].securityContext.capabilities.add.includes('NET_ADMIN'))
+  return { prober, spec }
+}
+
+/** The capability sets of a sandbox's root, from /proc: { CapPrm, CapEff, CapBnd }. */
+async function capsOf(sbx) {
+  const r = await sbx.commands.run('grep -E "^Cap(Prm|Eff|Bnd)" /proc/self/status', { user: 'root' })
+  return Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.split(/:\s+/)))
+}
+
+/** DNS to the first resolver of sbx's resolv.conf, over UDP and TCP: their outcomes. */
+async function dnsOf(sbx) {
+  const resolv = (await sbx.files.read('/etc/resolv.conf')).match(/^nameserver\s+(\S+)/m)
+  assert.ok(resolv, 'no nameserver in the sandbox\'s resolv.conf')
+  const got = await probe(sbx, [['udp', 'udp', resolv[1], 53], ['tcp', 'tcp', resolv[1], 53]])
+  return { resolver: resolv[1], udp: got.udp[0], tcp: got.tcp[0] }
+}
+
+// What a runc sandbox sees, for the gVisor one to match.
+let runcCaps, runcDNS
+
+it('a sandbox reaches no other sandbox, node agent, kubelet, API server, node or cluster service, and is told so at once', { timeout: 300_000 }, async () => {
+  const made = []
   try {
-    const prober = await create({})
-    // Candidates of both teams; one of each on the other node is kept.
-    const others = await Promise.all([1, 2, 3].flatMap(() => [create({ apiKey: otherKey }), create({})]))
-    const pods = new Map((await json('get', 'pods', '-l', `dev.warren.managed=${srv.server.name}`)).items
-      .map((p) => [p.metadata.labels['dev.warren.sandbox'], p]))
-    const home = pods.get(prober.sandboxId).spec.nodeName
-    const away = (team) => others.find((s, i) => (i % 2 === 0) === (team === 'other') && pods.get(s.sandboxId).spec.nodeName !== home)
-    const [otherTeamSbx, sameTeamSbx] = [away('other'), away('same')]
-    assert.ok(otherTeamSbx && sameTeamSbx, 'no sandbox of each team on the other node')
-    await startHttpServer(otherTeamSbx, 8000, '/tmp/www', { 'index.html': 'neighbour' })
-    await startHttpServer(sameTeamSbx, 8000, '/tmp/www', { 'index.html': 'neighbour' })
-    const ipOf = (s) => pods.get(s.sandboxId).status.podIP
-
-    const targets = [
-      ['another team\'s sandbox, agent port', 'tcp', ipOf(otherTeamSbx), 49983],
-      ['another team\'s sandbox, user port', 'tcp', ipOf(otherTeamSbx), 8000],
-      ['a sandbox of its team, user port', 'tcp', ipOf(sameTeamSbx), 8000],
-      ['the metadata address', 'tcp', '169.254.169.254', 80],
-      ['the Service range\'s DNS', 'udp', '10.247.0.10', 53],
-    ]
-    for (const p of (await json('get', 'pods', '-l', 'app.kubernetes.io/name=warren-node')).items) {
-      targets.push([`node agent on ${p.spec.nodeName}`, 'tcp', p.status.podIP, 49990])
-    }
-    const nodes = (await json('get', 'nodes')).items
-    for (const n of nodes) {
-      const ip = n.status.addresses.find((a) => a.type === 'InternalIP').address
-      targets.push([`kubelet of ${n.metadata.name}`, 'tcp', ip, n.status.daemonEndpoints.kubeletEndpoint.Port])
-      targets.push([`kubelet port 10250 of ${n.metadata.name}`, 'tcp', ip, 10250])
-      targets.push([`${n.metadata.name}'s bridge address, the registry's port`, 'tcp', ip, 15000])
-    }
-    const api = new URL((await kubectl('config', 'view', '--minify', '-o', 'jsonpath={.clusters[0].cluster.server}')).trim())
-    targets.push(['the API server', 'tcp', api.hostname, Number(api.port || 443)])
-    const svc = await json('get', 'service', 'kubernetes', '--namespace', 'default')
-    targets.push(['the kubernetes Service (namespace default)', 'tcp', svc.spec.clusterIP, 443])
-
-    const got = await probe(prober, targets)
-    // A TCP reset; ICMP prohibited; a datagram dropped on its way out (the send fails).
-    const quick = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'EACCES', 'EPERM'])
-    const open = Object.entries(got).filter(([, [r, ms]]) => !quick.has(r) || ms > 1000)
-    assert.deepEqual(open, [], `reached or not refused at once (outcome, ms): ${JSON.stringify(got)}`)
-    console.log(`isolation: ${targets.length} probes refused in ${Object.values(got).reduce((a, [, ms]) => a + ms, 0)} ms in all`)
-
-    // The pod: one init container, isolating it, alone with NET_ADMIN.
-    const spec = pods.get(prober.sandboxId).spec
-    assert.deepEqual(spec.initContainers.map((c) => c.name), ['warren-init'])
-    assert.deepEqual(spec.initContainers[0].securityContext.capabilities.add, ['NET_ADMIN'])
-    assert.ok(!spec.containers[0].securityContext.capabilities.add.includes('NET_ADMIN'))
-
+    const { prober } = await assertIsolated(srv.server, made, ['NET_ADMIN'])
+    runcCaps = await capsOf(prober)
+    runcDNS = await dnsOf(prober)
+    console.log(`isolation: a runc sandbox's DNS: ${JSON.stringify(runcDNS)}`)
     // What must still work: the server reaches every agent (commands), a sandbox its loopback.
     await startHttpServer(prober, 8000, '/tmp/www', { 'index.html': 'self' })
     const self = await probe(prober, [['loopback', 'tcp', '127.0.0.1', 8000]])
@@ -134,20 +167,60 @@ it('a sandbox reaches no other sandbox, node agent, kubelet, API server, node or
   }
 })
 
-it('a gVisor sandbox, whose pod cannot be isolated yet, is refused and leaves no pod (fail closed)', { timeout: 180_000 }, async (t) => {
+// Tries, as root in the sandbox, to open a raw socket (which iptables needs) and to replace the
+// filter table through any socket; prints each outcome.
+const tamper = `
+import errno, socket
+def attempt(f):
+    try:
+        f()
+        return 'ok'
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+print('raw', attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)))
+print('raw6', attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)))
+# IPT_SO_SET_REPLACE (64) with an empty filter table's header.
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+print('replace', attempt(lambda: s.setsockopt(socket.IPPROTO_IP, 64, b'filter'.ljust(96, b'\\0'))))
+`
+
+it('a gVisor sandbox is isolated the same way, cannot undo it, and works', { timeout: 300_000 }, async (t) => {
   const classes = await kubectl('get', 'runtimeclass', '-o', 'name')
   if (!classes.includes('runtimeclass.node.k8s.io/gvisor')) return t.skip('no RuntimeClass gvisor on this cluster')
   const gv = new WarrenServer({ args: ['--runtime', 'gvisor', '--warm-pool', '0'] })
   await gv.start()
+  const made = []
   try {
-    const err = await Sandbox.create({ ...sdkOpts(gv), timeoutMs: 60_000 }).then((s) => s.kill().then(() => null), (e) => e)
-    assert.ok(err, 'a gVisor sandbox was created: its pod is not isolated')
-    const log = await readFile(gv.logPath, 'utf8')
-    assert.match(log, /no nftables/, 'the server\'s log names why')
-    // (The server deletes the pod; the cluster lists it as terminating for a while.)
-    await waitFor(async () => (await kubectl('get', 'pods', '-l', `dev.warren.managed=${gv.name}`, '-o', 'name')).trim() === '',
-      { timeoutMs: 90_000, intervalMs: 500, what: 'the refused sandbox\'s pod to be deleted' })
+    const { prober, spec } = await assertIsolated(gv, made, ['NET_ADMIN', 'NET_RAW'])
+    assert.equal(spec.runtimeClassName, 'gvisor')
+    assert.ok(!spec.containers[0].securityContext.capabilities.add.includes('NET_RAW'))
+    const caps = await capsOf(prober)
+    if (runcCaps) assert.deepEqual(caps, runcCaps, 'a gVisor sandbox\'s root has other capabilities than a runc one\'s')
+
+    await prober.files.write('/tmp/tamper.py', tamper)
+    const tampered = await prober.commands.run('python3 /tmp/tamper.py', { user: 'root' })
+    assert.deepEqual(tampered.stdout.trim().split('\n'), ['raw EPERM', 'raw6 EPERM', 'replace ENOPROTOOPT'],
+      `root in the gVisor sandbox: ${tampered.stdout}`)
+    const still = await probe(prober, [['the metadata address', 'tcp', '169.254.169.254', 80]])
+    assert.equal(still['the metadata address'][0], 'ECONNREFUSED')
+
+    // It works: commands (above), a user port through the agent, DNS to its resolver.
+    await startHttpServer(prober, 8000, '/tmp/www', { 'index.html': 'gvisor' })
+    const res = await fetch(`${gv.url}/index.html`, {
+      headers: { 'E2b-Sandbox-Id': prober.sandboxId, 'E2b-Sandbox-Port': '8000' }, signal: AbortSignal.timeout(30_000),
+    })
+    assert.equal(res.status, 200)
+    assert.equal(await res.text(), 'gvisor')
+    // The resolver is in a refused range (the node's, 10.255.255.53 here), so only the rule
+    // for it lets DNS out: refused at once without it. This cluster's pods get no answer from
+    // it (nothing routes the pod networks back to the host's resolver), runc ones neither.
+    const dns = await dnsOf(prober)
+    console.log(`isolation: a gVisor sandbox's DNS: ${JSON.stringify(dns)}`)
+    const refusals = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'EACCES', 'EPERM'])
+    assert.ok(!refusals.has(dns.udp) && !refusals.has(dns.tcp), `DNS to the resolver refused: ${JSON.stringify(dns)}`)
+    if (runcDNS) assert.deepEqual(dns, runcDNS, 'DNS differs from a runc sandbox\'s')
   } finally {
+    await Promise.all(made.map((s) => s.kill().catch(() => {})))
     await gv.dispose()
   }
 })
