@@ -17,6 +17,7 @@ type capabilities struct {
 	checkpointer sandbox.Checkpointer
 	checker      sandbox.RuntimeChecker
 	events       sandbox.EventWatcher
+	memory       sandbox.MemoryCloner
 }
 
 func capabilitiesOf(rt sandbox.Runtime) capabilities {
@@ -28,6 +29,7 @@ func capabilitiesOf(rt sandbox.Runtime) capabilities {
 	c.checkpointer, _ = rt.(sandbox.Checkpointer)
 	c.checker, _ = rt.(sandbox.RuntimeChecker)
 	c.events, _ = rt.(sandbox.EventWatcher)
+	c.memory, _ = rt.(sandbox.MemoryCloner)
 	return c
 }
 
