@@ -18,6 +18,7 @@ type capabilities struct {
 	checker      sandbox.RuntimeChecker
 	events       sandbox.EventWatcher
 	memory       sandbox.MemoryCloner
+	forks        sandbox.ForkLister
 }
 
 func capabilitiesOf(rt sandbox.Runtime) capabilities {
@@ -30,6 +31,7 @@ func capabilitiesOf(rt sandbox.Runtime) capabilities {
 	c.checker, _ = rt.(sandbox.RuntimeChecker)
 	c.events, _ = rt.(sandbox.EventWatcher)
 	c.memory, _ = rt.(sandbox.MemoryCloner)
+	c.forks, _ = rt.(sandbox.ForkLister)
 	return c
 }
 

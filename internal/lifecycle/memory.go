@@ -43,8 +43,9 @@ const (
 // as long as their fork: any found with no fork in flight is a leftover.
 const forkKeyPrefix = "fork-"
 
-// memoryFlights holds the keys of memory images being made or used by a
-// fork or a snapshot in flight, which pruneMemory must leave alone.
+// memoryFlights holds the keys of memory images, and the fork images,
+// being made or used by a fork or a snapshot in flight, which
+// pruneMemory and pruneForks must leave alone.
 type memoryFlights struct {
 	mu   sync.Mutex
 	keys map[string]struct{} // guarded by mu
@@ -146,5 +147,24 @@ func (m *Manager) pruneMemory(ctx context.Context) {
 		}
 		m.log.Info("deleting a memory image no snapshot or fork holds", "key", key)
 		m.deleteMemory(ctx, key)
+	}
+}
+
+// pruneForks removes this server's fork images that no fork in flight and
+// no sandbox that may still run uses: those of a fork whose server was
+// killed between its commit and its sandboxes.
+func (m *Manager) pruneForks(ctx context.Context) {
+	if m.caps.forks == nil {
+		return
+	}
+	refs, err := m.caps.forks.ForkImages(ctx)
+	if err != nil {
+		m.log.Warn("cannot list fork images", "err", err)
+		return
+	}
+	for _, ref := range refs {
+		if !m.memoryFlights.has(ref) {
+			m.releaseImage(ctx, ref)
+		}
 	}
 }

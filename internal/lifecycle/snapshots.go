@@ -145,8 +145,10 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		key = forkKeyPrefix + sandbox.NewID()
 		defer m.memoryFlights.begin(key)()
 	}
+	ref := sandbox.ForkRepo + ":" + sandbox.NewID()
+	defer m.memoryFlights.begin(ref)()
 	captureCtx, cancel := engineWork(ctx, changeLimit)
-	image, err := m.capture(captureCtx, src, sandbox.ForkRepo+":"+sandbox.NewID(), key)
+	image, err := m.capture(captureCtx, src, ref, key)
 	cancel()
 	unlock()
 	if err != nil {

@@ -26,6 +26,9 @@ const (
 	// claimed one keeps it: the store, not the label, says whose a
 	// container is.
 	LabelPool = "dev.warren.pool" // "true"
+	// LabelFork is on a fork image (ForkRepo): the instance of the server
+	// that made it, so that it finds those its forks left (ForkLister).
+	LabelFork = "dev.warren.fork"
 )
 
 // DefaultInstance is the instance name of a server not given one (serve's
@@ -321,6 +324,13 @@ type MemoryCloner interface {
 	DeleteMemory(ctx context.Context, key string) error
 	// MemoryImages returns the keys of the memory images kept.
 	MemoryImages(ctx context.Context) ([]string, error)
+}
+
+// ForkLister is an engine that can list the fork images (ForkRepo) it
+// holds for this server. Without it a fork image left by a server killed
+// during its fork stays until removed by hand.
+type ForkLister interface {
+	ForkImages(ctx context.Context) ([]string, error)
 }
 
 // ContainerEvent is something that happened to a container, as its engine
