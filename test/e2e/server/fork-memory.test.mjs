@@ -4,14 +4,20 @@
 // independent of each other and of the source, which keeps running under its ID; a snapshot
 // keeps the process for sandboxes created from it, and one taken with memory: false cold-boots;
 // a code interpreter's variables are in every fork. Under runc an explicit request for memory is
-// refused naming gVisor, and a fork says in its log that it carried the filesystem only. Fork
-// exists from SDK 2.4x: 2.51 only.
+// refused naming gVisor, and a fork says in its log that it carried the filesystem only. A
+// kill -9 of the server in the middle of a fork leaks nothing and loses nothing. Fork exists
+// from SDK 2.4x: 2.51 only. The file has a server of its own, which it kills.
 import { it } from 'node:test'
+import { existsSync, readdirSync } from 'node:fs'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { join } from 'node:path'
 import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter'
 import { useServer } from './harness.mjs'
-import { assert, describeEachSdk, proxyFetch, uid, waitFor } from './helpers.mjs'
+import { assert, describeEachSdk, listAll, proxyFetch, uid, waitFor } from './helpers.mjs'
 
-const server = await useServer()
+const server = await useServer({ private: true })
+const docker = async (...args) => (await promisify(execFile)('docker', args)).stdout.trim()
 const gvisor = process.env.WARREN_RUNTIME === 'gvisor'
 const onlyGVisor = !gvisor && 'memory is kept under gVisor only (test.sh gvisor_suite runs this)'
 const onlyRunc = gvisor && 'the refusal is for runtimes that cannot keep memory'
@@ -135,6 +141,43 @@ describeEachSdk('fork and snapshots with memory', (ctx) => {
     await forks[0].runCode('x = 0')
     assert.equal((await forks[1].runCode('x')).text, '42', 'forks\' kernels are independent')
     assert.equal((await src.runCode('x')).text, '42')
+  })
+
+  it('kill -9 of the server in the middle of a fork leaks nothing; the source goes on after the restart', { skip: ctx.is219 || onlyGVisor, timeout: 180_000 }, async () => {
+    const lineage = uid() // forks copy their source's metadata
+    const src = await ctx.create({ timeoutMs: 300_000, metadata: { lineage } })
+    const before = await startStateful(src)
+    const name = server.server.name
+    const images = join(await docker('info', '-f', '{{.DockerRootDir}}'), 'warren-memory', name)
+    // This fork's image: one of the server's fork images that earlier tests' forks do not use.
+    const forkImages = async () => (await docker('images', '-q', '--filter', `label=dev.warren.fork=${name}`, 'warren/fork')).split('\n').filter(Boolean)
+    const earlier = new Set(await forkImages())
+    const ours = async () => (await forkImages()).filter((id) => !earlier.has(id))
+    const forking = api(`/sandboxes/${src.sandboxId}/fork`, { method: 'POST', body: JSON.stringify({ count: 3, timeout: 60 }) }).catch((e) => e)
+    // Killed once the memory image is written: its forks are being restored.
+    await waitFor(() => existsSync(images) && readdirSync(images).length > 0, { timeoutMs: 30_000, intervalMs: 20, what: 'the fork\'s memory image' })
+    await server.server.kill9()
+    await forking
+    await server.server.start()
+
+    await waitFor(() => !existsSync(images) || readdirSync(images).length === 0, { timeoutMs: 20_000, what: 'the memory image deleted' })
+    const live = (await listAll(ctx.sdk.Sandbox.list())).map((s) => s.sandboxId)
+    const lineageLive = (await listAll(ctx.sdk.Sandbox.list({ query: { metadata: { lineage } } }))).map((s) => s.sandboxId)
+    const containers = (await docker('ps', '-a', '--filter', `label=dev.warren.managed=${name}`,
+      '--format', '{{.Label "dev.warren.sandbox"}} {{.Label "dev.warren.pool"}}')).split('\n').filter(Boolean)
+    for (const [id, pool] of containers.map((c) => c.split(' '))) {
+      assert.ok(pool === 'true' || live.includes(id), `container of ${id}, which no listed sandbox owns`)
+    }
+    // Forks that were up before the kill are whole; once they are gone, so is their image.
+    for (const id of lineageLive.filter((id) => id !== src.sandboxId)) {
+      const f = ctx.track(await ctx.sdk.Sandbox.connect(id))
+      assert.equal((await ask(id)).token, before.token)
+      await f.kill()
+    }
+    await waitFor(async () => (await ours()).length === 0, { timeoutMs: 20_000, what: 'the fork image deleted' })
+    // The source was frozen at most for the capture: it runs, or is paused with its memory.
+    const back = await ctx.sdk.Sandbox.connect(src.sandboxId)
+    assert.equal((await ask(back.sandboxId)).token, before.token)
   })
 
   it('under runc: memory is refused by name, and a fork says it carried the filesystem only', { skip: ctx.is219 || onlyRunc, timeout: 120_000 }, async () => {
