@@ -89,15 +89,18 @@ func (m *Manager) whyNoMemory(sb sandbox.Sandbox) string {
 // capture saves sb's filesystem as the image ref and, when memoryKey is
 // not "", its processes and memory as the memory image memoryKey, both at
 // one instant: a running sandbox is frozen meanwhile and thawed after. The
-// caller holds sb's lock and has checked whyNoMemory.
-func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKey string) (string, error) {
+// caller holds sb's lock and has checked whyNoMemory. When the memory
+// cannot be saved, capture fails if required, else it saves the
+// filesystem alone and returns why in lost.
+func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKey string, required bool) (image, lost string, err error) {
 	if memoryKey == "" {
-		return m.caps.committer.Commit(ctx, sb.ContainerID, ref)
+		image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
+		return image, "", err
 	}
 	start := time.Now()
 	if sb.State == sandbox.StateRunning {
 		if err := m.caps.freeze(ctx, sb.ContainerID); err != nil {
-			return "", err
+			return "", "", err
 		}
 		defer func() {
 			if err := m.caps.thaw(context.WithoutCancel(ctx), sb.ContainerID); err != nil {
@@ -105,16 +108,21 @@ func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKe
 			}
 		}()
 	}
-	if err := m.caps.memory.SaveMemory(ctx, sb.ContainerID, memoryKey); err != nil {
-		return "", err
+	if serr := m.caps.memory.SaveMemory(ctx, sb.ContainerID, memoryKey); serr != nil {
+		if required {
+			return "", "", serr
+		}
+		m.log.Warn("cannot save a sandbox's memory; saving its filesystem only", logkey.Sandbox, sb.ID, "err", serr)
+		image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
+		return image, "its memory could not be saved (" + sandbox.Message(serr) + ")", err
 	}
-	image, err := m.caps.committer.Commit(ctx, sb.ContainerID, ref)
+	image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
 	if err != nil {
 		m.deleteMemory(ctx, memoryKey)
-		return "", err
+		return "", "", err
 	}
 	m.log.Info("sandbox captured with its memory", logkey.Sandbox, sb.ID, "took", time.Since(start).Round(time.Millisecond))
-	return image, nil
+	return image, "", nil
 }
 
 func (m *Manager) deleteMemory(ctx context.Context, key string) {

@@ -203,3 +203,33 @@ func TestMemorySnapshotAndPrune(t *testing.T) {
 		t.Errorf("memory images after the snapshot's deletion: %v", kept)
 	}
 }
+
+// failingSaves is a memoryEngine whose memory images cannot be saved.
+type failingSaves struct{ *memoryEngine }
+
+func (failingSaves) SaveMemory(context.Context, string, string) error {
+	return sandbox.Errorf(sandbox.KindUnavailable, "no room for it")
+}
+
+// TestMemoryThatCannotBeSaved: a fork whose memory cannot be saved carries
+// the filesystem and says why; a snapshot that requires memory fails.
+func TestMemoryThatCannotBeSaved(t *testing.T) {
+	e := newEnv(t, func(c *config) {
+		c.Runtime = failingSaves{&memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}}
+		c.SandboxRuntime = sandbox.RuntimeGVisor
+	})
+	ctx := context.Background()
+	src := e.create(t, CreateRequest{})
+	_, err := e.m.Snapshot(ctx, team, src.ID, "", MemoryRequired)
+	wantKind(t, "snapshot with memory", err, sandbox.KindInternal)
+	forks, err := e.m.Fork(ctx, team, src.ID, time.Minute, 1)
+	if err != nil || forks[0].Err != nil {
+		t.Fatalf("fork: %v %v", err, forks)
+	}
+	if got := logText(t, e.m, forks[0].Sandbox.ID); !strings.Contains(got, "filesystem only: its memory could not be saved (no room for it) memory=false") {
+		t.Errorf("fork's log:\n%s", got)
+	}
+	if c, _ := e.container(t, src.ContainerID); !c.Running || c.Paused {
+		t.Errorf("source's container %+v, want running, thawed", c)
+	}
+}

@@ -48,9 +48,14 @@ func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string, memory 
 		sn.Memory = &sandbox.AgentIdentity{AgentSecret: sb.AgentSecret, AccessToken: sb.EnvdAccessToken}
 	}
 	start := time.Now()
-	sn.Image, err = m.capture(ctx, sb, sandbox.SnapshotRepo+":"+sn.ID, key)
+	var lost string
+	sn.Image, lost, err = m.capture(ctx, sb, sandbox.SnapshotRepo+":"+sn.ID, key, memory == MemoryRequired)
 	if err != nil {
 		return sandbox.Snapshot{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to snapshot sandbox")
+	}
+	if lost != "" {
+		m.deleteMemory(ctx, key)
+		key, sn.Memory, why = "", nil, lost
 	}
 	if err := m.cfg.Store.PutSnapshot(ctx, sn); err != nil {
 		m.removeImage(ctx, sn.Image)
@@ -148,11 +153,15 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 	ref := sandbox.ForkRepo + ":" + sandbox.NewID()
 	defer m.memoryFlights.begin(ref)()
 	captureCtx, cancel := engineWork(ctx, changeLimit)
-	image, err := m.capture(captureCtx, src, ref, key)
+	image, lost, err := m.capture(captureCtx, src, ref, key, false)
 	cancel()
 	unlock()
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "failed to fork sandbox")
+	}
+	if lost != "" {
+		m.deleteMemory(ctx, key)
+		key, why = "", lost
 	}
 	if key != "" {
 		defer m.deleteMemory(ctx, key)

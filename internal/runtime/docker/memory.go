@@ -70,6 +70,11 @@ func (r *Runtime) SaveMemory(ctx context.Context, id, key string) error {
 		os.RemoveAll(filepath.Join(dir, key))
 		return classify(err, "cannot checkpoint the sandbox's container")
 	}
+	// The engine wrote it on its host: a server elsewhere cannot hand it
+	// to new containers.
+	if _, err := os.Stat(filepath.Join(dir, key, "checkpoint.img")); err != nil {
+		return sandbox.Errorf(sandbox.KindUnavailable, "the memory image is not on this server's host (%s): keeping memory needs the server on the engine's host", dir)
+	}
 	return nil
 }
 
