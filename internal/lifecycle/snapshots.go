@@ -95,9 +95,9 @@ func (m *Manager) Snapshots(ctx context.Context, teamID, sandboxID, name string)
 	return out, nil
 }
 
-// DeleteSnapshot deletes a team's snapshot, its memory image and its image. Sandboxes
-// created from it keep running; the engine keeps the image's layers until
-// they are gone.
+// DeleteSnapshot deletes a team's snapshot, its memory image and its
+// image. Sandboxes created from it keep running; the engine keeps the
+// image's layers until they are gone.
 func (m *Manager) DeleteSnapshot(ctx context.Context, teamID, id string) error {
 	sn, err := m.cfg.Store.GetSnapshot(ctx, strings.TrimSuffix(id, ":default"))
 	if err != nil || sn.TeamID != teamID {
@@ -125,8 +125,8 @@ type ForkResult struct {
 // Fork captures a running or paused sandbox (see capture: with its
 // memory where its runtime can, else its filesystem only) and creates
 // count sandboxes from it, each running for timeout. A failure of one
-// fork is reported in its result; the others go on. Each fork's log and
-// created event say whether it carries its source's memory.
+// fork is reported in its result; the others go on. Each fork's log says
+// whether it carries its source's memory (a "memory" field, and why not).
 func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Duration, count int) ([]ForkResult, error) {
 	if err := m.checkTimeout(timeout); err != nil {
 		return nil, err
