@@ -89,14 +89,22 @@ func (c *Client) Init(ctx context.Context, addr string, init sandbox.AgentInit) 
 		}
 		phases.Mark(ctx, "agent_wait")
 	}
-	body, err := json.Marshal(initBody{
+	ib := initBody{
 		EnvVars:        init.EnvVars,
 		AccessToken:    init.AccessToken,
 		Timestamp:      time.Now().UTC(),
 		DefaultUser:    init.DefaultUser,
 		DefaultWorkdir: init.DefaultWorkdir,
 		CABundle:       init.CABundle,
-	})
+	}
+	// An agent restored from another sandbox's memory is told its own
+	// secret and token, proving the ones it holds.
+	secret, token := init.AgentSecret, init.AccessToken
+	if init.Restored != (sandbox.AgentIdentity{}) {
+		secret, token = init.Restored.AgentSecret, init.Restored.AccessToken
+		ib.AgentSecret = init.AgentSecret
+	}
+	body, err := json.Marshal(ib)
 	if err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "encoding agent init")
 	}
@@ -105,11 +113,11 @@ func (c *Client) Init(ctx context.Context, addr string, init sandbox.AgentInit) 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if init.AgentSecret != "" {
-		req.Header.Set(secretHeader, init.AgentSecret)
+	if secret != "" {
+		req.Header.Set(secretHeader, secret)
 	}
-	if init.AccessToken != "" {
-		req.Header.Set("X-Access-Token", init.AccessToken)
+	if token != "" {
+		req.Header.Set("X-Access-Token", token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -131,6 +139,7 @@ type initBody struct {
 	DefaultUser    string            `json:"defaultUser,omitempty"`
 	DefaultWorkdir string            `json:"defaultWorkdir,omitempty"`
 	CABundle       string            `json:"caBundle,omitempty"`
+	AgentSecret    string            `json:"agentSecret,omitempty"` // Warren's own
 }
 
 // WaitReady polls the agent at addr until it answers GET /health.

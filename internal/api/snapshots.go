@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/httpedge"
+	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -17,11 +18,23 @@ func (s *server) createSnapshot(w http.ResponseWriter, r *http.Request, team str
 	}
 	var req struct {
 		Name string `json:"name"`
+		// Memory is Warren's own (E2B's snapshots always keep memory):
+		// true requires the sandbox's memory and processes, false saves
+		// its filesystem only; absent keeps memory where the runtime can.
+		Memory *bool `json:"memory"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	sn, err := s.m.Snapshot(r.Context(), team, id, req.Name)
+	memory := lifecycle.MemoryIfPossible
+	switch {
+	case req.Memory == nil:
+	case *req.Memory:
+		memory = lifecycle.MemoryRequired
+	default:
+		memory = lifecycle.MemoryNone
+	}
+	sn, err := s.m.Snapshot(r.Context(), team, id, req.Name, memory)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func TestCodeInterpreterCopiesKeepAgentArgs(t *testing.T) {
 	ctx := context.Background()
 	e.rt.Rebuild("warren/code-interpreter")
 	src := e.create(t, CreateRequest{Template: CodeInterpreterTemplate})
-	sn, err := e.m.Snapshot(ctx, team, src.ID, "ci")
+	sn, err := e.m.Snapshot(ctx, team, src.ID, "ci", MemoryIfPossible)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestCodeInterpreterCopiesKeepAgentArgs(t *testing.T) {
 	}
 	args("fork", forks[0].Sandbox)
 	// A snapshot of a sandbox made from a snapshot keeps them too.
-	sn2, err := e.m.Snapshot(ctx, team, fromID.ID, "")
+	sn2, err := e.m.Snapshot(ctx, team, fromID.ID, "", MemoryIfPossible)
 	if err != nil {
 		t.Fatal(err)
 	}

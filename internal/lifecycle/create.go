@@ -51,6 +51,21 @@ type template struct {
 	// runtime is what the image needs its sandboxes to run under (its
 	// sandbox.LabelRuntime label); "" = the server's default.
 	runtime sandbox.OCIRuntime
+	// memory is the key of the engine's memory image its sandboxes are
+	// restored from (a fork's, a memory snapshot's), and restored the
+	// identity that image's agent holds; "" = they boot afresh.
+	memory   string
+	restored sandbox.AgentIdentity
+}
+
+// agentStart is what the agent of a container that has just started
+// already has.
+type agentStart struct {
+	// prepared: it answered and took the CA when it was pooled (warmpool).
+	prepared bool
+	// restored: it was restored from another sandbox's memory and holds
+	// that sandbox's identity (zero = it did not).
+	restored sandbox.AgentIdentity
 }
 
 // TemplateResolver finds built templates by ID or name (with an optional
@@ -129,7 +144,7 @@ func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (temp
 	}
 	snapID := strings.TrimSuffix(ref, ":default")
 	if sn, err := m.cfg.Store.GetSnapshot(ctx, snapID); err == nil && sn.TeamID == teamID {
-		return template{id: sn.ID, image: sn.Image, agentArgs: sn.AgentArgs}, nil
+		return m.snapshotTemplate(sn, sn.ID), nil
 	}
 	snaps, err := m.cfg.Store.ListSnapshots(ctx, teamID, "")
 	if err != nil {
@@ -137,10 +152,25 @@ func (m *Manager) resolveTemplate(ctx context.Context, teamID, ref string) (temp
 	}
 	for _, sn := range snaps {
 		if sn.Name != "" && sn.Name == ref {
-			return template{id: sn.ID, alias: sn.Name, image: sn.Image, agentArgs: sn.AgentArgs}, nil
+			return m.snapshotTemplate(sn, sn.Name), nil
 		}
 	}
 	return m.localImage(ctx, ref)
+}
+
+// snapshotTemplate is the template of a snapshot: its sandboxes are
+// restored from its memory image when it has one and this engine can
+// (under gVisor, whatever the server's default), else they boot on its
+// filesystem.
+func (m *Manager) snapshotTemplate(sn sandbox.Snapshot, alias string) template {
+	tpl := template{id: sn.ID, image: sn.Image, agentArgs: sn.AgentArgs}
+	if alias != sn.ID {
+		tpl.alias = alias
+	}
+	if sn.Memory != nil && m.caps.memory != nil {
+		tpl.memory, tpl.restored, tpl.runtime = sn.ID, *sn.Memory, sandbox.RuntimeGVisor
+	}
+	return tpl
 }
 
 // localImage resolves ref as an image on the engine, which only its full
@@ -194,8 +224,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sandbox.Sandbo
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	if tpl.runtime, err = m.requiredRuntime(ctx, tpl); err != nil {
-		return sandbox.Sandbox{}, err
+	if tpl.memory == "" {
+		if tpl.runtime, err = m.requiredRuntime(ctx, tpl); err != nil {
+			return sandbox.Sandbox{}, err
+		}
 	}
 	phases.Mark(ctx, "resolve")
 	return m.create(ctx, req, tpl)
@@ -317,8 +349,12 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		sb.TrafficAccessToken = sandbox.NewToken()
 	}
 	defer m.pool.Begin(sb)()
-	if out, ok, err := m.createFromPool(ctx, sb); ok {
-		return out, err
+	// A sandbox restored from memory has no pooled container to claim.
+	fromPool := tpl.memory == ""
+	if fromPool {
+		if out, ok, err := m.createFromPool(ctx, sb); ok {
+			return out, err
+		}
 	}
 	phases.Mark(ctx, "pool_miss")
 	var (
@@ -326,6 +362,9 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		claimErr error
 	)
 	release, claimed, err := m.pool.AdmitCold(ctx, func() bool {
+		if !fromPool {
+			return false
+		}
 		var ok bool
 		claim, ok, claimErr = m.createFromPool(ctx, sb)
 		return ok
@@ -345,7 +384,12 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		return sandbox.Sandbox{}, err
 	}
 	phases.Mark(ctx, "save")
-	c, err := m.cfg.Runtime.Create(ctx, m.containerSpec(sb))
+	var c sandbox.Container
+	if tpl.memory != "" {
+		c, err = m.caps.memory.CreateFromMemory(ctx, m.containerSpec(sb), tpl.memory)
+	} else {
+		c, err = m.cfg.Runtime.Create(ctx, m.containerSpec(sb))
+	}
 	if err != nil {
 		log.Error("create container failed", "err", err)
 		m.abandon(ctx, sb)
@@ -353,7 +397,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	}
 	sb.ContainerID, sb.AgentAddr = c.ID, c.AgentAddr
 	phases.Mark(ctx, "engine")
-	if _, err := m.bringUp(ctx, &sb, c.IP, m.cfg.InitTimeout, false); err != nil {
+	if _, err := m.bringUp(ctx, &sb, c.IP, m.cfg.InitTimeout, agentStart{restored: tpl.restored}); err != nil {
 		log.Error("sandbox start failed", logkey.Container, c.ID, "err", err)
 		m.abandon(ctx, sb)
 		return sandbox.Sandbox{}, err
@@ -381,23 +425,24 @@ func (m *Manager) resourcesOf(tpl template) (cpuCount, memoryMB int) {
 }
 
 // bringUp takes a sandbox whose container has started to running: its
-// egress rules, the agent's init (at once, and without the server's CA,
-// when prepared: a pooled container's agent answered and took the CA
-// when it was pooled, see warmpool), the template's start and ready
-// commands, then the running state saved. initFailed tells the warm
+// egress rules, the agent's init (see initAgent), the template's start
+// and ready commands (not for an agent restored from memory, whose
+// processes run already), then the running state saved. initFailed tells the warm
 // pool that the container itself is at fault, so a fresh one may do
 // better. On error the caller abandons the sandbox.
-func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr, initTimeout time.Duration, prepared bool) (initFailed bool, err error) {
+func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr, initTimeout time.Duration, agent agentStart) (initFailed bool, err error) {
 	if err := m.applyEgress(ctx, *sb, ip); err != nil {
 		return false, err
 	}
 	phases.Mark(ctx, "egress")
-	if err := m.initAgent(ctx, *sb, initTimeout, prepared); err != nil {
+	if err := m.initAgent(ctx, *sb, initTimeout, agent); err != nil {
 		return true, sandbox.Wrap(sandbox.KindInternal, err, "failed to start sandbox agent")
 	}
 	phases.Mark(ctx, "agent")
-	if err := m.startTemplate(ctx, *sb); err != nil {
-		return false, err
+	if agent.restored == (sandbox.AgentIdentity{}) {
+		if err := m.startTemplate(ctx, *sb); err != nil {
+			return false, err
+		}
 	}
 	phases.Mark(ctx, "template")
 	now := time.Now().UTC()
@@ -451,8 +496,8 @@ func (m *Manager) containerSpec(sb sandbox.Sandbox) sandbox.ContainerSpec {
 
 // initAgent waits for the agent of a started container and configures it;
 // a prepared one (warmpool) is configured at once, and not given the
-// CA it has.
-func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration, prepared bool) error {
+// CA it has, nor is a restored one, which is given sb's identity.
+func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration, agent agentStart) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	user := sb.User
@@ -465,9 +510,10 @@ func (m *Manager) initAgent(ctx context.Context, sb sandbox.Sandbox, timeout tim
 		AccessToken:    sb.EnvdAccessToken,
 		DefaultUser:    user,
 		DefaultWorkdir: sb.Workdir,
-		Answered:       prepared,
+		Answered:       agent.prepared,
+		Restored:       agent.restored,
 	}
-	if !prepared {
+	if !agent.prepared && agent.restored == (sandbox.AgentIdentity{}) {
 		init.CABundle = m.cfg.CABundle
 	}
 	return m.cfg.Agent.Init(ctx, sb.AgentAddr, init)

@@ -17,6 +17,8 @@ type capabilities struct {
 	checkpointer sandbox.Checkpointer
 	checker      sandbox.RuntimeChecker
 	events       sandbox.EventWatcher
+	memory       sandbox.MemoryCloner
+	forks        sandbox.ForkLister
 }
 
 func capabilitiesOf(rt sandbox.Runtime) capabilities {
@@ -28,6 +30,8 @@ func capabilitiesOf(rt sandbox.Runtime) capabilities {
 	c.checkpointer, _ = rt.(sandbox.Checkpointer)
 	c.checker, _ = rt.(sandbox.RuntimeChecker)
 	c.events, _ = rt.(sandbox.EventWatcher)
+	c.memory, _ = rt.(sandbox.MemoryCloner)
+	c.forks, _ = rt.(sandbox.ForkLister)
 	return c
 }
 

@@ -43,7 +43,7 @@ func TestBareEngine(t *testing.T) {
 		t.Errorf("samples %+v, %v; want one with the agent's 3 GiB of 8", got, err)
 	}
 
-	_, err = e.m.Snapshot(ctx, team, sb.ID, "")
+	_, err = e.m.Snapshot(ctx, team, sb.ID, "", MemoryIfPossible)
 	wantKind(t, "snapshot", err, sandbox.KindUnavailable)
 	_, err = e.m.Fork(ctx, team, sb.ID, time.Minute, 1)
 	wantKind(t, "fork", err, sandbox.KindUnavailable)

@@ -107,6 +107,10 @@ type Manager struct {
 	// whether they claimed a pooled container (observeCreate).
 	createPhases phases.Histograms
 
+	// memoryFlights are the memory images forks and snapshots in flight
+	// are making or using (memory.go).
+	memoryFlights memoryFlights
+
 	reconciling sync.Mutex // held by Reconcile: the loops' and events' never overlap
 
 	cancel context.CancelFunc

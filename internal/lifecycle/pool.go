@@ -159,7 +159,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 		return sb, false, nil
 	}
 	phases.Mark(ctx, "limits")
-	if initFailed, err := m.bringUp(ctx, &sb, c.Container.IP, pooledInitTimeout, c.Prepared); err != nil {
+	if initFailed, err := m.bringUp(ctx, &sb, c.Container.IP, pooledInitTimeout, agentStart{prepared: c.Prepared}); err != nil {
 		m.abandon(ctx, sb)
 		if initFailed {
 			log.Warn("pooled container's agent init failed; creating from scratch", "err", err)

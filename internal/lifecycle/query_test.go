@@ -93,14 +93,14 @@ func TestSnapshotsAndFork(t *testing.T) {
 	ctx := context.Background()
 	src := e.create(t, CreateRequest{Template: "base", Secure: true, Metadata: map[string]string{"k": "v"}})
 
-	sn, err := e.m.Snapshot(ctx, team, src.ID, "mine")
+	sn, err := e.m.Snapshot(ctx, team, src.ID, "mine", MemoryIfPossible)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sn.SandboxID != src.ID || sn.Name != "mine" {
 		t.Errorf("snapshot %+v", sn)
 	}
-	_, err = e.m.Snapshot(ctx, "other", src.ID, "")
+	_, err = e.m.Snapshot(ctx, "other", src.ID, "", MemoryIfPossible)
 	wantKind(t, "snapshot of other team's sandbox", err, sandbox.KindNotFound)
 	for _, ref := range []string{sn.ID, sn.ID + ":default", "mine"} {
 		sb := e.create(t, CreateRequest{Template: ref})

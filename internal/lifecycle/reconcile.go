@@ -48,6 +48,8 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	}
 	m.restoreFirewall(ctx)
 	m.pool.Prune(ctx, seen)
+	m.pruneMemory(ctx)
+	m.pruneForks(ctx)
 	return nil
 }
 

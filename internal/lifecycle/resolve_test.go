@@ -63,7 +63,7 @@ func newTwoTeams(t testing.TB) *twoTeams {
 	tt := &twoTeams{env: e, imagesB: map[string]bool{}}
 	snapshot := func(teamID, name string) sandbox.Snapshot {
 		sb := e.create(t, CreateRequest{TeamID: teamID, Template: "base"})
-		sn, err := e.m.Snapshot(ctx, teamID, sb.ID, name)
+		sn, err := e.m.Snapshot(ctx, teamID, sb.ID, name, MemoryIfPossible)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,10 @@ import (
 )
 
 // Snapshot saves a running or paused sandbox's filesystem as an image the
-// team can create sandboxes from. The sandbox keeps running.
-func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbox.Snapshot, error) {
+// team can create sandboxes from and, as memory asks and the sandbox's
+// runtime can (see memory.go), its processes and memory, which sandboxes
+// created from the snapshot then go on with. The sandbox keeps running.
+func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string, memory MemoryRequest) (sandbox.Snapshot, error) {
 	ctx, cancel := engineWork(ctx, changeLimit)
 	defer cancel()
 	defer m.locks.lock(id)()
@@ -24,6 +26,13 @@ func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbo
 	if m.caps.committer == nil {
 		return sandbox.Snapshot{}, errNoCommit
 	}
+	why := m.whyNoMemory(sb)
+	if why == "" && len(sb.VolumeMounts) > 0 {
+		why = "the sandbox has volumes mounted, which a sandbox created from a snapshot does not"
+	}
+	if memory == MemoryRequired && why != "" {
+		return sandbox.Snapshot{}, sandbox.Errorf(sandbox.KindInvalid, "cannot snapshot the sandbox with its memory: %s; ask for memory: false to save its filesystem only", why)
+	}
 	sn := sandbox.Snapshot{
 		ID:        sandbox.NewSnapshotID(),
 		TeamID:    teamID,
@@ -32,15 +41,38 @@ func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string) (sandbo
 		CreatedAt: time.Now().UTC(),
 		AgentArgs: slices.Clone(sb.AgentArgs),
 	}
-	sn.Image, err = m.caps.committer.Commit(ctx, sb.ContainerID, sandbox.SnapshotRepo+":"+sn.ID)
+	var key string
+	if memory != MemoryNone && why == "" {
+		key = sn.ID
+		defer m.memoryFlights.begin(key)()
+		sn.Memory = &sandbox.AgentIdentity{AgentSecret: sb.AgentSecret, AccessToken: sb.EnvdAccessToken}
+	}
+	start := time.Now()
+	var lost string
+	sn.Image, lost, err = m.capture(ctx, sb, sandbox.SnapshotRepo+":"+sn.ID, key, memory == MemoryRequired)
 	if err != nil {
 		return sandbox.Snapshot{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to snapshot sandbox")
 	}
+	if lost != "" {
+		m.deleteMemory(ctx, key)
+		key, sn.Memory, why = "", nil, lost
+	}
 	if err := m.cfg.Store.PutSnapshot(ctx, sn); err != nil {
 		m.removeImage(ctx, sn.Image)
+		if key != "" {
+			m.deleteMemory(ctx, key)
+		}
 		return sandbox.Snapshot{}, err
 	}
-	m.event(ctx, id, "info", "snapshot created", "snapshot", sn.ID)
+	took := time.Since(start).Round(time.Millisecond).String()
+	switch {
+	case key != "":
+		m.event(ctx, id, "info", "snapshot created with memory", "snapshot", sn.ID, "memory", "true", "took", took)
+	case memory == MemoryNone:
+		m.event(ctx, id, "info", "snapshot created (filesystem only, as asked)", "snapshot", sn.ID, "memory", "false", "took", took)
+	default:
+		m.event(ctx, id, "info", "snapshot created (filesystem only: "+why+")", "snapshot", sn.ID, "memory", "false", "took", took)
+	}
 	return sn, nil
 }
 
@@ -63,9 +95,9 @@ func (m *Manager) Snapshots(ctx context.Context, teamID, sandboxID, name string)
 	return out, nil
 }
 
-// DeleteSnapshot deletes a team's snapshot and its image. Sandboxes
-// created from it keep running; the engine keeps the image's layers until
-// they are gone.
+// DeleteSnapshot deletes a team's snapshot, its memory image and its
+// image. Sandboxes created from it keep running; the engine keeps the
+// image's layers until they are gone.
 func (m *Manager) DeleteSnapshot(ctx context.Context, teamID, id string) error {
 	sn, err := m.cfg.Store.GetSnapshot(ctx, strings.TrimSuffix(id, ":default"))
 	if err != nil || sn.TeamID != teamID {
@@ -73,6 +105,9 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, teamID, id string) error {
 	}
 	if err := m.cfg.Store.DeleteSnapshot(ctx, sn.ID); err != nil {
 		return err
+	}
+	if sn.Memory != nil && m.caps.memory != nil {
+		m.deleteMemory(ctx, sn.ID)
 	}
 	m.releaseImage(ctx, sn.Image)
 	return nil
@@ -87,9 +122,11 @@ type ForkResult struct {
 	Err     error
 }
 
-// Fork commits a running or paused sandbox and creates count sandboxes
-// from the image, each running for timeout. A failure of one fork is
-// reported in its result; the others go on.
+// Fork captures a running or paused sandbox (see capture: with its
+// memory where its runtime can, else its filesystem only) and creates
+// count sandboxes from it, each running for timeout. A failure of one
+// fork is reported in its result; the others go on. Each fork's log says
+// whether it carries its source's memory (a "memory" field, and why not).
 func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Duration, count int) ([]ForkResult, error) {
 	if err := m.checkTimeout(timeout); err != nil {
 		return nil, err
@@ -107,12 +144,27 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		unlock()
 		return nil, errNoCommit
 	}
-	commitCtx, cancel := engineWork(ctx, changeLimit)
-	image, err := m.caps.committer.Commit(commitCtx, src.ContainerID, sandbox.ForkRepo+":"+sandbox.NewID())
+	why := m.whyNoMemory(src)
+	var key string
+	if why == "" {
+		key = forkKeyPrefix + sandbox.NewID()
+		defer m.memoryFlights.begin(key)()
+	}
+	ref := sandbox.ForkRepo + ":" + sandbox.NewID()
+	defer m.memoryFlights.begin(ref)()
+	captureCtx, cancel := engineWork(ctx, changeLimit)
+	image, lost, err := m.capture(captureCtx, src, ref, key, false)
 	cancel()
 	unlock()
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "failed to fork sandbox")
+	}
+	if lost != "" {
+		m.deleteMemory(ctx, key)
+		key, why = "", lost
+	}
+	if key != "" {
+		defer m.deleteMemory(ctx, key)
 	}
 	req := CreateRequest{
 		TeamID:    teamID,
@@ -128,6 +180,11 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		VolumeMounts: slices.Clone(src.VolumeMounts),
 	}
 	tpl := template{id: src.TemplateID, alias: src.Alias, image: image, agentArgs: src.AgentArgs}
+	if key != "" {
+		// The memory image runs under gVisor whatever the server's default.
+		tpl.runtime, tpl.memory = src.Runtime, key
+		tpl.restored = sandbox.AgentIdentity{AgentSecret: src.AgentSecret, AccessToken: src.EnvdAccessToken}
+	}
 	out := make([]ForkResult, count)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, forkParallelism)
@@ -137,6 +194,9 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 			defer func() { <-sem }()
 			sb, err := m.create(ctx, req, tpl)
 			out[i] = ForkResult{Sandbox: sb, Err: err}
+			if err == nil {
+				m.reportFork(ctx, sb, id, why)
+			}
 		})
 	}
 	wg.Wait()
@@ -144,6 +204,15 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		m.removeImage(ctx, image)
 	}
 	return out, nil
+}
+
+// reportFork says in a fork's log what it carries of its source's.
+func (m *Manager) reportFork(ctx context.Context, sb sandbox.Sandbox, src, whyNoMemory string) {
+	if whyNoMemory == "" {
+		m.event(ctx, sb.ID, "info", "forked with its source's memory and processes", "source", src, "memory", "true")
+		return
+	}
+	m.event(ctx, sb.ID, "warn", "forked with its source's filesystem only: "+whyNoMemory, "source", src, "memory", "false")
 }
 
 // releaseImage removes a fork image, or a deleted snapshot's image, once no

@@ -279,7 +279,7 @@ func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.D
 		sb.AgentAddr = c.AgentAddr
 		err = m.applyEgress(ctx, sb, c.IP) // the address may be new
 		if err == nil && fresh {
-			err = m.initAgent(ctx, sb, m.cfg.InitTimeout, false)
+			err = m.initAgent(ctx, sb, m.cfg.InitTimeout, agentStart{})
 		}
 		if err != nil {
 			m.removeEgress(ctx, sb.ID)

@@ -26,6 +26,9 @@ const (
 	// claimed one keeps it: the store, not the label, says whose a
 	// container is.
 	LabelPool = "dev.warren.pool" // "true"
+	// LabelFork is on a fork image (ForkRepo): the instance of the server
+	// that made it, so that it finds those its forks left (ForkLister).
+	LabelFork = "dev.warren.fork"
 )
 
 // DefaultInstance is the instance name of a server not given one (serve's
@@ -248,10 +251,21 @@ type AgentInit struct {
 	// CABundle is PEM certificates the agent installs into the
 	// container's trust store; "" = none.
 	CABundle string
+	// Restored is set for an agent restored from another sandbox's memory
+	// (a fork, a sandbox of a memory snapshot): the server secret and
+	// access token that sandbox's agent held, which this one proves to be
+	// given AgentSecret and AccessToken. Zero = a fresh agent.
+	Restored AgentIdentity
 	// Answered says the agent was seen answering (WaitReady) since its
 	// container started, as a pooled container's was: Init then
 	// configures it at once, without waiting for it to answer first.
 	Answered bool
+}
+
+// AgentIdentity is what authenticates the server to an agent: its agent
+// secret and the sandbox's envd access token ("" = none).
+type AgentIdentity struct {
+	AgentSecret, AccessToken string
 }
 
 // Agent talks to the agent inside a sandbox through its published port.
@@ -285,6 +299,38 @@ type Checkpointer interface {
 	// CheckpointsSize adds up the size on disk of the checkpoints of the
 	// given containers, for the server's statistics.
 	CheckpointsSize(ctx context.Context, containerIDs []string) (int64, error)
+}
+
+// MemoryCloner is an engine that can copy a running container's processes
+// and memory into new containers (gVisor's checkpoint, taken with the
+// container left running, restored into each); like Checkpointer, the
+// manager only asks it of gVisor sandboxes. Memory images are named by
+// keys the manager chooses (letters, digits, '_', '.', '-'). Without it
+// forks and snapshots carry the filesystem only, and an explicit request
+// for memory is refused.
+type MemoryCloner interface {
+	// SaveMemory checkpoints a running or frozen container's processes
+	// and memory as the memory image key, leaving the container as it
+	// was.
+	SaveMemory(ctx context.Context, id, key string) error
+	// CreateFromMemory creates spec's container and starts it from the
+	// memory image key, which stays: the saved processes, memory and
+	// listening sockets go on in it, under its own hostname and address.
+	// spec must be the saved container's but for SandboxID, AgentSecret,
+	// labels and resources. It returns the container running with
+	// AgentAddr set; on failure nothing is left.
+	CreateFromMemory(ctx context.Context, spec ContainerSpec, key string) (Container, error)
+	// DeleteMemory removes the memory image key; none is no error.
+	DeleteMemory(ctx context.Context, key string) error
+	// MemoryImages returns the keys of the memory images kept.
+	MemoryImages(ctx context.Context) ([]string, error)
+}
+
+// ForkLister is an engine that can list the fork images (ForkRepo) it
+// holds for this server. Without it a fork image left by a server killed
+// during its fork stays until removed by hand.
+type ForkLister interface {
+	ForkImages(ctx context.Context) ([]string, error)
 }
 
 // ContainerEvent is something that happened to a container, as its engine

@@ -53,6 +53,11 @@ type Snapshot struct {
 	// AgentArgs are the agent arguments of the sandbox it was taken from,
 	// which sandboxes created from it run their agent with. nil = none.
 	AgentArgs []string
+	// Memory is set when the snapshot kept the sandbox's processes and
+	// memory too (the engine's memory image named by the snapshot's ID):
+	// the identity the image's agent holds, which the server proves to
+	// give a sandbox of it its own. nil = the filesystem only.
+	Memory *AgentIdentity
 }
 
 // LogEntry is one line of a sandbox's log: a lifecycle event or a line the

@@ -306,7 +306,7 @@ func (s *server) snapshot(w http.ResponseWriter, r *http.Request, team string) e
 	if err != nil {
 		return err
 	}
-	sn, err := s.m.Snapshot(r.Context(), team, sb.ID, body.Name)
+	sn, err := s.m.Snapshot(r.Context(), team, sb.ID, body.Name, lifecycle.MemoryIfPossible)
 	if err != nil {
 		return err
 	}

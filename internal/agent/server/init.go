@@ -29,6 +29,11 @@ type initRequest struct {
 	// CABundle is PEM certificates to install into the trust store
 	// (Warren's CA, for the egress gateway's interception).
 	CABundle *string `json:"caBundle"`
+	// AgentSecret (Warren's own) replaces the server secret, for an agent
+	// restored from another sandbox's memory (a fork, a sandbox of a
+	// memory snapshot), which holds that sandbox's secret until told its
+	// own. It is taken only from a caller who proved the current one.
+	AgentSecret *string `json:"agentSecret"`
 }
 
 // parseInit decodes and validates a /init body. An empty body is an empty
@@ -71,8 +76,11 @@ func parseInit(body []byte) (initRequest, error) {
 // authorized applies the token rules of /init: while no token is set,
 // anyone may set one; once set, the caller must prove it knows it, and a
 // body token is an attempt to set the token, so it must be the same one.
-func (req initRequest) authorized(current, header string) bool {
-	if current == "" {
+// The Warren server (server true: it proved the server secret) may set
+// another token by proving the current one in the header: a fork's agent,
+// restored with its source's token, is given its own.
+func (req initRequest) authorized(current, header string, server bool) bool {
+	if current == "" || server && equalSecret(header, current) {
 		return true
 	}
 	if req.AccessToken != nil && *req.AccessToken != "" {
@@ -98,12 +106,17 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if s.cfg.ServerSecret != "" && !equalSecret(r.Header.Get(secretHeader), s.cfg.ServerSecret) {
+	secret := s.serverSecret()
+	if secret != "" && !equalSecret(r.Header.Get(secretHeader), secret) {
 		writeError(w, http.StatusUnauthorized, "invalid agent secret")
 		return
 	}
+	if req.AgentSecret != nil && (secret == "" || *req.AgentSecret == "") {
+		writeError(w, http.StatusBadRequest, "agentSecret replaces a server secret, and this agent has none to replace")
+		return
+	}
 	st := s.cfg.State
-	if !req.authorized(st.AccessToken(), r.Header.Get("X-Access-Token")) {
+	if !req.authorized(st.AccessToken(), r.Header.Get("X-Access-Token"), secret != "") {
 		writeError(w, http.StatusUnauthorized, "access token does not match the one set by the first init")
 		return
 	}
@@ -123,6 +136,9 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) apply(req initRequest) error {
 	st := s.cfg.State
+	if req.AgentSecret != nil {
+		s.secret.Store(req.AgentSecret)
+	}
 	if req.CABundle != nil && *req.CABundle != "" {
 		certs, _ := trust.Parse([]byte(*req.CABundle)) // parseInit checked it
 		env, err := trust.Install(s.cfg.TrustRoot, certs)

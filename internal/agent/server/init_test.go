@@ -273,3 +273,50 @@ func TestInitCABundle(t *testing.T) {
 		t.Errorf("anchor file: %q, %v", got, err)
 	}
 }
+
+// An agent restored from another sandbox's memory (a fork) holds that
+// sandbox's server secret and token: the server, proving both, gives it
+// its own, and from then on only the new ones open /init and the tunnel.
+func TestInitGivesAForkItsOwnSecrets(t *testing.T) {
+	h := newHarness(t, "old-secret")
+	if resp, body := h.do("POST", "/init", `{"accessToken":"old-tok"}`, map[string]string{"X-Warren-Agent-Secret": "old-secret"}); resp.StatusCode != 204 {
+		t.Fatalf("first init = %d %s", resp.StatusCode, body)
+	}
+	for _, tc := range []struct {
+		name   string
+		body   string
+		header map[string]string
+		status int
+		token  string
+	}{
+		{"new token without proving the old one", `{"accessToken":"new-tok"}`,
+			map[string]string{"X-Warren-Agent-Secret": "old-secret"}, 401, "old-tok"},
+		{"empty agent secret", `{"agentSecret":""}`,
+			map[string]string{"X-Warren-Agent-Secret": "old-secret", "X-Access-Token": "old-tok"}, 400, "old-tok"},
+		{"new secret and token", `{"accessToken":"new-tok","agentSecret":"new-secret"}`,
+			map[string]string{"X-Warren-Agent-Secret": "old-secret", "X-Access-Token": "old-tok"}, 204, "new-tok"},
+		{"the old secret no longer opens it", `{}`,
+			map[string]string{"X-Warren-Agent-Secret": "old-secret", "X-Access-Token": "new-tok"}, 401, "new-tok"},
+		{"the new secret does", `{}`,
+			map[string]string{"X-Warren-Agent-Secret": "new-secret", "X-Access-Token": "new-tok"}, 204, "new-tok"},
+	} {
+		resp, body := h.do("POST", "/init", tc.body, tc.header)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d, want %d (%s)", tc.name, resp.StatusCode, tc.status, body)
+		}
+		if got := h.st.AccessToken(); got != tc.token {
+			t.Errorf("%s: token %q, want %q", tc.name, got, tc.token)
+		}
+	}
+	if resp, _ := h.do("GET", tunnelPath, "", map[string]string{"X-Warren-Agent-Secret": "old-secret"}); resp.StatusCode != 401 {
+		t.Errorf("tunnel with the old secret = %d, want 401", resp.StatusCode)
+	}
+}
+
+// A standalone agent (no server secret) has no secret to replace.
+func TestInitAgentSecretNeedsOne(t *testing.T) {
+	h := newHarness(t, "")
+	if resp, body := h.do("POST", "/init", `{"agentSecret":"x"}`, nil); resp.StatusCode != 400 {
+		t.Errorf("status %d, want 400 (%s)", resp.StatusCode, body)
+	}
+}

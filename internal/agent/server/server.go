@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -59,6 +60,10 @@ type Server struct {
 	handler http.Handler
 	metrics *metricsSampler
 	initMu  sync.Mutex // held by the one /init allowed at a time
+	// secret is the server secret now in force: Config.ServerSecret
+	// until an /init replaces it (a fork's agent, restored with its
+	// source's secret in memory, is given its own).
+	secret atomic.Pointer[string]
 
 	mu      sync.Mutex
 	httpSrv *http.Server          // guarded by mu; nil until Serve
@@ -81,6 +86,7 @@ func New(cfg Config) *Server {
 		metrics: newMetricsSampler("/"),
 		tunnels: map[net.Conn]struct{}{},
 	}
+	s.secret.Store(&cfg.ServerSecret)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
@@ -102,6 +108,9 @@ func New(cfg Config) *Server {
 	s.handler = s.logRequests(cors(s.requireToken(mux)))
 	return s
 }
+
+// serverSecret returns the server secret now in force; "" = none.
+func (s *Server) serverSecret() string { return *s.secret.Load() }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

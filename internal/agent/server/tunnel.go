@@ -30,11 +30,12 @@ const tunnelDialTimeout = 2 * time.Second
 // the agent dials from inside the sandbox's network namespace, so servers
 // bound to 127.0.0.1 are reachable too.
 func (s *Server) tunnel(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.ServerSecret == "" {
+	secret := s.serverSecret()
+	if secret == "" {
 		writeError(w, http.StatusForbidden, "the tunnel is disabled")
 		return
 	}
-	if !equalSecret(r.Header.Get(secretHeader), s.cfg.ServerSecret) {
+	if !equalSecret(r.Header.Get(secretHeader), secret) {
 		writeError(w, http.StatusUnauthorized, "invalid agent secret")
 		return
 	}

@@ -41,11 +41,26 @@ func ContainerName(sandboxID string) string { return "warren-" + sandboxID }
 // Create creates and starts the sandbox's container. On any failure after
 // the container exists it is removed, so a failed Create leaks nothing.
 func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandbox.Container, error) {
+	id, err := r.createContainer(ctx, spec)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	c, err := r.Start(ctx, id)
+	if err != nil {
+		r.removeQuietly(ctx, id)
+		return sandbox.Container{}, err
+	}
+	return c, nil
+}
+
+// createContainer creates the sandbox's container, not started, and
+// returns its ID.
+func (r *Runtime) createContainer(ctx context.Context, spec sandbox.ContainerSpec) (string, error) {
 	if spec.SandboxID == "" || spec.Image == "" {
-		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInvalid, "sandbox ID and image are required")
+		return "", sandbox.Errorf(sandbox.KindInvalid, "sandbox ID and image are required")
 	}
 	if r.cfg.AgentPath == "" {
-		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInternal, "docker runtime: opened without an agent binary")
+		return "", sandbox.Errorf(sandbox.KindInternal, "docker runtime: opened without an agent binary")
 	}
 	// The engine refuses more CPUs than it has; a sandbox asking for more
 	// gets them all instead.
@@ -53,7 +68,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 		spec.CPUCount = n
 	}
 	if err := r.ensureNetworkOnce(ctx); err != nil {
-		return sandbox.Container{}, err
+		return "", err
 	}
 	cfg, host := r.containerConfig(spec)
 	if spec.DiskMB > 0 && r.diskQuotas.Load() != quotasAbsent {
@@ -77,15 +92,10 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 		res, err = create()
 	}
 	if err != nil {
-		return sandbox.Container{}, classify(err, "cannot create the sandbox's container")
+		return "", classify(err, "cannot create the sandbox's container")
 	}
 	phases.Mark(ctx, "engine_create")
-	c, err := r.Start(ctx, res.ID)
-	if err != nil {
-		r.removeQuietly(ctx, res.ID)
-		return sandbox.Container{}, err
-	}
-	return c, nil
+	return res.ID, nil
 }
 
 // engineCPUs returns the engine's CPU count, 0 when it cannot tell. It

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/distribution/reference"
@@ -43,6 +44,9 @@ func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
 		"CMD " + jsonArray(cmd),
 		"ENV WARREN_AGENT_SECRET=",
 		fmt.Sprintf("LABEL %s= %s= %s=", sandbox.LabelManaged, sandbox.LabelSandbox, sandbox.LabelPool),
+	}
+	if strings.HasPrefix(ref, sandbox.ForkRepo+":") {
+		changes = append(changes, fmt.Sprintf("LABEL %s=%s", sandbox.LabelFork, r.cfg.Instance))
 	}
 	if len(entrypoint) > 0 {
 		changes = append(changes, "ENTRYPOINT "+jsonArray(entrypoint))
@@ -212,4 +216,23 @@ func inspectImage(ctx context.Context, cli *client.Client, ref string) (sandbox.
 		img.Labels = res.Config.Labels
 	}
 	return img, nil
+}
+
+// ForkImages returns the references of this server's fork images: those
+// of repository sandbox.ForkRepo that Commit labelled with its instance.
+func (r *Runtime) ForkImages(ctx context.Context) ([]string, error) {
+	filters := client.Filters{}.Add("reference", sandbox.ForkRepo).Add("label", sandbox.LabelFork+"="+r.cfg.Instance)
+	res, err := r.cli.ImageList(ctx, client.ImageListOptions{Filters: filters})
+	if err != nil {
+		return nil, classify(err, "cannot list images")
+	}
+	var out []string
+	for _, img := range res.Items {
+		for _, tag := range img.RepoTags {
+			if strings.HasPrefix(tag, sandbox.ForkRepo+":") {
+				out = append(out, tag)
+			}
+		}
+	}
+	return out, nil
 }

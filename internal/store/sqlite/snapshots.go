@@ -14,27 +14,34 @@ func (s *DB) PutSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("encode snapshot %s: %w", sn.ID, err)
 	}
+	memory, err := json.Marshal(sn.Memory)
+	if err != nil {
+		return fmt.Errorf("encode snapshot %s: %w", sn.ID, err)
+	}
 	_, err = s.db.ExecContext(ctx,
-		`INSERT INTO snapshots (id, team_id, sandbox_id, name, image, created_at, agent_args) VALUES (?, ?, ?, ?, ?, ?, ?)
-		 ON CONFLICT(id) DO UPDATE SET name=excluded.name, image=excluded.image, agent_args=excluded.agent_args`,
-		sn.ID, sn.TeamID, sn.SandboxID, sn.Name, sn.Image, unixNano(sn.CreatedAt), string(args))
+		`INSERT INTO snapshots (id, team_id, sandbox_id, name, image, created_at, agent_args, memory) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		 ON CONFLICT(id) DO UPDATE SET name=excluded.name, image=excluded.image, agent_args=excluded.agent_args, memory=excluded.memory`,
+		sn.ID, sn.TeamID, sn.SandboxID, sn.Name, sn.Image, unixNano(sn.CreatedAt), string(args), string(memory))
 	if err != nil {
 		return fmt.Errorf("put snapshot %s: %w", sn.ID, err)
 	}
 	return nil
 }
 
-const snapshotColumns = `id, team_id, sandbox_id, name, image, created_at, agent_args`
+const snapshotColumns = `id, team_id, sandbox_id, name, image, created_at, agent_args, memory`
 
 func scanSnapshot(row scanner) (sandbox.Snapshot, error) {
 	var sn sandbox.Snapshot
 	var created int64
-	var args string
-	if err := row.Scan(&sn.ID, &sn.TeamID, &sn.SandboxID, &sn.Name, &sn.Image, &created, &args); err != nil {
+	var args, memory string
+	if err := row.Scan(&sn.ID, &sn.TeamID, &sn.SandboxID, &sn.Name, &sn.Image, &created, &args, &memory); err != nil {
 		return sandbox.Snapshot{}, err
 	}
 	sn.CreatedAt = fromUnixNano(created)
 	if err := json.Unmarshal([]byte(args), &sn.AgentArgs); err != nil {
+		return sandbox.Snapshot{}, fmt.Errorf("decode snapshot %s: %w", sn.ID, err)
+	}
+	if err := json.Unmarshal([]byte(memory), &sn.Memory); err != nil {
 		return sandbox.Snapshot{}, fmt.Errorf("decode snapshot %s: %w", sn.ID, err)
 	}
 	if len(sn.AgentArgs) == 0 {

@@ -197,6 +197,9 @@ var migrations = []string{
 	);`,
 	// Whether a dashboard session is the operator's (dashboard.go).
 	`ALTER TABLE dashboard_sessions ADD COLUMN operator INTEGER NOT NULL DEFAULT 0;`,
+	// The agent identity a snapshot's memory image holds, as JSON; 'null'
+	// = filesystem only (snapshots.go).
+	`ALTER TABLE snapshots ADD COLUMN memory TEXT NOT NULL DEFAULT 'null';`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and

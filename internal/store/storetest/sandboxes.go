@@ -213,7 +213,8 @@ func testSnapshots(t *testing.T, s Store) {
 	ctx := t.Context()
 	a := sandbox.Snapshot{ID: "s1", TeamID: "default", SandboxID: "i1", Name: "n", Image: "warren/snapshot:s1", CreatedAt: t0,
 		AgentArgs: []string{"-code-interpreter"}}
-	b := sandbox.Snapshot{ID: "s2", TeamID: "default", SandboxID: "i2", Image: "img", CreatedAt: t0.Add(time.Second)}
+	b := sandbox.Snapshot{ID: "s2", TeamID: "default", SandboxID: "i2", Image: "img", CreatedAt: t0.Add(time.Second),
+		Memory: &sandbox.AgentIdentity{AgentSecret: "secret", AccessToken: "token"}}
 	c := sandbox.Snapshot{ID: "s3", TeamID: "other", SandboxID: "i1", Image: "img", CreatedAt: t0}
 	for _, sn := range []sandbox.Snapshot{a, b, c} {
 		if err := s.PutSnapshot(ctx, sn); err != nil {

@@ -1,0 +1,235 @@
+package lifecycle
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/warrenhq/warren/internal/runtime/fake"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// memoryEngine is the fake with a MemoryCloner whose restores are plain
+// creates, recording what it was asked.
+type memoryEngine struct {
+	*fake.Runtime
+
+	mu       sync.Mutex
+	images   map[string]bool // guarded by mu
+	saved    []string        // guarded by mu
+	restored []string        // guarded by mu
+}
+
+func (e *memoryEngine) SaveMemory(ctx context.Context, id, key string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.images[key], e.saved = true, append(e.saved, key)
+	return nil
+}
+
+func (e *memoryEngine) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSpec, key string) (sandbox.Container, error) {
+	e.mu.Lock()
+	ok := e.images[key]
+	e.restored = append(e.restored, key)
+	e.mu.Unlock()
+	if !ok {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "no memory image %s", key)
+	}
+	return e.Runtime.Create(ctx, spec)
+}
+
+func (e *memoryEngine) DeleteMemory(ctx context.Context, key string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.images, key)
+	return nil
+}
+
+func (e *memoryEngine) MemoryImages(ctx context.Context) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var keys []string
+	for k := range e.images {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+func (e *memoryEngine) kept() []string {
+	keys, _ := e.MemoryImages(context.Background())
+	return keys
+}
+
+func logText(t *testing.T, m *Manager, id string) string {
+	t.Helper()
+	entries, err := m.Logs(context.Background(), team, id, sandbox.LogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		b.WriteString(e.Message + " memory=" + e.Fields["memory"] + "\n")
+	}
+	return b.String()
+}
+
+// TestMemoryWhereNotKept: under runc (on an engine that could keep a
+// gVisor sandbox's memory) an explicit request for memory is refused
+// naming gVisor and changes nothing; a snapshot that did not ask, and a
+// fork, carry the filesystem and say so in the log.
+func TestMemoryWhereNotKept(t *testing.T) {
+	e := newEnv(t, func(c *config) {
+		c.Runtime = &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}
+	})
+	ctx := context.Background()
+	src := e.create(t, CreateRequest{})
+	images := len(e.rt.Images())
+
+	_, err := e.m.Snapshot(ctx, team, src.ID, "", MemoryRequired)
+	wantKind(t, "snapshot with memory", err, sandbox.KindInvalid)
+	if !strings.Contains(sandbox.Message(err), "gVisor") {
+		t.Errorf("refusal %q does not name gVisor", sandbox.Message(err))
+	}
+	if n := len(e.rt.Images()); n != images {
+		t.Errorf("%d images after a refused snapshot, want %d", n, images)
+	}
+	sn, err := e.m.Snapshot(ctx, team, src.ID, "", MemoryIfPossible)
+	if err != nil || sn.Memory != nil {
+		t.Fatalf("snapshot = %+v, %v; want one without memory", sn, err)
+	}
+	if got := logText(t, e.m, src.ID); !strings.Contains(got, "snapshot created (filesystem only: the sandbox runs under runc") {
+		t.Errorf("source's log:\n%s", got)
+	}
+	forks, err := e.m.Fork(ctx, team, src.ID, time.Minute, 1)
+	if err != nil || forks[0].Err != nil {
+		t.Fatalf("fork: %v %v", err, forks)
+	}
+	if got := logText(t, e.m, forks[0].Sandbox.ID); !strings.Contains(got, "forked with its source's filesystem only: the sandbox runs under runc") ||
+		!strings.Contains(got, "memory=false") {
+		t.Errorf("fork's log:\n%s", got)
+	}
+}
+
+// TestForkWithMemory: under gVisor a fork saves one memory image, restores
+// every fork from it (each agent proving the source's identity to be given
+// its own), and deletes it; the source runs on, thawed.
+func TestForkWithMemory(t *testing.T) {
+	var eng *memoryEngine
+	e := newEnv(t, func(c *config) {
+		eng = &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}
+		c.Runtime = eng
+		c.SandboxRuntime = sandbox.RuntimeGVisor
+	})
+	ctx := context.Background()
+	src := e.create(t, CreateRequest{Secure: true})
+	forks, err := e.m.Fork(ctx, team, src.ID, time.Minute, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eng.saved) != 1 || len(eng.restored) != 3 || eng.restored[0] != eng.saved[0] {
+		t.Errorf("saved %v, restored %v; want one image restored 3 times", eng.saved, eng.restored)
+	}
+	if kept := eng.kept(); len(kept) != 0 {
+		t.Errorf("memory images left after the fork: %v", kept)
+	}
+	tokens := map[string]bool{src.EnvdAccessToken: true}
+	for _, f := range forks {
+		if f.Err != nil {
+			t.Fatal(f.Err)
+		}
+		init, _ := e.agent.Inited(f.Sandbox.AgentAddr)
+		want := sandbox.AgentIdentity{AgentSecret: src.AgentSecret, AccessToken: src.EnvdAccessToken}
+		if diff := cmp.Diff(want, init.Restored); diff != "" {
+			t.Errorf("fork's init proves (-want +got):\n%s", diff)
+		}
+		if init.AgentSecret == src.AgentSecret || tokens[init.AccessToken] {
+			t.Errorf("fork %s was not given its own secret and token", f.Sandbox.ID)
+		}
+		tokens[init.AccessToken] = true
+		if got := logText(t, e.m, f.Sandbox.ID); !strings.Contains(got, "forked with its source's memory and processes memory=true") {
+			t.Errorf("fork's log:\n%s", got)
+		}
+	}
+	if c, _ := e.container(t, src.ContainerID); !c.Running || c.Paused {
+		t.Errorf("source's container %+v, want running, thawed", c)
+	}
+	if got := e.state(t, src.ID); got.State != sandbox.StateRunning {
+		t.Errorf("source %s, want running", got.State)
+	}
+}
+
+// TestMemorySnapshotAndPrune: a snapshot keeps its memory image, which a
+// sandbox of it is restored from; reconcile deletes what no snapshot and
+// no fork in flight holds (a fork's left by a killed server, a deleted
+// snapshot's) and keeps the rest.
+func TestMemorySnapshotAndPrune(t *testing.T) {
+	var eng *memoryEngine
+	e := newEnv(t, func(c *config) {
+		eng = &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}
+		c.Runtime = eng
+		c.SandboxRuntime = sandbox.RuntimeGVisor
+	})
+	ctx := context.Background()
+	src := e.create(t, CreateRequest{})
+	sn, err := e.m.Snapshot(ctx, team, src.ID, "", MemoryRequired)
+	if err != nil || sn.Memory == nil || sn.Memory.AgentSecret != src.AgentSecret {
+		t.Fatalf("snapshot = %+v, %v; want one with the source's identity", sn, err)
+	}
+	sb := e.create(t, CreateRequest{Template: sn.ID})
+	if init, _ := e.agent.Inited(sb.AgentAddr); init.Restored.AgentSecret != src.AgentSecret {
+		t.Errorf("sandbox of the snapshot was not restored from its memory: %+v", init)
+	}
+	plain, err := e.m.Snapshot(ctx, team, src.ID, "", MemoryNone)
+	if err != nil || plain.Memory != nil {
+		t.Fatalf("snapshot with memory: false = %+v, %v", plain, err)
+	}
+	eng.SaveMemory(ctx, src.ContainerID, forkKeyPrefix+"left")
+	if err := e.m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{sn.ID}, eng.kept()); diff != "" {
+		t.Errorf("memory images after reconcile (-want +got):\n%s", diff)
+	}
+	if err := e.m.DeleteSnapshot(ctx, team, sn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if kept := eng.kept(); len(kept) != 0 {
+		t.Errorf("memory images after the snapshot's deletion: %v", kept)
+	}
+}
+
+// failingSaves is a memoryEngine whose memory images cannot be saved.
+type failingSaves struct{ *memoryEngine }
+
+func (failingSaves) SaveMemory(context.Context, string, string) error {
+	return sandbox.Errorf(sandbox.KindUnavailable, "no room for it")
+}
+
+// TestMemoryThatCannotBeSaved: a fork whose memory cannot be saved carries
+// the filesystem and says why; a snapshot that requires memory fails.
+func TestMemoryThatCannotBeSaved(t *testing.T) {
+	e := newEnv(t, func(c *config) {
+		c.Runtime = failingSaves{&memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}}
+		c.SandboxRuntime = sandbox.RuntimeGVisor
+	})
+	ctx := context.Background()
+	src := e.create(t, CreateRequest{})
+	_, err := e.m.Snapshot(ctx, team, src.ID, "", MemoryRequired)
+	wantKind(t, "snapshot with memory", err, sandbox.KindInternal)
+	forks, err := e.m.Fork(ctx, team, src.ID, time.Minute, 1)
+	if err != nil || forks[0].Err != nil {
+		t.Fatalf("fork: %v %v", err, forks)
+	}
+	if got := logText(t, e.m, forks[0].Sandbox.ID); !strings.Contains(got, "filesystem only: its memory could not be saved (no room for it) memory=false") {
+		t.Errorf("fork's log:\n%s", got)
+	}
+	if c, _ := e.container(t, src.ContainerID); !c.Running || c.Paused {
+		t.Errorf("source's container %+v, want running, thawed", c)
+	}
+}

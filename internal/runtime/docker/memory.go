@@ -1,0 +1,232 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/moby/moby/client"
+
+	"github.com/warrenhq/warren/internal/phases"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Memory images: a running gVisor container's processes and memory,
+// checkpointed with the container left running (runsc checkpoint
+// --leave-running, through the engine's checkpoint API), kept under the
+// engine's data root in warren-memory/<instance>/<key>, and restored into
+// new containers of the same spec. The engine restores only from a
+// container's own checkpoint directory (Docker 20.10 refuses a custom one
+// at start), so each restore links the image's files into it: no copy,
+// the data root being one filesystem. Like checkpoints, they are read and
+// written on the engine's host, so the server must run there, as root.
+
+var _ sandbox.MemoryCloner = (*Runtime)(nil)
+
+// validKey is what a memory image's key may be: it names a directory.
+var validKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// memoryDir returns the directory of this server's memory images.
+func (r *Runtime) memoryDir(ctx context.Context) (string, error) {
+	root, err := r.DataRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "warren-memory", r.cfg.Instance), nil
+}
+
+func checkKey(key string) error {
+	if !validKey.MatchString(key) {
+		return sandbox.Errorf(sandbox.KindInvalid, "invalid memory image key %q", key)
+	}
+	return nil
+}
+
+// SaveMemory checkpoints a running or frozen container as the memory image
+// key, leaving it as it was: runsc stops the sandbox's kernel for the
+// checkpoint only.
+func (r *Runtime) SaveMemory(ctx context.Context, id, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	dir, err := r.memoryDir(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return sandbox.Wrap(sandbox.KindInternal, err, "cannot make the memory images' directory")
+	}
+	// A half-written image of an earlier attempt would make the engine
+	// refuse the name.
+	if err := os.RemoveAll(filepath.Join(dir, key)); err != nil {
+		return sandbox.Wrap(sandbox.KindInternal, err, "cannot clear the memory image's directory")
+	}
+	_, err = r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: key, CheckpointDir: dir})
+	if err != nil {
+		os.RemoveAll(filepath.Join(dir, key))
+		return classify(err, "cannot checkpoint the sandbox's container")
+	}
+	// The engine wrote it on its host: a server elsewhere cannot hand it
+	// to new containers.
+	if _, err := os.Stat(filepath.Join(dir, key, "checkpoint.img")); err != nil {
+		return sandbox.Errorf(sandbox.KindUnavailable, "the memory image is not on this server's host (%s): keeping memory needs the server on the engine's host", dir)
+	}
+	return nil
+}
+
+// CreateFromMemory creates spec's container and starts it from the memory
+// image key, which stays. On any failure the container is removed.
+func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSpec, key string) (sandbox.Container, error) {
+	if err := checkKey(key); err != nil {
+		return sandbox.Container{}, err
+	}
+	dir, err := r.memoryDir(ctx)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	src := filepath.Join(dir, key)
+	if _, err := os.Stat(src); err != nil {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "memory image %s not found", key)
+	}
+	id, err := r.createContainer(ctx, spec)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	c, err := r.restoreInto(ctx, id, src, key)
+	if err != nil {
+		r.removeQuietly(ctx, id)
+		return sandbox.Container{}, err
+	}
+	return c, nil
+}
+
+// restoreInto links the memory image at src into container id's
+// checkpoints as key and starts the container from it.
+func (r *Runtime) restoreInto(ctx context.Context, id, src, key string) (sandbox.Container, error) {
+	root, err := r.DataRoot(ctx)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	dst := filepath.Join(root, "containers", id, "checkpoints", key)
+	if err := linkTree(src, dst); err != nil {
+		return sandbox.Container{}, sandbox.Wrap(sandbox.KindInternal, err, "cannot hand the memory image to the container")
+	}
+	// The engine uploads the checkpoint to containerd as one blob named by
+	// its digest, and two uploads of one blob at once fail ("already
+	// exists"): a file naming the container makes each restore's its own.
+	if err := os.WriteFile(filepath.Join(dst, "warren-container"), []byte(id), 0o600); err != nil {
+		return sandbox.Container{}, sandbox.Wrap(sandbox.KindInternal, err, "cannot hand the memory image to the container")
+	}
+	phases.Mark(ctx, "memory_link")
+	if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{CheckpointID: key}); err != nil {
+		return sandbox.Container{}, classify(err, "cannot restore the sandbox's memory")
+	}
+	phases.Mark(ctx, "engine_restore")
+	// The container's links are no longer needed: the image stays at src.
+	if err := os.RemoveAll(dst); err != nil {
+		r.log.WarnContext(ctx, "cannot remove a restored memory image's links", "dir", dst, "err", err)
+	}
+	c, err := r.Inspect(ctx, id)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	if c.AgentAddr == "" {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInternal, "the sandbox's container has no published agent port")
+	}
+	return c, nil
+}
+
+// DeleteMemory removes the memory image key; none is no error.
+func (r *Runtime) DeleteMemory(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	dir, err := r.memoryDir(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(dir, key)); err != nil {
+		return sandbox.Wrap(sandbox.KindInternal, err, "cannot delete the memory image")
+	}
+	return nil
+}
+
+// MemoryImages returns the keys of this server's memory images.
+func (r *Runtime) MemoryImages(ctx context.Context) ([]string, error) {
+	dir, err := r.memoryDir(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "cannot list the memory images")
+	}
+	var keys []string
+	for _, e := range ents {
+		if e.IsDir() && validKey.MatchString(e.Name()) {
+			keys = append(keys, e.Name())
+		}
+	}
+	return keys, nil
+}
+
+// MemorySize returns the size on disk of the memory image key.
+func (r *Runtime) MemorySize(ctx context.Context, key string) (int64, error) {
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
+	dir, err := r.memoryDir(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return dirSize(filepath.Join(dir, key))
+}
+
+// linkTree makes dst a copy of the regular files directly in src, hard
+// linked where it can be (the same filesystem), copied otherwise.
+func linkTree(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		if err := os.Link(from, to); err == nil {
+			continue
+		}
+		if err := copyFile(from, to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
