@@ -108,7 +108,7 @@ func (s *Server) resolve(src netip.Addr, msg []byte, network string) []byte {
 // mayResolve reports whether rules let the sandbox reach every upstream
 // resolver directly, so that answering any name gives it nothing new.
 func (s *Server) mayResolve(rules sandbox.Network) bool {
-	for _, up := range s.cfg.Upstream {
+	for _, up := range s.upstreams() {
 		ap, err := netip.ParseAddrPort(up)
 		if err != nil || !rules.AllowsAddr(ap.Addr()) {
 			return false
@@ -120,7 +120,7 @@ func (s *Server) mayResolve(rules sandbox.Network) bool {
 // forward asks the upstream resolvers in turn; it returns the first reply
 // to msg and the last resolver asked.
 func (s *Server) forward(msg []byte, id uint16, network string) (reply []byte, upstream string, err error) {
-	for _, upstream = range s.cfg.Upstream {
+	for _, upstream = range s.upstreams() {
 		reply, err = s.cfg.exchange(network, upstream, msg, id)
 		if err == nil {
 			return reply, upstream, nil
