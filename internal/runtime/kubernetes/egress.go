@@ -46,7 +46,7 @@ type Firewall struct {
 	dns    []string
 	log    *slog.Logger
 
-	mu    sync.Mutex              // guards rules; serialises the sends
+	mu    sync.Mutex            // guards rules; serialises the sends
 	rules map[string]nodeEgress // by sandbox ID: the enforced ones
 }
 
