@@ -26,7 +26,10 @@ DaemonSet of deploy/kubernetes/), it does for warren serve --engine kubernetes
 what the Kubernetes API cannot: freeze and thaw a sandbox pod's cgroup, cap its
 processes, sample its CPU and memory; import, export, list and remove the node's
 images in its containerd (namespace k8s.io) and commit a pod's container to an
-image. Every call but /healthz needs the token (WARREN_NODE_TOKEN, from the
+image; with --node-ip (in the node's network namespace, with NET_ADMIN), enforce
+the egress settings of the node's sandbox pods with an egress gateway on that
+address and an nftables table of its own. It serves HTTPS with a key derived from
+the token; every call but /healthz needs the token (WARREN_NODE_TOKEN, from the
 warren-node-token Secret): access to containerd's socket is root on the node.
 
 install-agent copies the warren-agent binary that lies beside this one to DEST

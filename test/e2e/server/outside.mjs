@@ -15,7 +15,7 @@ const run = promisify(execFile)
 
 /**
  * Starts the outside host with `count` addresses (1 to 5).
- * @returns {Promise<{ips: string[], gateway: string, close: () => Promise<void>}>}
+ * @returns {Promise<{ips: string[], gateway: string, hostIf: string, close: () => Promise<void>}>}
  */
 export async function outsideHost(count = 1, { documentation = false } = {}) {
   const id = randomBytes(3).toString('hex')
@@ -51,5 +51,5 @@ export async function outsideHost(count = 1, { documentation = false } = {}) {
     await close()
     throw e
   }
-  return { ips, gateway, close }
+  return { ips, gateway, hostIf, close }
 }
