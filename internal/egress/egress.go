@@ -62,6 +62,10 @@ import (
 type Sandbox struct {
 	ID, TeamID string
 	Network    sandbox.Network
+	// Upstream are the resolvers (host:port) its queries are forwarded
+	// to; nil: the server's (Config.Upstream). A node agent serves the
+	// sandboxes of several control planes, each with its own.
+	Upstream []string
 }
 
 // Policy returns the sandbox with address src, and whether src is a
@@ -118,7 +122,6 @@ type Server struct {
 	log      *slog.Logger
 	answers  *answers
 	expander atomic.Pointer[Expander] // Config.Expander, or what SetExpander set
-	upstream atomic.Pointer[[]string] // Config.Upstream, or what SetUpstream set
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
@@ -167,21 +170,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Expander != nil {
 		s.SetExpander(cfg.Expander)
 	}
-	s.SetUpstream(cfg.Upstream)
 	return s, nil
 }
 
-// SetUpstream replaces the resolvers queries are forwarded to (host:port);
-// nil or empty keeps them. A node agent learns them from the control plane.
-func (s *Server) SetUpstream(up []string) {
-	if len(up) > 0 {
-		up = append([]string(nil), up...)
-		s.upstream.Store(&up)
+// upstreamsOf are the resolvers sb's queries are forwarded to.
+func (s *Server) upstreamsOf(sb Sandbox) []string {
+	if len(sb.Upstream) > 0 {
+		return sb.Upstream
 	}
+	return s.cfg.Upstream
 }
-
-// upstreams are the resolvers queries are forwarded to.
-func (s *Server) upstreams() []string { return *s.upstream.Load() }
 
 // SetExpander replaces the Expander, for a server whose secrets store is
 // opened after its firewall; requests sent from then on use it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -26,10 +27,14 @@ const (
 	DNSPort     = 49992
 )
 
-// EgressRules is what the control plane sends a node's agent: every
-// sandbox of that node whose egress settings restrict something, and what
-// the gateway needs besides. Each PUT replaces the whole.
+// EgressRules is what a control plane sends a node's agent: every sandbox
+// of that node whose egress settings restrict something, and what the
+// gateway needs besides. Each PUT replaces the whole set of its instance:
+// control planes sharing the node agents (servers with different
+// --instance) each keep their own.
 type EgressRules struct {
+	// Instance names the control plane (its --instance). Required.
+	Instance  string          `json:"instance"`
 	Sandboxes []EgressSandbox `json:"sandboxes"`
 	// DNS are the resolvers (host:port) the gateway forwards the
 	// sandboxes' queries to; empty: the node's (its resolv.conf).
@@ -55,9 +60,12 @@ func NodeEnforced(n sandbox.Network) bool { return n.Restricted() }
 
 // validate checks rules as the control plane should have sent them.
 func (r EgressRules) validate() error {
+	if !validName(r.Instance) {
+		return sandbox.Errorf(sandbox.KindInvalid, "instance %q is not valid", r.Instance)
+	}
 	seen := map[netip.Addr]string{}
 	for _, sb := range r.Sandboxes {
-		if sb.ID == "" || len(sb.ID) > 128 || strings.ContainsFunc(sb.ID, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		if !validName(sb.ID) {
 			return sandbox.Errorf(sandbox.KindInvalid, "sandbox ID %q is not valid", sb.ID)
 		}
 		if !sb.IP.Is4() {
@@ -82,6 +90,12 @@ func (r EgressRules) validate() error {
 	return nil
 }
 
+// validName reports whether s is a sandbox ID or instance name as the
+// control plane makes them: 1 to 128 printable ASCII characters, no space.
+func validName(s string) bool {
+	return s != "" && len(s) <= 128 && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' })
+}
+
 // Egress enforces the egress settings of its node's sandbox pods: an
 // nftables table of its own in the node's network namespace (see
 // nodeTable) sends their TCP and DNS to the gateway (internal/egress) on
@@ -103,8 +117,9 @@ type Egress struct {
 	write  func(nodeTable) error
 	remove func(name string) error
 
-	mu      sync.Mutex // serialises Set
-	written *nodeTable // what the kernel holds, as last written; nil: unknown
+	mu      sync.Mutex             // serialises Set; guards the fields below
+	sets    map[string]EgressRules // by instance
+	written *nodeTable             // what the kernel holds, as last written; nil: unknown
 
 	byIP atomic.Pointer[map[netip.Addr]egress.Sandbox] // for the gateway
 }
@@ -121,7 +136,7 @@ func newEgress(addr netip.Addr, node string, log *slog.Logger, ports egress.Port
 	if !addr.Is4() {
 		return nil, fmt.Errorf("egress: the node's address %q is not IPv4", addr)
 	}
-	e := &Egress{addr: addr, table: TableName(node), log: logkey.For(log, "nodeegress"), write: writeTable, remove: removeTable}
+	e := &Egress{addr: addr, table: TableName(node), log: logkey.For(log, "nodeegress"), write: writeTable, remove: removeTable, sets: map[string]EgressRules{}}
 	empty := map[netip.Addr]egress.Sandbox{}
 	e.byIP.Store(&empty)
 	gw, err := egress.New(egress.Config{Policy: e.policy, Logger: log})
@@ -141,32 +156,47 @@ func (e *Egress) policy(src netip.Addr) (egress.Sandbox, bool) {
 	return sb, ok
 }
 
-// Set replaces every sandbox's rules with r's: the gateway's view first
-// for sandboxes that gain rules, the kernel's table, then the gateway's
-// view for those that lose them, so no packet meets a table naming a
-// sandbox the gateway does not know.
+// Set replaces the rules of r's instance: the gateway's view first for
+// sandboxes that gain rules, the kernel's table, then the gateway's view
+// for those that lose them, so no packet meets a table naming a sandbox
+// the gateway does not know.
 func (e *Egress) Set(r EgressRules) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.gw.SetUpstream(r.DNS)
-	e.gw.SetShut(r.Refuse)
+	sets := maps.Clone(e.sets)
+	if len(r.Sandboxes) == 0 {
+		delete(sets, r.Instance)
+	} else {
+		sets[r.Instance] = r
+	}
+	// The instance being set last: its sandboxes win an address another
+	// instance still names (a pod gone, its rules not yet taken away).
+	var all []EgressSandbox
+	var shut []netip.Prefix
 	next := map[netip.Addr]egress.Sandbox{}
-	for _, sb := range r.Sandboxes {
-		next[sb.IP] = egress.Sandbox{ID: sb.ID, TeamID: sb.TeamID, Network: sb.Network}
+	for _, inst := range append(slices.DeleteFunc(slices.Sorted(maps.Keys(sets)), func(i string) bool { return i == r.Instance }), r.Instance) {
+		set, ok := sets[inst]
+		if !ok {
+			continue
+		}
+		shut = append(shut, set.Refuse...)
+		for _, sb := range set.Sandboxes {
+			if _, dup := next[sb.IP]; dup {
+				all = slices.DeleteFunc(all, func(o EgressSandbox) bool { return o.IP == sb.IP })
+			}
+			next[sb.IP] = egress.Sandbox{ID: sb.ID, TeamID: sb.TeamID, Network: sb.Network, Upstream: set.DNS}
+			all = append(all, sb)
+		}
 	}
 	prev := *e.byIP.Load()
-	both := make(map[netip.Addr]egress.Sandbox, len(prev)+len(next))
-	for ip, sb := range prev {
-		both[ip] = sb
-	}
-	for ip, sb := range next {
-		both[ip] = sb
-	}
+	both := maps.Clone(prev)
+	maps.Copy(both, next)
 	e.byIP.Store(&both)
-	t := planTable(e.table, e.addr, e.ports, r.Sandboxes)
+	e.gw.SetShut(shut)
+	t := planTable(e.table, e.addr, e.ports, all)
 	if e.written == nil || !t.equal(*e.written) {
 		e.written = nil
 		write := func() error { return e.write(t) }
@@ -178,8 +208,9 @@ func (e *Egress) Set(r EgressRules) error {
 			return sandbox.Wrap(sandbox.KindInternal, err, "cannot write the node's egress table")
 		}
 		e.written = &t
-		e.log.Info("egress table written", "table", e.table, "sandboxes", len(r.Sandboxes))
+		e.log.Info("egress table written", "table", e.table, "instance", r.Instance, "sandboxes", len(all))
 	}
+	e.sets = sets
 	e.byIP.Store(&next)
 	for ip, sb := range prev {
 		if n, ok := next[ip]; !ok || n.ID != sb.ID {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,7 +59,7 @@ func restricted(id, ip string) EgressSandbox {
 func TestEgressSet(t *testing.T) {
 	e, k := testEgress(t)
 	a, b := restricted("sbx-a", "10.1.0.2"), restricted("sbx-b", "10.1.0.3")
-	if err := e.Set(EgressRules{Sandboxes: []EgressSandbox{b, a}}); err != nil {
+	if err := e.Set(EgressRules{Instance: "i1", Sandboxes: []EgressSandbox{b, a}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(k.writes) != 1 {
@@ -78,13 +79,13 @@ func TestEgressSet(t *testing.T) {
 	}
 
 	// The same rules again: nothing to write.
-	if err := e.Set(EgressRules{Sandboxes: []EgressSandbox{a, b}}); err != nil || len(k.writes) != 1 {
+	if err := e.Set(EgressRules{Instance: "i1", Sandboxes: []EgressSandbox{a, b}}); err != nil || len(k.writes) != 1 {
 		t.Fatalf("unchanged rules written again: %v, %d writes", err, len(k.writes))
 	}
 
 	// A failed write keeps the gateway's view as it was.
 	k.fail = errors.New("kernel says no")
-	if err := e.Set(EgressRules{Sandboxes: []EgressSandbox{a}}); sandbox.KindOf(err) != sandbox.KindInternal {
+	if err := e.Set(EgressRules{Instance: "i1", Sandboxes: []EgressSandbox{a}}); sandbox.KindOf(err) != sandbox.KindInternal {
 		t.Fatalf("a failed write: %v", err)
 	}
 	if _, ok := e.policy(b.IP); !ok {
@@ -93,11 +94,43 @@ func TestEgressSet(t *testing.T) {
 
 	// No sandbox left: the table goes.
 	k.fail = nil
-	if err := e.Set(EgressRules{}); err != nil {
+	if err := e.Set(EgressRules{Instance: "i1"}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{TableName("node-a")}, k.removes); diff != "" {
 		t.Errorf("removes (-want +got):\n%s", diff)
+	}
+	if _, ok := e.policy(a.IP); ok {
+		t.Error("the gateway still knows sbx-a")
+	}
+}
+
+// TestEgressInstances: control planes sharing the node agents each
+// replace only their own sandboxes' rules, and each sandbox's queries go
+// to its own control plane's resolvers.
+func TestEgressInstances(t *testing.T) {
+	e, k := testEgress(t)
+	a, b := restricted("sbx-a", "10.1.0.2"), restricted("sbx-b", "10.1.0.3")
+	if err := e.Set(EgressRules{Instance: "one", Sandboxes: []EgressSandbox{a}, DNS: []string{"127.0.0.1:5353"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Set(EgressRules{Instance: "two", Sandboxes: []EgressSandbox{b}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.writes[len(k.writes)-1].sandboxes; len(got) != 2 {
+		t.Fatalf("the second instance replaced the first's rules: %+v", got)
+	}
+	if sb, ok := e.policy(a.IP); !ok || !slices.Equal(sb.Upstream, []string{"127.0.0.1:5353"}) {
+		t.Errorf("sbx-a: %+v, %v", sb, ok)
+	}
+	if sb, ok := e.policy(b.IP); !ok || sb.Upstream != nil {
+		t.Errorf("sbx-b: %+v, %v", sb, ok)
+	}
+	if err := e.Set(EgressRules{Instance: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.writes[len(k.writes)-1].sandboxes; len(got) != 1 || got[0].ip != b.IP || len(k.removes) != 0 {
+		t.Fatalf("after the first instance emptied its set: %+v, removes %v", got, k.removes)
 	}
 	if _, ok := e.policy(a.IP); ok {
 		t.Error("the gateway still knows sbx-a")
@@ -112,13 +145,14 @@ func TestEgressRulesRefused(t *testing.T) {
 	badDeny := restricted("sbx-d", "10.1.0.5")
 	badDeny.Network.DenyOut = []string{"example.com"}
 	for name, r := range map[string]EgressRules{
-		"IPv6 pod":        {Sandboxes: []EgressSandbox{{ID: "x", IP: netip.MustParseAddr("fd00::1")}}},
-		"shared address":  {Sandboxes: []EgressSandbox{a, restricted("sbx-z", "10.1.0.2")}},
-		"no ID":           {Sandboxes: []EgressSandbox{restricted("", "10.1.0.2")}},
-		"ID with a space": {Sandboxes: []EgressSandbox{restricted("a b", "10.1.0.2")}},
-		"header rules":    {Sandboxes: []EgressSandbox{withRules}},
-		"denied domain":   {Sandboxes: []EgressSandbox{badDeny}},
-		"bad resolver":    {Sandboxes: []EgressSandbox{a}, DNS: []string{"resolver"}},
+		"IPv6 pod":        {Instance: "i1", Sandboxes: []EgressSandbox{{ID: "x", IP: netip.MustParseAddr("fd00::1")}}},
+		"shared address":  {Instance: "i1", Sandboxes: []EgressSandbox{a, restricted("sbx-z", "10.1.0.2")}},
+		"no ID":           {Instance: "i1", Sandboxes: []EgressSandbox{restricted("", "10.1.0.2")}},
+		"ID with a space": {Instance: "i1", Sandboxes: []EgressSandbox{restricted("a b", "10.1.0.2")}},
+		"header rules":    {Instance: "i1", Sandboxes: []EgressSandbox{withRules}},
+		"denied domain":   {Instance: "i1", Sandboxes: []EgressSandbox{badDeny}},
+		"bad resolver":    {Instance: "i1", Sandboxes: []EgressSandbox{a}, DNS: []string{"resolver"}},
+		"no instance":     {Sandboxes: []EgressSandbox{a}},
 	} {
 		if err := e.Set(r); sandbox.KindOf(err) != sandbox.KindInvalid {
 			t.Errorf("%s: %v", name, err)
@@ -143,7 +177,7 @@ func TestSetEgressOverTLS(t *testing.T) {
 	srv.ServeEgress(e)
 	ts := tlsServer(t, srv)
 	addr := strings.TrimPrefix(ts.URL, "https://")
-	r := EgressRules{Sandboxes: []EgressSandbox{restricted("sbx-a", "10.1.0.2")}, DNS: []string{"127.0.0.1:5353"}, Refuse: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	r := EgressRules{Instance: "i1", Sandboxes: []EgressSandbox{restricted("sbx-a", "10.1.0.2")}, DNS: []string{"127.0.0.1:5353"}, Refuse: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 	if err := NewClient(token).SetEgress(t.Context(), addr, r); err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +194,10 @@ func TestSetEgressOverTLS(t *testing.T) {
 // validating and planning the table neither panic nor plan an address
 // the rules did not name.
 func FuzzEgressRules(f *testing.F) {
-	seed, _ := json.Marshal(EgressRules{Sandboxes: []EgressSandbox{restricted("sbx-a", "10.1.0.2")}, DNS: []string{"127.0.0.1:53"}})
+	seed, _ := json.Marshal(EgressRules{Instance: "i1", Sandboxes: []EgressSandbox{restricted("sbx-a", "10.1.0.2")}, DNS: []string{"127.0.0.1:53"}})
 	f.Add(seed)
-	f.Add([]byte(`{"sandboxes":[{"id":"a","ip":"10.0.0.1","network":{"AllowOut":["*.x.com","1.2.3.4/33"],"DenyOut":["::/0"]}}]}`))
-	f.Add([]byte(`{"sandboxes":[{"id":"a","ip":"::ffff:10.0.0.1"}],"refuse":["10.0.0.0/8"]}`))
+	f.Add([]byte(`{"instance":"x","sandboxes":[{"id":"a","ip":"10.0.0.1","network":{"AllowOut":["*.x.com","1.2.3.4/33"],"DenyOut":["::/0"]}}]}`))
+	f.Add([]byte(`{"instance":"x","sandboxes":[{"id":"a","ip":"::ffff:10.0.0.1"}],"refuse":["10.0.0.0/8"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var r EgressRules
 		if json.Unmarshal(body, &r) != nil || r.validate() != nil {

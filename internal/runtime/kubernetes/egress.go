@@ -206,7 +206,7 @@ func (f *Firewall) send(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	r := nodeagent.EgressRules{DNS: f.dns, Refuse: append(podnet.DefaultRefused(), refuse...)}
+	r := nodeagent.EgressRules{Instance: f.rt.cfg.Instance, DNS: f.dns, Refuse: append(podnet.DefaultRefused(), refuse...)}
 	for _, id := range slices.Sorted(maps.Keys(f.rules)) {
 		if ne := f.rules[id]; ne.node == node {
 			e := ne.egress
