@@ -35,8 +35,10 @@
 // and none goes direct when it fails.
 //
 // It owns its listeners (on the sandbox bridge's host address, at ports
-// the firewall redirects to) and the table of answers. It does not decide
-// which traffic comes to it, nor install rules: the firewall does.
+// the firewall redirects to; on Kubernetes, on a node's address, where the
+// node agent's table sends a node's sandbox pods) and the table of
+// answers. It does not decide which traffic comes to it, nor install
+// rules: the firewall (internal/firewall, internal/nodeagent) does.
 package egress
 
 import (
