@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,7 +26,10 @@ DaemonSet of deploy/kubernetes/), it does for warren serve --engine kubernetes
 what the Kubernetes API cannot: freeze and thaw a sandbox pod's cgroup, cap its
 processes, sample its CPU and memory; import, export, list and remove the node's
 images in its containerd (namespace k8s.io) and commit a pod's container to an
-image. Every call but /healthz needs the token (WARREN_NODE_TOKEN, from the
+image; with --node-ip (in the node's network namespace, with NET_ADMIN), enforce
+the egress settings of the node's sandbox pods with an egress gateway on that
+address and an nftables table of its own. It serves HTTPS with a key derived from
+the token; every call but /healthz needs the token (WARREN_NODE_TOKEN, from the
 warren-node-token Secret): access to containerd's socket is root on the node.
 
 install-agent copies the warren-agent binary that lies beside this one to DEST
@@ -45,8 +49,10 @@ func (m *Main) runNode(ctx context.Context, args []string) error {
 	}
 	fs := m.newFlagSet("node", "warren node [flags]", nodeUsage)
 	e := &envFlags{fs: fs, getenv: m.Getenv}
-	var addr, root, tokenFile, socket, snapshotter string
-	e.String(&addr, "node-addr", ":"+strconv.Itoa(nodeagent.Port), "address the node agent listens on")
+	var addr, root, tokenFile, socket, snapshotter, nodeName, nodeIP string
+	e.String(&addr, "node-addr", "", "address the node agent listens on (default: --node-ip, else every address, at port "+strconv.Itoa(nodeagent.Port)+")")
+	e.String(&nodeName, "node-name", "", "the node's name (the DaemonSet gives spec.nodeName); names its egress table")
+	e.String(&nodeIP, "node-ip", "", "the node's address, which the node agent shares (hostNetwork): its egress gateway listens there and sandbox pods with egress settings are sent to it (\"\": no egress enforcement)")
 	e.String(&root, "cgroup-root", "/sys/fs/cgroup", "the host's cgroup filesystem, as mounted into the node agent")
 	e.String(&tokenFile, "node-token-file", "", "file holding the token callers must present (else env WARREN_NODE_TOKEN)")
 	e.String(&socket, "containerd-socket", "/run/containerd/containerd.sock", "the node's containerd socket, as mounted into the node agent (\"\": no image API)")
@@ -82,14 +88,37 @@ func (m *Main) runNode(ctx context.Context, args []string) error {
 		defer images.Close()
 		srv.ServeImages(images)
 	}
+	if nodeIP != "" {
+		ip, err := netip.ParseAddr(nodeIP)
+		if err != nil || nodeName == "" {
+			return usageError{"--node-ip wants the node's IPv4 address, and --node-name its name"}
+		}
+		eg, err := nodeagent.NewEgress(ip, nodeName, log)
+		if err != nil {
+			return fmt.Errorf("egress gateway: %w", err)
+		}
+		defer eg.Close()
+		srv.ServeEgress(eg)
+		log.Info("egress gateway listening", "addr", ip, "gateway", nodeagent.GatewayPort, "dns", nodeagent.DNSPort, "table", nodeagent.TableName(nodeName))
+		if addr == "" {
+			addr = net.JoinHostPort(nodeIP, strconv.Itoa(nodeagent.Port))
+		}
+	}
+	if addr == "" {
+		addr = ":" + strconv.Itoa(nodeagent.Port)
+	}
+	tlsCfg, err := nodeagent.ServerTLS(token)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 5 * time.Minute}
-	log.Info("node agent listening", "addr", ln.Addr().String(), "cgroup_root", root, "containerd", socket)
+	hs := &http.Server{Handler: srv, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 5 * time.Minute}
+	log.Info("node agent listening (HTTPS)", "addr", ln.Addr().String(), "cgroup_root", root, "containerd", socket)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.ServeTLS(ln, "", "") }()
 	select {
 	case err := <-errc:
 		return err

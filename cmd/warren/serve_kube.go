@@ -66,7 +66,8 @@ func checkKubernetes(cfg serveConfig) error {
 
 // openKubernetes runs sandboxes as pods. The local Docker engine still
 // builds templates and answers for their images, behind the host's
-// firewall; what pods reach is left to the cluster's network policy.
+// firewall; every sandbox pod isolates itself (its init container), and
+// the node agents enforce egress settings on their nodes.
 func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ server.Deps, _ func(), err error) {
 	var u undo
 	defer func() {
@@ -118,10 +119,17 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 		}
 		u.push(stop)
 	}
-	const noFirewall = "the Kubernetes engine leaves what sandboxes reach to the cluster's network policy"
-	log.Warn("egress rules are refused: " + noFirewall)
 	deps := agentDeps(log)
-	deps.Runtime, deps.Firewall, deps.Builder = rt, firewall.Off{Why: noFirewall}, kubeBuilder{Builder: images.rt.Builder(images.buildNet), rt: rt}
+	deps.Runtime, deps.Builder = rt, kubeBuilder{Builder: images.rt.Builder(images.buildNet), rt: rt}
+	if agents, ok := kc.Nodes.(*kubernetes.NodeAgentPods); ok {
+		// Every sandbox pod's isolation is its own namespace's; what its
+		// egress settings refuse beyond that, its node's agent enforces.
+		deps.Firewall = kubernetes.NewFirewall(rt, agents, cfg.EgressDNS, log)
+	} else {
+		const why = "it runs without node agents (--node-token-secret \"\"), which enforce egress settings on Kubernetes"
+		log.Warn("egress settings are refused: " + why)
+		deps.Firewall = firewall.Off{Why: why}
+	}
 	return deps, u.run, nil
 }
 

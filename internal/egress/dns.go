@@ -12,7 +12,6 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/warrenhq/warren/internal/logkey"
-	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // maxInflight bounds the UDP queries being forwarded at once.
@@ -88,11 +87,11 @@ func (s *Server) resolve(src netip.Addr, msg []byte, network string) []byte {
 	rules := sb.Network
 	name := strings.ToLower(strings.TrimSuffix(q.Name.String(), "."))
 	allowed := ok && rules.AllowedDomain(name)
-	if !ok || !allowed && !s.mayResolve(rules) {
+	if !ok || !allowed && !s.mayResolve(sb) {
 		s.log.Debug("dns refused", logkey.SandboxIP, src, "name", name)
 		return refused(h, q)
 	}
-	reply, upstream, err := s.forward(msg, h.ID, network)
+	reply, upstream, err := s.forward(sb, msg, h.ID, network)
 	if err != nil {
 		s.log.Warn("no resolver answered", logkey.SandboxIP, src, "name", name, "upstream", upstream, "err", err)
 		return failed(h, q)
@@ -107,10 +106,10 @@ func (s *Server) resolve(src netip.Addr, msg []byte, network string) []byte {
 
 // mayResolve reports whether rules let the sandbox reach every upstream
 // resolver directly, so that answering any name gives it nothing new.
-func (s *Server) mayResolve(rules sandbox.Network) bool {
-	for _, up := range s.cfg.Upstream {
+func (s *Server) mayResolve(sb Sandbox) bool {
+	for _, up := range s.upstreamsOf(sb) {
 		ap, err := netip.ParseAddrPort(up)
-		if err != nil || !rules.AllowsAddr(ap.Addr()) {
+		if err != nil || !sb.Network.AllowsAddr(ap.Addr()) {
 			return false
 		}
 	}
@@ -119,8 +118,8 @@ func (s *Server) mayResolve(rules sandbox.Network) bool {
 
 // forward asks the upstream resolvers in turn; it returns the first reply
 // to msg and the last resolver asked.
-func (s *Server) forward(msg []byte, id uint16, network string) (reply []byte, upstream string, err error) {
-	for _, upstream = range s.cfg.Upstream {
+func (s *Server) forward(sb Sandbox, msg []byte, id uint16, network string) (reply []byte, upstream string, err error) {
+	for _, upstream = range s.upstreamsOf(sb) {
 		reply, err = s.cfg.exchange(network, upstream, msg, id)
 		if err == nil {
 			return reply, upstream, nil

@@ -35,8 +35,10 @@
 // and none goes direct when it fails.
 //
 // It owns its listeners (on the sandbox bridge's host address, at ports
-// the firewall redirects to) and the table of answers. It does not decide
-// which traffic comes to it, nor install rules: the firewall does.
+// the firewall redirects to; on Kubernetes, on a node's address, where the
+// node agent's table sends a node's sandbox pods) and the table of
+// answers. It does not decide which traffic comes to it, nor install
+// rules: the firewall (internal/firewall, internal/nodeagent) does.
 package egress
 
 import (
@@ -62,6 +64,10 @@ import (
 type Sandbox struct {
 	ID, TeamID string
 	Network    sandbox.Network
+	// Upstream are the resolvers (host:port) its queries are forwarded
+	// to; nil: the server's (Config.Upstream). A node agent serves the
+	// sandboxes of several control planes, each with its own.
+	Upstream []string
 }
 
 // Policy returns the sandbox with address src, and whether src is a
@@ -169,6 +175,14 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// upstreamsOf are the resolvers sb's queries are forwarded to.
+func (s *Server) upstreamsOf(sb Sandbox) []string {
+	if len(sb.Upstream) > 0 {
+		return sb.Upstream
+	}
+	return s.cfg.Upstream
+}
+
 // SetExpander replaces the Expander, for a server whose secrets store is
 // opened after its firewall; requests sent from then on use it.
 func (s *Server) SetExpander(e Expander) { s.expander.Store(&e) }
@@ -185,6 +199,14 @@ type Ports struct {
 // an address the firewall lets through, never by a name that resolves to
 // one) and the server's other networks, such as the template builds'.
 func (s *Server) Listen(addr netip.Addr, shut ...netip.Prefix) (Ports, error) {
+	return s.ListenAt(addr, Ports{}, shut...)
+}
+
+// ListenAt is Listen at fixed ports (a zero port: one the system picks).
+// A node agent listens at the same ports across its restarts, so that the
+// rules its last run left in the kernel send sandboxes to a gateway that,
+// knowing no sandbox yet, refuses them until it learns their rules.
+func (s *Server) ListenAt(addr netip.Addr, want Ports, shut ...netip.Prefix) (Ports, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -193,7 +215,7 @@ func (s *Server) Listen(addr netip.Addr, shut ...netip.Prefix) (Ports, error) {
 	if s.gw != nil {
 		return Ports{}, errors.New("egress: already listening")
 	}
-	gw, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+	gw, err := net.Listen("tcp", netip.AddrPortFrom(addr, want.Gateway).String())
 	if err != nil {
 		return Ports{}, fmt.Errorf("egress: gateway: %w", err)
 	}
@@ -201,7 +223,7 @@ func (s *Server) Listen(addr netip.Addr, shut ...netip.Prefix) (Ports, error) {
 	var udp net.PacketConn
 	var tcp net.Listener
 	for range 10 {
-		udp, err = net.ListenPacket("udp", netip.AddrPortFrom(addr, 0).String())
+		udp, err = net.ListenPacket("udp", netip.AddrPortFrom(addr, want.DNS).String())
 		if err != nil {
 			gw.Close()
 			return Ports{}, fmt.Errorf("egress: dns: %w", err)
@@ -211,6 +233,9 @@ func (s *Server) Listen(addr netip.Addr, shut ...netip.Prefix) (Ports, error) {
 			break
 		}
 		udp.Close()
+		if want.DNS != 0 {
+			break
+		}
 	}
 	if err != nil {
 		gw.Close()
@@ -227,6 +252,17 @@ func (s *Server) Listen(addr netip.Addr, shut ...netip.Prefix) (Ports, error) {
 		DNS:     uint16(udp.LocalAddr().(*net.UDPAddr).Port),
 		Gateway: uint16(gw.Addr().(*net.TCPAddr).Port),
 	}, nil
+}
+
+// SetShut replaces the networks the gateway never connects into (see
+// Listen), for a node agent that learns them from the control plane.
+func (s *Server) SetShut(shut []netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shut = s.shut[:0:0]
+	for _, p := range shut {
+		s.shut = append(s.shut, p.Masked())
+	}
 }
 
 // Forget drops what the forwarder told the sandbox with address src,

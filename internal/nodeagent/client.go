@@ -24,9 +24,13 @@ type Client struct {
 	bulk *http.Client
 }
 
-// NewClient returns a client presenting token.
+// NewClient returns a client presenting token, over TLS to node agents
+// holding token's key (see ServerTLS).
 func NewClient(token string) *Client {
-	return &Client{token: token, http: &http.Client{Timeout: 30 * time.Second}, bulk: &http.Client{}}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = clientTLS(token)
+	tr.MaxIdleConnsPerHost = 8
+	return &Client{token: token, http: &http.Client{Timeout: 30 * time.Second, Transport: tr}, bulk: &http.Client{Transport: tr}}
 }
 
 // Image is an image in a node's containerd (namespace k8s.io, where the
@@ -164,7 +168,7 @@ func (c *Client) call(ctx context.Context, hc *http.Client, method, addr, path s
 // send sends a request and returns the answer when it is a success; the
 // caller closes its body.
 func (c *Client) send(ctx context.Context, hc *http.Client, method, addr, path string, query url.Values, body io.Reader) (*http.Response, error) {
-	u := "http://" + addr + path
+	u := "https://" + addr + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
@@ -190,4 +194,10 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, addr, path s
 			"the node agent refused: "+e.Message)
 	}
 	return res, nil
+}
+
+// SetEgress replaces the egress rules of the node's sandbox pods (see
+// Egress.Set).
+func (c *Client) SetEgress(ctx context.Context, addr string, r EgressRules) error {
+	return c.call(ctx, c.http, http.MethodPut, addr, "/v1/egress", nil, jsonBody(r), nil)
 }

@@ -122,7 +122,7 @@ func imageServer(t *testing.T) (*fakeImages, *httptest.Server) {
 	}
 	f := newFakeImages()
 	srv.ServeImages(f)
-	ts := httptest.NewServer(srv)
+	ts := tlsServer(t, srv)
 	t.Cleanup(ts.Close)
 	return f, ts
 }
@@ -164,7 +164,7 @@ func TestNormalizeRef(t *testing.T) {
 
 func TestImageAPI(t *testing.T) {
 	f, ts := imageServer(t)
-	addr := strings.TrimPrefix(ts.URL, "http://")
+	addr := strings.TrimPrefix(ts.URL, "https://")
 	c := NewClient(token)
 	ctx := t.Context()
 
@@ -271,7 +271,7 @@ func TestImageAPIRefusals(t *testing.T) {
 			if c.auth != "" {
 				req.Header.Set("Authorization", "Bearer "+c.auth)
 			}
-			res, err := http.DefaultClient.Do(req)
+			res, err := testClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

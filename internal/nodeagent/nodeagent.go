@@ -7,12 +7,16 @@
 // images in its containerd (namespace k8s.io, where the kubelet finds
 // them): it imports the tars the control plane streams to it (no registry
 // needed), lists, exports and removes them, and commits a pod's container
-// to a new image that a pod on the node can run at once.
+// to a new image that a pod on the node can run at once. And it enforces
+// the egress settings of the node's sandbox pods (egress.go): the egress
+// gateway of internal/egress on the node's address, and an nftables table
+// of its own that sends those pods' TCP and DNS there (nftables.go).
 //
 // Only Warren's control plane may call it: every request but /healthz
 // carries the shared token (a Kubernetes Secret both are given) as a
-// Bearer token. Errors are {"code":N,"message":"..."} as everywhere in
-// Warren.
+// Bearer token, over HTTPS with a key derived from that token, which the
+// client pins (tls.go). Errors are {"code":N,"message":"..."} as
+// everywhere in Warren.
 package nodeagent
 
 import (

@@ -87,6 +87,10 @@ for i in $(seq 1 "$KUBE_NODES"); do
 		find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null
 		[ ! -d "$h" ] || kube_log "WARNING: could not remove cgroup $h (processes left: $(find "$h" -name cgroup.procs -exec cat {} + | tr '\n' ' '))"
 	done
+	# The node agent's egress table (internal/nodeagent TableName: the node's name hashed),
+	# which it leaves in the kernel when it stops, so that its sandboxes stay refused.
+	table="warren-egress-$(printf %s "$name" | sha256sum | cut -c1-8)"
+	! nft list table ip "$table" >/dev/null 2>&1 || nft delete table ip "$table"
 	br=$(node_bridge "$i")
 	if ip link show "$br" >/dev/null 2>&1; then
 		# Veths of pods whose network namespace outlived them.

@@ -6,7 +6,12 @@
 // on the running sandbox. No name opens another sandbox: sandboxes reach each other only by an
 // address their allowOut names. The sandboxes' DNS is answered by a resolver this test runs on
 // 127.0.0.1 (warren serve --egress-dns), which gives the outside host's and a second sandbox's
-// addresses: nothing leaves the machine.
+// addresses: nothing leaves the machine. Rules by address (allowOut, denyOut,
+// allowInternetAccess: false) and their update on the running sandbox, refused quickly.
+// On the Kubernetes engine (kube-run.sh) the node agents' gateways enforce the same settings
+// (they forward to that resolver on the host's loopback, which they share); the outside host's
+// addresses are then in 203.0.113.0/24, since sandbox pods are refused 198.18.0.0/15 by their
+// own rules, and a neighbour pod is refused whatever a sandbox's allowOut says.
 import { it, after } from 'node:test'
 import dgram from 'node:dgram'
 import { Sandbox } from 'e2b'
@@ -49,7 +54,7 @@ async function fakeResolver() {
 
 const resolver = await fakeResolver()
 after(() => resolver.close())
-const outside = await outsideHost(2)
+const outside = await outsideHost(2, { documentation: process.env.WARREN_ENGINE === 'kubernetes' })
 after(() => outside.close())
 await useServer({ private: true, args: ['--egress-dns', resolver.addr] })
 
@@ -102,6 +107,25 @@ it('allowOut domains: reachable by an allowed name, and only so', { timeout: 180
       'no domains: every address stays denied')
   } finally {
     await Promise.all([neighbour, closed].map((s) => s.kill()))
+  }
+})
+
+it('allowOut and denyOut by address, allowInternetAccess: false, updated live, refused at once', { timeout: 120_000 }, async () => {
+  const [targetIP, otherIP] = outside.ips
+  const sbx = await Sandbox.create({ metadata: { e2e: `egress-${uid()}` }, allowInternetAccess: false, network: { allowOut: [targetIP] } })
+  try {
+    const refusedAtOnce = async (url, what) => {
+      const t0 = Date.now()
+      assert.match(await curl(sbx, url), /^exit (?!28)/, `${what}: refused, not timed out`)
+      assert.ok(Date.now() - t0 < 3000, `${what}: refused in ${Date.now() - t0} ms`)
+    }
+    assert.equal(await curl(sbx, `http://${targetIP}:8080/`), '200', 'an address allowOut names')
+    await refusedAtOnce(`http://${otherIP}:8080/`, 'no internet access')
+    await Sandbox.updateNetwork(sbx.sandboxId, { denyOut: [`${targetIP}/32`] })
+    await refusedAtOnce(`http://${targetIP}:8080/`, 'an address denyOut names')
+    assert.equal(await curl(sbx, `http://${otherIP}:8080/`), '200', 'internet access given back by the update')
+  } finally {
+    await sbx.kill()
   }
 })
 

@@ -2,8 +2,10 @@
 // builds may reach by name or by address once the neighbours on their own bridge are closed to
 // them. It is a network namespace of its own, routed from the host through a veth pair, with an
 // HTTP server on port 8080 of each of its addresses that answers every request with "outside".
-// The addresses are in 198.18.0.0/15 (RFC 2544, for benchmarks, never routed on the internet)
-// and the route to them leads into the namespace: nothing leaves the machine. Needs root.
+// The addresses are in 198.18.0.0/15 (RFC 2544, for benchmarks, never routed on the internet),
+// or with `{ documentation: true }` in 203.0.113.0/24 (RFC 5737 TEST-NET-3, never routed either:
+// sandbox pods on Kubernetes are refused 198.18.0.0/15 by their own rules), and the route to
+// them leads into the namespace: nothing leaves the machine. Needs root.
 import { spawn, execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { promisify } from 'node:util'
@@ -13,16 +15,17 @@ const run = promisify(execFile)
 
 /**
  * Starts the outside host with `count` addresses (1 to 5).
- * @returns {Promise<{ips: string[], gateway: string, close: () => Promise<void>}>}
+ * @returns {Promise<{ips: string[], gateway: string, hostIf: string, close: () => Promise<void>}>}
  */
-export async function outsideHost(count = 1) {
+export async function outsideHost(count = 1, { documentation = false } = {}) {
   const id = randomBytes(3).toString('hex')
   const ns = `warren-e2e-${RUN_ID}-out-${id}` // server-run.sh removes what a killed test leaves
   const [hostIf, nsIf] = [`wo${id}h`, `wo${id}n`]
   const [a, b] = randomBytes(2)
-  const base = `198.${18 + (a & 1)}.${b}`
-  const gateway = `${base}.1`
-  const ips = Array.from({ length: count }, (_, i) => `${base}.${i + 2}`)
+  // A /29: the host's address first, then the outside host's.
+  const [prefix, first] = documentation ? ['203.0.113', (b & 0x1f) * 8] : [`198.${18 + (a & 1)}.${b}`, 0]
+  const gateway = `${prefix}.${first + 1}`
+  const ips = Array.from({ length: count }, (_, i) => `${prefix}.${first + i + 2}`)
   const ip = (...args) => run('ip', args)
   let server
   const close = async () => {
@@ -48,5 +51,5 @@ export async function outsideHost(count = 1) {
     await close()
     throw e
   }
-  return { ips, gateway, close }
+  return { ips, gateway, hostIf, close }
 }

@@ -127,8 +127,8 @@ describe('secrets', { timeout: 180_000 }, () => {
       },
     }
     if (process.env.WARREN_ENGINE === 'kubernetes') {
-      // No egress gateway there: header rules are refused, saying why, never ignored.
-      await assert.rejects(Sandbox.create(withRules), (e) => e.statusCode === 400 && /network policy/.test(e.message))
+      // The node agents' gateways take no header rules yet: refused, saying why, never ignored.
+      await assert.rejects(Sandbox.create(withRules), (e) => e.statusCode === 400 && /not available on the Kubernetes engine/.test(e.message))
       return
     }
     const sbx = await Sandbox.create(withRules)

@@ -1,0 +1,251 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/nodeagent"
+	"github.com/warrenhq/warren/internal/podnet"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// EgressAgents sends a node's agent the egress rules of that node's
+// sandbox pods (NodeAgentPods does, over its TLS).
+type EgressAgents interface {
+	Nodes(ctx context.Context) ([]string, error)
+	SetEgress(ctx context.Context, node string, r nodeagent.EgressRules) error
+}
+
+// SetEgress sends node's agent its sandboxes' egress rules.
+func (n *NodeAgentPods) SetEgress(ctx context.Context, node string, r nodeagent.EgressRules) error {
+	return n.call(ctx, node, func(a string) error { return n.client.SetEgress(ctx, a, r) })
+}
+
+// Firewall is sandbox.Firewall on the Kubernetes engine: every sandbox
+// pod's default isolation is its own namespace's (podnet, installed by its
+// init container), and the egress settings that restrict more are
+// enforced by the node agent of the pod's node (nodeagent.Egress), to
+// which the Firewall sends them, and only to it. A sandbox whose settings
+// restrict nothing costs no call. It keeps every sandbox's rules in
+// memory and sends each node its whole set on every change, so a node
+// agent that restarted (and knows nothing) has them all again at the next
+// change or Restore, which the manager calls on every reconcile.
+type Firewall struct {
+	rt     *Runtime
+	agents EgressAgents
+	dns    []string
+	log    *slog.Logger
+
+	mu    sync.Mutex            // guards rules; serialises the sends
+	rules map[string]nodeEgress // by sandbox ID: the enforced ones
+}
+
+// nodeEgress is a sandbox's rules and the node of its pod.
+type nodeEgress struct {
+	node   string
+	egress sandbox.Egress
+}
+
+var _ sandbox.Firewall = (*Firewall)(nil)
+
+// NewFirewall enforces egress settings through agents; dns are the
+// resolvers (host:port) the nodes' gateways forward to (nil: each node's).
+func NewFirewall(rt *Runtime, agents EgressAgents, dns []string, log *slog.Logger) *Firewall {
+	return &Firewall{rt: rt, agents: agents, dns: dns, log: logkey.For(log, "kubefirewall"), rules: map[string]nodeEgress{}}
+}
+
+// Apply sends the sandbox's rules to its pod's node, or takes them away
+// from it when they restrict nothing.
+func (f *Firewall) Apply(ctx context.Context, id string, e sandbox.Egress) error {
+	if err := e.Network.ValidateEgress(); err != nil {
+		return err
+	}
+	if n := e.Network; len(n.Rules) > 0 || n.EgressProxy != nil {
+		return sandbox.Errorf(sandbox.KindInvalid, "network.rules and network.egressProxy are not available on the Kubernetes engine yet; omit them")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev, had := f.rules[id]
+	if !nodeagent.NodeEnforced(e.Network) {
+		if !had {
+			return nil
+		}
+		delete(f.rules, id)
+		if err := f.send(ctx, prev.node); err != nil {
+			f.rules[id] = prev
+			return err
+		}
+		return nil
+	}
+	if !e.IP.Is4() {
+		return sandbox.Errorf(sandbox.KindInternal, "the sandbox's pod has no IPv4 address (%q)", e.IP)
+	}
+	node, err := f.rt.nodeOfIP(ctx, e.IP)
+	if err != nil {
+		return err
+	}
+	evicted := map[string]nodeEgress{}
+	for other, r := range f.rules {
+		if other != id && r.egress.IP == e.IP {
+			evicted[other] = r
+			delete(f.rules, other)
+		}
+	}
+	f.rules[id] = nodeEgress{node: node, egress: e}
+	nodes := []string{node}
+	if had && prev.node != node {
+		nodes = append(nodes, prev.node)
+	}
+	for _, n := range nodes {
+		if err := f.send(ctx, n); err != nil {
+			delete(f.rules, id)
+			if had {
+				f.rules[id] = prev
+			}
+			maps.Copy(f.rules, evicted)
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove takes a sandbox's rules from its node.
+func (f *Firewall) Remove(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev, had := f.rules[id]
+	if !had {
+		return nil
+	}
+	delete(f.rules, id)
+	return f.send(ctx, prev.node)
+}
+
+// Sync replaces every sandbox's rules and sends every node its set.
+func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = map[string]nodeEgress{}
+	for id, e := range rules {
+		if !nodeagent.NodeEnforced(e.Network) {
+			continue
+		}
+		node, err := f.rt.nodeOfIP(ctx, e.IP)
+		if err != nil {
+			f.log.WarnContext(ctx, "no pod for a sandbox's egress rules", logkey.Sandbox, id, "err", err)
+			continue
+		}
+		f.rules[id] = nodeEgress{node: node, egress: e}
+	}
+	// A node that does not take its set now keeps refusing its sandboxes
+	// with settings (the table its agent left sends them to a gateway
+	// that knows none of them): Restore tries again at every reconcile,
+	// and the server starts meanwhile.
+	if err := f.sendAll(ctx); err != nil {
+		f.log.ErrorContext(ctx, "cannot send every node its egress rules", "err", err)
+	}
+	return nil
+}
+
+// Restore sends every node its set again: a node agent that restarted
+// knows nothing until then (and refuses the sandboxes its last table
+// names meanwhile).
+func (f *Firewall) Restore(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sendAll(ctx)
+}
+
+// Uninstall takes every sandbox's rules from every node.
+func (f *Firewall) Uninstall(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = map[string]nodeEgress{}
+	return f.sendAll(ctx)
+}
+
+// sendAll sends every node with an agent its set, and every node named by
+// a rule. Only the failures of nodes with rules are errors: one whose
+// agent is away holds no sandbox with settings (its table, if any, is
+// emptied when it is back). The caller holds f.mu.
+func (f *Firewall) sendAll(ctx context.Context) error {
+	nodes, err := f.agents.Nodes(ctx)
+	if err != nil {
+		f.log.WarnContext(ctx, "cannot list the node agents", "err", err)
+	}
+	held := map[string]bool{}
+	for _, r := range f.rules {
+		nodes = append(nodes, r.node)
+		held[r.node] = true
+	}
+	slices.Sort(nodes)
+	var errs []error
+	for _, n := range slices.Compact(nodes) {
+		if err := f.send(ctx, n); err != nil && held[n] {
+			errs = append(errs, err)
+		} else if err != nil {
+			f.log.WarnContext(ctx, "cannot empty a node's egress rules", "node", n, "err", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// send sends node its sandboxes' rules. The caller holds f.mu.
+func (f *Firewall) send(ctx context.Context, node string) error {
+	refuse, err := f.rt.refused(ctx)
+	if err != nil {
+		return err
+	}
+	r := nodeagent.EgressRules{Instance: f.rt.cfg.Instance, DNS: f.dns, Refuse: append(podnet.DefaultRefused(), refuse...)}
+	for _, id := range slices.Sorted(maps.Keys(f.rules)) {
+		if ne := f.rules[id]; ne.node == node {
+			e := ne.egress
+			r.Sandboxes = append(r.Sandboxes, nodeagent.EgressSandbox{ID: id, IP: e.IP, TeamID: e.TeamID, Network: e.Network})
+		}
+	}
+	if err := f.agents.SetEgress(ctx, node, r); err != nil {
+		return sandbox.Wrap(sandbox.KindOf(err), err, "cannot enforce the sandbox's network settings on its node: "+err.Error())
+	}
+	f.log.DebugContext(ctx, "egress rules sent", "node", node, "sandboxes", len(r.Sandboxes))
+	return nil
+}
+
+// nodeOfIP returns the node of this server's live sandbox pod at ip.
+func (r *Runtime) nodeOfIP(ctx context.Context, ip netip.Addr) (string, error) {
+	live := func(p *corev1.Pod) bool {
+		return p.Status.PodIP == ip.String() && p.Spec.NodeName != "" && p.DeletionTimestamp == nil &&
+			p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded
+	}
+	sel, err := labels.Parse(r.selector())
+	if err != nil {
+		return "", err
+	}
+	if pods, err := r.pods.List(sel); err == nil {
+		for _, p := range pods {
+			if live(p) {
+				return p.Spec.NodeName, nil
+			}
+		}
+	}
+	// The informer may not have seen the pod's address yet.
+	list, err := r.cli.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: r.selector(), FieldSelector: "status.podIP=" + ip.String()})
+	if err != nil {
+		return "", classify(err, "cannot find the sandbox's pod")
+	}
+	for i := range list.Items {
+		if live(&list.Items[i]) {
+			return list.Items[i].Spec.NodeName, nil
+		}
+	}
+	return "", sandbox.Errorf(sandbox.KindInternal, "no live sandbox pod has the address %s", ip)
+}
