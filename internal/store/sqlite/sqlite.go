@@ -197,6 +197,8 @@ var migrations = []string{
 	);`,
 	// Whether a dashboard session is the operator's (dashboard.go).
 	`ALTER TABLE dashboard_sessions ADD COLUMN operator INTEGER NOT NULL DEFAULT 0;`,
+	// Each team's quota, the JSON of a sandbox.Quota (keys.go).
+	`ALTER TABLE teams ADD COLUMN quota TEXT NOT NULL DEFAULT '{}';`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and
