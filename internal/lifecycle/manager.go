@@ -107,6 +107,9 @@ type Manager struct {
 	// whether they claimed a pooled container (observeCreate).
 	createPhases phases.Histograms
 
+	// quotas counts the teams' admissions in flight (quota.go).
+	quotas quotas
+
 	reconciling sync.Mutex // held by Reconcile: the loops' and events' never overlap
 
 	cancel context.CancelFunc

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -55,6 +56,25 @@ func (q Quota) Over(def Limits) Limits {
 		out.MaxCreatesPerSecond = *q.MaxCreatesPerSecond
 	}
 	return out
+}
+
+// TeamGetter finds a team by ID: the store.
+type TeamGetter interface {
+	GetTeam(ctx context.Context, id string) (Team, error)
+}
+
+// LimitsOf returns the limits of team, read now from st (so that the
+// operator's change holds at once): its quota over def, the server's
+// defaults, which an unknown team has.
+func LimitsOf(ctx context.Context, st TeamGetter, team string, def Limits) (Limits, error) {
+	t, err := st.GetTeam(ctx, team)
+	switch {
+	case KindOf(err) == KindNotFound:
+		return def, nil
+	case err != nil:
+		return Limits{}, Wrap(KindInternal, err, "cannot read the team's quota")
+	}
+	return t.Quota.Over(def), nil
 }
 
 // Validate refuses negative limits.

@@ -2,6 +2,7 @@ package warmpool
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -27,6 +28,10 @@ const (
 	coldWait  = 30 * time.Second
 	coldQueue = 1024
 )
+
+// BusyRetry is the Retry-After of a create refused because the server
+// is full.
+const BusyRetry = 5 * time.Second
 
 // coldGate admits creates that make their own container.
 type coldGate struct {
@@ -60,8 +65,8 @@ func (p *Pool) AdmitCold(ctx context.Context, claim func() bool) (release func()
 	g.mu.Lock()
 	if g.waiting >= coldQueue {
 		g.mu.Unlock()
-		return nil, false, sandbox.Errorf(sandbox.KindUnavailable,
-			"the server is creating as many sandboxes as it can (%d waiting to start): retry in a few seconds", coldQueue)
+		return nil, false, sandbox.Busy(fmt.Sprintf(
+			"the server is creating as many sandboxes as it can (%d waiting to start): retry in a few seconds", coldQueue), BusyRetry)
 	}
 	g.waiting++
 	g.mu.Unlock()
@@ -82,8 +87,8 @@ func (p *Pool) AdmitCold(ctx context.Context, claim func() bool) (release func()
 				return nil, true, nil
 			}
 		case <-t.C:
-			return nil, false, sandbox.Errorf(sandbox.KindUnavailable,
-				"the sandbox could not start within %s: the server is busy creating others; retry later", coldWait)
+			return nil, false, sandbox.Busy(fmt.Sprintf(
+				"the sandbox could not start within %s: the server is busy creating others; retry later", coldWait), BusyRetry)
 		case <-ctx.Done():
 			return nil, false, sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), "the create was cancelled while waiting to start")
 		}
