@@ -331,7 +331,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		claim    sandbox.Sandbox
 		claimErr error
 	)
-	release, claimed, err := m.pool.AdmitCold(ctx, func() bool {
+	release, claimed, err := m.pool.AdmitCold(ctx, sb.TeamID, func() bool {
 		var ok bool
 		claim, ok, claimErr = m.createFromPool(ctx, sb)
 		return ok

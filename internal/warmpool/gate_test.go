@@ -2,6 +2,8 @@ package warmpool
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,8 +16,8 @@ func TestColdGate(t *testing.T) {
 		p := &Pool{cold: newColdGate(), stock: newStock()}
 		none := func() bool { return false }
 		var releases []func()
-		for range cap(p.cold.slots) {
-			release, _, err := p.AdmitCold(context.Background(), none)
+		for range p.cold.size {
+			release, _, err := p.AdmitCold(context.Background(), "t", none)
 			if err != nil {
 				t.Fatalf("admit within the gate's slots: %v", err)
 			}
@@ -24,7 +26,7 @@ func TestColdGate(t *testing.T) {
 		// A full gate: a create waits, and gets through when a slot frees.
 		got := make(chan func(), 1)
 		go func() {
-			release, _, err := p.AdmitCold(context.Background(), none)
+			release, _, err := p.AdmitCold(context.Background(), "t", none)
 			if err != nil {
 				t.Errorf("a waiting create was refused when a slot freed: %v", err)
 			}
@@ -47,7 +49,7 @@ func TestColdGate(t *testing.T) {
 		offers <- true
 		claimed := make(chan bool, 1)
 		go func() {
-			release, ok, err := p.AdmitCold(context.Background(), func() bool { return <-offers })
+			release, ok, err := p.AdmitCold(context.Background(), "t", func() bool { return <-offers })
 			if err != nil || release != nil {
 				t.Errorf("a create the pool served: release %v, err %v; want none", release != nil, err)
 			}
@@ -63,11 +65,11 @@ func TestColdGate(t *testing.T) {
 
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, _, err := p.AdmitCold(ctx, none)
+		_, _, err := p.AdmitCold(ctx, "t", none)
 		wantKind(t, "admit with the client gone", err, sandbox.KindUnavailable)
 
 		start := time.Now()
-		_, _, err = p.AdmitCold(context.Background(), none)
+		_, _, err = p.AdmitCold(context.Background(), "t", none)
 		wantKind(t, "admit that waits too long", err, sandbox.KindUnavailable)
 		if waited := time.Since(start); waited != coldWait {
 			t.Errorf("refused after %s, want %s", waited, coldWait)
@@ -75,7 +77,7 @@ func TestColdGate(t *testing.T) {
 
 		p.cold.waiting = coldQueue
 		start = time.Now()
-		_, _, err = p.AdmitCold(context.Background(), none)
+		_, _, err = p.AdmitCold(context.Background(), "t", none)
 		wantKind(t, "admit beyond the queue", err, sandbox.KindUnavailable)
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("refused beyond the queue after %s, want at once", waited)
@@ -84,8 +86,58 @@ func TestColdGate(t *testing.T) {
 		for _, release := range releases {
 			release()
 		}
-		if _, _, err := p.AdmitCold(context.Background(), none); err != nil {
+		if _, _, err := p.AdmitCold(context.Background(), "t", none); err != nil {
 			t.Errorf("admit into an empty gate: %v", err)
+		}
+	})
+}
+
+// TestColdGateTurns: slots that free go to the teams in turn, each
+// team's creates in order, so that one team's burst waiting at the gate
+// does not hold another team's create behind all of it.
+func TestColdGateTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &Pool{cold: newColdGate(), stock: newStock()}
+		none := func() bool { return false }
+		var releases []func()
+		for range p.cold.size {
+			release, _, err := p.AdmitCold(context.Background(), "a", none)
+			if err != nil {
+				t.Fatal(err)
+			}
+			releases = append(releases, release)
+		}
+		order := make(chan string, 20)
+		enqueue := func(who, team string) {
+			go func() {
+				release, _, err := p.AdmitCold(context.Background(), team, none)
+				if err != nil {
+					t.Errorf("%s: %v", who, err)
+					return
+				}
+				order <- who
+				releases = append(releases, release)
+			}()
+			synctest.Wait()
+		}
+		for i := range 5 {
+			enqueue(fmt.Sprintf("a%d", i), "a")
+		}
+		enqueue("b0", "b")
+		enqueue("c0", "c")
+		enqueue("b1", "b")
+		var got []string
+		for i := range 8 {
+			releases[i]()
+			synctest.Wait()
+			got = append(got, <-order)
+		}
+		want := []string{"a0", "b0", "c0", "a1", "b1", "a2", "a3", "a4"}
+		if !slices.Equal(got, want) {
+			t.Errorf("admitted in the order %v, want %v", got, want)
+		}
+		for _, release := range releases[8:] {
+			release()
 		}
 	})
 }
