@@ -78,7 +78,7 @@ func New(cfg Config) http.Handler {
 	s := &server{m: cfg.Manager, keys: cfg.Keys, apiKeys: httpedge.NewKeys(cfg.Keys, cfg.ExtraKeys), ops: NewOps(cfg.Manager), log: logkey.For(cfg.Logger, "api"), envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes,
 		secrets: cfg.Secrets}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /metrics", s.serverMetrics)
 	routes := []struct {
 		pattern string
@@ -130,6 +130,17 @@ func New(cfg Config) http.Handler {
 		httpedge.WriteError(w, sandbox.Errorf(sandbox.KindNotFound, "%s %s not found", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// health answers 204 while the server serves, and 200 with
+// {"status":"draining"} while it drains (lifecycle.Manager.SetDraining):
+// still healthy, for its sandboxes are served, but taking no creates.
+func (s *server) health(w http.ResponseWriter, r *http.Request) {
+	if s.m.Draining() {
+		httpedge.WriteJSON(w, http.StatusOK, map[string]any{"status": "draining", "draining": true})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // allowedMethods returns the methods other than r's that have a route for

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -183,4 +184,25 @@ func (b *bucket) take(now time.Time) time.Duration {
 		return 0
 	}
 	return time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+}
+
+// KillTeam kills every sandbox of team, running or paused, and returns
+// how many it killed: the operator's "kill all". Creates in flight are
+// not stopped; a sandbox that is gone meanwhile is not counted.
+func (m *Manager) KillTeam(ctx context.Context, team string) (int, error) {
+	n := 0
+	for _, sb := range m.snapshotAll() {
+		if sb.TeamID != team || (sb.State != sandbox.StateRunning && sb.State != sandbox.StatePaused) {
+			continue
+		}
+		err := m.Kill(ctx, team, sb.ID)
+		switch {
+		case err == nil:
+			n++
+		case sandbox.KindOf(err) != sandbox.KindNotFound:
+			return n, err
+		}
+	}
+	m.log.Info("killed every sandbox of a team", logkey.Team, team, "killed", n)
+	return n, nil
 }

@@ -61,7 +61,7 @@ func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionInfo{TeamID: ds.TeamID, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt})
+	writeJSON(w, http.StatusOK, sessionInfo{TeamID: ds.TeamID, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt, Operator: ds.Operator})
 }
 
 // sandboxJSON is a sandbox as the views show it.

@@ -8,6 +8,7 @@ export interface Session {
   teamName: string;
   csrfToken: string;
   expiresAt: string;
+  operator: boolean;
 }
 
 export interface Sandbox {
