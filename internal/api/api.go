@@ -29,6 +29,11 @@ import (
 type KeyLookup interface {
 	httpedge.KeyStore
 	GetTeam(ctx context.Context, id string) (sandbox.Team, error)
+	// A team's own keys (apikeys.go).
+	ListTeamAPIKeys(ctx context.Context, teamID string) ([]sandbox.APIKey, error)
+	CreateAPIKey(ctx context.Context, k sandbox.APIKey) error
+	RenameAPIKey(ctx context.Context, id, name string) error
+	DeleteAPIKey(ctx context.Context, id string) error
 }
 
 // Config configures the API handler.
@@ -113,6 +118,7 @@ func New(cfg Config) http.Handler {
 	s.registerTemplates(mux)
 	s.registerEvents(mux)
 	s.registerTeams(mux)
+	s.registerAPIKeys(mux)
 	s.registerVolumes(mux)
 	s.registerSecrets(mux)
 	if cfg.Identity != nil {
@@ -187,9 +193,13 @@ func (s *server) wrap(h handler) http.Handler {
 	})
 }
 
-// authenticate returns the team of the request's X-API-KEY.
+// authenticate returns the team of the request's X-API-KEY, or of an API
+// key sent as E2B's clients send an access token (Authorization: Bearer).
 func (s *server) authenticate(r *http.Request) (string, error) {
 	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
 	if key == "" {
 		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "missing X-API-KEY header")
 	}

@@ -154,3 +154,17 @@ type Store interface {
 
 	Close() error
 }
+
+// MakeAPIKey makes a new key of team named name: the key, shown to its
+// maker once, and its record, which keeps only its hash and a mask.
+func MakeAPIKey(team, name string, now time.Time) (string, APIKey) {
+	key := NewAPIKey()
+	return key, APIKey{
+		ID:        NewToken()[:12],
+		TeamID:    team,
+		Name:      name,
+		Hash:      HashAPIKey(key),
+		Mask:      key[:8] + "…" + key[len(key)-4:],
+		CreatedAt: now.UTC(),
+	}
+}
