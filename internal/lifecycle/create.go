@@ -257,7 +257,7 @@ func (m *Manager) createLimit() time.Duration {
 // kills it.
 func (m *Manager) create(client context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
 	cpus, memoryMB := m.resourcesOf(tpl)
-	release, err := m.admitCreate(client, req.TeamID, cpus, memoryMB, m.cfg.DiskSizeMB)
+	client, release, err := m.admitCreate(client, req.TeamID, cpus, memoryMB, m.cfg.DiskSizeMB)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}

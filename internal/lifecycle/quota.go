@@ -32,8 +32,26 @@ type quotas struct {
 	draining bool                           // creates are refused (SetDraining)
 }
 
-// admission is one sandbox's place taken in its team's quota.
-type admission struct{ cpus, memoryMB, diskMB int }
+// admission is one sandbox's place taken in its team's quota. Once the
+// sandbox it admitted is in the cache (id, set by save under both locks)
+// and holds its place there, the admission is not counted again.
+type admission struct {
+	cpus, memoryMB, diskMB int
+	id                     string // the admitted sandbox's ID; "" until saved
+}
+
+type admissionKey struct{}
+
+// withAdmission returns ctx carrying a, for save to bind it to the
+// sandbox it saves.
+func withAdmission(ctx context.Context, a *admission) context.Context {
+	return context.WithValue(ctx, admissionKey{}, a)
+}
+
+func admissionOf(ctx context.Context) *admission {
+	a, _ := ctx.Value(admissionKey{}).(*admission)
+	return a
+}
 
 // DrainRetry is the Retry-After of a create refused while the server
 // drains: maintenance takes minutes, not seconds.
@@ -68,15 +86,15 @@ func (m *Manager) TeamUsage() map[string]sandbox.Usage {
 	m.quotas.mu.Lock()
 	defer m.quotas.mu.Unlock()
 	out := map[string]sandbox.Usage{}
-	for _, sb := range m.snapshotAll() {
-		if sb.Holds() && sb.State != sandbox.StateCreating {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, sb := range m.sandboxes {
+		if sb.Holds() {
 			out[sb.TeamID] = out[sb.TeamID].Add(sb.CPUCount, sb.MemoryMB, sb.DiskSizeMB)
 		}
 	}
-	for team, as := range m.quotas.inFlight {
-		for a := range as {
-			out[team] = out[team].Add(a.cpus, a.memoryMB, a.diskMB)
-		}
+	for team := range m.quotas.inFlight {
+		out[team] = m.inFlightUsage(team, out[team])
 	}
 	return out
 }
@@ -85,14 +103,22 @@ func (m *Manager) TeamUsage() map[string]sandbox.Usage {
 func (m *Manager) usage(team string) sandbox.Usage {
 	var u sandbox.Usage
 	m.mu.RLock()
+	defer m.mu.RUnlock()
 	for _, sb := range m.sandboxes {
-		// A sandbox being created is counted by its admission.
-		if sb.TeamID == team && sb.Holds() && sb.State != sandbox.StateCreating {
+		if sb.TeamID == team && sb.Holds() {
 			u = u.Add(sb.CPUCount, sb.MemoryMB, sb.DiskSizeMB)
 		}
 	}
-	m.mu.RUnlock()
+	return m.inFlightUsage(team, u)
+}
+
+// inFlightUsage adds to u team's admissions whose sandbox does not hold
+// its place in the cache yet; the caller holds m.quotas.mu and m.mu.
+func (m *Manager) inFlightUsage(team string, u sandbox.Usage) sandbox.Usage {
 	for a := range m.quotas.inFlight[team] {
+		if sb, ok := m.sandboxes[a.id]; ok && a.id != "" && sb.Holds() {
+			continue
+		}
 		u = u.Add(a.cpus, a.memoryMB, a.diskMB)
 	}
 	return u
@@ -101,35 +127,40 @@ func (m *Manager) usage(team string) sandbox.Usage {
 // admitCreate takes a place for a new sandbox of team with the given
 // resources, after the drain mode and the team's create rate, and
 // returns the function that gives it back.
-func (m *Manager) admitCreate(ctx context.Context, team string, cpus, memoryMB, diskMB int) (release func(), err error) {
-	return m.admit(ctx, team, cpus, memoryMB, diskMB, true)
+func (m *Manager) admitCreate(ctx context.Context, team string, cpus, memoryMB, diskMB int) (context.Context, func(), error) {
+	a, release, err := m.admit(ctx, team, "", cpus, memoryMB, diskMB, true)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return withAdmission(ctx, a), release, nil
 }
 
 // admitResume takes a place for sb, paused to disk, to run again.
 func (m *Manager) admitResume(ctx context.Context, sb sandbox.Sandbox) (release func(), err error) {
-	return m.admit(ctx, sb.TeamID, sb.CPUCount, sb.MemoryMB, sb.DiskSizeMB, false)
+	_, release, err = m.admit(ctx, sb.TeamID, sb.ID, sb.CPUCount, sb.MemoryMB, sb.DiskSizeMB, false)
+	return release, err
 }
 
-func (m *Manager) admit(ctx context.Context, team string, cpus, memoryMB, diskMB int, create bool) (func(), error) {
+func (m *Manager) admit(ctx context.Context, team, id string, cpus, memoryMB, diskMB int, create bool) (*admission, func(), error) {
 	limits, err := m.TeamLimits(ctx, team)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	q := &m.quotas
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if create && q.draining {
-		return nil, sandbox.Busy("the server is draining for maintenance and creates no sandbox; running ones are served", DrainRetry)
+		return nil, nil, sandbox.Busy("the server is draining for maintenance and creates no sandbox; running ones are served", DrainRetry)
 	}
 	if err := limits.Exceeded(team, m.usage(team), cpus, memoryMB, diskMB); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if create && limits.MaxCreatesPerSecond > 0 {
 		if wait := q.bucket(team, limits.MaxCreatesPerSecond).take(time.Now()); wait > 0 {
-			return nil, sandbox.Limited(fmt.Sprintf("team '%s' may start %g sandboxes a second, and started as many", team, limits.MaxCreatesPerSecond), wait)
+			return nil, nil, sandbox.Limited(fmt.Sprintf("team '%s' may start %g sandboxes a second, and started as many", team, limits.MaxCreatesPerSecond), wait)
 		}
 	}
-	a := &admission{cpus: cpus, memoryMB: memoryMB, diskMB: diskMB}
+	a := &admission{cpus: cpus, memoryMB: memoryMB, diskMB: diskMB, id: id}
 	if q.inFlight == nil {
 		q.inFlight = map[string]map[*admission]bool{}
 	}
@@ -137,7 +168,7 @@ func (m *Manager) admit(ctx context.Context, team string, cpus, memoryMB, diskMB
 		q.inFlight[team] = map[*admission]bool{}
 	}
 	q.inFlight[team][a] = true
-	return func() {
+	return a, func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		delete(q.inFlight[team], a)

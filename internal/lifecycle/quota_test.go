@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -61,7 +62,11 @@ func TestQuotaBurst(t *testing.T) {
 		t.Errorf("refusal = %q, want %q", lastMsg, want)
 	}
 	if u := e.m.TeamUsage()["a"]; u.Sandboxes != 5 {
-		t.Errorf("usage = %+v, want 5 sandboxes", u)
+		var states []string
+		for _, sb := range e.m.snapshotAll() {
+			states = append(states, fmt.Sprintf("%s %s %s", sb.ID, sb.State, sb.PauseMode))
+		}
+		t.Errorf("usage = %+v, want 5 sandboxes; the cache: %v", u, states)
 	}
 	// Another team is not held by a's quota.
 	e.create(t, CreateRequest{TeamID: "b"})
