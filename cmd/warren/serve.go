@@ -346,7 +346,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&t.MaxVCPUs, "team-max-vcpus", 0, "vCPUs a team's running and frozen sandboxes may have in all (0: no limit)")
 	e.Int(&t.MaxMemoryMB, "team-max-memory-mb", 0, "MiB of memory a team's running and frozen sandboxes may have in all (0: no limit)")
 	e.Int(&t.MaxDiskMB, "team-max-disk-mb", 0, "MiB of disk (--disk-size-mb each) a team's running and frozen sandboxes may have in all (0: no limit)")
-	e.Float(&t.MaxCreatesPerSecond, "team-max-creates-per-second", 0, "sandboxes a team may start a second, forks and resumes from disk included; a burst of one second's worth passes (0: no limit)")
+	e.Float(&t.MaxCreatesPerSecond, "team-max-creates-per-second", 0, "sandboxes a team may create a second, forks included; a burst of one second's worth passes (0: no limit)")
 	e.Int(&t.MaxVolumes, "team-max-volumes", 0, "volumes a team may have (0: no limit)")
 	e.Int(&t.MaxVolumeMB, "team-max-volume-mb", 0, "MiB a team's volumes may have in all, --volume-size-mb each (0: no limit)")
 	e.Duration(&cfg.IdleTimeout, "idle-timeout", 60*time.Second, "close a client's keep-alive connection after this long without a request; a response in progress, however silent, is not idle (negative: never)")
