@@ -67,7 +67,9 @@ func newColdGate() coldGate {
 // container the warm pool readies (a refill runs beside the burst, and
 // grows the pool for it) is offered to claim, which reports whether it
 // took it: then AdmitCold returns claimed true and no release, and the
-// create is the pool's. A create is refused when coldQueue others wait
+// create is the pool's. Only the first waiting create of each team tries,
+// so that a team's readied containers are shared between the teams
+// waiting, not won by the team with the most creates in the race. A create is refused when coldQueue others wait
 // already, or when it waited coldWait or until ctx ended.
 func (p *Pool) AdmitCold(ctx context.Context, team string, claim func() bool) (release func(), claimed bool, err error) {
 	g := &p.cold
@@ -86,7 +88,7 @@ func (p *Pool) AdmitCold(ctx context.Context, team string, claim func() bool) (r
 		case <-w.admitted:
 			return g.admitted(), false, nil
 		case <-added:
-			if claim() {
+			if g.first(w) && claim() {
 				g.leave(w)
 				return nil, true, nil
 			}
@@ -121,6 +123,14 @@ func (g *coldGate) enter(team string) (*coldWaiter, error) {
 	g.queues[team] = append(g.queues[team], w)
 	g.waiting++
 	return w, nil
+}
+
+// first reports whether w is the oldest create of its team waiting.
+func (g *coldGate) first(w *coldWaiter) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.queues[w.team]
+	return len(q) > 0 && q[0] == w
 }
 
 // leave takes w out of the queue; a slot handed to it meanwhile goes on

@@ -3,7 +3,9 @@ package warmpool
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -137,6 +139,42 @@ func TestColdGateTurns(t *testing.T) {
 			t.Errorf("admitted in the order %v, want %v", got, want)
 		}
 		for _, release := range releases[8:] {
+			release()
+		}
+	})
+}
+
+// TestColdGateClaimsByTeam: a container the pool readies is offered to
+// the first waiting create of each team only.
+func TestColdGateClaimsByTeam(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &Pool{cold: newColdGate(), stock: newStock()}
+		none := func() bool { return false }
+		var releases []func()
+		for range p.cold.size {
+			release, _, _ := p.AdmitCold(context.Background(), "a", none)
+			releases = append(releases, release)
+		}
+		var mu sync.Mutex
+		tried := map[string]int{}
+		ctx, cancel := context.WithCancel(context.Background())
+		for i, team := range []string{"a", "a", "a", "b"} {
+			go p.AdmitCold(ctx, team, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				tried[fmt.Sprintf("%s%d", team, i)]++
+				return false
+			})
+			synctest.Wait()
+		}
+		p.stock.put(pooled{kind: "base", sandboxID: sandbox.NewID()}, 10)
+		synctest.Wait()
+		if want := map[string]int{"a0": 1, "b3": 1}; !maps.Equal(tried, want) {
+			t.Errorf("claims tried %v, want %v", tried, want)
+		}
+		cancel()
+		synctest.Wait()
+		for _, release := range releases {
 			release()
 		}
 	})
