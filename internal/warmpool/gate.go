@@ -42,7 +42,7 @@ type coldGate struct {
 	size    int   // creates let through at once
 	running gauge // the creates let through
 	mu      sync.Mutex
-	used    int                       // slots taken; guarded by mu
+	used    int                      // slots taken; guarded by mu
 	queues  map[string][]*coldWaiter // waiting creates by team, oldest first; guarded by mu
 	turns   []string                 // teams with creates waiting, the next slot's first; guarded by mu
 	waiting int                      // guarded by mu
@@ -53,6 +53,7 @@ type coldGate struct {
 type coldWaiter struct {
 	team     string
 	admitted chan struct{}
+	claiming bool // trying to claim a readied container; guarded by coldGate.mu
 }
 
 // newColdGate admits 4 creates per CPU at once: the engine serialises
@@ -67,9 +68,10 @@ func newColdGate() coldGate {
 // container the warm pool readies (a refill runs beside the burst, and
 // grows the pool for it) is offered to claim, which reports whether it
 // took it: then AdmitCold returns claimed true and no release, and the
-// create is the pool's. Only the first waiting create of each team tries,
-// so that a team's readied containers are shared between the teams
-// waiting, not won by the team with the most creates in the race. A create is refused when coldQueue others wait
+// create is the pool's. Only the first waiting create of each team that
+// is not trying already tries, so that readied containers are shared
+// between the teams waiting, not won by the team with the most creates in
+// the race. A create is refused when coldQueue others wait
 // already, or when it waited coldWait or until ctx ended.
 func (p *Pool) AdmitCold(ctx context.Context, team string, claim func() bool) (release func(), claimed bool, err error) {
 	g := &p.cold
@@ -88,7 +90,12 @@ func (p *Pool) AdmitCold(ctx context.Context, team string, claim func() bool) (r
 		case <-w.admitted:
 			return g.admitted(), false, nil
 		case <-added:
-			if g.first(w) && claim() {
+			if !g.startClaim(w) {
+				continue
+			}
+			ok := claim()
+			g.endClaim(w)
+			if ok {
 				g.leave(w)
 				return nil, true, nil
 			}
@@ -125,12 +132,30 @@ func (g *coldGate) enter(team string) (*coldWaiter, error) {
 	return w, nil
 }
 
-// first reports whether w is the oldest create of its team waiting.
-func (g *coldGate) first(w *coldWaiter) bool {
+// startClaim reports whether w may try to claim a readied container:
+// when it is the oldest create of its team waiting that is not trying
+// already (a claim that succeeds takes as long as the create). It then
+// counts w as trying until endClaim.
+func (g *coldGate) startClaim(w *coldWaiter) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	q := g.queues[w.team]
-	return len(q) > 0 && q[0] == w
+	for _, o := range g.queues[w.team] {
+		if o.claiming {
+			continue
+		}
+		if o != w {
+			return false
+		}
+		w.claiming = true
+		return true
+	}
+	return false
+}
+
+func (g *coldGate) endClaim(w *coldWaiter) {
+	g.mu.Lock()
+	w.claiming = false
+	g.mu.Unlock()
 }
 
 // leave takes w out of the queue; a slot handed to it meanwhile goes on

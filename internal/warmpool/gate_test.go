@@ -3,7 +3,6 @@ package warmpool
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -145,7 +144,9 @@ func TestColdGateTurns(t *testing.T) {
 }
 
 // TestColdGateClaimsByTeam: a container the pool readies is offered to
-// the first waiting create of each team only.
+// the first waiting create of each team that is not claiming one already:
+// b's one create tries for every container, however many of a's wait, and
+// a's first, claiming, is not offered another.
 func TestColdGateClaimsByTeam(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &Pool{cold: newColdGate(), stock: newStock()}
@@ -158,20 +159,30 @@ func TestColdGateClaimsByTeam(t *testing.T) {
 		var mu sync.Mutex
 		tried := map[string]int{}
 		ctx, cancel := context.WithCancel(context.Background())
-		for i, team := range []string{"a", "a", "a", "b"} {
+		held := make(chan struct{}) // a0's claim lasts until closed, as a create does
+		for i, team := range []string{"a", "a", "a", "a", "a", "b"} {
 			go p.AdmitCold(ctx, team, func() bool {
+				who := fmt.Sprintf("%s%d", team, i)
 				mu.Lock()
-				defer mu.Unlock()
-				tried[fmt.Sprintf("%s%d", team, i)]++
+				tried[who]++
+				mu.Unlock()
+				if who == "a0" {
+					<-held
+				}
 				return false
 			})
 			synctest.Wait()
 		}
-		p.stock.put(pooled{kind: "base", sandboxID: sandbox.NewID()}, 10)
-		synctest.Wait()
-		if want := map[string]int{"a0": 1, "b3": 1}; !maps.Equal(tried, want) {
-			t.Errorf("claims tried %v, want %v", tried, want)
+		for range 2 {
+			p.stock.put(pooled{kind: "base", sandboxID: sandbox.NewID()}, 10)
+			synctest.Wait()
 		}
+		mu.Lock()
+		if a := tried["a1"] + tried["a2"] + tried["a3"] + tried["a4"]; tried["b5"] != 2 || tried["a0"] != 1 || a >= 8 {
+			t.Errorf("claims tried %v, want b5 twice, a0 once (it claims still), and not every other of a's each time", tried)
+		}
+		mu.Unlock()
+		close(held)
 		cancel()
 		synctest.Wait()
 		for _, release := range releases {
