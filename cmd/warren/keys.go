@@ -80,15 +80,7 @@ func (m *Main) createKey(ctx context.Context, st store.Store, name, team string)
 	} else if err != nil {
 		return err
 	}
-	key := sandbox.NewAPIKey()
-	k := sandbox.APIKey{
-		ID:        sandbox.NewToken()[:12],
-		TeamID:    team,
-		Name:      name,
-		Hash:      sandbox.HashAPIKey(key),
-		Mask:      key[:8] + "…" + key[len(key)-4:],
-		CreatedAt: time.Now().UTC(),
-	}
+	key, k := sandbox.MakeAPIKey(team, name, time.Now())
 	if err := st.CreateAPIKey(ctx, k); err != nil {
 		return err
 	}

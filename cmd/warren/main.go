@@ -55,6 +55,7 @@ func (m *Main) commands() []command {
 		{"runtime", "set up gVisor for --runtime=gvisor: runsc and the engine's daemon.json", m.runRuntime},
 		{"sandbox", "list, kill, pause, stop or resume sandboxes of a running server", m.runSandbox},
 		{"keys", "create, list or revoke API keys", m.runKeys},
+		{"teams", "set and show teams' quotas; kill a team's sandboxes; drain the server", m.runTeams},
 		{"dashboard", "print a single-use login link to the dashboard", m.runDashboard},
 		{"template", "build a template from a Dockerfile on a running server", m.runTemplate},
 		{"node", "run the node agent of the Kubernetes engine (a DaemonSet)", m.runNode},

@@ -210,6 +210,17 @@ func (e *envFlags) Int(p *int, name string, def int, usage string) {
 	e.fs.IntVar(p, name, def, e.usage(usage, name))
 }
 
+func (e *envFlags) Float(p *float64, name string, def float64, usage string) {
+	if v := e.getenv(envName(name)); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil && e.err == nil {
+			e.err = usageError{fmt.Sprintf("%s=%q is not a number", envName(name), v)}
+		}
+		def = f
+	}
+	e.fs.Float64Var(p, name, def, e.usage(usage, name))
+}
+
 // PoolSize is an Int that also takes "auto" (lifecycle.WarmPoolAuto).
 func (e *envFlags) PoolSize(p *int, name string, def int, usage string) {
 	*p = def
@@ -330,6 +341,14 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Duration(&l.MetricsInterval, "metrics-interval", d.MetricsInterval, "how often running sandboxes' metrics are sampled")
 	e.Int(&l.MetricsHistory, "metrics-history", d.MetricsHistory, "newest metric samples kept per sandbox at full resolution; older ones are kept one a minute, beyond a day one per 10 minutes")
 	e.Duration(&l.ReconcileInterval, "reconcile-interval", d.ReconcileInterval, "how often the engine is checked against the store (besides its events, which are followed as they come)")
+	t := &l.TeamLimits
+	e.Int(&t.MaxSandboxes, "team-max-sandboxes", 0, "sandboxes a team may have running or frozen at once, unless `warren teams set` says otherwise for it (0: no limit)")
+	e.Int(&t.MaxVCPUs, "team-max-vcpus", 0, "vCPUs a team's running and frozen sandboxes may have in all (0: no limit)")
+	e.Int(&t.MaxMemoryMB, "team-max-memory-mb", 0, "MiB of memory a team's running and frozen sandboxes may have in all (0: no limit)")
+	e.Int(&t.MaxDiskMB, "team-max-disk-mb", 0, "MiB of disk (--disk-size-mb each) a team's running and frozen sandboxes may have in all (0: no limit)")
+	e.Float(&t.MaxCreatesPerSecond, "team-max-creates-per-second", 0, "sandboxes a team may create a second, forks included; a burst of one second's worth passes (0: no limit)")
+	e.Int(&t.MaxVolumes, "team-max-volumes", 0, "volumes a team may have (0: no limit)")
+	e.Int(&t.MaxVolumeMB, "team-max-volume-mb", 0, "MiB a team's volumes may have in all, --volume-size-mb each (0: no limit)")
 	e.Duration(&cfg.IdleTimeout, "idle-timeout", 60*time.Second, "close a client's keep-alive connection after this long without a request; a response in progress, however silent, is not idle (negative: never)")
 	e.Duration(&cfg.Conns.BodyTimeout, "body-timeout", 30*time.Second, "cut a request body, answering 408, when --body-min-bytes of it take longer than this to arrive; "+
 		"time the server is slow to take it does not count, and a body sent at a real pace passes however big (negative: no minimum pace)")

@@ -29,6 +29,11 @@ import (
 type KeyLookup interface {
 	httpedge.KeyStore
 	GetTeam(ctx context.Context, id string) (sandbox.Team, error)
+	// A team's own keys (apikeys.go).
+	ListTeamAPIKeys(ctx context.Context, teamID string) ([]sandbox.APIKey, error)
+	CreateAPIKey(ctx context.Context, k sandbox.APIKey) error
+	RenameAPIKey(ctx context.Context, id, name string) error
+	DeleteAPIKey(ctx context.Context, id string) error
 }
 
 // Config configures the API handler.
@@ -78,7 +83,7 @@ func New(cfg Config) http.Handler {
 	s := &server{m: cfg.Manager, keys: cfg.Keys, apiKeys: httpedge.NewKeys(cfg.Keys, cfg.ExtraKeys), ops: NewOps(cfg.Manager), log: logkey.For(cfg.Logger, "api"), envdVer: mc.EnvdVersion, tpl: cfg.Templates, events: cfg.Events, vol: cfg.Volumes,
 		secrets: cfg.Secrets}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /metrics", s.serverMetrics)
 	routes := []struct {
 		pattern string
@@ -113,6 +118,7 @@ func New(cfg Config) http.Handler {
 	s.registerTemplates(mux)
 	s.registerEvents(mux)
 	s.registerTeams(mux)
+	s.registerAPIKeys(mux)
 	s.registerVolumes(mux)
 	s.registerSecrets(mux)
 	if cfg.Identity != nil {
@@ -130,6 +136,17 @@ func New(cfg Config) http.Handler {
 		httpedge.WriteError(w, sandbox.Errorf(sandbox.KindNotFound, "%s %s not found", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// health answers 204 while the server serves, and 200 with
+// {"status":"draining"} while it drains (lifecycle.Manager.SetDraining):
+// still healthy, for its sandboxes are served, but taking no creates.
+func (s *server) health(w http.ResponseWriter, r *http.Request) {
+	if s.m.Draining() {
+		httpedge.WriteJSON(w, http.StatusOK, map[string]any{"status": "draining", "draining": true})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // allowedMethods returns the methods other than r's that have a route for
@@ -176,9 +193,13 @@ func (s *server) wrap(h handler) http.Handler {
 	})
 }
 
-// authenticate returns the team of the request's X-API-KEY.
+// authenticate returns the team of the request's X-API-KEY, or of an API
+// key sent as E2B's clients send an access token (Authorization: Bearer).
 func (s *server) authenticate(r *http.Request) (string, error) {
 	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
 	if key == "" {
 		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "missing X-API-KEY header")
 	}

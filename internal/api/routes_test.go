@@ -48,7 +48,8 @@ func TestMethodNotAllowed(t *testing.T) {
 	wantError(t, "GET unknown sandbox", a.do(t, "GET", "/sandboxes/x", nil), 404)
 }
 
-type noKeys struct{}
+// noKeys knows no key; its key management is never called.
+type noKeys struct{ KeyLookup }
 
 func (noKeys) APIKeyByHash(context.Context, string) (sandbox.APIKey, error) {
 	return sandbox.APIKey{}, sandbox.Errorf(sandbox.KindNotFound, "no such key")

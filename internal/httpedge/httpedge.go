@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -30,6 +32,7 @@ var statusOf = map[sandbox.Kind]int{
 	sandbox.KindUnauthenticated: http.StatusUnauthorized,
 	sandbox.KindForbidden:       http.StatusForbidden,
 	sandbox.KindUnavailable:     http.StatusServiceUnavailable,
+	sandbox.KindLimited:         http.StatusTooManyRequests,
 }
 
 var kindOf = func() map[int]sandbox.Kind {
@@ -75,8 +78,12 @@ func ErrorOf(err error) Body {
 	return Body{Code: Status(err), Message: sandbox.Message(err)}
 }
 
-// WriteError answers err as ErrorOf says.
+// WriteError answers err as ErrorOf says, with a Retry-After header (in
+// whole seconds, at least 1) when err says when to retry.
 func WriteError(w http.ResponseWriter, err error) {
+	if d := sandbox.RetryAfter(err); d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(d.Round(time.Second), time.Second)/time.Second)))
+	}
 	body := ErrorOf(err)
 	WriteJSON(w, body.Code, body)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -16,7 +17,7 @@ import (
 // TestKindStatusRoundTrip: a client reading an answer gets back the kind
 // the server answered with, for every kind.
 func TestKindStatusRoundTrip(t *testing.T) {
-	for kind := sandbox.KindInternal; kind <= sandbox.KindUnavailable; kind++ {
+	for kind := sandbox.KindInternal; kind <= sandbox.KindLimited; kind++ {
 		status := Status(sandbox.Errorf(kind, "x"))
 		if got := KindOf(status); got != kind {
 			t.Errorf("kind %d → status %d → kind %d", kind, status, got)
@@ -144,6 +145,32 @@ func TestReader(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWriteErrorRetryAfter: an error that says when to retry is
+// answered with Retry-After in whole seconds, at least 1; others without.
+func TestWriteErrorRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		header string
+	}{
+		{"quota", sandbox.Limited("team 'x' has 2 of 2 sandboxes running", 1500*time.Millisecond), http.StatusTooManyRequests, "2"},
+		{"under a second", sandbox.Limited("rate", 200*time.Millisecond), http.StatusTooManyRequests, "1"},
+		{"busy", sandbox.Busy("full", 5*time.Second), http.StatusServiceUnavailable, "5"},
+		{"plain", sandbox.Errorf(sandbox.KindUnavailable, "x"), http.StatusServiceUnavailable, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			WriteError(w, fmt.Errorf("wrapped: %w", tc.err))
+			var body Body
+			json.Unmarshal(w.Body.Bytes(), &body)
+			if w.Code != tc.status || body.Code != tc.status || w.Header().Get("Retry-After") != tc.header {
+				t.Errorf("status %d, body %+v, Retry-After %q; want %d, %q", w.Code, body, w.Header().Get("Retry-After"), tc.status, tc.header)
 			}
 		})
 	}

@@ -288,6 +288,12 @@ func (m *Manager) createLimit() time.Duration {
 // meanwhile (see engineWork); then, as no one has its ID or tokens, it
 // kills it.
 func (m *Manager) create(client context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
+	cpus, memoryMB := m.resourcesOf(tpl)
+	client, release, err := m.admitCreate(client, req.TeamID, cpus, memoryMB, m.cfg.DiskSizeMB)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	defer release()
 	ctx, cancel := engineWork(client, m.createLimit())
 	defer cancel()
 	sb, err := m.createSandbox(ctx, req, tpl)
@@ -361,7 +367,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		claim    sandbox.Sandbox
 		claimErr error
 	)
-	release, claimed, err := m.pool.AdmitCold(ctx, func() bool {
+	release, claimed, err := m.pool.AdmitCold(ctx, sb.TeamID, func() bool {
 		if !fromPool {
 			return false
 		}

@@ -111,6 +111,9 @@ type Manager struct {
 	// are making or using (memory.go).
 	memoryFlights memoryFlights
 
+	// quotas counts the teams' admissions in flight (quota.go).
+	quotas quotas
+
 	reconciling sync.Mutex // held by Reconcile: the loops' and events' never overlap
 
 	cancel context.CancelFunc
@@ -283,6 +286,14 @@ func (m *Manager) snapshotAll() []sandbox.Sandbox {
 func (m *Manager) save(ctx context.Context, sb sandbox.Sandbox) error {
 	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), sb); err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "cannot save sandbox state")
+	}
+	// The sandbox of a create, cached, now holds the place its admission
+	// took: both change in one step under both locks (quota.go), so that
+	// it is counted once.
+	if a := admissionOf(ctx); a != nil {
+		m.quotas.mu.Lock()
+		defer m.quotas.mu.Unlock()
+		a.id = sb.ID
 	}
 	m.mu.Lock()
 	m.sandboxes[sb.ID] = sb

@@ -90,6 +90,10 @@ type Settings struct {
 	// KilledRetention keeps killed sandboxes' records (and their logs)
 	// this long before deleting them; default 1h.
 	KilledRetention time.Duration
+	// TeamLimits are the limits of a team whose quota (sandbox.Team.Quota,
+	// set by the operator) does not say otherwise: the only settings where
+	// 0 means no limit, their default.
+	TeamLimits sandbox.Limits
 
 	TickInterval      time.Duration // how often timers are checked; default 1s
 	ReconcileInterval time.Duration // how often the engine is re-checked; default 30s
@@ -197,6 +201,12 @@ func (s Settings) Validate() error {
 		{"metrics-interval", int64(s.MetricsInterval), positive},
 		{"metrics-history", int64(s.MetricsHistory), positive},
 		{"reconcile-interval", int64(s.ReconcileInterval), positive},
+		{"team-max-sandboxes", int64(s.TeamLimits.MaxSandboxes), orNone},
+		{"team-max-vcpus", int64(s.TeamLimits.MaxVCPUs), orNone},
+		{"team-max-memory-mb", int64(s.TeamLimits.MaxMemoryMB), orNone},
+		{"team-max-disk-mb", int64(s.TeamLimits.MaxDiskMB), orNone},
+		{"team-max-volumes", int64(s.TeamLimits.MaxVolumes), orNone},
+		{"team-max-volume-mb", int64(s.TeamLimits.MaxVolumeMB), orNone},
 	} {
 		switch {
 		case f.bound == positive && f.value <= 0:
@@ -208,6 +218,9 @@ func (s Settings) Validate() error {
 		case f.bound == orAuto && f.value < 0 && f.value != WarmPoolAuto:
 			return &SettingError{f.name, "must not be negative: give a size, 0 for none, or auto"}
 		}
+	}
+	if r := s.TeamLimits.MaxCreatesPerSecond; !(r >= 0) {
+		return &SettingError{"team-max-creates-per-second", "must not be negative: give 0 for no limit"}
 	}
 	if _, err := sandbox.ParseOCIRuntime(string(s.SandboxRuntime)); err != nil || s.SandboxRuntime == "" {
 		return &SettingError{"runtime", fmt.Sprintf("must be %s or %s, not %q", sandbox.RuntimeRunc, sandbox.RuntimeGVisor, s.SandboxRuntime)}

@@ -257,9 +257,18 @@ func (m *Manager) forgetMemory(ctx context.Context, sb sandbox.Sandbox) (sandbox
 }
 
 // resume brings paused sb back and gives it at least timeout, or what it
-// had left when paused if that is longer. The caller holds its lock.
+// had left when paused if that is longer. A sandbox paused to disk takes
+// a place in its team's quota first, or stays paused. The caller holds
+// its lock.
 func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.Duration) (sandbox.Sandbox, error) {
 	mode := sb.PauseMode
+	if mode != sandbox.PauseFrozen {
+		release, err := m.admitResume(ctx, sb)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		defer release()
+	}
 	if mode == sandbox.PauseFrozen {
 		if err := m.caps.thaw(ctx, sb.ContainerID); err != nil {
 			return sandbox.Sandbox{}, m.resumeFailed(ctx, sb, err)

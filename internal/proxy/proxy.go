@@ -171,6 +171,11 @@ func (p *Proxy) notRunning(w http.ResponseWriter, r *http.Request, dst destinati
 	case err == nil: // running but no agent address: treat as gone
 	case k == sandbox.KindNotFound, k == sandbox.KindUnavailable:
 		p.log.DebugContext(r.Context(), "sandbox not routable", logkey.Sandbox, dst.sandboxID, "err", err)
+	case k == sandbox.KindLimited:
+		// An auto-resume past the team's quota: the sandbox stays paused.
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(sandbox.RetryAfter(err), time.Second)/time.Second)))
+		writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: sandbox.Message(err), Code: http.StatusTooManyRequests})
+		return
 	default:
 		p.log.WarnContext(r.Context(), "routing failed", logkey.Sandbox, dst.sandboxID, "err", err)
 	}

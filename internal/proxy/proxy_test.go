@@ -48,6 +48,7 @@ func TestRouting(t *testing.T) {
 	env.agent.listen(t, 8080, echo("app"))
 	env.router.errs["ipaused"] = sandbox.Errorf(sandbox.KindUnavailable, "paused")
 	env.router.errs["ibroken"] = sandbox.Errorf(sandbox.KindInternal, "boom")
+	env.router.errs["iquota"] = sandbox.Limited("team 'x' has 2 of 2 sandboxes running", sandbox.QuotaRetry)
 
 	notFound := func(id string) string {
 		return `{"sandboxId":"` + id + `","message":"The sandbox was not found","code":502}`
@@ -85,6 +86,8 @@ func TestRouting(t *testing.T) {
 			status: 400, body: `{"message":"missing or invalid E2b-Sandbox-Id and E2b-Sandbox-Port headers","code":400}`},
 		{name: "unknown", host: "49983-inope.warren.test", status: 502, body: notFound("inope")},
 		{name: "paused", host: "49983-ipaused.warren.test", status: 502, body: notFound("ipaused")},
+		{name: "auto-resume past the quota", host: "49983-iquota.warren.test", status: 429,
+			body: `{"sandboxId":"iquota","message":"team 'x' has 2 of 2 sandboxes running","code":429}`},
 		{name: "router-failure", host: "49983-ibroken.warren.test", status: 502, body: notFound("ibroken")},
 		{name: "port-closed", host: env.host(9999), headers: map[string]string{"E2B-Traffic-Access-Token": "tok"},
 			status: 502, body: `{"sandboxId":"isbx1","message":"The sandbox is running but port is not open","port":9999,"code":502}`},

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind classifies an error for the edges: the REST API maps it to a status,
@@ -17,6 +18,9 @@ const (
 	KindUnauthenticated
 	KindForbidden
 	KindUnavailable
+	// KindLimited is a request over a limit of its team's (a quota):
+	// E2B's 429, which its SDK raises as RateLimitError.
+	KindLimited
 )
 
 // Error is an error with a kind and a message safe to show to clients.
@@ -25,6 +29,9 @@ type Error struct {
 	Kind    Kind
 	Message string
 	Err     error
+	// RetryAfter is when the client may try again, sent as the
+	// Retry-After header; 0 = not said.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -62,4 +69,31 @@ func Message(err error) string {
 		return e.Message
 	}
 	return "internal error"
+}
+
+// QuotaRetry is the Retry-After of a refusal over a team's quota: a
+// sandbox of the team may end or pause any moment, and E2B's SDK retries
+// a 429 that says when by itself (3 times by default).
+const QuotaRetry = time.Second
+
+// Limited returns a KindLimited error with msg that tells the client to
+// retry after d.
+func Limited(msg string, d time.Duration) error {
+	return &Error{Kind: KindLimited, Message: msg, RetryAfter: d}
+}
+
+// Busy returns a KindUnavailable error with msg that tells the client to
+// retry after d: the server, not the team, is full.
+func Busy(msg string, d time.Duration) error {
+	return &Error{Kind: KindUnavailable, Message: msg, RetryAfter: d}
+}
+
+// RetryAfter returns when err says the client may try again; 0 = it
+// does not say.
+func RetryAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
 }

@@ -10,6 +10,9 @@ type Team struct {
 	ID        string
 	Name      string
 	CreatedAt time.Time
+	// Quota is the operator's limits for the team (SetTeamQuota); PutTeam
+	// leaves a team's quota as it is. Zero = the server's defaults.
+	Quota Quota
 }
 
 // DefaultTeamID is the team created with every store; keys made without a
@@ -118,10 +121,16 @@ type Store interface {
 
 	PutTeam(ctx context.Context, t Team) error
 	GetTeam(ctx context.Context, id string) (Team, error)
+	// ListTeams returns every team, by ID.
+	ListTeams(ctx context.Context) ([]Team, error)
+	// SetTeamQuota replaces a team's quota; the team must exist.
+	SetTeamQuota(ctx context.Context, teamID string, q Quota) error
 
 	CreateAPIKey(ctx context.Context, k APIKey) error
 	APIKeyByHash(ctx context.Context, hash string) (APIKey, error)
 	ListAPIKeys(ctx context.Context) ([]APIKey, error)
+	// RenameAPIKey changes the name of a key by its ID.
+	RenameAPIKey(ctx context.Context, id, name string) error
 	// DeleteAPIKey revokes a key by its ID.
 	DeleteAPIKey(ctx context.Context, id string) error
 
@@ -149,4 +158,18 @@ type Store interface {
 	PoolDemand(ctx context.Context) ([]PoolDemand, error)
 
 	Close() error
+}
+
+// MakeAPIKey makes a new key of team named name: the key, shown to its
+// maker once, and its record, which keeps only its hash and a mask.
+func MakeAPIKey(team, name string, now time.Time) (string, APIKey) {
+	key := NewAPIKey()
+	return key, APIKey{
+		ID:        NewToken()[:12],
+		TeamID:    team,
+		Name:      name,
+		Hash:      HashAPIKey(key),
+		Mask:      key[:8] + "…" + key[len(key)-4:],
+		CreatedAt: now.UTC(),
+	}
 }

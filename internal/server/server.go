@@ -197,7 +197,9 @@ func (s *Server) open(ctx context.Context) error {
 		volDir = filepath.Join(cfg.StateDir, "volumes")
 	}
 	vols, err := volume.New(ctx, volume.Config{Store: st, Dir: volDir, KeyFile: filepath.Join(cfg.StateDir, "volume-token.key"),
-		SizeLimitMB: cfg.VolumeSizeMB, Logger: log})
+		SizeLimitMB: cfg.VolumeSizeMB, Logger: log, Limits: func(ctx context.Context, team string) (sandbox.Limits, error) {
+			return sandbox.LimitsOf(ctx, st, team, cfg.Lifecycle.TeamLimits)
+		}})
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ type Config struct {
 	SizeLimitMB int
 	// Logger reports what New's reconciling finds; nil = discard.
 	Logger *slog.Logger
+	// Limits returns a team's limits, of which Create keeps MaxVolumes and
+	// MaxVolumeMB (volumes of SizeLimitMB each); nil = no limits.
+	Limits func(ctx context.Context, team string) (sandbox.Limits, error)
 }
 
 // minSizeMB is the smallest limit: below it ext4's own metadata would be
@@ -60,6 +63,10 @@ type Service struct {
 	// sizeMB is Config.SizeLimitMB; 0 = none.
 	sizeMB int
 	log    *slog.Logger
+	limits func(ctx context.Context, team string) (sandbox.Limits, error) // nil = none
+	// creating makes a team's count of volumes and its new one's record
+	// one step, so that creates at once cannot pass its limit together.
+	creating sync.Mutex
 
 	warnNoMount sync.Once // bindDir's warning
 }
@@ -95,7 +102,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{st: cfg.Store, dir: cfg.Dir, key: key, now: cfg.Now, sizeMB: cfg.SizeLimitMB, log: logkey.For(cfg.Logger, "volume")}
+	s := &Service{st: cfg.Store, dir: cfg.Dir, key: key, now: cfg.Now, sizeMB: cfg.SizeLimitMB, log: logkey.For(cfg.Logger, "volume"),
+		limits: cfg.Limits}
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
 	}
@@ -167,6 +175,11 @@ func (s *Service) Create(ctx context.Context, team, name string) (sandbox.Volume
 	if err := sandbox.ValidateVolumeName(name); err != nil {
 		return sandbox.Volume{}, err
 	}
+	s.creating.Lock()
+	defer s.creating.Unlock()
+	if err := s.checkLimits(ctx, team); err != nil {
+		return sandbox.Volume{}, err
+	}
 	v := sandbox.Volume{ID: sandbox.NewVolumeID(), TeamID: team, Name: name, CreatedAt: s.now().UTC()}
 	if err := s.makeContent(v.ID); err != nil {
 		s.removeContent(v.ID)
@@ -177,6 +190,33 @@ func (s *Service) Create(ctx context.Context, team, name string) (sandbox.Volume
 		return sandbox.Volume{}, err
 	}
 	return v, nil
+}
+
+// checkLimits refuses one more volume to a team at its limits: the
+// number of its volumes, and their size in all (each SizeLimitMB; with
+// no size limit a volume has none to count).
+func (s *Service) checkLimits(ctx context.Context, team string) error {
+	if s.limits == nil {
+		return nil
+	}
+	l, err := s.limits(ctx, team)
+	if err != nil {
+		return err
+	}
+	if l.MaxVolumes == 0 && (l.MaxVolumeMB == 0 || s.sizeMB == 0) {
+		return nil
+	}
+	vs, err := s.st.ListVolumes(ctx, team)
+	if err != nil {
+		return err
+	}
+	if n := len(vs); l.MaxVolumes > 0 && n >= l.MaxVolumes {
+		return sandbox.Limited(fmt.Sprintf("team '%s' has %d of %d volumes", team, n, l.MaxVolumes), sandbox.QuotaRetry)
+	}
+	if used := len(vs) * s.sizeMB; l.MaxVolumeMB > 0 && s.sizeMB > 0 && used+s.sizeMB > l.MaxVolumeMB {
+		return sandbox.Limited(fmt.Sprintf("team '%s' has %d of %d MiB of volumes, and a volume takes %d", team, used, l.MaxVolumeMB, s.sizeMB), sandbox.QuotaRetry)
+	}
+	return nil
 }
 
 // makeContent makes a volume's empty tree: a directory, or with a size

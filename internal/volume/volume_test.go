@@ -133,3 +133,27 @@ func TestKeyKept(t *testing.T) {
 		t.Fatalf("key changed across loads: %v", err)
 	}
 }
+
+// TestCreateLimits: a team at its number of volumes is refused one more
+// (429, naming the limit); another team is not.
+func TestCreateLimits(t *testing.T) {
+	s := newService(t, nil)
+	s.limits = func(_ context.Context, team string) (sandbox.Limits, error) {
+		if team == "a" {
+			return sandbox.Limits{MaxVolumes: 1}, nil
+		}
+		return sandbox.Limits{}, nil
+	}
+	t.Cleanup(func() { deleteAll(t, s) })
+	ctx := context.Background()
+	if _, err := s.Create(ctx, "a", "one"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Create(ctx, "a", "two")
+	if sandbox.KindOf(err) != sandbox.KindLimited || sandbox.Message(err) != "team 'a' has 1 of 1 volumes" {
+		t.Errorf("second volume of a: %v, want refused at 1 of 1", err)
+	}
+	if _, err := s.Create(ctx, "b", "two"); err != nil {
+		t.Errorf("volume of another team: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package warmpool
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -28,75 +29,198 @@ const (
 	coldQueue = 1024
 )
 
-// coldGate admits creates that make their own container.
+// BusyRetry is the Retry-After of a create refused because the server
+// is full.
+const BusyRetry = 5 * time.Second
+
+// coldGate admits creates that make their own container. Its waiting
+// creates are queued by team, and a slot that frees goes to the teams in
+// turn (round-robin), each team's creates in their order: one team's
+// burst of hundreds delays another team's create by a slot's turn per
+// team waiting, not by the whole burst.
 type coldGate struct {
-	slots   chan struct{}
+	size    int   // creates let through at once
 	running gauge // the creates let through
 	mu      sync.Mutex
-	waiting int
+	used    int                      // slots taken; guarded by mu
+	queues  map[string][]*coldWaiter // waiting creates by team, oldest first; guarded by mu
+	turns   []string                 // teams with creates waiting, the next slot's first; guarded by mu
+	waiting int                      // guarded by mu
+}
+
+// coldWaiter is a create waiting at the gate; admitted is closed when a
+// slot is handed to it.
+type coldWaiter struct {
+	team     string
+	admitted chan struct{}
+	claiming bool // trying to claim a readied container; guarded by coldGate.mu
 }
 
 // newColdGate admits 4 creates per CPU at once: the engine serialises
 // much of a container's create and start, so more in flight only share
 // the same throughput out, later for each.
 func newColdGate() coldGate {
-	return coldGate{slots: make(chan struct{}, max(4*runtime.NumCPU(), 4))}
+	return coldGate{size: max(4*runtime.NumCPU(), 4), queues: map[string][]*coldWaiter{}}
 }
 
-// AdmitCold waits for the gate to let a create through and returns the
-// function that lets the next one. While it waits, every container the
-// warm pool readies (a refill runs beside the burst, and grows the pool
-// for it) is offered to claim, which reports whether it took it: then
-// AdmitCold returns claimed true and no release, and the create is the
-// pool's. A create is refused when coldQueue others wait already, or when
-// it waited coldWait or until ctx ended.
-func (p *Pool) AdmitCold(ctx context.Context, claim func() bool) (release func(), claimed bool, err error) {
+// AdmitCold waits for the gate to let a create of team through and
+// returns the function that lets the next one. While it waits, every
+// container the warm pool readies (a refill runs beside the burst, and
+// grows the pool for it) is offered to claim, which reports whether it
+// took it: then AdmitCold returns claimed true and no release, and the
+// create is the pool's. Only the first waiting create of each team that
+// is not trying already tries, so that readied containers are shared
+// between the teams waiting, not won by the team with the most creates in
+// the race. A create is refused when coldQueue others wait
+// already, or when it waited coldWait or until ctx ended.
+func (p *Pool) AdmitCold(ctx context.Context, team string, claim func() bool) (release func(), claimed bool, err error) {
 	g := &p.cold
-	select {
-	case g.slots <- struct{}{}:
+	w, err := g.enter(team)
+	if err != nil {
+		return nil, false, err
+	}
+	if w == nil {
 		return g.admitted(), false, nil
-	default:
 	}
-	g.mu.Lock()
-	if g.waiting >= coldQueue {
-		g.mu.Unlock()
-		return nil, false, sandbox.Errorf(sandbox.KindUnavailable,
-			"the server is creating as many sandboxes as it can (%d waiting to start): retry in a few seconds", coldQueue)
-	}
-	g.waiting++
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		g.waiting--
-		g.mu.Unlock()
-	}()
 	t := time.NewTimer(coldWait)
 	defer t.Stop()
 	for {
 		added := p.stock.readied()
 		select {
-		case g.slots <- struct{}{}:
+		case <-w.admitted:
 			return g.admitted(), false, nil
 		case <-added:
-			if claim() {
+			if !g.startClaim(w) {
+				continue
+			}
+			ok := claim()
+			g.endClaim(w)
+			if ok {
+				g.leave(w)
 				return nil, true, nil
 			}
 		case <-t.C:
-			return nil, false, sandbox.Errorf(sandbox.KindUnavailable,
-				"the sandbox could not start within %s: the server is busy creating others; retry later", coldWait)
+			g.leave(w)
+			return nil, false, sandbox.Busy(fmt.Sprintf(
+				"the sandbox could not start within %s: the server is busy creating others; retry later", coldWait), BusyRetry)
 		case <-ctx.Done():
+			g.leave(w)
 			return nil, false, sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), "the create was cancelled while waiting to start")
 		}
 	}
 }
 
+// enter takes a slot at once (nil waiter) when one is free and none
+// waits, or queues a waiter for team.
+func (g *coldGate) enter(team string) (*coldWaiter, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.used < g.size && g.waiting == 0 {
+		g.used++
+		return nil, nil
+	}
+	if g.waiting >= coldQueue {
+		return nil, sandbox.Busy(fmt.Sprintf(
+			"the server is creating as many sandboxes as it can (%d waiting to start): retry in a few seconds", coldQueue), BusyRetry)
+	}
+	w := &coldWaiter{team: team, admitted: make(chan struct{})}
+	if len(g.queues[team]) == 0 {
+		g.turns = append(g.turns, team)
+	}
+	g.queues[team] = append(g.queues[team], w)
+	g.waiting++
+	return w, nil
+}
+
+// startClaim reports whether w may try to claim a readied container:
+// when it is the oldest create of its team waiting that is not trying
+// already (a claim that succeeds takes as long as the create). It then
+// counts w as trying until endClaim.
+func (g *coldGate) startClaim(w *coldWaiter) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, o := range g.queues[w.team] {
+		if o.claiming {
+			continue
+		}
+		if o != w {
+			return false
+		}
+		w.claiming = true
+		return true
+	}
+	return false
+}
+
+func (g *coldGate) endClaim(w *coldWaiter) {
+	g.mu.Lock()
+	w.claiming = false
+	g.mu.Unlock()
+}
+
+// leave takes w out of the queue; a slot handed to it meanwhile goes on
+// to the next.
+func (g *coldGate) leave(w *coldWaiter) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-w.admitted:
+		g.free()
+		return
+	default:
+	}
+	q := g.queues[w.team]
+	for i, o := range q {
+		if o == w {
+			q = append(q[:i], q[i+1:]...)
+			break
+		}
+	}
+	g.waiting--
+	if len(q) > 0 {
+		g.queues[w.team] = q
+		return
+	}
+	delete(g.queues, w.team)
+	for i, team := range g.turns {
+		if team == w.team {
+			g.turns = append(g.turns[:i], g.turns[i+1:]...)
+			break
+		}
+	}
+}
+
+// free hands a slot given back to the first create of the team whose
+// turn it is, which then goes to the end of the turns if it has more
+// waiting; with none waiting the slot is free. The caller holds g.mu.
+func (g *coldGate) free() {
+	if len(g.turns) == 0 {
+		g.used--
+		return
+	}
+	team := g.turns[0]
+	q := g.queues[team]
+	w := q[0]
+	g.turns = g.turns[1:]
+	if len(q) > 1 {
+		g.queues[team] = q[1:]
+		g.turns = append(g.turns, team)
+	} else {
+		delete(g.queues, team)
+	}
+	g.waiting--
+	close(w.admitted)
+}
+
 // admitted counts in a create given a slot, and returns the function
-// that counts it out and frees the slot.
+// that counts it out and gives the slot to the next.
 func (g *coldGate) admitted() (release func()) {
 	end := g.running.begin()
 	return func() {
 		end()
-		<-g.slots
+		g.mu.Lock()
+		g.free()
+		g.mu.Unlock()
 	}
 }
 

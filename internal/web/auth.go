@@ -69,6 +69,9 @@ type sessionInfo struct {
 	TeamName  string    `json:"teamName"`
 	CSRF      string    `json:"csrfToken"`
 	ExpiresAt time.Time `json:"expiresAt"`
+	// Operator is true for the server's operator (a login link), who may
+	// use the operator's API (operator.go).
+	Operator bool `json:"operator"`
 }
 
 // login makes a session from a login token or an API key. It takes JSON
@@ -123,7 +126,7 @@ func (s *server) doLogin(w http.ResponseWriter, r *http.Request) error {
 	c.Expires, c.MaxAge = ds.ExpiresAt, int(s.cfg.SessionTTL/time.Second)
 	http.SetCookie(w, c)
 	s.log.Info("dashboard login", logkey.Team, team, "by", map[bool]string{true: "link", false: "key"}[req.Token != ""])
-	writeJSON(w, http.StatusOK, sessionInfo{TeamID: team, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt})
+	writeJSON(w, http.StatusOK, sessionInfo{TeamID: team, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt, Operator: ds.Operator})
 	return nil
 }
 

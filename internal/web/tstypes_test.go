@@ -32,6 +32,7 @@ var tsTypes = []tsType{
 	{"api.ts", "Key", []any{keyJSON{}}},
 	{"api.ts", "Check", []any{Check{}}},
 	{"api.ts", "ServerView", []any{serverJSON{}}},
+	{"api.ts", "TeamQuota", []any{teamQuotaJSON{}}},
 	{"views/files.tsx", "Entry", []any{fileJSON{}}},
 	{"views/webhooks.tsx", "Webhook", []any{webhookJSON{}}},
 	{"views/webhooks.tsx", "Delivery", []any{api.Delivery{}}},

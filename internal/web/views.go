@@ -61,7 +61,7 @@ func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionInfo{TeamID: ds.TeamID, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt})
+	writeJSON(w, http.StatusOK, sessionInfo{TeamID: ds.TeamID, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt, Operator: ds.Operator})
 }
 
 // sandboxJSON is a sandbox as the views show it.
@@ -363,9 +363,7 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request, team string) 
 	if len(body.Name) > maxKeyName {
 		return sandbox.Errorf(sandbox.KindInvalid, "a key's name has at most %d bytes", maxKeyName)
 	}
-	key := sandbox.NewAPIKey()
-	k := sandbox.APIKey{ID: sandbox.NewToken()[:12], TeamID: team, Name: body.Name, Hash: sandbox.HashAPIKey(key),
-		Mask: key[:8] + "…" + key[len(key)-4:], CreatedAt: s.now().UTC()}
+	key, k := sandbox.MakeAPIKey(team, body.Name, s.now())
 	if err := s.st.CreateAPIKey(r.Context(), k); err != nil {
 		return err
 	}

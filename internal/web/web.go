@@ -55,6 +55,8 @@ type Store interface {
 	CreateAPIKey(ctx context.Context, k sandbox.APIKey) error
 	ListTeamAPIKeys(ctx context.Context, teamID string) ([]sandbox.APIKey, error)
 	DeleteAPIKey(ctx context.Context, id string) error
+	ListTeams(ctx context.Context) ([]sandbox.Team, error)
+	SetTeamQuota(ctx context.Context, teamID string, q sandbox.Quota) error
 	CreateDashboardLogin(ctx context.Context, hash, teamID string, expires time.Time) error
 	UseDashboardLogin(ctx context.Context, hash string, now time.Time) (string, error)
 	CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSession) error
@@ -139,6 +141,7 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST /dashboard/api/logout", s.logout)
 	mux.HandleFunc("GET /dashboard/api/session", s.getSession)
 	s.routes(mux)
+	s.registerOperator(mux)
 	mux.HandleFunc("/dashboard/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(sandbox.KindNotFound, "%s %s not found", r.Method, r.URL.Path))
 	})

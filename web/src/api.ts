@@ -8,6 +8,7 @@ export interface Session {
   teamName: string;
   csrfToken: string;
   expiresAt: string;
+  operator: boolean;
 }
 
 export interface Sandbox {
@@ -129,6 +130,16 @@ export interface ServerView {
   checks: Check[];
 }
 
+export interface TeamQuota {
+  id: string;
+  name: string;
+  usage: { sandboxes: number; vcpus: number; memoryMB: number; diskMB: number };
+  // In effect: the team's quota over the server's defaults; 0 = no limit.
+  limits: { maxSandboxes: number; maxVCPUs: number; maxMemoryMB: number; maxDiskMB: number; maxCreatesPerSecond: number; maxVolumes: number; maxVolumeMB: number };
+  // The team's own: a field left out is the server's default.
+  quota: { maxSandboxes?: number; maxVCPUs?: number; maxMemoryMB?: number; maxDiskMB?: number; maxCreatesPerSecond?: number; maxVolumes?: number; maxVolumeMB?: number };
+}
+
 export class ApiError extends Error {
   constructor(
     public status: number,
@@ -182,6 +193,7 @@ async function request<T>(method: string, path: string, body?: unknown): Promise
 export const api = {
   get: <T>(path: string) => request<T>("GET", path),
   post: <T>(path: string, body?: unknown) => request<T>("POST", path, body ?? {}),
+  put: <T>(path: string, body: unknown) => request<T>("PUT", path, body),
   del: <T>(path: string) => request<T>("DELETE", path),
 };
 

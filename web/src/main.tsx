@@ -12,6 +12,7 @@ import { Volumes } from "./views/volumes";
 import { Keys } from "./views/keys";
 import { Server } from "./views/server";
 import { Webhooks } from "./views/webhooks";
+import { Teams } from "./views/teams";
 import "./style.css";
 
 const nav: [string, string][] = [
@@ -70,7 +71,7 @@ function App() {
           Warren
         </Link>
         <nav aria-label="Views">
-          {nav.map(([to, label]) => (
+          {(session.operator ? [...nav, ["teams", "Teams"] as [string, string]] : nav).map(([to, label]) => (
             <Link key={to} to={to} aria-current={(section === "sandboxes" ? "" : section) === to ? "page" : undefined}>
               {label}
             </Link>
@@ -111,6 +112,8 @@ function Route(props: { path: string }) {
       return <Keys />;
     case "server":
       return <Server />;
+    case "teams":
+      return <Teams />;
     default:
       return (
         <section>

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -23,14 +24,61 @@ func (s *DB) PutTeam(ctx context.Context, t sandbox.Team) error {
 
 // GetTeam returns a team by ID.
 func (s *DB) GetTeam(ctx context.Context, id string) (sandbox.Team, error) {
-	t := sandbox.Team{ID: id}
-	var created int64
-	err := s.pool.QueryRow(ctx, `SELECT name, created_at FROM teams WHERE id = $1`, id).Scan(&t.Name, &created)
+	t, err := scanTeam(s.pool.QueryRow(ctx, `SELECT `+teamColumns+` FROM teams WHERE id = $1`, id))
 	if err != nil {
 		return sandbox.Team{}, notFound(err, "team")
 	}
-	t.CreatedAt = fromUnixNano(created)
 	return t, nil
+}
+
+const teamColumns = `id, name, created_at, quota`
+
+func scanTeam(row pgx.Row) (sandbox.Team, error) {
+	var t sandbox.Team
+	var created int64
+	var quota string
+	if err := row.Scan(&t.ID, &t.Name, &created, &quota); err != nil {
+		return sandbox.Team{}, err
+	}
+	t.CreatedAt = fromUnixNano(created)
+	if err := json.Unmarshal([]byte(quota), &t.Quota); err != nil {
+		return sandbox.Team{}, fmt.Errorf("team %s: its quota: %w", t.ID, err)
+	}
+	return t, nil
+}
+
+// ListTeams returns every team, by ID.
+func (s *DB) ListTeams(ctx context.Context) ([]sandbox.Team, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+teamColumns+` FROM teams ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list teams: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.Team
+	for rows.Next() {
+		t, err := scanTeam(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// SetTeamQuota replaces a team's quota; the team must exist.
+func (s *DB) SetTeamQuota(ctx context.Context, teamID string, q sandbox.Quota) error {
+	data, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	res, err := s.pool.Exec(ctx, `UPDATE teams SET quota = $1 WHERE id = $2`, string(data), teamID)
+	if err != nil {
+		return fmt.Errorf("set the quota of team %s: %w", teamID, err)
+	}
+	if res.RowsAffected() == 0 {
+		return sandbox.Errorf(sandbox.KindNotFound, "team '%s' not found", teamID)
+	}
+	return nil
 }
 
 // CreateAPIKey stores a new key; its team must exist.
@@ -102,6 +150,18 @@ func (s *DB) DeleteAPIKey(ctx context.Context, id string) error {
 		return fmt.Errorf("delete api key: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
+		return sandbox.Errorf(sandbox.KindNotFound, "api key %s not found", id)
+	}
+	return nil
+}
+
+// RenameAPIKey changes the name of the key with the given ID.
+func (s *DB) RenameAPIKey(ctx context.Context, id, name string) error {
+	res, err := s.pool.Exec(ctx, `UPDATE api_keys SET name = $1 WHERE id = $2`, name, id)
+	if err != nil {
+		return fmt.Errorf("rename api key: %w", err)
+	}
+	if res.RowsAffected() == 0 {
 		return sandbox.Errorf(sandbox.KindNotFound, "api key %s not found", id)
 	}
 	return nil

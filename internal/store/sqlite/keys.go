@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -21,14 +22,61 @@ func (s *DB) PutTeam(ctx context.Context, t sandbox.Team) error {
 
 // GetTeam returns a team by ID.
 func (s *DB) GetTeam(ctx context.Context, id string) (sandbox.Team, error) {
-	t := sandbox.Team{ID: id}
-	var created int64
-	err := s.db.QueryRowContext(ctx, `SELECT name, created_at FROM teams WHERE id = ?`, id).Scan(&t.Name, &created)
+	t, err := scanTeam(s.db.QueryRowContext(ctx, `SELECT `+teamColumns+` FROM teams WHERE id = ?`, id))
 	if err != nil {
 		return sandbox.Team{}, notFound(err, "team")
 	}
-	t.CreatedAt = fromUnixNano(created)
 	return t, nil
+}
+
+const teamColumns = `id, name, created_at, quota`
+
+func scanTeam(row scanner) (sandbox.Team, error) {
+	var t sandbox.Team
+	var created int64
+	var quota string
+	if err := row.Scan(&t.ID, &t.Name, &created, &quota); err != nil {
+		return sandbox.Team{}, err
+	}
+	t.CreatedAt = fromUnixNano(created)
+	if err := json.Unmarshal([]byte(quota), &t.Quota); err != nil {
+		return sandbox.Team{}, fmt.Errorf("team %s: its quota: %w", t.ID, err)
+	}
+	return t, nil
+}
+
+// ListTeams returns every team, by ID.
+func (s *DB) ListTeams(ctx context.Context) ([]sandbox.Team, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+teamColumns+` FROM teams ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list teams: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.Team
+	for rows.Next() {
+		t, err := scanTeam(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// SetTeamQuota replaces a team's quota; the team must exist.
+func (s *DB) SetTeamQuota(ctx context.Context, teamID string, q sandbox.Quota) error {
+	data, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE teams SET quota = ? WHERE id = ?`, string(data), teamID)
+	if err != nil {
+		return fmt.Errorf("set the quota of team %s: %w", teamID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sandbox.Errorf(sandbox.KindNotFound, "team '%s' not found", teamID)
+	}
+	return nil
 }
 
 // CreateAPIKey stores a new key; its team must exist.
@@ -91,6 +139,18 @@ func (s *DB) DeleteAPIKey(ctx context.Context, id string) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM api_keys WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("delete api key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sandbox.Errorf(sandbox.KindNotFound, "api key %s not found", id)
+	}
+	return nil
+}
+
+// RenameAPIKey changes the name of the key with the given ID.
+func (s *DB) RenameAPIKey(ctx context.Context, id, name string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE api_keys SET name = ? WHERE id = ?`, name, id)
+	if err != nil {
+		return fmt.Errorf("rename api key: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return sandbox.Errorf(sandbox.KindNotFound, "api key %s not found", id)

@@ -200,6 +200,8 @@ var migrations = []string{
 	// The agent identity a snapshot's memory image holds, as JSON; 'null'
 	// = filesystem only (snapshots.go).
 	`ALTER TABLE snapshots ADD COLUMN memory TEXT NOT NULL DEFAULT 'null';`,
+	// Each team's quota, the JSON of a sandbox.Quota (keys.go).
+	`ALTER TABLE teams ADD COLUMN quota TEXT NOT NULL DEFAULT '{}';`,
 }
 
 // Open opens (creating if needed) the store at path, migrates it, and

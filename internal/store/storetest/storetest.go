@@ -31,6 +31,8 @@ var cases = []testCase{
 	{"Sandboxes", testSandboxes},
 	{"ConcurrentWrites", testConcurrentWrites},
 	{"APIKeys", testAPIKeys},
+	{"TeamQuotas", testTeamQuotas},
+	{"RenameAPIKey", testRenameAPIKey},
 	{"Dashboard", testDashboard},
 	{"Snapshots", testSnapshots},
 	{"LogsAndMetrics", testLogsAndMetrics},

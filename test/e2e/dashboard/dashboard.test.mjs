@@ -17,8 +17,9 @@ import { mkdtempSync, mkdirSync, copyFileSync, rmSync, writeFileSync, readFileSy
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium } from 'playwright-core'
-import { Sandbox, Template } from 'e2b'
+import { Sandbox, Template, RateLimitError } from 'e2b'
 import { useServer, WARREN_BIN, REPO } from '../server/harness.mjs'
+import { rejectsWith } from '../common.mjs'
 
 const run = promisify(execFile)
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium'
@@ -199,6 +200,24 @@ describe('dashboard in chromium', () => {
     await page.getByText('docker engine').waitFor()
     await shot(page, 'server')
 
+    // The operator's teams: use against limits, a quota edited and in effect at once.
+    sandboxes.push(await Sandbox.create({ metadata: { owner: 'dashboard-e2e', role: 'counted' } }))
+    await page.getByRole('link', { name: 'Teams' }).click()
+    const team = page.locator('#teams tbody tr').filter({ hasText: 'default' })
+    const held = team.locator('td[data-label="Sandboxes"]')
+    await held.filter({ hasText: /^[1-9]\d* \/ ∞$/ }).waitFor()
+    const n = (await held.innerText()).split(' ')[0]
+    await team.getByRole('button', { name: 'Edit quota' }).click()
+    await page.getByLabel('Sandboxes', { exact: true }).fill(n)
+    await page.getByRole('button', { name: 'Save' }).click()
+    await held.filter({ hasText: `${n} / ${n}` }).waitFor()
+    await shot(page, 'teams')
+    await rejectsWith(Sandbox.create({ retries: 0 }), RateLimitError, new RegExp(`team 'default' has ${n} of ${n} sandboxes running`))
+    await team.getByRole('button', { name: 'Edit quota' }).click()
+    await page.getByLabel('Sandboxes', { exact: true }).fill('')
+    await page.getByRole('button', { name: 'Save' }).click()
+    await held.filter({ hasText: /∞$/ }).waitFor()
+
     // Logout ends the session: the API answers 401 again.
     await page.getByRole('button', { name: 'Log out' }).click()
     await page.getByLabel('API key').waitFor()
@@ -221,6 +240,7 @@ describe('dashboard in chromium', () => {
     await page.getByLabel('API key').fill(srv.apiKey)
     await page.keyboard.press('Enter')
     await page.locator(`tr[data-id="${sb.sandboxId}"]`).waitFor()
+    assert.equal(await page.getByRole('link', { name: 'Teams' }).count(), 0, "a team's session has no teams view")
     await shot(page, 'phone')
     await page.context().close()
   })
