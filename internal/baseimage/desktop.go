@@ -1,5 +1,17 @@
 package baseimage
 
+import _ "embed"
+
+// The desktop's start-up scripts (see DesktopRecipe).
+var (
+	//go:embed desktop/desktop-up
+	desktopUp []byte
+	//go:embed desktop/Xvfb
+	desktopXvfb []byte
+	//go:embed desktop/startxfce4
+	desktopStartXfce4 []byte
+)
+
 // DesktopRecipe is the recipe for warren/desktop, the "desktop" template
 // of @e2b/desktop: the base image plus what that SDK runs in the sandbox.
 // Its Sandbox.create starts `Xvfb :0` (1024x768x24 unless asked) and waits
@@ -18,6 +30,12 @@ package baseimage
 // terminal (x-terminal-emulator) and mousepad the text editor (text/plain,
 // so the SDK's open(file) has an application). Documentation, manual
 // pages and translations are not installed.
+//
+// The sandbox's agent, run with -desktop, starts the X server and the
+// session at boot (desktop/desktop-up), so that a sandbox from the warm
+// pool has them before the SDK asks; the Xvfb and startxfce4 in
+// /usr/local/bin, first on PATH, take a running one started with the same
+// arguments for the one asked for, and replace it otherwise.
 func DesktopRecipe() LayerRecipe {
 	return LayerRecipe{
 		Packages: []string{
@@ -27,8 +45,13 @@ func DesktopRecipe() LayerRecipe {
 			"x11vnc", "novnc", "websockify", "net-tools",
 		},
 		Excludes: []string{"/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*", "/usr/share/help/*"},
-		Files:    []LayerFile{{Path: "/etc/xdg/autostart/warren-no-blanking.desktop", Mode: 0o644, Data: []byte(noBlanking)}},
-		Script:   desktopScript,
+		Files: []LayerFile{
+			{Path: "/etc/xdg/autostart/warren-no-blanking.desktop", Mode: 0o644, Data: []byte(noBlanking)},
+			{Path: "/usr/local/lib/warren/desktop-up", Mode: 0o755, Data: desktopUp},
+			{Path: "/usr/local/bin/Xvfb", Mode: 0o755, Data: desktopXvfb},
+			{Path: "/usr/local/bin/startxfce4", Mode: 0o755, Data: desktopStartXfce4},
+		},
+		Script: desktopScript,
 	}
 }
 

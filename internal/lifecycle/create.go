@@ -83,6 +83,10 @@ const (
 // an XFCE session idles at about 200 MiB, and a browser in it needs the rest.
 const DesktopMemoryMB = 2048
 
+// DesktopArgs are the agent arguments of desktop sandboxes: it starts the
+// image's desktop at boot, so pooled sandboxes have it up.
+func DesktopArgs() []string { return []string{"-desktop"} }
+
 // CodeInterpreterArgs are the agent arguments of code interpreter
 // sandboxes: it serves E2B's code-interpreter API beside envd's.
 func CodeInterpreterArgs() []string { return []string{"-code-interpreter"} }
@@ -101,7 +105,8 @@ func (m *Manager) builtinTemplate(ref string) (tpl template, build string, ok bo
 	case MCPGatewayTemplate:
 		return template{id: MCPGatewayTemplate, alias: MCPGatewayTemplate, image: m.cfg.MCPGatewayImage}, "mcp-gateway", true
 	case DesktopTemplate:
-		return template{id: DesktopTemplate, alias: DesktopTemplate, image: m.cfg.DesktopImage, memoryMB: DesktopMemoryMB}, "desktop", true
+		return template{id: DesktopTemplate, alias: DesktopTemplate, image: m.cfg.DesktopImage, memoryMB: DesktopMemoryMB,
+			agentArgs: DesktopArgs()}, "desktop", true
 	}
 	return template{}, "", false
 }

@@ -254,7 +254,7 @@ func (s *Server) openTemplates(ctx context.Context) (*template.Registry, error) 
 		lifecycle.BaseTemplate:            {Image: lc.BaseImage},
 		lifecycle.CodeInterpreterTemplate: {Image: lc.CodeInterpreterImage, AgentArgs: lifecycle.CodeInterpreterArgs()},
 		lifecycle.MCPGatewayTemplate:      {Image: lc.MCPGatewayImage},
-		lifecycle.DesktopTemplate:         {Image: lc.DesktopImage},
+		lifecycle.DesktopTemplate:         {Image: lc.DesktopImage, AgentArgs: lifecycle.DesktopArgs()},
 	}
 	tpl, err := template.New(template.Config{Store: s.st, Engine: s.deps.Builder, Dir: s.cfg.StateDir,
 		BaseImage: lc.BaseImage, Builtins: builtins, Snapshots: s.st,

@@ -158,6 +158,19 @@ describe('desktop template with @e2b/desktop', { timeout: 600_000 }, () => {
     assert.deepEqual(pngSize(shot), { width: 1024, height: 768 })
     assert.ok(shot.length > 10_000, `a ${shot.length}-byte screenshot is not of a desktop`)
     assert.deepEqual(await desktop.getScreenSize(), { width: 1024, height: 768 })
+    // The agent started the desktop at boot; the SDK's Xvfb and startxfce4 took it for theirs.
+    const procs = await desktop.commands.run('pgrep -c -x Xvfb; pgrep -c -x xfce4-session')
+    assert.equal(procs.stdout, '1\n1\n', 'one X server and one XFCE session')
+  })
+
+  it('gives a create that asks for another resolution its own X server', async () => {
+    const other = await Sandbox.create({ timeoutMs: 120_000, metadata: { e2e: tag }, resolution: [1280, 800] })
+    ids.push(other.sandboxId)
+    assert.deepEqual(await other.getScreenSize(), { width: 1280, height: 800 })
+    assert.deepEqual(pngSize(await other.screenshot()), { width: 1280, height: 800 })
+    const procs = await other.commands.run('pgrep -c -x Xvfb; pgrep -c -x xfce4-session')
+    assert.equal(procs.stdout, '1\n1\n', 'one X server and one XFCE session')
+    await other.kill()
   })
 
   it('moves the mouse, clicks into a terminal and types a command that runs', async () => {
