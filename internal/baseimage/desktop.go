@@ -66,11 +66,14 @@ NoDisplay=true
 
 // desktopScript links Debian's noVNC to /opt/noVNC, where the SDK runs it
 // (its novnc_proxy finds Debian's websockify on PATH), with index.html
-// opening the client as on E2B; and gives XFCE's panel its default layout
-// as the system's configuration, or its first start asks which one to
-// use in a dialog over the desktop.
+// opening the client as on E2B; links x11vnc as warren-screen, the
+// dashboard's VNC server, which the SDK's `pgrep -x x11vnc` and `pkill
+// x11vnc` do not take for its stream's; and gives XFCE's panel its default
+// layout as the system's configuration, or its first start asks which one
+// to use in a dialog over the desktop.
 const desktopScript = `set -e
 ln -s /usr/share/novnc /opt/noVNC
+ln -s /usr/bin/x11vnc /usr/local/lib/warren/warren-screen
 ln -s vnc.html /usr/share/novnc/index.html
 test -x /opt/noVNC/utils/novnc_proxy
 command -v websockify

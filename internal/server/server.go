@@ -108,9 +108,10 @@ type Deps struct {
 	Builder template.Engine
 	// Commands runs templates' start and ready commands in sandboxes.
 	Commands lifecycle.CommandRunner
-	// Terminals and Files serve the dashboard's terminals and file
-	// browser; nil = none.
+	// Terminals, Screens and Files serve the dashboard's terminals,
+	// desktop screens and file browser; nil = none.
 	Terminals web.Terminals
+	Screens   web.Screens
 	Files     web.Files
 	// Checks are the dashboard server view's health checks; nil = none.
 	Checks func(ctx context.Context) []web.Check
@@ -239,7 +240,7 @@ func (s *Server) open(ctx context.Context) error {
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols,
 		Secrets: secretsSvc, Identity: issuer, Logger: log})
 	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals,
-		Files: deps.Files, Volumes: vols, Info: cfg.Info, Checks: deps.Checks, Logger: log})
+		Screens: deps.Screens, Files: deps.Files, Volumes: vols, Info: cfg.Info, Checks: deps.Checks, Logger: log})
 	return s.serve(ctx, ln, route(cfg.Domain, px, vols.Handler(), dash, control))
 }
 
