@@ -300,8 +300,9 @@ describe('dashboard in chromium', () => {
     const d = await Sandbox.create('desktop', { metadata: { owner: 'dashboard-e2e', role: 'desktop' }, timeoutMs: 300_000 })
     sandboxes.push(d)
     const mouse = async () => (await d.commands.run('xdotool getmouselocation', { envs: { DISPLAY: ':0' } })).stdout
-    // The agent starts the desktop at boot; wait for its session.
-    await d.commands.run('until pgrep -x xfdesktop >/dev/null; do sleep 0.2; done', { timeoutMs: 60_000 })
+    // The agent starts the desktop at boot; wait for its session's panel on the screen.
+    await d.commands.run('until xdotool search --onlyvisible --class xfce4-panel >/dev/null 2>&1; do sleep 0.2; done',
+      { envs: { DISPLAY: ':0' }, timeoutMs: 60_000 })
 
     const page = await newPage()
     await page.goto(`${srv.url}/dashboard/`)
@@ -337,7 +338,7 @@ describe('dashboard in chromium', () => {
     await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2)
     await page.mouse.move(box.x + box.width / 2 + 5, box.y + box.height / 2 + 5)
     await waitFor(async () => !/^x:10 y:10 /.test(await mouse()), { what: 'the pointer to follow the screen once in control' })
-    await canvas.scrollIntoViewIfNeeded()
+    await page.locator('.screen-wrap').evaluate((el) => el.scrollIntoView({ block: 'center' }))
     await shot(page, 'desktop')
     await page.getByRole('button', { name: 'Release control' }).click()
     await page.context().close()
