@@ -158,9 +158,10 @@ describe('desktop template with @e2b/desktop', { timeout: 600_000 }, () => {
     assert.deepEqual(pngSize(shot), { width: 1024, height: 768 })
     assert.ok(shot.length > 10_000, `a ${shot.length}-byte screenshot is not of a desktop`)
     assert.deepEqual(await desktop.getScreenSize(), { width: 1024, height: 768 })
-    // The agent started the desktop at boot; the SDK's Xvfb and startxfce4 took it for theirs.
-    const procs = await desktop.commands.run('pgrep -c -x Xvfb; pgrep -c -x xfce4-session')
-    assert.equal(procs.stdout, '1\n1\n', 'one X server and one XFCE session')
+    // The agent started the desktop at boot (desktop-up's log is there); the SDK's Xvfb and
+    // startxfce4 took it for theirs.
+    const procs = await desktop.commands.run('test -e /tmp/.warren-xfce.log && pgrep -c -x Xvfb; pgrep -c -x xfce4-session')
+    assert.equal(procs.stdout, '1\n1\n', 'one X server and one XFCE session, started at boot')
   })
 
   it('gives a create that asks for another resolution its own X server', async () => {
