@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs Warren's whole test suite: makes sure Docker and debootstrap are there, builds the
-# binaries and the images (base and code interpreter), then go vet, the Go tests, and the
+# binaries and the images (base, code interpreter, MCP gateway, desktop), then go vet, the Go tests, and the
 # end-to-end tests that drive a real server with the official E2B SDKs (test/e2e) and the
 # dashboard's browser tests (Debian's chromium, installed when missing), under runc and
 # again under gVisor (WARREN_TEST_GVISOR=0 leaves gVisor out), and a real two-node Kubernetes
@@ -133,7 +133,7 @@ packages() {
 # restart that engine only (it runs with --live-restore), so they run here, in the lane.
 gvisor_suite() {
 	local host=unix:///run/warren-gvisor/docker.sock rc=0
-	GV_IMAGES="warren/base warren/code-interpreter" scripts/setup-gvisor.sh start || {
+	GV_IMAGES="warren/base warren/code-interpreter warren/desktop" scripts/setup-gvisor.sh start || {
 		scripts/setup-gvisor.sh stop
 		return 1
 	}
@@ -202,11 +202,23 @@ kube_lane() {
 	step "Kubernetes: test cluster down, the host as it was (test/kube/host-unchanged.sh)" 300 kube_down
 }
 
-# docker_lane: go vet, the Go tests and, when the images are there, the end-to-end suites on the
-# main engine, then gVisor.
+# desktop_image builds the desktop template's image: about 4 minutes cold (mostly downloading
+# and unpacking Debian's packages, little CPU), a second when the image is up to date.
+desktop_image() {
+	step "desktop image (bin/warren image build desktop), beside the Go tests" 1200 bin/warren image build desktop
+}
+
+# docker_lane: go vet, the Go tests (with the desktop image built beside them) and, when the
+# images are there, the end-to-end suites on the main engine, then gVisor.
 docker_lane() {
+	local desktop_pid=
+	if [ -e "$run_dir/ready.ok" ]; then
+		in_lane desktop desktop_image
+		desktop_pid=$!
+	fi
 	step "go vet ./..." 600 go vet ./...
 	step "go test ./..." 1500 go test -count=1 -timeout 20m ./...
+	[ -z "$desktop_pid" ] || wait "$desktop_pid"
 	if ! await ready; then
 		skip "end-to-end tests" "the binaries, images or npm packages are missing"
 		return

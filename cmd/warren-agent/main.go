@@ -96,6 +96,9 @@ type Main struct {
 	// CodeInterpreterPort is where the code interpreter listens. Default
 	// 49999; 0 picks a free port (tests).
 	CodeInterpreterPort int
+	// Desktop starts the desktop image's X server and XFCE session when
+	// the agent starts (desktop.go); default false.
+	Desktop bool
 
 	Log    *slog.Logger
 	stderr io.Writer
@@ -133,6 +136,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fl.BoolVar(&m.Verbose, "verbose", m.Verbose, "log at debug level")
 	fl.BoolVar(&m.CodeInterpreter, "code-interpreter", m.CodeInterpreter, "also serve the code interpreter (python, javascript, typescript, bash kernels)")
 	fl.IntVar(&m.CodeInterpreterPort, "code-interpreter-port", m.CodeInterpreterPort, "port the code interpreter listens on")
+	fl.BoolVar(&m.Desktop, "desktop", m.Desktop, "start the desktop image's X server and XFCE session at once ("+desktopScript+")")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -190,6 +194,9 @@ func (m *Main) Run(ctx context.Context) error {
 		if err := m.startCodeInterpreter(ctx); err != nil {
 			return fmt.Errorf("code interpreter: %w", err)
 		}
+	}
+	if m.Desktop {
+		m.startDesktop()
 	}
 	return nil
 }

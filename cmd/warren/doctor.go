@@ -40,7 +40,7 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 		return e.err
 	}
 	addr, stateDir, agent, fw, gvName := cfg.Addr, cfg.StateDir, cfg.AgentPath, cfg.Firewall, cfg.GVisorName
-	image, ciImage, mcpImage := cfg.Lifecycle.BaseImage, cfg.Lifecycle.CodeInterpreterImage, cfg.Lifecycle.MCPGatewayImage
+	image, ciImage, mcpImage, desktopImage := cfg.Lifecycle.BaseImage, cfg.Lifecycle.CodeInterpreterImage, cfg.Lifecycle.MCPGatewayImage, cfg.Lifecycle.DesktopImage
 	if fw != "iptables" && fw != "off" {
 		return usageError{fmt.Sprintf("--firewall=%q: want iptables or off", fw)}
 	}
@@ -65,6 +65,13 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 	}
 	if image != sandbox.BaseImage {
 		buildMCP += " --from " + image
+	}
+	buildDesktop := "warren image build desktop"
+	if desktopImage != sandbox.DesktopImage {
+		buildDesktop += " --tag " + desktopImage
+	}
+	if image != sandbox.BaseImage {
+		buildDesktop += " --from " + image
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -93,6 +100,9 @@ func (m *Main) runDoctor(ctx context.Context, args []string) error {
 		}},
 		{"MCP gateway", true, func(ctx context.Context) (string, error) {
 			return imagePresent(ctx, eng, mcpImage, "only the mcp-gateway template (Sandbox.create({ mcp })) needs it; build it with: "+buildMCP)
+		}},
+		{"desktop", true, func(ctx context.Context) (string, error) {
+			return imagePresent(ctx, eng, desktopImage, "only the desktop template (@e2b/desktop) needs it; build it with: "+buildDesktop)
 		}},
 		{"firewall", false, func(ctx context.Context) (string, error) {
 			if fw == "off" {

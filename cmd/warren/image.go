@@ -15,7 +15,7 @@ import (
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-const imageUsage = `Usage: warren image build [base|code-interpreter|mcp-gateway] [flags]
+const imageUsage = `Usage: warren image build [base|code-interpreter|mcp-gateway|desktop] [flags]
 
 Subcommands:
   build   build an image sandboxes start from, with no registry. Reuses an image built
@@ -28,6 +28,9 @@ Subcommands:
                                kernel, built by the engine with apt-get
             mcp-gateway        warren/mcp-gateway, the "mcp-gateway" template of the SDK's
                                Sandbox.create({ mcp }): warren/base plus the mcp-gateway binary
+            desktop            warren/desktop, the "desktop" template of @e2b/desktop: warren/base
+                               plus Xvfb, XFCE, xdotool, scrot, firefox-esr, x11vnc and noVNC,
+                               built by the engine with apt-get
 
 Run "warren image build -h" or "warren image build code-interpreter -h" for the flags.`
 
@@ -54,9 +57,11 @@ func (m *Main) runImage(ctx context.Context, args []string) error {
 		return m.buildCodeInterpreterImage(ctx, rest)
 	case "mcp-gateway":
 		return m.buildMCPGatewayImage(ctx, rest)
+	case "desktop":
+		return m.buildDesktopImage(ctx, rest)
 	}
 	fmt.Fprintln(m.Stderr, imageUsage)
-	return usageError{fmt.Sprintf("unknown image %q: build base, code-interpreter or mcp-gateway", name)}
+	return usageError{fmt.Sprintf("unknown image %q: build base, code-interpreter, mcp-gateway or desktop", name)}
 }
 
 func (m *Main) buildBaseImage(ctx context.Context, args []string) error {
@@ -121,6 +126,27 @@ func (m *Main) buildMCPGatewayImage(ctx context.Context, args []string) error {
 	}
 	return buildImage(ctx, func(cli *client.Client) (imageBuilder, error) {
 		return baseimage.NewLayerBuilder(cfg, baseimage.MCPGatewayRecipe(bin), cli, m.Stdout)
+	})
+}
+
+func (m *Main) buildDesktopImage(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("image build desktop", "warren image build desktop [--force] [--tag NAME] [--from NAME]",
+		"Build the desktop template's image FROM the local base image with the Docker engine's builder,\n"+
+			"apt-installing "+strings.Join(baseimage.DesktopRecipe().Packages, " ")+"\n"+
+			"without their recommends. Needs the base image and the engine's access to a Debian mirror; not root.")
+	var cfg baseimage.LayerConfig
+	fs.BoolVar(&cfg.Force, "force", false, "build even if an image from the same recipe exists")
+	fs.StringVar(&cfg.Tag, "tag", sandbox.DesktopImage, "image name to tag the result with")
+	fs.StringVar(&cfg.From, "from", sandbox.BaseImage, "local image to build on")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return usageError{fmt.Sprintf("image build desktop takes no arguments, got %q", fs.Args())}
+	}
+	return buildImage(ctx, func(cli *client.Client) (imageBuilder, error) {
+		return baseimage.NewLayerBuilder(cfg, baseimage.DesktopRecipe(), cli, m.Stdout)
 	})
 }
 

@@ -282,6 +282,7 @@ func (m *Main) sharedServeFlags(e *envFlags, cfg *serveConfig) {
 	e.String(&cfg.Lifecycle.BaseImage, "base-image", d.BaseImage, `image of the "base" template`)
 	e.String(&cfg.Lifecycle.CodeInterpreterImage, "code-interpreter-image", d.CodeInterpreterImage, `image of the "code-interpreter-v1" template (warren image build code-interpreter)`)
 	e.String(&cfg.Lifecycle.MCPGatewayImage, "mcp-gateway-image", d.MCPGatewayImage, `image of the "mcp-gateway" template, where the SDK's Sandbox.create({ mcp }) runs (warren image build mcp-gateway)`)
+	e.String(&cfg.Lifecycle.DesktopImage, "desktop-image", d.DesktopImage, `image of the "desktop" template, @e2b/desktop's (warren image build desktop)`)
 }
 
 func (m *Main) parseServe(args []string) (serveConfig, error) {

@@ -36,6 +36,7 @@ func serverChecks(cfg serveConfig, rt sandbox.Runtime) func(ctx context.Context)
 			{"base image", cfg.Lifecycle.BaseImage, "warren image build", false},
 			{"code interpreter", cfg.Lifecycle.CodeInterpreterImage, "warren image build code-interpreter", true},
 			{"mcp gateway", cfg.Lifecycle.MCPGatewayImage, "warren image build mcp-gateway", true},
+			{"desktop", cfg.Lifecycle.DesktopImage, "warren image build desktop", true},
 		} {
 			ok, err := rt.ImageExists(ctx, img.ref)
 			if err == nil && !ok {

@@ -133,5 +133,5 @@ func dockerConfig(cfg serveConfig, log *slog.Logger) docker.Config {
 // same on every engine: Warren's agent client.
 func agentDeps(log *slog.Logger) server.Deps {
 	ac := agentclient.New()
-	return server.Deps{Agent: ac, Tunnels: ac, Commands: ac, Terminals: ac, Files: ac, Logger: log}
+	return server.Deps{Agent: ac, Tunnels: ac, Commands: ac, Terminals: ac, Screens: ac, Files: ac, Logger: log}
 }

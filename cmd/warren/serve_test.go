@@ -269,10 +269,10 @@ func TestDoctorReportsEveryCheck(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())                       // no iptables
 	env := map[string]string{"WARREN_STATE_DIR": t.TempDir(), "WARREN_AGENT": "/nonexistent/warren-agent"}
 	stdout, _, err := run(t, env, "doctor", "--addr", "127.0.0.1:0")
-	if err == nil || !strings.Contains(err.Error(), "4 of 10 checks failed") {
-		t.Errorf("doctor without Docker, iptables or an agent: %v, want 4 of 10 checks failed", err)
+	if err == nil || !strings.Contains(err.Error(), "4 of 11 checks failed") {
+		t.Errorf("doctor without Docker, iptables or an agent: %v, want 4 of 11 checks failed", err)
 	}
-	for _, want := range []string{"FAIL  docker engine", "FAIL  base image", "WARN  code interpreter", "WARN  MCP gateway",
+	for _, want := range []string{"FAIL  docker engine", "FAIL  base image", "WARN  code interpreter", "WARN  MCP gateway", "WARN  desktop",
 		"FAIL  firewall         firewall: iptables not found", "--firewall=off",
 		"FAIL  agent binary", "ok    listen address", "ok    state directory",
 		"ok    runtime          runc", "WARN  checkpoints"} {

@@ -115,3 +115,25 @@ func TestMCPGatewayRecipe(t *testing.T) {
 		t.Errorf("build context entries %v", modes)
 	}
 }
+
+func TestDesktopRecipe(t *testing.T) {
+	r := DesktopRecipe()
+	df := r.Dockerfile("sha256:abc")
+	for _, want := range []string{
+		// What @e2b/desktop runs in the sandbox, by package.
+		" xvfb ", " x11-utils ", " x11-xserver-utils ", " xdotool ", " scrot ", " xdg-utils ", " libgtk-3-bin ",
+		" xfce4-session ", " xfdesktop4 ", " xfwm4 ", " x11vnc ", " novnc ", " websockify ", " net-tools",
+		"apt-get install -y --no-install-recommends ",
+		"'/usr/share/doc/*'",
+		"\nCOPY files/0 /etc/xdg/autostart/warren-no-blanking.desktop\n",
+		`ln -s /usr/share/novnc /opt/noVNC`,
+		`test -x /opt/noVNC/utils/novnc_proxy`,
+	} {
+		if !strings.Contains(df, want) {
+			t.Errorf("Dockerfile lacks %q:\n%s", want, df)
+		}
+	}
+	if slices.Contains(r.Packages, "xfce4") {
+		t.Error("the xfce4 metapackage pulls in sound and volume management the desktop does not need")
+	}
+}

@@ -85,12 +85,22 @@ type CommandRunner interface {
 // Built-in templates: images `warren image build` makes, with no
 // registry. The code interpreter is what @e2b/code-interpreter asks for;
 // the MCP gateway is what the e2b SDK's `Sandbox.create({ mcp })` asks for
-// (Sandbox.defaultMcpTemplate), to run `mcp-gateway --config` in.
+// (Sandbox.defaultMcpTemplate), to run `mcp-gateway --config` in; the
+// desktop is what @e2b/desktop's Sandbox.create() asks for.
 const (
 	BaseTemplate            = "base"
 	CodeInterpreterTemplate = "code-interpreter-v1"
 	MCPGatewayTemplate      = "mcp-gateway"
+	DesktopTemplate         = "desktop"
 )
+
+// DesktopMemoryMB is the desktop template's memory unless the client asks:
+// an XFCE session idles at about 200 MiB, and a browser in it needs the rest.
+const DesktopMemoryMB = 2048
+
+// DesktopArgs are the agent arguments of desktop sandboxes: it starts the
+// image's desktop at boot, so pooled sandboxes have it up.
+func DesktopArgs() []string { return []string{"-desktop"} }
 
 // CodeInterpreterArgs are the agent arguments of code interpreter
 // sandboxes: it serves E2B's code-interpreter API beside envd's.
@@ -109,6 +119,9 @@ func (m *Manager) builtinTemplate(ref string) (tpl template, build string, ok bo
 			agentArgs: CodeInterpreterArgs()}, "code-interpreter", true
 	case MCPGatewayTemplate:
 		return template{id: MCPGatewayTemplate, alias: MCPGatewayTemplate, image: m.cfg.MCPGatewayImage}, "mcp-gateway", true
+	case DesktopTemplate:
+		return template{id: DesktopTemplate, alias: DesktopTemplate, image: m.cfg.DesktopImage, memoryMB: DesktopMemoryMB,
+			agentArgs: DesktopArgs()}, "desktop", true
 	}
 	return template{}, "", false
 }

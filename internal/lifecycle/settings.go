@@ -26,6 +26,9 @@ type Settings struct {
 	// MCPGatewayImage is the image of the "mcp-gateway" template (warren
 	// image build mcp-gateway); default sandbox.MCPGatewayImage.
 	MCPGatewayImage string
+	// DesktopImage is the image of the "desktop" template (warren image
+	// build desktop); default sandbox.DesktopImage.
+	DesktopImage string
 
 	CPUCount int // CPUs per sandbox unless its template asks; default 2
 	MemoryMB int // memory per sandbox unless its template asks, in MiB; default 512
@@ -111,6 +114,7 @@ func DefaultSettings() Settings {
 		DefaultUser:             "user",
 		CodeInterpreterImage:    sandbox.CodeInterpreterImage,
 		MCPGatewayImage:         sandbox.MCPGatewayImage,
+		DesktopImage:            sandbox.DesktopImage,
 		CPUCount:                2,
 		MemoryMB:                memoryMB,
 		MaxCPUCount:             runtime.NumCPU(),
@@ -168,6 +172,7 @@ func (s Settings) Validate() error {
 		{"base-image", s.BaseImage},
 		{"code-interpreter-image", s.CodeInterpreterImage},
 		{"mcp-gateway-image", s.MCPGatewayImage},
+		{"desktop-image", s.DesktopImage},
 		{"envd-version", s.EnvdVersion},
 		{"default-user", s.DefaultUser},
 	} {

@@ -186,6 +186,7 @@ const (
 	BaseImage            = "warren/base"             // the "base" template's
 	CodeInterpreterImage = "warren/code-interpreter" // "code-interpreter-v1"'s
 	MCPGatewayImage      = "warren/mcp-gateway"      // "mcp-gateway"'s
+	DesktopImage         = "warren/desktop"          // "desktop"'s
 )
 
 // Repositories of the images Warren makes: committed sandboxes

@@ -108,9 +108,10 @@ type Deps struct {
 	Builder template.Engine
 	// Commands runs templates' start and ready commands in sandboxes.
 	Commands lifecycle.CommandRunner
-	// Terminals and Files serve the dashboard's terminals and file
-	// browser; nil = none.
+	// Terminals, Screens and Files serve the dashboard's terminals,
+	// desktop screens and file browser; nil = none.
 	Terminals web.Terminals
+	Screens   web.Screens
 	Files     web.Files
 	// Checks are the dashboard server view's health checks; nil = none.
 	Checks func(ctx context.Context) []web.Check
@@ -241,7 +242,7 @@ func (s *Server) open(ctx context.Context) error {
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols,
 		Secrets: secretsSvc, Identity: issuer, Logger: log})
 	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals,
-		Files: deps.Files, Volumes: vols, Info: cfg.Info, Checks: deps.Checks, Logger: log})
+		Screens: deps.Screens, Files: deps.Files, Volumes: vols, Info: cfg.Info, Checks: deps.Checks, Logger: log})
 	return s.serve(ctx, ln, route(cfg.Domain, px, vols.Handler(), dash, control))
 }
 
@@ -256,6 +257,7 @@ func (s *Server) openTemplates(ctx context.Context) (*template.Registry, error) 
 		lifecycle.BaseTemplate:            {Image: lc.BaseImage},
 		lifecycle.CodeInterpreterTemplate: {Image: lc.CodeInterpreterImage, AgentArgs: lifecycle.CodeInterpreterArgs()},
 		lifecycle.MCPGatewayTemplate:      {Image: lc.MCPGatewayImage},
+		lifecycle.DesktopTemplate:         {Image: lc.DesktopImage, AgentArgs: lifecycle.DesktopArgs()},
 	}
 	tpl, err := template.New(template.Config{Store: s.st, Engine: s.deps.Builder, Dir: s.cfg.StateDir,
 		BaseImage: lc.BaseImage, Builtins: builtins, Snapshots: s.st,

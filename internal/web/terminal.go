@@ -35,34 +35,46 @@ type termMessage struct {
 
 func (s *server) agentRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /dashboard/api/sandboxes/{id}/terminal", s.authed(s.terminal))
+	mux.Handle("GET /dashboard/api/sandboxes/{id}/screen", s.authed(s.screen))
+}
+
+// socketSandbox returns the running sandbox of team a WebSocket to what
+// (the terminal, the screen) asks for. A WebSocket handshake is a GET
+// that browsers send across sites with cookies of Lax sessions, so
+// besides the SameSite=Strict cookie it needs the session's CSRF token
+// (in the csrf query parameter, as browsers cannot set headers on it) and
+// an Origin of this host.
+func (s *server) socketSandbox(r *http.Request, team, what string) (sandbox.Sandbox, error) {
+	ds, err := s.session(r)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	r.Header.Set(CSRFHeader, r.URL.Query().Get("csrf"))
+	if err := checkCSRF(r, ds); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if o, err := url.Parse(r.Header.Get("Origin")); err != nil || o.Host != r.Host {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindForbidden, "%s opens only from this server's own pages", what)
+	}
+	sb, err := s.teamSandbox(r, team)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if sb.State != sandbox.StateRunning {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindConflict, "sandbox %s is %s; resume it to open %s", sb.ID, sb.State, what)
+	}
+	return sb, nil
 }
 
 // terminal relays a login shell on a PTY in a running sandbox over a
-// WebSocket. A WebSocket handshake is a GET that browsers send across
-// sites with cookies of Lax sessions, so besides the SameSite=Strict
-// cookie it needs the session's CSRF token (in the csrf query parameter,
-// as browsers cannot set headers on it) and an Origin of this host.
+// WebSocket (socketSandbox checks its handshake).
 func (s *server) terminal(w http.ResponseWriter, r *http.Request, team string) error {
 	if s.cfg.Terminals == nil {
 		return sandbox.Errorf(sandbox.KindUnavailable, "this server has no terminals")
 	}
-	ds, err := s.session(r)
+	sb, err := s.socketSandbox(r, team, "the terminal")
 	if err != nil {
 		return err
-	}
-	r.Header.Set(CSRFHeader, r.URL.Query().Get("csrf"))
-	if err := checkCSRF(r, ds); err != nil {
-		return err
-	}
-	if o, err := url.Parse(r.Header.Get("Origin")); err != nil || o.Host != r.Host {
-		return sandbox.Errorf(sandbox.KindForbidden, "the terminal opens only from this server's own pages")
-	}
-	sb, err := s.teamSandbox(r, team)
-	if err != nil {
-		return err
-	}
-	if sb.State != sandbox.StateRunning {
-		return sandbox.Errorf(sandbox.KindConflict, "sandbox %s is %s; resume it to open a terminal", sb.ID, sb.State)
 	}
 	cols, rows := uint32(100), uint32(30)
 	pty, err := s.cfg.Terminals.OpenPTY(r.Context(), sb.AgentAddr, sb.EnvdAccessToken, terminalUser, cols, rows)

@@ -93,6 +93,8 @@ type Config struct {
 	Events    *events.Service    // nil = no events
 	// Terminals opens the sandbox view's terminal; nil = none.
 	Terminals Terminals
+	// Screens shows a desktop sandbox's screen in its view; nil = none.
+	Screens Screens
 	// Files serves the sandbox view's file browser; nil = none.
 	Files Files
 	// Volumes feeds the volumes view; nil = none.

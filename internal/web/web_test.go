@@ -87,7 +87,7 @@ func newWeb(t *testing.T) *testWeb {
 			w.vols.Delete(ctx, v.TeamID, v.ID)
 		}
 	})
-	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Info: ServerInfo{StateDir: "/var/lib/warren"}, Terminals: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}))
+	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Info: ServerInfo{StateDir: "/var/lib/warren"}, Terminals: agentclient.New(), Screens: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}))
 	t.Cleanup(w.srv.Close)
 	return w
 }
@@ -561,27 +561,35 @@ func TestStaticAssets(t *testing.T) {
 	}
 }
 
-// TestTerminalNeedsCSRFAndOrigin: the terminal's WebSocket handshake is
-// a GET, so it needs the CSRF token (query) and this server's Origin.
-func TestTerminalNeedsCSRFAndOrigin(t *testing.T) {
+// TestSocketsNeedCSRFAndOrigin: the WebSocket handshakes of the terminal
+// and the screen are GETs, so they need the CSRF token (query) and this
+// server's Origin besides the session.
+func TestSocketsNeedCSRFAndOrigin(t *testing.T) {
 	w := newWeb(t)
 	id := w.create(t, sandbox.DefaultTeamID)
 	theirs := w.create(t, "other")
 	c := w.login(t, loginRequest{APIKey: w.key})
 	host := strings.TrimPrefix(w.srv.URL, "http://")
 	for _, tc := range []struct {
-		name, id, csrf, origin string
-		want                   int
+		name, path, id, csrf, origin string
+		noSession                    bool
+		want                         int
 	}{
-		{"no csrf", id, "", "http://" + host, http.StatusForbidden},
-		{"wrong csrf", id, "bad", "http://" + host, http.StatusForbidden},
-		{"other origin", id, c.csrf, "http://evil.example", http.StatusForbidden},
-		{"no origin", id, c.csrf, "", http.StatusForbidden},
-		{"another team's sandbox", theirs, c.csrf, "http://" + host, http.StatusNotFound},
+		{"terminal: no csrf", "terminal", id, "", "http://" + host, false, http.StatusForbidden},
+		{"terminal: wrong csrf", "terminal", id, "bad", "http://" + host, false, http.StatusForbidden},
+		{"terminal: other origin", "terminal", id, c.csrf, "http://evil.example", false, http.StatusForbidden},
+		{"terminal: no origin", "terminal", id, c.csrf, "", false, http.StatusForbidden},
+		{"terminal: another team's sandbox", "terminal", theirs, c.csrf, "http://" + host, false, http.StatusNotFound},
+		{"screen: no session", "screen", id, c.csrf, "http://" + host, true, http.StatusUnauthorized},
+		{"screen: no csrf", "screen", id, "", "http://" + host, false, http.StatusForbidden},
+		{"screen: other origin", "screen", id, c.csrf, "http://evil.example", false, http.StatusForbidden},
+		{"screen: another team's sandbox", "screen", theirs, c.csrf, "http://" + host, false, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest("GET", w.srv.URL+"/dashboard/api/sandboxes/"+tc.id+"/terminal?csrf="+tc.csrf, nil)
-			req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
+			req, _ := http.NewRequest("GET", w.srv.URL+"/dashboard/api/sandboxes/"+tc.id+"/"+tc.path+"?csrf="+tc.csrf, nil)
+			if !tc.noSession {
+				req.AddCookie(&http.Cookie{Name: CookieName, Value: c.cookie})
+			}
 			if tc.origin != "" {
 				req.Header.Set("Origin", tc.origin)
 			}

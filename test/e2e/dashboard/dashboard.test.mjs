@@ -3,7 +3,7 @@
 //
 // Covers: login by the link of `warren dashboard` (single use: a second use fails) and by API
 // key, the live list showing SDK sandboxes, a sandbox's page, a command typed into its terminal
-// and its output read back, its file browser (download, upload), a webhook and its delivery log, a kill reflected live in the list, a build's logs,
+// and its output read back, a desktop sandbox's screen (view only, then in control), its file browser (download, upload), a webhook and its delivery log, a kill reflected live in the list, a build's logs,
 // the volumes view (create, usage of a sandbox's writes, who mounts it, delete refused while mounted), the other views,
 // logout; no console errors anywhere. Screenshots go to $WARREN_DASHBOARD_SHOTS (default a temp
 // dir, printed at the end); with WARREN_DASHBOARD_DOCS=1 one of each view is copied into
@@ -20,6 +20,7 @@ import { chromium } from 'playwright-core'
 import { Sandbox, Template, RateLimitError } from 'e2b'
 import { useServer, WARREN_BIN, REPO } from '../server/harness.mjs'
 import { rejectsWith } from '../common.mjs'
+import { waitFor } from '../server/helpers.mjs'
 
 const run = promisify(execFile)
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium'
@@ -312,6 +313,54 @@ describe('dashboard in chromium', () => {
     await row.getByRole('button', { name: 'Delete' }).click()
     await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click()
     await row.waitFor({ state: 'detached' })
+    await page.context().close()
+  })
+
+  it("shows a desktop sandbox's screen live, view only until Take control", async () => {
+    const d = await Sandbox.create('desktop', { metadata: { owner: 'dashboard-e2e', role: 'desktop' }, timeoutMs: 300_000 })
+    sandboxes.push(d)
+    const mouse = async () => (await d.commands.run('xdotool getmouselocation', { envs: { DISPLAY: ':0' } })).stdout
+    // The agent starts the desktop at boot; wait for its session's panel on the screen.
+    await d.commands.run('until xdotool search --onlyvisible --class xfce4-panel >/dev/null 2>&1; do sleep 0.2; done',
+      { envs: { DISPLAY: ':0' }, timeoutMs: 60_000 })
+
+    const page = await newPage()
+    await page.goto(`${srv.url}/dashboard/`)
+    await page.getByLabel('API key').fill(srv.apiKey)
+    await page.keyboard.press('Enter')
+    await page.locator(`tr[data-id="${d.sandboxId}"]`).getByRole('link', { name: d.sandboxId }).click()
+    await page.getByRole('heading', { name: 'Screen' }).waitFor()
+    await page.getByRole('status').filter({ hasText: 'connected · view only' }).waitFor({ timeout: 30_000 })
+    const canvas = page.locator('.screen canvas')
+    await canvas.waitFor()
+    await page.waitForFunction(() => {
+      // The desktop's pixels arrived: the canvas is no longer one colour.
+      const c = document.querySelector('.screen canvas')
+      const px = c?.getContext('2d')?.getImageData(0, 0, c.width, c.height).data
+      if (!px) return false
+      for (let i = 4; i < px.length; i += 4) if (px[i] !== px[0] || px[i + 1] !== px[1] || px[i + 2] !== px[2]) return true
+      return false
+    }, null, { timeout: 20_000 })
+    const box = await canvas.boundingBox()
+    assert.ok(box.width > 300, `the screen is ${box.width} px wide`)
+    // @e2b/desktop's stream.start() refuses to start while a process named x11vnc runs.
+    const sdkSees = await d.commands.run('pgrep -x x11vnc', { envs: { DISPLAY: ':0' } }).catch((e) => e)
+    assert.equal(sdkSees.exitCode, 1, "the dashboard's VNC server looks like the SDK's stream")
+
+    // View only: the pointer over the screen does not move the sandbox's.
+    await d.commands.run('xdotool mousemove 10 10', { envs: { DISPLAY: ':0' } })
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2)
+    await page.mouse.move(box.x + box.width / 2 + 5, box.y + box.height / 2 + 5)
+    assert.match(await mouse(), /^x:10 y:10 /, 'a view-only screen moved the pointer')
+
+    await page.getByRole('button', { name: 'Take control' }).click()
+    await page.getByRole('status').filter({ hasText: 'you control it' }).waitFor()
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2)
+    await page.mouse.move(box.x + box.width / 2 + 5, box.y + box.height / 2 + 5)
+    await waitFor(async () => !/^x:10 y:10 /.test(await mouse()), { what: 'the pointer to follow the screen once in control' })
+    await page.locator('.screen-wrap').evaluate((el) => el.scrollIntoView({ block: 'center' }))
+    await shot(page, 'desktop')
+    await page.getByRole('button', { name: 'Release control' }).click()
     await page.context().close()
   })
 

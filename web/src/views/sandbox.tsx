@@ -3,6 +3,7 @@ import { api, ApiError, stream, type LifecycleEvent, type LogLine, type Metric, 
 import { Chart, Confirm, ErrorNote, Link, StateBadge, useNow } from "../components";
 import { ago, bytes, duration, time } from "../util";
 import { Terminal } from "./terminal";
+import { Screen } from "./screen";
 import { Files } from "./files";
 
 type Action = "pause" | "resume" | "kill" | "timeout" | "snapshot";
@@ -185,6 +186,12 @@ export function SandboxDetail(props: { id: string }) {
       )}
       {sb && !gone && sb.state === "running" && (
         <>
+          {(sb.templateId === "desktop" || sb.alias === "desktop") && (
+            <>
+              <h2>Screen</h2>
+              <Screen id={props.id} />
+            </>
+          )}
           <h2>Terminal</h2>
           <Terminal id={props.id} />
           <h2>Files</h2>
