@@ -35,6 +35,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -218,7 +219,7 @@ func (g *Guard) run(ctx context.Context) {
 		case since.IsZero():
 			since = cur.at
 		case cur.at.Sub(since) >= g.cfg.Patience:
-			g.killBiggest(cur)
+			g.killbiggest(cur)
 			since = time.Time{}
 		}
 		prev = cur
@@ -227,8 +228,8 @@ func (g *Guard) run(ctx context.Context) {
 
 // killBiggest kills the process group with the most of a sample of the
 // sandbox's tasks (threads count: the limit counts them).
-func (g *Guard) killBiggest(cur sample) {
-	pgid, share := Biggest(g.cfg.Proc, g.cfg.Spare)
+func (g *Guard) killbiggest(cur sample) {
+	pgid, share := biggest(g.cfg.Proc, g.cfg.Spare)
 	if pgid <= 0 {
 		return
 	}
@@ -247,7 +248,7 @@ func readPids(dir string) (tasks, limit uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	max, err := os.ReadFile(filepath.Join(dir, "pids.max"))
+	lim, err := os.ReadFile(filepath.Join(dir, "pids.max"))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -255,7 +256,7 @@ func readPids(dir string) (tasks, limit uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	limit, _ = strconv.ParseUint(strings.TrimSpace(string(max)), 10, 64) // "max": 0
+	limit, _ = strconv.ParseUint(strings.TrimSpace(string(lim)), 10, 64) // "max": 0
 	return tasks, limit, nil
 }
 
@@ -275,10 +276,10 @@ func (c Counter) read() (uint64, error) {
 	return 0, fmt.Errorf("%s has no %s count", c.File, c.Key)
 }
 
-// Biggest returns the process group holding the most tasks among a random
+// biggest returns the process group holding the most tasks among a random
 // sample of the processes in proc, leaving out the spare groups, and the
 // fraction of the sampled tasks it holds; 0 when there is none.
-func Biggest(proc string, spare []int) (pgid int, share float64) {
+func biggest(proc string, spare []int) (pgid int, share float64) {
 	entries, err := os.ReadDir(proc)
 	if err != nil {
 		return 0, 0
@@ -314,12 +315,7 @@ func Biggest(proc string, spare []int) (pgid int, share float64) {
 }
 
 func spared(pgid int, spare []int) bool {
-	for _, s := range spare {
-		if pgid == s {
-			return true
-		}
-	}
-	return pgid <= 0
+	return pgid <= 0 || slices.Contains(spare, pgid)
 }
 
 // groupOf reads a process's group and thread count from its stat file:

@@ -43,9 +43,9 @@ func TestBiggest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _ := Biggest(fakeProc(t, tt.procs), tt.spare)
+			got, _ := biggest(fakeProc(t, tt.procs), tt.spare)
 			if got != tt.want {
-				t.Errorf("Biggest = %d, want %d", got, tt.want)
+				t.Errorf("biggest = %d, want %d", got, tt.want)
 			}
 		})
 	}
@@ -61,8 +61,8 @@ func TestBiggestSamplesABomb(t *testing.T) {
 	for pid := 5000; pid < 5030; pid++ {
 		procs[pid] = [2]int{pid, 1}
 	}
-	if got, share := Biggest(fakeProc(t, procs), nil); got != 100 || share < 0.8 {
-		t.Errorf("Biggest = %d (share %.2f), want the bomb's group 100", got, share)
+	if got, share := biggest(fakeProc(t, procs), nil); got != 100 || share < 0.8 {
+		t.Errorf("biggest = %d (share %.2f), want the bomb's group 100", got, share)
 	}
 }
 
