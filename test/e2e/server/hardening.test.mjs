@@ -89,10 +89,14 @@ describeEachSdk('A sandbox survives what its processes do', (ctx) => {
 
   it('a command started while every pid is taken fails at once, naming the limit', { skip: gvisor }, async () => {
     assert.equal(Number(await sbx.files.read(`${await cgroup()}/pids.max`)), 200)
-    // Quiet holders: perl forks sleepers until the limit refuses one, then sleeps too.
-    const holders = await sbx.commands.run("perl -e 'while (defined(my $p = fork)) { if (!$p) { sleep 600; exit } } sleep 600'", { background: true, timeoutMs: 0 })
+    // Quiet holders: perl forks sleepers until a fork is refused, says so, then sleeps too. (It
+    // says so itself: under Kubernetes the limit met may be the pod's, whose count the sandbox's
+    // own cgroup files do not show.)
+    let full = false
+    const holders = await sbx.commands.run("perl -e '$| = 1; while (defined(my $p = fork)) { if (!$p) { sleep 600; exit } } print qq(full\\n); sleep 600'",
+      { background: true, timeoutMs: 0, onStdout: (d) => { full ||= d.includes('full') } })
     try {
-      await waitFor(async () => (await refusals()) > 0 && (await pids()) >= 200, { timeoutMs: 20_000, what: 'the holders to take every pid' })
+      await waitFor(() => full, { timeoutMs: 20_000, what: 'the holders to take every pid' })
       const t0 = Date.now()
       const refused = await sbx.commands.run('echo ok').catch((e) => e)
       assert.ok(refused instanceof Error, 'a command started with every pid taken')
