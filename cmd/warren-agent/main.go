@@ -26,6 +26,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/agent/files"
 	"github.com/warrenhq/warren/internal/agent/filesystem"
+	"github.com/warrenhq/warren/internal/agent/limitguard"
 	"github.com/warrenhq/warren/internal/agent/process"
 	"github.com/warrenhq/warren/internal/agent/server"
 	"github.com/warrenhq/warren/internal/agent/state"
@@ -99,6 +100,11 @@ type Main struct {
 	// Desktop starts the desktop image's X server and XFCE session when
 	// the agent starts (desktop.go); default false.
 	Desktop bool
+	// LimitGuard ends the process group holding the most tasks once the
+	// sandbox has kept hitting its pids or memory limit
+	// (internal/agent/limitguard).
+	// Default true; tests that run the agent outside a sandbox turn it off.
+	LimitGuard bool
 
 	Log    *slog.Logger
 	stderr io.Writer
@@ -111,8 +117,9 @@ type Main struct {
 	srv    *server.Server
 	proc   *process.Service
 	fs     *filesystem.Service
-	ci     *codeInterpreter // nil unless CodeInterpreter
-	failed chan error       // receives a server's error if it stops on its own
+	ci     *codeInterpreter  // nil unless CodeInterpreter
+	guard  *limitguard.Guard // nil without cgroup files (gVisor) or LimitGuard
+	failed chan error        // receives a server's error if it stops on its own
 }
 
 // NewMain returns a Main with the defaults, logging JSON to stderr.
@@ -120,6 +127,7 @@ func NewMain(stderr io.Writer) *Main {
 	return &Main{
 		Port:                server.DefaultPort,
 		CodeInterpreterPort: codeInterpreterPort,
+		LimitGuard:          true,
 		Root:                "/",
 		stderr:              stderr,
 		Log:                 slog.New(slog.NewJSONHandler(stderr, nil)),
@@ -190,6 +198,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}()
 	m.Log.Info("agent listening", "addr", ln.Addr().String(), "version", state.Version, "tunnel", m.ServerSecret != "")
+	if m.LimitGuard {
+		m.guard = limitguard.Start(limitguard.Config{Log: m.Log})
+	}
 	if m.CodeInterpreter {
 		if err := m.startCodeInterpreter(ctx); err != nil {
 			return fmt.Errorf("code interpreter: %w", err)
@@ -234,6 +245,7 @@ func (m *Main) Failed() <-chan error { return m.failed }
 // processes they started.
 func (m *Main) Close() error {
 	var err error
+	m.guard.Close() // nil-safe
 	if m.ci != nil {
 		err = m.ci.Close()
 	}

@@ -45,7 +45,7 @@ func TestRun(t *testing.T) {
 	t.Setenv("E2B_SANDBOX", "") // restored after the test; Run sets it
 	var logs bytes.Buffer
 	m := NewMain(&logs)
-	m.Port, m.Root = 0, root
+	m.Port, m.Root, m.LimitGuard = 0, root, false // the test host's processes are not the sandbox's
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestRunCodeInterpreter(t *testing.T) {
 	if err := m.ParseFlags([]string{"-code-interpreter", "-port", "0", "-code-interpreter-port", "0"}); err != nil {
 		t.Fatal(err)
 	}
-	m.Root, m.codeInterpreterUser = root, "root" // no "user" on the test host
+	m.Root, m.codeInterpreterUser, m.LimitGuard = root, "root", false // no "user" on the test host, nor its processes
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -176,7 +176,7 @@ func TestPoolLimitsUpdated(t *testing.T) {
 			t.Fatal("second sandbox did not come from the pool")
 		}
 		got, _ := e.rt.LimitsOf(other.ContainerID)
-		if want := (fake.Limits{CPUCount: 1, MemoryMB: 1024, PidsLimit: 4096}); got != want {
+		if want := (fake.Limits{CPUCount: 1, MemoryMB: 1024, PidsLimit: 1024}); got != want {
 			t.Errorf("limits = %+v, want %+v", got, want)
 		}
 	})

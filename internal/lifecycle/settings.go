@@ -44,7 +44,13 @@ type Settings struct {
 	// limit of its writable layer where the engine's storage has quotas
 	// (overlay2 on xfs mounted with pquota). Default 10240.
 	DiskSizeMB int
-	PidsLimit  int // max processes per sandbox; default 4096, negative = none
+	// PidsLimit is the most processes and threads a sandbox holds; negative
+	// means none. Default 1024: fewer than the default memory holds of a
+	// shell's smallest processes (512 MiB held ~2,800 forked bash), so a
+	// fork bomb meets the pids limit, which the agent's limit guard sees
+	// and ends at once, before the memory limit, which starves the agent
+	// with the bomb (docs/security.md).
+	PidsLimit int
 
 	// WarmPool is how many started, not yet initialised containers of the
 	// base template are kept for creates to claim (internal/warmpool): a
@@ -120,7 +126,7 @@ func DefaultSettings() Settings {
 		MaxCPUCount:             runtime.NumCPU(),
 		MaxMemoryMB:             DefaultMaxMemoryMB(memoryMB),
 		DiskSizeMB:              10240,
-		PidsLimit:               4096,
+		PidsLimit:               1024,
 		WarmPool:                WarmPoolAuto,
 		WarmPoolCodeInterpreter: WarmPoolAuto,
 		WarmPoolMemoryMB:        DefaultWarmPoolMemoryMB(),
