@@ -42,15 +42,22 @@ func (m *Manager) Lead(ctx context.Context) error {
 func (m *Manager) Following() bool { return m.following.Load() }
 
 // readThrough returns sandbox id from the store, and keeps it in the
-// cache; a sandbox the store does not have leaves it too.
+// cache; a sandbox the store does not have leaves it too, and while the
+// store cannot be read, the cache answers.
 func (m *Manager) readThrough(id string) (sandbox.Sandbox, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeRead)
 	defer cancel()
 	sb, err := m.cfg.Store.GetSandbox(ctx, id)
+	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+		// The store is away (a restart): what was last read of it stands,
+		// so that running sandboxes' traffic goes on.
+		m.log.Warn("cannot read a sandbox from the store; using what was last read", logkey.Sandbox, id, "err", err)
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		sb, ok := m.sandboxes[id]
+		return sb, ok
+	}
 	if err != nil {
-		if sandbox.KindOf(err) != sandbox.KindNotFound {
-			m.log.Warn("cannot read a sandbox from the store", logkey.Sandbox, id, "err", err)
-		}
 		m.mu.Lock()
 		delete(m.sandboxes, id)
 		m.mu.Unlock()

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +92,41 @@ func TestFollowerLeadsAdoptingWhatTheLeaderLeft(t *testing.T) {
 	if _, ok := e.container(t, sb.ContainerID); !ok {
 		t.Fatal("the new leader removed the sandbox's container")
 	}
+}
+
+// awayStore is a store that cannot be read while away is set (a
+// PostgreSQL restart).
+type awayStore struct {
+	sandbox.Store
+	away atomic.Bool
+}
+
+func (s *awayStore) GetSandbox(ctx context.Context, id string) (sandbox.Sandbox, error) {
+	if s.away.Load() {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindUnavailable, "the store is restarting")
+	}
+	return s.Store.GetSandbox(ctx, id)
+}
+
+// While the store is away, a follower routes to the running sandboxes it
+// read last; it does not make up others.
+func TestFollowerRoutesWhileTheStoreIsAway(t *testing.T) {
+	e := newEnv(t, nil)
+	st := &awayStore{Store: e.store}
+	f, err := New(Deps{Runtime: e.rt, Agent: e.agent, Store: st}, testSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Follow()
+	ctx := context.Background()
+	seen, unseen := e.create(t, CreateRequest{}), e.create(t, CreateRequest{})
+	if _, err := f.Route(ctx, seen.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.away.Store(true)
+	if got, err := f.Route(ctx, seen.ID, nil); err != nil || got.ID != seen.ID {
+		t.Fatalf("route while the store is away = %v, %v; want the sandbox read before", got.ID, err)
+	}
+	_, err = f.Route(ctx, unseen.ID, nil)
+	wantKind(t, "route to a sandbox never read, while the store is away", err, sandbox.KindNotFound)
 }
