@@ -113,6 +113,8 @@ func (m *Main) serve(ctx context.Context, srv *server.Server, delay time.Duratio
 	case <-srv.Done():
 	case <-ctx.Done():
 		log.Info("shutting down", "serving_for", delay)
+		srv.StepDown()
+		srv.Drain()
 		select {
 		case <-srv.Done():
 		case <-time.After(delay):

@@ -26,14 +26,16 @@ import (
 	"github.com/warrenhq/warren/internal/logkey"
 )
 
-// The Lease's timing. A leader that stops renewing (its pod or node gone)
-// is replaced at most LeaseDuration + RetryPeriod later: 12 s, within the
-// 15 s a failover may take. One that cannot renew for RenewDeadline stops
-// leading before its Lease can pass to another.
+// The Lease's timing. A leader that stops renewing (its pod or node gone
+// before it could hand the Lease on) is replaced at most LeaseDuration
+// and a retry (RetryPeriod, jittered up to 2.2 times) later: ~12 s, within
+// the 15 s a failover may take; one that hands it on, within a retry. One
+// that cannot renew for RenewDeadline stops leading before its Lease can
+// pass to another.
 const (
 	LeaseDuration = 10 * time.Second
 	RenewDeadline = 7 * time.Second
-	RetryPeriod   = 2 * time.Second
+	RetryPeriod   = time.Second
 )
 
 // DefaultLease is the Lease's name.

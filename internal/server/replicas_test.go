@@ -36,6 +36,7 @@ func (f *fakeLeadership) Run(ctx context.Context, lead func(context.Context), lo
 		go lead(ctx)
 	}
 	<-ctx.Done()
+	f.leads = false // released
 }
 
 func (f *fakeLeadership) Leader(context.Context) (string, bool, error) {
@@ -191,5 +192,33 @@ func TestForwardingNeedsTheReplicasProof(t *testing.T) {
 	}
 	if res, _ := call(t, "POST", leader.URL()+resumePrefix+"x", nil, map[string]string{headerForwarded: forwardProof("a secret the replicas share")}); res.StatusCode != 404 {
 		t.Fatalf("the internal endpoint for an unknown sandbox, with the proof: %d, want 404 (sandbox not found)", res.StatusCode)
+	}
+}
+
+// A leader that steps down (SIGTERM) hands the Lease on at once and
+// serves on as a follower: a change it is sent waits for the next leader.
+func TestStepDownHandsTheLeaseOn(t *testing.T) {
+	deps := testDeps(t)
+	el := newFakeLeadership(true)
+	srv := openReplica(t, deps, el, 300*time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for !srv.leading.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("not leading")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res, body := call(t, "POST", srv.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil); res.StatusCode != 201 {
+		t.Fatalf("create on the leader: %d %v", res.StatusCode, body)
+	}
+	srv.StepDown()
+	if srv.leading.Load() || el.leads {
+		t.Fatal("still leading, or the Lease not released, after StepDown")
+	}
+	if res, _ := call(t, "POST", srv.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil); res.StatusCode != 503 || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("create after stepping down, no leader elected: %d, want 503 with Retry-After", res.StatusCode)
+	}
+	if res, _ := call(t, "GET", srv.URL()+"/sandboxes", nil, nil); res.StatusCode != 200 {
+		t.Fatalf("list after stepping down: %d", res.StatusCode)
 	}
 }

@@ -150,9 +150,10 @@ type Server struct {
 	// With Deps.Leadership: leading is set once this replica's leader's
 	// work runs; leadMu serialises starting it with Close, which sets
 	// closing so that it does not start after.
-	leading atomic.Bool
-	leadMu  sync.Mutex
-	closing bool // guarded by leadMu
+	leading  atomic.Bool
+	leadMu   sync.Mutex
+	closing  bool   // guarded by leadMu
+	stepDown func() // StepDown's work, set once the election starts
 	// leaderWait is how long a call waits for a leader; 0 = leaderWait.
 	// Tests shorten it.
 	leaderWait time.Duration
@@ -299,7 +300,14 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	if rp != nil {
-		election(leaderWork)
+		election(leaderWork, func() {
+			mgr.Close()
+			mgr.Follow()
+			evs.Close()
+			if tpl != nil {
+				tpl.Close()
+			}
+		})
 	}
 	return nil
 }
@@ -327,23 +335,23 @@ func (s *Server) openTemplates(ctx context.Context) (*template.Registry, error) 
 }
 
 // startElection returns what starts campaigning for the Lease, with
-// Deps.Leadership, and has Close stop it: after the leader's work has
-// stopped (Close undoes what was started after this), and before the
-// client ports close, so that lifecycle calls wait for the next leader.
-func (s *Server) startElection() func(work func(context.Context) error) {
+// Deps.Leadership. Close stops it last, and StepDown (which Close calls
+// first) stops the leader's work and hands the Lease on.
+func (s *Server) startElection() func(work func(context.Context) error, stopWork func()) {
 	if s.deps.Leadership == nil {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	started := false
-	s.onClose(func() {
+	release := func() {
 		cancel()
 		if started {
 			<-done
 		}
-	})
-	return func(work func(context.Context) error) {
+	}
+	s.onClose(release)
+	return func(work func(context.Context) error, stopWork func()) {
 		started = true
 		go func() {
 			defer close(done)
@@ -353,7 +361,30 @@ func (s *Server) startElection() func(work func(context.Context) error) {
 				}
 			})
 		}()
-		s.onClose(s.stopLeading)
+		s.stepDown = sync.OnceFunc(func() {
+			s.leadMu.Lock()
+			s.closing = true
+			led := s.leading.Swap(false)
+			s.leadMu.Unlock()
+			if led {
+				stopWork()
+			}
+			release()
+		})
+		s.onClose(s.StepDown)
+	}
+}
+
+// StepDown stops a leading replica's leader's work (the manager's loops,
+// webhook delivery, builds) and hands the Lease on at once, so that the
+// next leader need not wait for it to run out; the replica serves on as a
+// follower until Close, which steps down first anyway. A stopping
+// replica calls it before anything else: a pod being deleted gets a
+// couple of seconds, not the whole of its shutdown. Without Leadership,
+// or not leading, it only keeps the replica from leading.
+func (s *Server) StepDown() {
+	if s.stepDown != nil {
+		s.stepDown()
 	}
 }
 
@@ -376,13 +407,6 @@ func (s *Server) lead(ctx context.Context, work func(context.Context) error) {
 	s.leading.Store(true)
 	s.log.Info("leading: the lifecycle's timers, pools, reconcile, webhook delivery and retention run here",
 		"took", time.Since(start).Round(time.Millisecond))
-}
-
-// stopLeading keeps the leader's work from starting once Close has begun.
-func (s *Server) stopLeading() {
-	s.leadMu.Lock()
-	defer s.leadMu.Unlock()
-	s.closing = true
 }
 
 // serve starts serving h on ln and the SDK's ports.
@@ -415,6 +439,16 @@ func (s *Server) shutdown() {
 		s.http.Close() // open streams do not hold the shutdown up
 	}
 	<-s.stopped
+}
+
+// Drain has the HTTP port close each connection after its current
+// response, and the idle ones now, so that clients open their next
+// connections elsewhere (another replica behind the Service) while the
+// server goes on serving until Close.
+func (s *Server) Drain() {
+	if s.http != nil {
+		s.http.SetKeepAlivesEnabled(false)
+	}
 }
 
 // URL is the HTTP port's URL, as http://host:port; "" before Open.
