@@ -149,6 +149,14 @@ var ErrNoLeader = errors.New("no control-plane replica leads")
 // whose pod is gone or going, or is no pod, is ErrNoLeader.
 func (e *Elector) Leader(ctx context.Context) (addr string, self bool, err error) {
 	holder := e.le.GetLeader()
+	if holder == "" {
+		// None seen yet, or this replica released the Lease and no longer
+		// campaigns (it is stopping, and still forwards what it is sent):
+		// the Lease itself says who holds it.
+		if holder, err = e.holder(ctx); err != nil {
+			return "", false, err
+		}
+	}
 	switch {
 	case holder == "":
 		return "", false, ErrNoLeader
@@ -173,6 +181,24 @@ func (e *Elector) Leader(ctx context.Context) (addr string, self bool, err error
 	e.pod.identity, e.pod.addr = holder, addr
 	e.mu.Unlock()
 	return addr, false, nil
+}
+
+// holder is the Lease's holder as the API server has it, "" when it has
+// been released or has run out.
+func (e *Elector) holder(ctx context.Context) (string, error) {
+	l, err := e.cfg.Client.CoordinationV1().Leases(e.cfg.Namespace).Get(ctx, e.cfg.Lease, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("the Lease: %w", err)
+	}
+	sp := l.Spec
+	if sp.HolderIdentity == nil || sp.RenewTime == nil || sp.LeaseDurationSeconds == nil ||
+		time.Since(sp.RenewTime.Time) > time.Duration(*sp.LeaseDurationSeconds)*time.Second {
+		return "", nil
+	}
+	return *sp.HolderIdentity, nil
 }
 
 // Unreachable forgets the leader's address once it could not be reached,

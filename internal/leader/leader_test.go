@@ -75,6 +75,10 @@ func TestElectionAndHandOver(t *testing.T) {
 	if err != nil || *lease.Spec.HolderIdentity != "b" {
 		t.Fatalf("the Lease: %v, %v; want held by b", lease, err)
 	}
+	// a no longer campaigns, but still finds the leader (it forwards while it stops).
+	if addr, self, err := a.Leader(context.Background()); err != nil || self || addr != "10.0.0.2:3000" {
+		t.Fatalf("a's view of the leader after stopping: %q self=%v %v; want 10.0.0.2:3000", addr, self, err)
+	}
 }
 
 // A holder whose pod is gone or going is no leader to forward to.
