@@ -81,6 +81,9 @@ type replicas struct {
 	mgr     *lifecycle.Manager
 	leading *atomic.Bool  // set once this replica's leader's work runs
 	wait    time.Duration // leaderWait; shorter in tests
+	// serving counts the changes this replica serves as the leader, which
+	// a stepping-down leader lets finish (settle) before it hands on.
+	serving atomic.Int64
 	log     *slog.Logger
 	client  *http.Transport
 }
@@ -133,15 +136,47 @@ func (rp *replicas) handler(next http.Handler) http.Handler {
 		switch {
 		case strings.HasPrefix(r.URL.Path, resumePrefix) && !proxy.IsSandboxRequest(r, rp.domain):
 			rp.serveResume(w, r)
-		case rp.local(r) || rp.leading.Load():
+		case rp.local(r):
 			r.Header.Del(headerForwarded)
 			next.ServeHTTP(w, r)
+		case rp.serveLeading(w, r, next):
 		case rp.forwarded(r):
 			rp.notLeader(w)
 		default:
 			rp.forward(w, r, next)
 		}
 	})
+}
+
+// serveLeading serves a change here while this replica leads, and
+// reports whether it did. Counted before leading is read, a change is
+// either seen by settle or sent on to the next leader.
+func (rp *replicas) serveLeading(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+	rp.serving.Add(1)
+	defer rp.serving.Add(-1)
+	if !rp.leading.Load() {
+		return false
+	}
+	r.Header.Del(headerForwarded)
+	next.ServeHTTP(w, r)
+	return true
+}
+
+// settleLimit bounds how long a stepping-down leader waits for the
+// changes it serves: a deleted pod has ~2 s before its SIGKILL.
+const settleLimit = 1500 * time.Millisecond
+
+// settle waits, once this replica no longer leads, for the changes it
+// was serving as the leader to finish (up to settleLimit), so that the
+// next leader does not take their sandboxes half made for strays.
+func (rp *replicas) settle() {
+	deadline := time.Now().Add(settleLimit)
+	for rp.serving.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := rp.serving.Load(); n > 0 {
+		rp.log.Warn("stepping down with changes still being served", "changes", n)
+	}
 }
 
 func (rp *replicas) notLeader(w http.ResponseWriter) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,5 +221,28 @@ func TestStepDownHandsTheLeaseOn(t *testing.T) {
 	}
 	if res, _ := call(t, "GET", srv.URL()+"/sandboxes", nil, nil); res.StatusCode != 200 {
 		t.Fatalf("list after stepping down: %d", res.StatusCode)
+	}
+}
+
+// A stepping-down leader lets the changes it serves finish before it
+// hands on, up to settleLimit.
+func TestSettleWaitsForChangesInFlight(t *testing.T) {
+	rp := newReplicas(newFakeLeadership(true), "s", "localhost", nil, new(atomic.Bool), nil)
+	rp.serving.Add(1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rp.settle()
+	}()
+	select {
+	case <-done:
+		t.Fatal("settle returned with a change in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	rp.serving.Add(-1)
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("settle did not return once the change finished")
 	}
 }

@@ -300,7 +300,7 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	if rp != nil {
-		election(leaderWork, func() {
+		election(leaderWork, rp.settle, func() {
 			mgr.Close()
 			mgr.Follow()
 			evs.Close()
@@ -337,7 +337,7 @@ func (s *Server) openTemplates(ctx context.Context) (*template.Registry, error) 
 // startElection returns what starts campaigning for the Lease, with
 // Deps.Leadership. Close stops it last, and StepDown (which Close calls
 // first) stops the leader's work and hands the Lease on.
-func (s *Server) startElection() func(work func(context.Context) error, stopWork func()) {
+func (s *Server) startElection() func(work func(context.Context) error, settle, stopWork func()) {
 	if s.deps.Leadership == nil {
 		return nil
 	}
@@ -351,7 +351,7 @@ func (s *Server) startElection() func(work func(context.Context) error, stopWork
 		}
 	}
 	s.onClose(release)
-	return func(work func(context.Context) error, stopWork func()) {
+	return func(work func(context.Context) error, settle, stopWork func()) {
 		started = true
 		go func() {
 			defer close(done)
@@ -367,6 +367,7 @@ func (s *Server) startElection() func(work func(context.Context) error, stopWork
 			led := s.leading.Swap(false)
 			s.leadMu.Unlock()
 			if led {
+				settle()
 				stopWork()
 			}
 			release()
