@@ -18,6 +18,9 @@
 #   PG_ROOT  data directory, socket directory and log   [/var/lib/warren-test-postgres as root,
 #                                                         /tmp/warren-test-postgres-$UID otherwise]
 #   PG_PORT  the port on 127.0.0.1                      [54329]
+#   PG_LISTEN  more addresses to listen on, comma-separated, and PG_TRUST the networks (CIDRs,
+#            comma-separated) trusted there: for a cluster's pods (test/e2e/kube-control-plane.sh
+#            on the test cluster's bridge). Read when the data directory is made.   [none]
 set -euo pipefail
 
 say() { printf 'ensure-postgres: %s\n' "$*" >&2; }
@@ -32,6 +35,8 @@ else
 	RUN_AS=
 fi
 PG_PORT=${PG_PORT:-54329}
+PG_LISTEN=${PG_LISTEN:-}
+PG_TRUST=${PG_TRUST:-}
 DATA=$PG_ROOT/data
 SOCK=$PG_ROOT/run
 LOG=$PG_ROOT/postgres.log
@@ -78,9 +83,13 @@ init_cluster() {
 		local all all trust
 		host all all 127.0.0.1/32 trust
 	EOF
+	local net
+	for net in ${PG_TRUST//,/ }; do
+		echo "host all all $net trust" | as_owner tee -a "$DATA/pg_hba.conf" >/dev/null
+	done
 	as_owner tee -a "$DATA/postgresql.conf" >/dev/null <<-EOF
 		# ensure-postgres.sh: a test cluster of its own
-		listen_addresses = '127.0.0.1'
+		listen_addresses = '127.0.0.1${PG_LISTEN:+,$PG_LISTEN}'
 		port = $PG_PORT
 		unix_socket_directories = '$SOCK'
 		max_connections = 200

@@ -58,6 +58,10 @@ type serveConfig struct {
 	// Store is the URL of the store, a row of stores(); "" = the SQLite
 	// file in StateDir.
 	Store string
+	// ShutdownDelay is how long a stopping server goes on serving before
+	// it closes its ports, while the cluster's Service stops sending it
+	// connections; 0 = none.
+	ShutdownDelay time.Duration
 }
 
 func (m *Main) runServe(ctx context.Context, args []string) error {
@@ -82,7 +86,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	}
 	defer closeEngine()
 	deps.Store = st
-	return m.serve(ctx, newServer(cfg, deps), log)
+	return m.serve(ctx, newServer(cfg, deps), cfg.ShutdownDelay, log)
 }
 
 // newServer makes warren serve's server on an engine's parts, with the
@@ -100,7 +104,7 @@ func serverInfo(cfg serveConfig) web.ServerInfo {
 
 // serve opens srv, tells the operator how to use it, and runs it until ctx
 // ends or its port fails.
-func (m *Main) serve(ctx context.Context, srv *server.Server, log *slog.Logger) error {
+func (m *Main) serve(ctx context.Context, srv *server.Server, delay time.Duration, log *slog.Logger) error {
 	if err := srv.Open(ctx); err != nil {
 		return err
 	}
@@ -108,7 +112,13 @@ func (m *Main) serve(ctx context.Context, srv *server.Server, log *slog.Logger) 
 	select {
 	case <-srv.Done():
 	case <-ctx.Done():
-		log.Info("shutting down")
+		log.Info("shutting down", "serving_for", delay)
+		srv.StepDown()
+		srv.Drain()
+		select {
+		case <-srv.Done():
+		case <-time.After(delay):
+		}
 	}
 	return srv.Close()
 }
@@ -313,6 +323,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.String(&cfg.Instance, "instance", sandbox.DefaultInstance, "this server's name on the Docker engine: the value of the dev.warren.managed label on its containers, "+
 		"the only ones it adopts or removes, and the tag of its iptables chains; servers sharing one engine need different values")
 	e.Int(&cfg.TemplateBuilds, "template-builds", template.DefaultMaxConcurrentBuilds, "template builds run at once; more wait in a queue")
+	e.Duration(&cfg.ShutdownDelay, "shutdown-delay", 0, "on SIGTERM, go on serving this long before closing the ports (in a cluster: while the Service stops sending connections here)")
 	e.Duration(&cfg.EventsRetention, "events-retention", events.DefaultRetention, "how long sandbox lifecycle events (GET /events/sandboxes, webhooks) are kept")
 	e.Duration(&cfg.WebhookTimeout, "webhook-timeout", events.DefaultTimeout, "time limit of one webhook delivery attempt; a failed one is retried with backoff")
 	e.Bool(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks target loopback, link-local, private and this host's own addresses "+

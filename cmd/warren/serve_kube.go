@@ -36,6 +36,10 @@ type kubeConfig struct {
 	// Registry is where built images are pushed for the kubelets to pull
 	// ("": imported into the nodes by their agents).
 	Registry string
+	// PodName is this replica's pod (the downward API's metadata.name),
+	// its name in the leader election's Lease; "" = hostname and
+	// process ID (a server outside the cluster).
+	PodName string
 }
 
 // addKubeFlags defines the flags of --engine kubernetes.
@@ -48,6 +52,7 @@ func addKubeFlags(e *envFlags, cfg *serveConfig) {
 	e.String(&k.PullPolicy, "image-pull-policy", kubernetes.DefaultPullPolicy, "with --engine kubernetes: Never (images imported into the nodes) or IfNotPresent (pulled from a registry)")
 	e.String(&k.NodeTokenSecret, "node-token-secret", "warren-node-token", "with --engine kubernetes: Secret (key token) shared with the warren node DaemonSet, for freezing pods (\"\": no node agents, frozen pause unavailable)")
 	e.String(&k.Registry, "registry", "", "with --engine kubernetes: repository prefix (host[:port][/path]) in a registry the kubelets pull from: built images are pushed there and pods name them by digest (default: none, the node agents import images into the nodes)")
+	e.String(&k.PodName, "pod-name", "", "with --engine kubernetes and a PostgreSQL --store: this replica's pod name, its identity in the leader election (the Deployment sets it from the downward API; default: hostname and process ID)")
 	e.Int(&k.RequestPercent, "request-percent", kubernetes.DefaultRequestPercent, "with --engine kubernetes: share of a sandbox's CPU and memory limits its pod requests from the scheduler (1-100)")
 }
 
@@ -90,14 +95,21 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 		AgentImage: cfg.Kube.AgentImage, PullPolicy: cfg.Kube.PullPolicy, GVisorRuntimeClass: cfg.Kube.RuntimeClass,
 		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent, Images: images.rt, Source: images.rt,
 		Registry: cfg.Kube.Registry, Logger: log}
+	var token string
 	if cfg.Kube.NodeTokenSecret != "" {
-		token, err := nodeToken(ctx, cli, cfg.Kube.Namespace, cfg.Kube.NodeTokenSecret)
-		if err != nil {
+		if token, err = nodeToken(ctx, cli, cfg.Kube.Namespace, cfg.Kube.NodeTokenSecret); err != nil {
 			return server.Deps{}, nil, err
 		}
 		kc.Nodes = kubernetes.NewNodeAgentPods(cli, cfg.Kube.Namespace, token)
 	} else {
 		log.Warn("no node agents (--node-token-secret is empty): pauses, snapshots, forks, process limits and per-sandbox stats are unavailable, and the nodes must have every image already")
+	}
+	el, err := replicaElection(cfg, cli, token, log)
+	if err != nil {
+		return server.Deps{}, nil, err
+	}
+	if el != nil {
+		kc.Leading = el.Leading
 	}
 	rt, err := kubernetes.New(kc)
 	if err != nil {
@@ -129,6 +141,9 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 		const why = "it runs without node agents (--node-token-secret \"\"), which enforce egress settings on Kubernetes"
 		log.Warn("egress settings are refused: " + why)
 		deps.Firewall = firewall.Off{Why: why}
+	}
+	if el != nil {
+		deps.Leadership, deps.ForwardSecret, deps.LostLeadership = el, token, lostLeadership(log)
 	}
 	return deps, u.run, nil
 }

@@ -25,6 +25,9 @@ type storeKind struct {
 	// open opens the store of the settings: --store's URL, or the state
 	// dir for the row without one.
 	open func(ctx context.Context, url, stateDir string) (closingStore, error)
+	// shared is set for a store several servers may share: replicas of
+	// one control plane, which elect a leader (serve_replicas.go).
+	shared bool
 }
 
 // closingStore is a store its opener closes.
@@ -37,7 +40,7 @@ type closingStore interface {
 func stores() []storeKind {
 	return []storeKind{
 		{name: "SQLite", open: openSQLite},
-		{name: "PostgreSQL", schemes: []string{"postgres", "postgresql"}, open: openPostgres},
+		{name: "PostgreSQL", schemes: []string{"postgres", "postgresql"}, open: openPostgres, shared: true},
 	}
 }
 

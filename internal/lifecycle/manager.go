@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
@@ -62,6 +63,10 @@ type Deps struct {
 	// Events is told of every lifecycle change (created, updated, paused,
 	// resumed, killed) once it is saved; nil = none.
 	Events EventRecorder
+	// Resume has the leader resume a paused sandbox for the proxy's
+	// traffic, on a follower (Follow); nil = a follower answers that the
+	// sandbox is paused.
+	Resume func(ctx context.Context, sandboxID string) error
 	// CABundle is PEM certificates every sandbox trusts (Warren's CA, for
 	// the egress gateway's interception): the agent installs them into
 	// the container's trust store at every init. "" = none.
@@ -115,6 +120,8 @@ type Manager struct {
 	quotas quotas
 
 	reconciling sync.Mutex // held by Reconcile: the loops' and events' never overlap
+	// following is set while the Manager is a follower's (follow.go).
+	following atomic.Bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -193,6 +200,9 @@ func (m *Manager) Start(ctx context.Context) error {
 // containers and its firewall rules. With live sandboxes both stay, so the
 // sandboxes stay isolated and the next start adopts the pool.
 func (m *Manager) Close() error {
+	if m.following.Load() {
+		return nil // the leader's pool and rules are not a follower's to remove
+	}
 	if m.cancel != nil {
 		m.cancel()
 	}
@@ -241,8 +251,12 @@ func (m *Manager) every(ctx context.Context, d time.Duration, f func(context.Con
 	}
 }
 
-// cached returns a sandbox from the cache.
+// cached returns a sandbox from the cache, or from the store on a
+// follower.
 func (m *Manager) cached(id string) (sandbox.Sandbox, bool) {
+	if m.following.Load() {
+		return m.readThrough(id)
+	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	sb, ok := m.sandboxes[id]
@@ -252,6 +266,9 @@ func (m *Manager) cached(id string) (sandbox.Sandbox, bool) {
 // routable returns the cached sandbox id when the proxy may reach it
 // without taking its lock: it is running and not being paused.
 func (m *Manager) routable(id string) (sandbox.Sandbox, bool) {
+	if m.following.Load() {
+		return sandbox.Sandbox{}, false
+	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	sb, ok := m.sandboxes[id]

@@ -48,6 +48,11 @@ func (m *Manager) List(ctx context.Context, req ListRequest) ([]sandbox.Sandbox,
 		}
 		after = &c
 	}
+	if m.following.Load() {
+		if err := m.readAll(ctx); err != nil {
+			return nil, "", err
+		}
+	}
 	// Only the page is copied out: the matches are sorted by their
 	// cursors, small, rather than as whole records (bench/idle lists 500).
 	m.mu.RLock()

@@ -332,6 +332,9 @@ func (m *Manager) Route(ctx context.Context, id string, admit func(sandbox.Sandb
 	if admit == nil {
 		admit = func(sandbox.Sandbox) error { return nil }
 	}
+	if m.following.Load() {
+		return m.routeFollowing(ctx, id, admit)
+	}
 	if sb, ok := m.routable(id); ok {
 		return sb, admit(sb)
 	}

@@ -22,6 +22,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/api"
@@ -115,7 +117,17 @@ type Deps struct {
 	Files     web.Files
 	// Checks are the dashboard server view's health checks; nil = none.
 	Checks func(ctx context.Context) []web.Check
-	Logger *slog.Logger // nil = discard
+	// Leadership elects the replica that leads among several sharing the
+	// store (replicas.go); nil = this server leads alone, from Open.
+	Leadership Leadership
+	// ForwardSecret is shared by the replicas, which prove with it that a
+	// call is forwarded by one of them; required with Leadership.
+	ForwardSecret string
+	// LostLeadership is called when this replica stops leading other than
+	// by Close: its leader's work must stop at once (cmd/warren ends the
+	// process, which comes back as a follower). Required with Leadership.
+	LostLeadership func()
+	Logger         *slog.Logger // nil = discard
 }
 
 // Server is warren serve's server. New makes it, Open starts it and
@@ -135,6 +147,17 @@ type Server struct {
 	served  error         // what http.Serve returned; read after stopped
 
 	closers []func() // what Open started, undone by Close in reverse
+
+	// With Deps.Leadership: leading is set once this replica's leader's
+	// work runs; leadMu serialises starting it with Close, which sets
+	// closing so that it does not start after.
+	leading  atomic.Bool
+	leadMu   sync.Mutex
+	closing  bool   // guarded by leadMu
+	stepDown func() // StepDown's work, set once the election starts
+	// leaderWait is how long a call waits for a leader; 0 = leaderWait.
+	// Tests shorten it.
+	leaderWait time.Duration
 }
 
 // New returns a Server; it does nothing until Open.
@@ -164,6 +187,9 @@ func (s *Server) open(ctx context.Context) error {
 	if deps.Store == nil || deps.Runtime == nil || deps.Agent == nil || deps.Tunnels == nil {
 		return errors.New("server: Deps.Store, Runtime, Agent and Tunnels are required")
 	}
+	if deps.Leadership != nil && (deps.ForwardSecret == "" || deps.LostLeadership == nil) {
+		return errors.New("server: Deps.ForwardSecret and LostLeadership are required with Leadership")
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
@@ -186,6 +212,9 @@ func (s *Server) open(ctx context.Context) error {
 		gw.SetExpander(gatewaySecrets{svc: secretsSvc, log: logkey.For(log, "egress")})
 	}
 
+	// The election stops after what the leader runs, which Close undoes
+	// first: the Lease is handed on once nothing of it runs here.
+	election := s.startElection()
 	tpl, err := s.openTemplates(ctx)
 	if err != nil {
 		return err
@@ -207,7 +236,6 @@ func (s *Server) open(ctx context.Context) error {
 
 	evs := events.New(events.Config{Store: st, Logger: log, Retention: cfg.EventsRetention, Timeout: cfg.WebhookTimeout,
 		AllowPrivate: cfg.WebhookAllowPrivate})
-	evs.Start(ctx)
 	s.onClose(evs.Close)
 
 	// The manager cuts the proxy's streams into sandboxes it stops, and
@@ -217,6 +245,15 @@ func (s *Server) open(ctx context.Context) error {
 		CABundle: deps.CABundle, OnStop: streams.Disconnect}
 	if tpl != nil {
 		lc.Templates, lc.Commands = tpl, deps.Commands
+	}
+	var rp *replicas
+	if deps.Leadership != nil {
+		// The manager is made with rp's resume, and rp with the manager.
+		rp = newReplicas(deps.Leadership, deps.ForwardSecret, cfg.Domain, nil, &s.leading, log)
+		if s.leaderWait > 0 {
+			rp.wait = s.leaderWait
+		}
+		lc.Resume = rp.resume
 	}
 	mgr, err := lifecycle.New(lc, cfg.Lifecycle)
 	if err != nil {
@@ -230,10 +267,25 @@ func (s *Server) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.Start(ctx); err != nil {
-		return err
-	}
 	s.onClose(func() { mgr.Close() })
+	leaderWork := func(ctx context.Context) error {
+		if err := mgr.Lead(ctx); err != nil {
+			return err
+		}
+		evs.Start(ctx)
+		if tpl != nil {
+			return tpl.Start(ctx)
+		}
+		return nil
+	}
+	if rp == nil {
+		if err := leaderWork(ctx); err != nil {
+			return err
+		}
+	} else {
+		mgr.Follow()
+		rp.mgr = mgr
+	}
 
 	var extra []string
 	if cfg.APIKey != "" {
@@ -243,7 +295,24 @@ func (s *Server) open(ctx context.Context) error {
 		Secrets: secretsSvc, Identity: issuer, Logger: log})
 	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals,
 		Screens: deps.Screens, Files: deps.Files, Volumes: vols, Info: cfg.Info, Checks: deps.Checks, Logger: log})
-	return s.serve(ctx, ln, route(cfg.Domain, px, vols.Handler(), dash, control))
+	h := route(cfg.Domain, px, vols.Handler(), dash, control)
+	if rp != nil {
+		h = rp.handler(h)
+	}
+	if err := s.serve(ctx, ln, h); err != nil {
+		return err
+	}
+	if rp != nil {
+		election(leaderWork, rp.settle, func() {
+			mgr.Close()
+			mgr.Follow()
+			evs.Close()
+			if tpl != nil {
+				tpl.Close()
+			}
+		})
+	}
+	return nil
 }
 
 // openTemplates starts the template registry, with the built-in
@@ -265,11 +334,84 @@ func (s *Server) openTemplates(ctx context.Context) (*template.Registry, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := tpl.Start(ctx); err != nil {
-		return nil, err
-	}
 	s.onClose(func() { tpl.Close() })
 	return tpl, nil
+}
+
+// startElection returns what starts campaigning for the Lease, with
+// Deps.Leadership. Close stops it last, and StepDown (which Close calls
+// first) stops the leader's work and hands the Lease on.
+func (s *Server) startElection() func(work func(context.Context) error, settle, stopWork func()) {
+	if s.deps.Leadership == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	started := false
+	release := func() {
+		cancel()
+		if started {
+			<-done
+		}
+	}
+	s.onClose(release)
+	return func(work func(context.Context) error, settle, stopWork func()) {
+		started = true
+		go func() {
+			defer close(done)
+			s.deps.Leadership.Run(ctx, func(lctx context.Context) { s.lead(lctx, work) }, func() {
+				if ctx.Err() == nil {
+					s.deps.LostLeadership()
+				}
+			})
+		}()
+		s.stepDown = sync.OnceFunc(func() {
+			s.leadMu.Lock()
+			s.closing = true
+			led := s.leading.Swap(false)
+			s.leadMu.Unlock()
+			if led {
+				settle()
+				stopWork()
+			}
+			release()
+		})
+		s.onClose(s.StepDown)
+	}
+}
+
+// StepDown stops a leading replica's leader's work (the manager's loops,
+// webhook delivery, builds) and hands the Lease on at once, so that the
+// next leader need not wait for it to run out; the replica serves on as a
+// follower until Close, which steps down first anyway. A stopping
+// replica calls it before anything else: a pod being deleted gets a
+// couple of seconds, not the whole of its shutdown. Without Leadership,
+// or not leading, it only keeps the replica from leading.
+func (s *Server) StepDown() {
+	if s.stepDown != nil {
+		s.stepDown()
+	}
+}
+
+// lead starts the leader's work once this replica holds the Lease: the
+// manager adopts the engine's sandboxes and re-arms their timers from the
+// store, webhook deliveries and retention resume, interrupted builds are
+// closed. A replica that cannot start it gives the Lease up.
+func (s *Server) lead(ctx context.Context, work func(context.Context) error) {
+	s.leadMu.Lock()
+	defer s.leadMu.Unlock()
+	if s.closing {
+		return
+	}
+	start := time.Now()
+	if err := work(ctx); err != nil {
+		s.log.Error("cannot start leading", "err", err)
+		s.deps.LostLeadership()
+		return
+	}
+	s.leading.Store(true)
+	s.log.Info("leading: the lifecycle's timers, pools, reconcile, webhook delivery and retention run here",
+		"took", time.Since(start).Round(time.Millisecond))
 }
 
 // serve starts serving h on ln and the SDK's ports.
@@ -302,6 +444,16 @@ func (s *Server) shutdown() {
 		s.http.Close() // open streams do not hold the shutdown up
 	}
 	<-s.stopped
+}
+
+// Drain has the HTTP port close each connection after its current
+// response, and the idle ones now, so that clients open their next
+// connections elsewhere (another replica behind the Service) while the
+// server goes on serving until Close.
+func (s *Server) Drain() {
+	if s.http != nil {
+		s.http.SetKeepAlivesEnabled(false)
+	}
 }
 
 // URL is the HTTP port's URL, as http://host:port; "" before Open.

@@ -13,6 +13,17 @@
 # service account warren-control-plane with the RBAC of rbac.yaml. Whatever happens, the
 # Deployment, Service, Secret, label and state go at the end, and no pod of its instance may
 # be left once its server has stopped.
+#
+#   test/e2e/kube-control-plane.sh [FILE]     FILE: kube/control-plane.test.mjs by default
+#
+# With WARREN_E2E_CP_REPLICAS=N (N > 1; kube-run.sh runs kube/failover.test.mjs with 3) the
+# Deployment runs N replicas on a PostgreSQL, which elect a leader on the Lease warren: a
+# PostgreSQL cluster of the test's own on the host (scripts/ensure-postgres.sh with its data
+# under the cluster's work dir, port 54330), listening also on node 1's bridge address (where the
+# API server listens too) and trusting the nodes' pod networks there, a database per run, its URL
+# in the Secret warren-store. Its pods reach it; sandbox pods are refused the nodes' addresses
+# (docs/kubernetes.md, "Sandbox isolation"). Before the Deployment goes it is scaled to one
+# replica, so that the last one, leading, removes its warm pool as a lone server does.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,6 +39,8 @@ k() { "$kubectl" -n "$ns" "$@"; }
 k get secret warren-node-token >/dev/null 2>&1 ||
   { say "no Secret $ns/warren-node-token: run this through test/e2e/kube-run.sh, which sets the namespace up"; exit 1; }
 
+file=${1:-kube/control-plane.test.mjs}
+replicas=${WARREN_E2E_CP_REPLICAS:-1}
 start=$SECONDS
 instance=e2e-incluster-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 node=$("$kubectl" get nodes -o 'jsonpath={.items[0].metadata.name}')
@@ -35,8 +48,17 @@ node=$("$kubectl" get nodes -o 'jsonpath={.items[0].metadata.name}')
 state=${KUBECONFIG%/*}/$instance-state
 work="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-kubecp-XXXXXX")"
 
+# The test's PostgreSQL, for replicas > 1 (see above).
+pg_env=(PG_ROOT="${KUBECONFIG%/*}/postgres" PG_PORT=54330)
+db=warren_${instance//-/_}
+pg_url=
+
 cleanup() {
   local rc=$? left
+  if [ "$replicas" -gt 1 ]; then
+    k scale deployment/warren --replicas=1 >/dev/null 2>&1 &&
+      k rollout status deployment/warren --timeout=90s >/dev/null 2>&1 || true
+  fi
   # The server stops cleanly (SIGTERM): it removes its warm pool's pods itself.
   k delete --ignore-not-found --wait=true --timeout=90s deployment/warren service/warren >/dev/null 2>&1 || rc=1
   k wait --for=delete pod -l app.kubernetes.io/name=warren --timeout=90s >/dev/null 2>&1 || true
@@ -47,6 +69,11 @@ cleanup() {
     rc=1
   fi
   k delete --ignore-not-found secret warren-api-key >/dev/null 2>&1 || true
+  if [ -n "$pg_url" ]; then
+    k delete --ignore-not-found secret warren-store lease warren >/dev/null 2>&1 || true
+    psql -X -q -d "$pg_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+    env "${pg_env[@]}" scripts/ensure-postgres.sh stop >/dev/null 2>&1 || true
+  fi
   "$kubectl" label node "$node" warren.dev/builder- >/dev/null 2>&1 || true
   rm -rf "$state" "$work"
   say "done in $((SECONDS - start))s"
@@ -58,6 +85,16 @@ trap 'exit 130' INT TERM
 key=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
 "$kubectl" label node "$node" warren.dev/builder=true --overwrite >/dev/null
 k create secret generic warren-api-key --from-literal=api-key="$key" >/dev/null
+if [ "$replicas" -gt 1 ]; then
+  bridge=$("$kubectl" config view --minify -o 'jsonpath={.clusters[0].cluster.server}' | sed -E 's#^https?://##; s#:[0-9]+$##')
+  pods_net=$("$kubectl" get nodes -o 'jsonpath={.items[*].spec.podCIDR}' | tr ' ' ',')
+  pg_env+=(PG_LISTEN="$bridge" PG_TRUST="$pods_net")
+  pg_url=$(env "${pg_env[@]}" scripts/ensure-postgres.sh | tail -1)
+  pg_url=${pg_url#export WARREN_TEST_POSTGRES=}
+  psql -X -q -d "$pg_url" -c "CREATE DATABASE $db" >/dev/null
+  k create secret generic warren-store --from-literal=url="postgres://postgres@$bridge:54330/$db?sslmode=disable" >/dev/null
+  say "$replicas replicas on PostgreSQL at $bridge:54330 (database $db), trusting $pods_net"
+fi
 cp deploy/kubernetes/control-plane.yaml "$work/"
 cat >"$work/kustomization.yaml" <<YAML
 resources: [control-plane.yaml]
@@ -70,9 +107,12 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: WARREN_INSTANCE, value: $instance}
+      - op: replace
+        path: /spec/replicas
+        value: $replicas
 YAML
 "$kubectl" kustomize "$work" | k apply -f - >/dev/null
-if ! k rollout status deployment/warren --timeout=180s; then
+if ! k rollout status deployment/warren --timeout=240s; then
   k describe pods -l app.kubernetes.io/name=warren >&2 || true
   k logs deployment/warren --tail=40 >&2 || true
   say "the control plane did not become Ready"
@@ -99,7 +139,7 @@ rc=0
   E2B_API_URL="http://$ip:3000" E2B_SANDBOX_URL="http://$ip:3000" E2B_DOMAIN=warren.localhost E2B_API_KEY="$key" \
     WARREN_E2E_CP_INSTANCE="$instance" \
     WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" WARREN_NAMESPACE="$ns" \
-    node --test --test-concurrency=1 --test-reporter=spec --test-timeout=300000 kube/control-plane.test.mjs
+    node --test --test-concurrency=1 --test-reporter=spec --test-timeout=600000 "$file"
 ) || rc=1
-[ "$rc" = 0 ] || k logs deployment/warren --tail=60 >&2 || true
+[ "$rc" = 0 ] || k logs -l app.kubernetes.io/name=warren --prefix --tail=$((120 / replicas)) >&2 || true
 exit "$rc"

@@ -5,6 +5,8 @@
 #   test/e2e/kube-run.sh                  the core files (below), kube/kubernetes.test.mjs and
 #                                         kube/registry.test.mjs (the cluster's registry)
 #   test/e2e/kube-run.sh server/x.test.mjs
+#   test/e2e/kube-run.sh kube/control-plane.test.mjs   the control plane in the cluster alone
+#   test/e2e/kube-run.sh kube/failover.test.mjs        its three replicas' failover alone
 #
 # It applies deploy/kubernetes/ (namespace, RBAC, gVisor RuntimeClass, the node agent
 # DaemonSet with a fresh token Secret), builds warren/node and imports it and the code
@@ -80,11 +82,13 @@ sa=system:serviceaccount:$ns:warren-control-plane
 can() { [ "$(k auth can-i --as="$sa" "$@" 2>/dev/null)" = yes ]; }
 for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get pods --subresource=log -n $ns" \
   "patch pods --subresource=resize -n $ns" "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns" "list nodes" \
-  "create configmaps -n $ns" "list configmaps -n $ns" "update configmaps -n $ns" "delete configmaps -n $ns"; do
+  "create configmaps -n $ns" "list configmaps -n $ns" "update configmaps -n $ns" "delete configmaps -n $ns" \
+  "create leases -n $ns" "get lease/warren -n $ns" "update lease/warren -n $ns"; do
   can $want || { say "RBAC: the control plane cannot: $want"; exit 1; }
 done
 for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods --subresource=exec -n $ns" "delete nodes" \
-  "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces" "create configmaps -n default"; do
+  "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces" "create configmaps -n default" \
+  "update lease/other -n $ns" "delete lease/warren -n $ns" "create leases -n kube-system"; do
   if can $refuse; then say "RBAC: the control plane may, and should not: $refuse"; exit 1; fi
 done
 say "RBAC: the control plane's service account has what it needs and no more"
@@ -104,8 +108,20 @@ KUBECONFIG="$work/sa.kubeconfig" k config set-context e2e --cluster=e2e --user=w
 KUBECONFIG="$work/sa.kubeconfig" k config use-context e2e >/dev/null
 
 rc=0
+# The control plane in the cluster: one replica (in the full run), or three on PostgreSQL failing
+# over (by name only until it passes every run: docs/kubernetes.md, "High availability").
+in_cluster() {
+  case "$1" in
+  kube/control-plane.test.mjs) WARREN_E2E_KUBECTL="$kubectl" WARREN_NAMESPACE="$ns" test/e2e/kube-control-plane.sh "$1" ;;
+  kube/failover.test.mjs) WARREN_E2E_CP_REPLICAS=3 WARREN_E2E_KUBECTL="$kubectl" WARREN_NAMESPACE="$ns" test/e2e/kube-control-plane.sh "$1" ;;
+  esac
+}
+if [ $# -eq 1 ] && { [ "$1" = kube/control-plane.test.mjs ] || [ "$1" = kube/failover.test.mjs ]; }; then
+  in_cluster "$1" || rc=1
+  exit "$rc"
+fi
 if [ $# -eq 0 ]; then
-  WARREN_E2E_KUBECTL="$kubectl" WARREN_NAMESPACE="$ns" test/e2e/kube-control-plane.sh || rc=1
+  in_cluster kube/control-plane.test.mjs || rc=1
   set -- kube/kubernetes.test.mjs kube/isolation.test.mjs kube/egress.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \

@@ -861,7 +861,9 @@ func (r *Runtime) collectLoop() {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
-			r.collectImages(r.ctx)
+			if r.cfg.Leading == nil || r.cfg.Leading() {
+				r.collectImages(r.ctx)
+			}
 			t.Reset(gcInterval)
 		}
 	}

@@ -117,6 +117,10 @@ type Config struct {
 	// sandboxes. Default: the host Client talks to, when it is a
 	// *kubernetes.Clientset.
 	APIServerHost string
+	// Leading reports whether this server leads its replicas (several
+	// sharing one store elect one, internal/leader): only the leader
+	// collects the nodes' unused images. nil = it leads alone.
+	Leading func() bool
 	// Logger receives the runtime's logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -1,0 +1,212 @@
+// Package leader elects, among the replicas of one control plane in a
+// Kubernetes cluster, the one that runs what must run once, on a
+// coordination.k8s.io Lease (client-go's leaderelection), and tells the
+// others where it is: the address of its pod.
+//
+// It owns the election and the leader's address, not what the leader
+// does (internal/server starts and stops that) nor how followers reach it.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/warrenhq/warren/internal/logkey"
+)
+
+// The Lease's timing. A leader that stops renewing (its pod or node gone
+// before it could hand the Lease on) is replaced at most LeaseDuration
+// and a retry (RetryPeriod, jittered up to 2.2 times) later: ~12 s, within
+// the 15 s a failover may take; one that hands it on, within a retry. One
+// that cannot renew for RenewDeadline stops leading before its Lease can
+// pass to another.
+const (
+	LeaseDuration = 10 * time.Second
+	RenewDeadline = 7 * time.Second
+	RetryPeriod   = time.Second
+)
+
+// DefaultLease is the Lease's name.
+const DefaultLease = "warren"
+
+// Config is what an Elector campaigns with.
+type Config struct {
+	Client    k8s.Interface // required
+	Namespace string        // of the Lease and the replicas' pods; required
+	Lease     string        // the Lease's name; "" = DefaultLease
+	// Identity is this replica's name in the Lease: its pod's name when
+	// it runs in a pod (the followers find the leader's address there),
+	// else anything unique (hostname and process ID). Required.
+	Identity string
+	// Port is where every replica serves (the followers forward to the
+	// leader's pod IP on it). Required.
+	Port   int
+	Logger *slog.Logger // nil = discard
+}
+
+// Elector campaigns for the Lease and knows who holds it.
+type Elector struct {
+	cfg Config
+	log *slog.Logger
+	le  *leaderelection.LeaderElector
+
+	mu      sync.Mutex // guards changed and pod
+	changed chan struct{}
+	// pod caches the address of the holder's pod, by its identity.
+	pod struct{ identity, addr string }
+
+	lead func(ctx context.Context) // set by Run
+	lost func()
+}
+
+// New returns an Elector; it campaigns once Run.
+func New(cfg Config) (*Elector, error) {
+	if cfg.Client == nil || cfg.Namespace == "" || cfg.Identity == "" || cfg.Port == 0 {
+		return nil, errors.New("leader: Config.Client, Namespace, Identity and Port are required")
+	}
+	if cfg.Lease == "" {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Elector{cfg: cfg, log: logkey.For(cfg.Logger, "leader"), changed: make(chan struct{})}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Lease},
+		Client:     cfg.Client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, Name: cfg.Lease,
+		LeaseDuration: LeaseDuration, RenewDeadline: RenewDeadline, RetryPeriod: RetryPeriod,
+		// A replica stopped cleanly hands the Lease on at once.
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { e.lead(ctx) },
+			OnStoppedLeading: func() { e.lost() },
+			OnNewLeader:      e.newLeader,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leader election: %w", err)
+	}
+	e.le = le
+	return e, nil
+}
+
+// Run campaigns until ctx ends. Once this replica holds the Lease, lead
+// runs (in a goroutine of its own) with a context that ends when it stops
+// holding it; lost is then called, and Run returns: a replica that lost
+// the Lease must stop its leader's work at once, and the simplest sure way
+// is to end the process, which comes back as a follower. When ctx ends
+// while leading, the Lease is released after lead's context ends, and
+// lost is called too.
+func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context), lost func()) {
+	e.lead, e.lost = lead, lost
+	e.log.Info("campaigning for the Lease", "lease", e.cfg.Namespace+"/"+e.cfg.Lease, "identity", e.cfg.Identity)
+	e.le.Run(ctx)
+}
+
+// Identity is this replica's name in the Lease.
+func (e *Elector) Identity() string { return e.cfg.Identity }
+
+// Leading reports whether this replica holds the Lease.
+func (e *Elector) Leading() bool { return e.le.IsLeader() }
+
+// Changed is closed when the Lease's holder changes next.
+func (e *Elector) Changed() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.changed
+}
+
+func (e *Elector) newLeader(identity string) {
+	e.log.Info("the Lease has a new holder", "holder", identity, "self", identity == e.cfg.Identity)
+	e.mu.Lock()
+	close(e.changed)
+	e.changed = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// ErrNoLeader is Leader's error while no replica is known to lead, or the
+// one last seen has no pod to reach.
+var ErrNoLeader = errors.New("no control-plane replica leads")
+
+// Leader returns the address (host:port) of the leading replica, and
+// whether it is this one. The address is the leader's pod IP: a holder
+// whose pod is gone or going, or is no pod, is ErrNoLeader.
+func (e *Elector) Leader(ctx context.Context) (addr string, self bool, err error) {
+	holder := e.le.GetLeader()
+	if holder == "" {
+		// None seen yet, or this replica released the Lease and no longer
+		// campaigns (it is stopping, and still forwards what it is sent):
+		// the Lease itself says who holds it.
+		if holder, err = e.holder(ctx); err != nil {
+			return "", false, err
+		}
+	}
+	switch {
+	case holder == "":
+		return "", false, ErrNoLeader
+	case holder == e.cfg.Identity:
+		return "", true, nil
+	}
+	e.mu.Lock()
+	cached := e.pod
+	e.mu.Unlock()
+	if cached.identity == holder {
+		return cached.addr, false, nil
+	}
+	p, err := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace).Get(ctx, holder, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && (p.DeletionTimestamp != nil || p.Status.PodIP == "")) {
+		return "", false, ErrNoLeader
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("the leader's pod: %w", err)
+	}
+	addr = net.JoinHostPort(p.Status.PodIP, strconv.Itoa(e.cfg.Port))
+	e.mu.Lock()
+	e.pod.identity, e.pod.addr = holder, addr
+	e.mu.Unlock()
+	return addr, false, nil
+}
+
+// holder is the Lease's holder as the API server has it, "" when it has
+// been released or has run out.
+func (e *Elector) holder(ctx context.Context) (string, error) {
+	l, err := e.cfg.Client.CoordinationV1().Leases(e.cfg.Namespace).Get(ctx, e.cfg.Lease, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("the Lease: %w", err)
+	}
+	sp := l.Spec
+	if sp.HolderIdentity == nil || sp.RenewTime == nil || sp.LeaseDurationSeconds == nil ||
+		time.Since(sp.RenewTime.Time) > time.Duration(*sp.LeaseDurationSeconds)*time.Second {
+		return "", nil
+	}
+	return *sp.HolderIdentity, nil
+}
+
+// Unreachable forgets the leader's address once it could not be reached,
+// so that the next Leader looks again.
+func (e *Elector) Unreachable(addr string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pod.addr == addr {
+		e.pod = struct{ identity, addr string }{}
+	}
+}

@@ -1,0 +1,105 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func pod(name, ip string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "warren"}, Status: corev1.PodStatus{PodIP: ip}}
+}
+
+// elector campaigns as identity on cli until the test ends or its stop is
+// called; leading is closed once it leads, lost once it stopped.
+func elector(t *testing.T, cli *fake.Clientset, identity string) (e *Elector, leading, lost chan struct{}, stop func()) {
+	t.Helper()
+	e, err := New(Config{Client: cli, Namespace: "warren", Identity: identity, Port: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	leading, lost = make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Run(ctx, func(context.Context) { close(leading) }, func() { close(lost) })
+	}()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return e, leading, lost, stop
+}
+
+func within(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("%s: not within %v", what, d)
+	}
+}
+
+// One replica leads and the other finds it at its pod's IP; when the
+// leader stops, the Lease passes to the other.
+func TestElectionAndHandOver(t *testing.T) {
+	cli := fake.NewClientset(pod("a", "10.0.0.1"), pod("b", "10.0.0.2"))
+	a, aLeads, aLost, stopA := elector(t, cli, "a")
+	within(t, aLeads, 5*time.Second, "a leading")
+	b, bLeads, _, _ := elector(t, cli, "b")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		addr, self, err := b.Leader(context.Background())
+		if err == nil && !self && addr == "10.0.0.1:3000" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's view of the leader: %q self=%v %v; want 10.0.0.1:3000", addr, self, err)
+		}
+		select {
+		case <-b.Changed():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if _, self, _ := a.Leader(context.Background()); !self || !a.Leading() || b.Leading() {
+		t.Fatal("a does not lead, or b thinks it does")
+	}
+	stopA() // a clean stop hands the Lease on
+	within(t, aLost, time.Second, "a told it lost")
+	within(t, bLeads, RetryPeriod+3*time.Second, "b leading once a stopped")
+	lease, err := cli.CoordinationV1().Leases("warren").Get(context.Background(), DefaultLease, metav1.GetOptions{})
+	if err != nil || *lease.Spec.HolderIdentity != "b" {
+		t.Fatalf("the Lease: %v, %v; want held by b", lease, err)
+	}
+	// a no longer campaigns, but still finds the leader (it forwards while it stops).
+	if addr, self, err := a.Leader(context.Background()); err != nil || self || addr != "10.0.0.2:3000" {
+		t.Fatalf("a's view of the leader after stopping: %q self=%v %v; want 10.0.0.2:3000", addr, self, err)
+	}
+}
+
+// A holder whose pod is gone or going is no leader to forward to.
+func TestLeaderWithoutAPod(t *testing.T) {
+	going := pod("a", "10.0.0.1")
+	going.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	for name, cli := range map[string]*fake.Clientset{"gone": fake.NewClientset(), "going": fake.NewClientset(going)} {
+		t.Run(name, func(t *testing.T) {
+			_, aLeads, _, _ := elector(t, cli, "a")
+			within(t, aLeads, 5*time.Second, "a leading")
+			b, err := New(Config{Client: cli, Namespace: "warren", Identity: "b", Port: 3000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go b.Run(ctx, func(context.Context) {}, func() {})
+			within(t, b.Changed(), 5*time.Second, "b seeing a lead")
+			if _, _, err := b.Leader(context.Background()); !errors.Is(err, ErrNoLeader) {
+				t.Fatalf("Leader = %v, want ErrNoLeader", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,132 @@
+package lifecycle
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// newFollower is a second Manager on the leader's store and engine that
+// follows (a replica that does not lead).
+func newFollower(t *testing.T, leader *env, resume func(ctx context.Context, id string) error) *Manager {
+	t.Helper()
+	m, err := New(Deps{Runtime: leader.rt, Agent: leader.agent, Store: leader.store, Resume: resume}, testSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Follow()
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func TestFollowerReadsTheLeadersWrites(t *testing.T) {
+	e := newEnv(t, nil)
+	f := newFollower(t, e, nil)
+	ctx := context.Background()
+	sb := e.create(t, CreateRequest{Metadata: map[string]string{"k": "v"}})
+	got, err := f.Get(ctx, team, sb.ID)
+	if err != nil || got.State != sandbox.StateRunning {
+		t.Fatalf("follower Get after create = %v, %v; want running", got.State, err)
+	}
+	if r, err := f.Route(ctx, sb.ID, nil); err != nil || r.ID != sb.ID {
+		t.Fatalf("follower Route = %v, %v", r.ID, err)
+	}
+	if list, _, err := f.List(ctx, ListRequest{TeamID: team}); err != nil || len(list) != 1 {
+		t.Fatalf("follower List = %d sandboxes, %v; want 1", len(list), err)
+	}
+	if err := e.m.Pause(ctx, team, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Route(ctx, sb.ID, nil)
+	wantKind(t, "route to a paused sandbox without auto-resume", err, sandbox.KindUnavailable)
+	if err := e.m.Kill(ctx, team, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Get(ctx, team, sb.ID)
+	wantKind(t, "follower Get after kill", err, sandbox.KindNotFound)
+	if list, _, _ := f.List(ctx, ListRequest{TeamID: team}); len(list) != 0 {
+		t.Fatalf("follower lists %d sandboxes after the kill, want 0", len(list))
+	}
+}
+
+func TestFollowerHasTheLeaderResume(t *testing.T) {
+	e := newEnv(t, nil)
+	var asked []string
+	f := newFollower(t, e, func(ctx context.Context, id string) error {
+		asked = append(asked, id)
+		_, err := e.m.Route(ctx, id, nil)
+		return err
+	})
+	ctx := context.Background()
+	sb := e.create(t, CreateRequest{Lifecycle: sandbox.Lifecycle{AutoResume: true, OnTimeout: sandbox.TimeoutPause}})
+	if err := e.m.Pause(ctx, team, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Route(ctx, sb.ID, nil)
+	if err != nil || got.State != sandbox.StateRunning || len(asked) != 1 {
+		t.Fatalf("follower Route of a paused auto-resume sandbox = %v, %v (leader asked %d times); want running after one ask", got.State, err, len(asked))
+	}
+}
+
+func TestFollowerLeadsAdoptingWhatTheLeaderLeft(t *testing.T) {
+	e := newEnv(t, nil)
+	f := newFollower(t, e, nil)
+	sb := e.create(t, CreateRequest{Timeout: time.Minute})
+	// The leader goes without a clean stop: its loops end, its sandboxes stay.
+	e.m.cancel()
+	e.m.wg.Wait()
+	if err := f.Lead(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Following() {
+		t.Fatal("Following after Lead")
+	}
+	got, err := f.Get(context.Background(), team, sb.ID)
+	if err != nil || got.State != sandbox.StateRunning || got.EndAt != sb.EndAt {
+		t.Fatalf("the new leader's view = %+v, %v; want it running until %v", got, err, sb.EndAt)
+	}
+	if _, ok := e.container(t, sb.ContainerID); !ok {
+		t.Fatal("the new leader removed the sandbox's container")
+	}
+}
+
+// awayStore is a store that cannot be read while away is set (a
+// PostgreSQL restart).
+type awayStore struct {
+	sandbox.Store
+	away atomic.Bool
+}
+
+func (s *awayStore) GetSandbox(ctx context.Context, id string) (sandbox.Sandbox, error) {
+	if s.away.Load() {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindUnavailable, "the store is restarting")
+	}
+	return s.Store.GetSandbox(ctx, id)
+}
+
+// While the store is away, a follower routes to the running sandboxes it
+// read last; it does not make up others.
+func TestFollowerRoutesWhileTheStoreIsAway(t *testing.T) {
+	e := newEnv(t, nil)
+	st := &awayStore{Store: e.store}
+	f, err := New(Deps{Runtime: e.rt, Agent: e.agent, Store: st}, testSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Follow()
+	ctx := context.Background()
+	seen, unseen := e.create(t, CreateRequest{}), e.create(t, CreateRequest{})
+	if _, err := f.Route(ctx, seen.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.away.Store(true)
+	if got, err := f.Route(ctx, seen.ID, nil); err != nil || got.ID != seen.ID {
+		t.Fatalf("route while the store is away = %v, %v; want the sandbox read before", got.ID, err)
+	}
+	_, err = f.Route(ctx, unseen.ID, nil)
+	wantKind(t, "route to a sandbox never read, while the store is away", err, sandbox.KindNotFound)
+}

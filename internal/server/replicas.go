@@ -1,0 +1,382 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenhq/warren/internal/httpedge"
+	"github.com/warrenhq/warren/internal/lifecycle"
+	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/proxy"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// Leadership is the election among the replicas of one control plane that
+// share a store (internal/leader): one replica leads, and runs what must
+// run once and every change to a sandbox; every replica serves reads and
+// the proxy, and forwards the rest to the leader.
+type Leadership interface {
+	// Run campaigns until ctx ends; lead runs once this replica leads,
+	// with a context that ends when it stops; lost is called when Run
+	// returns.
+	Run(ctx context.Context, lead func(ctx context.Context), lost func())
+	// Leader is the address (host:port) of the leading replica, or self;
+	// an error while none is known.
+	Leader(ctx context.Context) (addr string, self bool, err error)
+	// Changed is closed when the leader changes next.
+	Changed() <-chan struct{}
+	// Unreachable says the leader's address could not be reached.
+	Unreachable(addr string)
+}
+
+const (
+	// leaderWait is how long a call that needs the leader waits for one
+	// (a failover takes up to ~12 s) before it is answered 503 with
+	// Retry-After.
+	leaderWait = 20 * time.Second
+	// headerForwarded carries a follower's proof (forwardProof) on what it
+	// forwards to the leader.
+	headerForwarded = "Warren-Forwarded"
+	// headerNotLeader marks the answer of a replica that was forwarded a
+	// call but does not lead (any more): nothing was done, the follower
+	// looks for the leader again.
+	headerNotLeader = "Warren-Not-Leader"
+	// resumePrefix is the leader's internal endpoint a follower's proxy
+	// asks to resume a paused sandbox for its traffic: POST resumePrefix+ID.
+	resumePrefix = "/_warren/v1/resume/"
+	// replayLimit is the largest body a forwarded call keeps to send
+	// again to a new leader; a larger one is sent once.
+	replayLimit = 8 << 20
+)
+
+// forwardProof is what the replicas present to each other: an HMAC of a
+// secret they share, so that only a replica can mark a call as forwarded
+// or ask the leader's internal endpoint.
+func forwardProof(secret string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("warren: a call forwarded between control-plane replicas"))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// replicas routes a replica's calls: reads and the proxy's traffic are
+// served where they arrive; what changes a sandbox, a template or any
+// record goes to the leader, which serves it as any client's call.
+type replicas struct {
+	lead    Leadership
+	proof   string
+	domain  string
+	mgr     *lifecycle.Manager
+	leading *atomic.Bool  // set once this replica's leader's work runs
+	wait    time.Duration // leaderWait; shorter in tests
+	// serving counts the changes this replica serves as the leader, which
+	// a stepping-down leader lets finish (settle) before it hands on.
+	serving atomic.Int64
+	log     *slog.Logger
+	client  *http.Transport
+}
+
+// errDial marks a failure to reach a replica, before anything was sent:
+// the call may go to another.
+type errDial struct{ error }
+
+func (e errDial) Unwrap() error { return e.error }
+
+var errNotLeader = errors.New("the replica forwarded to does not lead")
+
+func newReplicas(lead Leadership, secret, domain string, mgr *lifecycle.Manager, leading *atomic.Bool, log *slog.Logger) *replicas {
+	d := &net.Dialer{Timeout: time.Second, KeepAlive: 15 * time.Second}
+	t := &http.Transport{
+		Proxy: nil,
+		// A connection per call: one that cannot be opened is a call the
+		// leader never saw, safe to send to the next; a kept-alive one
+		// the leader closed as it went is not so clear.
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, errDial{err}
+			}
+			return c, nil
+		},
+	}
+	return &replicas{lead: lead, proof: forwardProof(secret), domain: domain, mgr: mgr, leading: leading, wait: leaderWait,
+		log: logkey.For(log, "replicas"), client: t}
+}
+
+// local reports whether r is served by any replica: the proxy's traffic,
+// and reads other than of templates (whose running builds only the leader
+// knows).
+func (rp *replicas) local(r *http.Request) bool {
+	if proxy.IsSandboxRequest(r, rp.domain) {
+		return true
+	}
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && !strings.Contains(r.URL.Path, "/templates")
+}
+
+func (rp *replicas) forwarded(r *http.Request) bool {
+	return hmac.Equal([]byte(r.Header.Get(headerForwarded)), []byte(rp.proof))
+}
+
+// handler serves next where it may, and forwards the rest to the leader.
+func (rp *replicas) handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, resumePrefix) && !proxy.IsSandboxRequest(r, rp.domain):
+			rp.serveResume(w, r)
+		case rp.local(r):
+			r.Header.Del(headerForwarded)
+			next.ServeHTTP(w, r)
+		case rp.serveLeading(w, r, next):
+		case rp.forwarded(r):
+			rp.notLeader(w)
+		default:
+			rp.forward(w, r, next)
+		}
+	})
+}
+
+// serveLeading serves a change here while this replica leads, and
+// reports whether it did. Counted before leading is read, a change is
+// either seen by settle or sent on to the next leader.
+func (rp *replicas) serveLeading(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+	rp.serving.Add(1)
+	defer rp.serving.Add(-1)
+	if !rp.leading.Load() {
+		return false
+	}
+	r.Header.Del(headerForwarded)
+	next.ServeHTTP(w, r)
+	return true
+}
+
+// settleLimit bounds how long a stepping-down leader waits for the
+// changes it serves: a deleted pod has ~2 s before its SIGKILL.
+const settleLimit = 1500 * time.Millisecond
+
+// settle waits, once this replica no longer leads, for the changes it
+// was serving as the leader to finish (up to settleLimit), so that the
+// next leader does not take their sandboxes half made for strays.
+func (rp *replicas) settle() {
+	deadline := time.Now().Add(settleLimit)
+	for rp.serving.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := rp.serving.Load(); n > 0 {
+		rp.log.Warn("stepping down with changes still being served", "changes", n)
+	}
+}
+
+func (rp *replicas) notLeader(w http.ResponseWriter) {
+	w.Header().Set(headerNotLeader, "1")
+	httpedge.WriteError(w, sandbox.Errorf(sandbox.KindUnavailable, "this control-plane replica does not lead"))
+}
+
+// noLeader answers a call that found no leader in time.
+func noLeader(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "5")
+	httpedge.WriteError(w, sandbox.Errorf(sandbox.KindUnavailable, "no control-plane replica leads at the moment (a failover); try again"))
+}
+
+// onLeader calls try with the leader's address until it is done, this
+// replica leads (errSelf), or leaderWait passes. try returns false when
+// the leader could not be reached or did not lead: nothing was done, and
+// the next leader is tried.
+func (rp *replicas) onLeader(ctx context.Context, try func(addr string) bool) error {
+	deadline := time.Now().Add(rp.wait)
+	for {
+		if rp.leading.Load() {
+			return errSelf
+		}
+		changed := rp.lead.Changed()
+		addr, self, err := rp.lead.Leader(ctx)
+		if err == nil && !self {
+			if try(addr) {
+				return nil
+			}
+			rp.lead.Unreachable(addr)
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return errNoLeader
+		}
+		t := time.NewTimer(min(wait, 250*time.Millisecond))
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+var (
+	errSelf     = errors.New("this replica leads")
+	errNoLeader = errors.New("no leader")
+)
+
+// forward sends r to the leader and copies its answer back; once this
+// replica leads, next serves it here.
+func (rp *replicas) forward(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	body, replay, err := keepBody(r)
+	if err != nil {
+		httpedge.WriteError(w, sandbox.Wrap(sandbox.KindInvalid, err, "cannot read the request's body"))
+		return
+	}
+	err = rp.onLeader(r.Context(), func(addr string) bool {
+		if rp.proxyTo(w, r, addr, body, replay) {
+			return true
+		}
+		if !replay {
+			noLeader(w) // its body may be partly sent: not tried again
+			return true
+		}
+		return false
+	})
+	switch {
+	case errors.Is(err, errSelf):
+		if replay {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		next.ServeHTTP(w, r)
+	case errors.Is(err, errNoLeader):
+		noLeader(w)
+	}
+}
+
+// keepBody reads r's body to send it again if the first leader tried is
+// gone; a body over replayLimit is left to be sent once.
+func keepBody(r *http.Request) (body []byte, replay bool, err error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true, nil
+	}
+	if r.ContentLength > replayLimit {
+		return nil, false, nil
+	}
+	body, err = io.ReadAll(io.LimitReader(r.Body, replayLimit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(body) > replayLimit {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		return nil, false, nil
+	}
+	return body, true, nil
+}
+
+// proxyTo sends r to the replica at addr and reports whether the call is
+// answered: false when the replica could not be reached or does not lead.
+func (rp *replicas) proxyTo(w http.ResponseWriter, r *http.Request, addr string, body []byte, replay bool) bool {
+	var failed error
+	px := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", addr
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			pr.Out.Header.Set(headerForwarded, rp.proof)
+			if replay {
+				pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+				pr.Out.ContentLength = int64(len(body))
+			}
+		},
+		Transport:     rp.client,
+		FlushInterval: -1,
+		ModifyResponse: func(res *http.Response) error {
+			if res.Header.Get(headerNotLeader) != "" {
+				res.Body.Close()
+				return errNotLeader
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) { failed = err },
+	}
+	px.ServeHTTP(w, r)
+	var dial errDial
+	switch {
+	case failed == nil:
+		return true
+	case errors.As(failed, &dial) || errors.Is(failed, errNotLeader):
+		rp.log.Info("the leader was not reached; looking for it again", "leader", addr, "err", failed)
+		return false
+	case r.Context().Err() != nil:
+		return true // the client left
+	}
+	rp.log.Warn("the leader was lost during a forwarded call", "leader", addr, "method", r.Method, "path", r.URL.Path, "err", failed)
+	httpedge.WriteError(w, sandbox.Wrap(sandbox.KindUnavailable, failed, "the control-plane replica that leads was lost during the call; try again"))
+	return true
+}
+
+// serveResume is the leader's internal endpoint: a follower's proxy asks
+// it to resume a paused sandbox for the traffic it holds.
+func (rp *replicas) serveResume(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !rp.forwarded(r) {
+		httpedge.WriteError(w, sandbox.Errorf(sandbox.KindNotFound, "not found"))
+		return
+	}
+	if !rp.leading.Load() {
+		rp.notLeader(w)
+		return
+	}
+	if _, err := rp.mgr.Route(r.Context(), strings.TrimPrefix(r.URL.Path, resumePrefix), nil); err != nil {
+		httpedge.WriteError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resume is a follower's lifecycle.Deps.Resume: it has the leader resume
+// a paused sandbox.
+func (rp *replicas) resume(ctx context.Context, id string) error {
+	var answer error
+	err := rp.onLeader(ctx, func(addr string) bool {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+resumePrefix+id, nil)
+		if err != nil {
+			answer = err
+			return true
+		}
+		req.Header.Set(headerForwarded, rp.proof)
+		res, err := rp.client.RoundTrip(req)
+		var dial errDial
+		if errors.As(err, &dial) {
+			return false
+		}
+		if err != nil {
+			answer = sandbox.Wrap(sandbox.KindUnavailable, err, "the control-plane replica that leads was lost while resuming the sandbox")
+			return true
+		}
+		defer res.Body.Close()
+		if res.Header.Get(headerNotLeader) != "" {
+			return false
+		}
+		if res.StatusCode != http.StatusNoContent {
+			var b httpedge.Body
+			_ = json.NewDecoder(io.LimitReader(res.Body, 64<<10)).Decode(&b)
+			answer = sandbox.Errorf(httpedge.KindOf(res.StatusCode), "%s", b.Message)
+		}
+		return true
+	})
+	switch {
+	case errors.Is(err, errSelf):
+		_, err = rp.mgr.Route(ctx, id, nil)
+		return err
+	case errors.Is(err, errNoLeader):
+		return sandbox.Errorf(sandbox.KindUnavailable, "sandbox '%s' is paused and no control-plane replica leads to resume it; try again", id)
+	case err != nil:
+		return err
+	}
+	return answer
+}

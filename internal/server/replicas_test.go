@@ -1,0 +1,248 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/runtime/fake"
+)
+
+const replicaKey = "e2b_0123456789abcdef0123456789abcdef01234567"
+
+// fakeLeadership elects by hand: a leader leads from Run, a follower is
+// told where the leader is (setLeader).
+type fakeLeadership struct {
+	leads bool
+
+	mu      sync.Mutex // guards leader, changed and asked
+	leader  string     // address; "" = none known
+	changed chan struct{}
+	asked   chan struct{} // closed when asked for the leader while none is known
+}
+
+func newFakeLeadership(leads bool) *fakeLeadership {
+	return &fakeLeadership{leads: leads, changed: make(chan struct{}), asked: make(chan struct{})}
+}
+
+func (f *fakeLeadership) Run(ctx context.Context, lead func(context.Context), lost func()) {
+	defer lost()
+	if f.leads {
+		go lead(ctx)
+	}
+	<-ctx.Done()
+	f.leads = false // released
+}
+
+func (f *fakeLeadership) Leader(context.Context) (string, bool, error) {
+	if f.leads {
+		return "", true, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.leader == "" {
+		select {
+		case <-f.asked:
+		default:
+			close(f.asked)
+		}
+		return "", false, errNoLeader
+	}
+	return f.leader, false, nil
+}
+
+func (f *fakeLeadership) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+func (f *fakeLeadership) Unreachable(string) {}
+
+func (f *fakeLeadership) setLeader(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leader = addr
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// openReplica opens a replica on deps (shared with the others) with el.
+func openReplica(t *testing.T, deps Deps, el *fakeLeadership, wait time.Duration) *Server {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.APIKey = replicaKey
+	deps.Leadership, deps.ForwardSecret = el, "a secret the replicas share"
+	deps.LostLeadership = func() { t.Error("lost the leadership") }
+	srv := New(cfg, deps)
+	srv.leaderWait = wait
+	if err := srv.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func call(t *testing.T, method, u string, body any, hdr map[string]string) (*http.Response, map[string]any) {
+	t.Helper()
+	var b bytes.Buffer
+	if body != nil {
+		json.NewEncoder(&b).Encode(body)
+	}
+	req, _ := http.NewRequest(method, u, &b)
+	req.Header.Set("X-API-Key", replicaKey)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	json.NewDecoder(res.Body).Decode(&out)
+	return res, out
+}
+
+// A follower forwards a create to the leader and reads what it made
+// from the store; the leader is the one that holds the sandbox.
+func TestFollowerForwardsChangesAndServesReads(t *testing.T) {
+	deps := testDeps(t)
+	leader := openReplica(t, deps, newFakeLeadership(true), time.Second)
+	fl := newFakeLeadership(false)
+	follower := openReplica(t, deps, fl, 5*time.Second)
+	u, _ := url.Parse(leader.URL())
+	fl.setLeader(u.Host)
+
+	res, sb := call(t, "POST", follower.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil)
+	if res.StatusCode != 201 {
+		t.Fatalf("create through the follower: %d %v", res.StatusCode, sb)
+	}
+	id, _ := sb["sandboxID"].(string)
+	res, got := call(t, "GET", follower.URL()+"/sandboxes/"+id, nil, nil)
+	if res.StatusCode != 200 || got["state"] != "running" {
+		t.Fatalf("read through the follower: %d %v", res.StatusCode, got)
+	}
+	if n := len(deps.Runtime.(*fake.Runtime).Containers()); n != 1 {
+		t.Fatalf("%d containers, want the one the leader made", n)
+	}
+	res, _ = call(t, "DELETE", follower.URL()+"/sandboxes/"+id, nil, nil)
+	if res.StatusCode != 204 {
+		t.Fatalf("kill through the follower: %d", res.StatusCode)
+	}
+	if res, _ = call(t, "GET", follower.URL()+"/sandboxes/"+id, nil, nil); res.StatusCode != 404 {
+		t.Fatalf("read of the killed sandbox through the follower: %d, want 404", res.StatusCode)
+	}
+}
+
+// With no leader, a change waits for one, and past the wait is refused
+// with 503 and Retry-After; reads still work. One that comes in time goes
+// through.
+func TestFollowerWaitsForALeader(t *testing.T) {
+	deps := testDeps(t)
+	fl := newFakeLeadership(false)
+	follower := openReplica(t, deps, fl, 300*time.Millisecond)
+	start := time.Now()
+	res, body := call(t, "POST", follower.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil)
+	if res.StatusCode != 503 || res.Header.Get("Retry-After") == "" || body["code"] != float64(503) {
+		t.Fatalf("create with no leader: %d Retry-After=%q %v; want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("answered after %v, before the wait", waited)
+	}
+	if res, _ = call(t, "GET", follower.URL()+"/sandboxes", nil, nil); res.StatusCode != 200 {
+		t.Fatalf("list with no leader: %d", res.StatusCode)
+	}
+
+	follower.Close()
+	fl = newFakeLeadership(false)
+	follower = openReplica(t, deps, fl, 10*time.Second)
+	leader := openReplica(t, deps, newFakeLeadership(true), time.Second)
+	go func() {
+		<-fl.asked // a leader elected while the call waits
+		u, _ := url.Parse(leader.URL())
+		fl.setLeader(u.Host)
+	}()
+	if res, body = call(t, "POST", follower.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil); res.StatusCode != 201 {
+		t.Fatalf("create while a leader is elected: %d %v", res.StatusCode, body)
+	}
+}
+
+// Only a replica may mark a call forwarded or ask the leader's internal
+// endpoint: without the shared secret's proof, neither is taken.
+func TestForwardingNeedsTheReplicasProof(t *testing.T) {
+	deps := testDeps(t)
+	fl := newFakeLeadership(false)
+	follower := openReplica(t, deps, fl, 200*time.Millisecond)
+	res, _ := call(t, "POST", follower.URL()+"/sandboxes", map[string]any{"templateID": "base"}, map[string]string{headerForwarded: "guess"})
+	if res.Header.Get(headerNotLeader) != "" || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("a call with a forged forwarding mark was taken as forwarded: %d %v", res.StatusCode, res.Header)
+	}
+	leader := openReplica(t, deps, newFakeLeadership(true), time.Second)
+	for _, h := range []map[string]string{nil, {headerForwarded: "guess"}} {
+		if res, _ := call(t, "POST", leader.URL()+resumePrefix+"x", nil, h); res.StatusCode != 404 {
+			t.Fatalf("the internal endpoint with %v: %d, want 404", h, res.StatusCode)
+		}
+	}
+	if res, _ := call(t, "POST", leader.URL()+resumePrefix+"x", nil, map[string]string{headerForwarded: forwardProof("a secret the replicas share")}); res.StatusCode != 404 {
+		t.Fatalf("the internal endpoint for an unknown sandbox, with the proof: %d, want 404 (sandbox not found)", res.StatusCode)
+	}
+}
+
+// A leader that steps down (SIGTERM) hands the Lease on at once and
+// serves on as a follower: a change it is sent waits for the next leader.
+func TestStepDownHandsTheLeaseOn(t *testing.T) {
+	deps := testDeps(t)
+	el := newFakeLeadership(true)
+	srv := openReplica(t, deps, el, 300*time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for !srv.leading.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("not leading")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res, body := call(t, "POST", srv.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil); res.StatusCode != 201 {
+		t.Fatalf("create on the leader: %d %v", res.StatusCode, body)
+	}
+	srv.StepDown()
+	if srv.leading.Load() || el.leads {
+		t.Fatal("still leading, or the Lease not released, after StepDown")
+	}
+	if res, _ := call(t, "POST", srv.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil); res.StatusCode != 503 || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("create after stepping down, no leader elected: %d, want 503 with Retry-After", res.StatusCode)
+	}
+	if res, _ := call(t, "GET", srv.URL()+"/sandboxes", nil, nil); res.StatusCode != 200 {
+		t.Fatalf("list after stepping down: %d", res.StatusCode)
+	}
+}
+
+// A stepping-down leader lets the changes it serves finish before it
+// hands on, up to settleLimit.
+func TestSettleWaitsForChangesInFlight(t *testing.T) {
+	rp := newReplicas(newFakeLeadership(true), "s", "localhost", nil, new(atomic.Bool), nil)
+	rp.serving.Add(1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rp.settle()
+	}()
+	select {
+	case <-done:
+		t.Fatal("settle returned with a change in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	rp.serving.Add(-1)
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("settle did not return once the change finished")
+	}
+}
