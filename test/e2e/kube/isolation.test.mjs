@@ -85,14 +85,19 @@ async function assertIsolated(server, cleanup, caps) {
     return s
   }
   const prober = await create({})
-  // Candidates of both teams; one of each on the other node is kept.
-  const others = await Promise.all([1, 2, 3].flatMap(() => [create({ apiKey: otherKey }), create({})]))
-  const pods = new Map((await json('get', 'pods', '-l', `dev.warren.managed=${server.name}`)).items
-    .map((p) => [p.metadata.labels['dev.warren.sandbox'], p]))
-  const home = pods.get(prober.sandboxId).spec.nodeName
-  const away = (team) => others.find((s, i) => (i % 2 === 0) === (team === 'other') && pods.get(s.sandboxId).spec.nodeName !== home)
-  const [otherTeamSbx, sameTeamSbx] = [away('other'), away('same')]
-  assert.ok(otherTeamSbx && sameTeamSbx, 'no sandbox of each team on the other node')
+  // Candidates of both teams, three of each at a time, until one of each is on the other node:
+  // the scheduler spreads pods by preference only, so a round may leave a team on one node.
+  let pods, otherTeamSbx, sameTeamSbx
+  for (let round = 0; round < 6 && !(otherTeamSbx && sameTeamSbx); round++) {
+    const batch = await Promise.all([1, 2, 3].flatMap(() => [create({ apiKey: otherKey }), create({})]))
+    pods = new Map((await json('get', 'pods', '-l', `dev.warren.managed=${server.name}`)).items
+      .map((p) => [p.metadata.labels['dev.warren.sandbox'], p]))
+    const home = pods.get(prober.sandboxId).spec.nodeName
+    const away = (other) => batch.find((s, i) => (i % 2 === 0) === other && pods.get(s.sandboxId).spec.nodeName !== home)
+    otherTeamSbx ??= away(true)
+    sameTeamSbx ??= away(false)
+  }
+  assert.ok(otherTeamSbx && sameTeamSbx, 'no sandbox of each team on the other node after 6 rounds of 6')
   await startHttpServer(otherTeamSbx, 8000, '/tmp/www', { 'index.html': 'neighbour' })
   await startHttpServer(sameTeamSbx, 8000, '/tmp/www', { 'index.html': 'neighbour' })
   const ipOf = (s) => pods.get(s.sandboxId).status.podIP
