@@ -134,15 +134,16 @@ func (b *pacedBody) finish() bool {
 // read part of (a write that stopped at a limit) gets the body timeout,
 // as the client is sending the rest as it sent the start, and a
 // connection closed with bytes of it unread is reset, which can lose the
-// answer. What arrives by then is taken; if more is to come, the answer
+// answer. What arrives by then is taken (up to maxUnread of a body never
+// read, maxDrain of one read in part); if more is to come, the answer
 // says Connection: close (when the handler has not sent its header) and
 // the server's own reads of the rest fail at once, so the connection
 // closes after the answer.
 func (b *pacedBody) dropRest(tw *trackingWriter) {
 	b.mu.Lock()
-	ended, grace := b.ended, dropGrace
+	ended, grace, most := b.ended, dropGrace, int64(maxUnread)
 	if b.started {
-		grace = b.timeout
+		grace, most = b.timeout, maxDrain
 	}
 	b.mu.Unlock()
 	if ended {
@@ -154,7 +155,7 @@ func (b *pacedBody) dropRest(tw *trackingWriter) {
 	if err := b.rc.SetReadDeadline(time.Now().Add(grace)); err != nil {
 		return // no deadlines here (not a net/http connection)
 	}
-	if _, err := io.CopyN(io.Discard, b.body, maxUnread+1); err == io.EOF {
+	if _, err := io.CopyN(io.Discard, b.body, most+1); err == io.EOF {
 		_ = b.rc.SetReadDeadline(time.Time{})
 		return
 	}
@@ -171,6 +172,14 @@ const dropGrace = 100 * time.Millisecond
 // maxUnread is net/http's maxPostHandlerReadBytes: the most of a body it
 // reads for a handler that left it.
 const maxUnread = 256 << 10
+
+// maxDrain is the most of a body the handler read part of that dropRest
+// takes so that the answer reaches the client on a kept connection: a
+// file write refused at a volume's size limit after its first bytes still
+// has most of its body on the way (a 1 MiB write left ~1 MiB, past
+// maxUnread, and its 413 was lost to the reset in full runs). Past it the
+// connection closes, as for a body never read.
+const maxDrain = 16 << 20
 
 // trackingWriter notes whether the handler answered, and drops its
 // answer once the body was cut before it. ResponseController reaches the

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -122,5 +123,37 @@ func TestPartlyReadBodyTakenUnderBodyTimeout(t *testing.T) {
 	}
 	if code, _ := c.roundTrip("POST /v HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789"); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("the next request on the connection: %d", code)
+	}
+}
+
+// A write refused after its first bytes with megabytes of its body still
+// on the way (a volume's size limit) gets its answer on a kept
+// connection: the rest is taken, up to a bound, rather than reset.
+func TestPartlyReadLargeBodyStillAnswered(t *testing.T) {
+	stop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadFull(r.Body, make([]byte, 10))
+		http.Error(w, "full", http.StatusRequestEntityTooLarge)
+	})
+	cfg := Config{IdleTimeout: testIdle, Conns: httpguard.Config{BodyTimeout: 10 * time.Second, BodyMinBytes: testBodyMin}}
+	guard := httpguard.New(cfg.Conns)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(cfg, guard, stop, slog.New(slog.DiscardHandler))
+	go srv.Serve(guard.Listen(ln))
+	t.Cleanup(func() { srv.Close() })
+	c := dialRaw(t, ln.Addr().String())
+	const size = 4 << 20
+	sent := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(c, fmt.Sprintf("POST /v HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size)+strings.Repeat("x", size))
+		sent <- err
+	}()
+	if res := readResponse(c, 10*time.Second); res.StatusCode != http.StatusRequestEntityTooLarge || res.Close {
+		t.Errorf("answer %d, Connection: %q; want 413, kept", res.StatusCode, res.Header.Get("Connection"))
+	}
+	if err := <-sent; err != nil {
+		t.Errorf("the body was not all taken: %v", err)
 	}
 }
