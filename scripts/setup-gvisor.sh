@@ -48,6 +48,14 @@ GV_CGROUP=${GV_CGROUP:-warren-gvisor}
 SOCK="unix://$GV_RUN/docker.sock"
 CTRD_SOCK="$GV_RUN/containerd/containerd.sock"
 GV_FORWARD="-i wgv+ -o wgv+ -m comment --comment warren-gvisor:intra-bridge -j ACCEPT"
+# The tests' stand-ins for hosts on the internet (test/e2e/server/outside.mjs) are network
+# namespaces on these ranges, never routed off the machine; the engine forwards its sandboxes
+# there (and their replies back), and nowhere else.
+GV_OUTSIDE=(
+	"-i wgv+ -d 198.18.0.0/15 -m comment --comment warren-gvisor:outside -j ACCEPT"
+	"-i wgv+ -d 203.0.113.0/24 -m comment --comment warren-gvisor:outside -j ACCEPT"
+	"-o wgv+ -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment warren-gvisor:outside -j ACCEPT"
+)
 
 log() { echo "setup-gvisor: $*" >&2; }
 
@@ -122,9 +130,13 @@ EOF
 	done
 	# With --iptables=false the engine adds no FORWARD accept for its
 	# bridges, and the main engine's FORWARD policy is DROP: let sandboxes on
-	# one of our bridges reach each other, as an engine with iptables would.
-	# (Warren's own egress rules come first, in DOCKER-USER.)
+	# one of our bridges reach each other and the tests' outside hosts, as an
+	# engine with iptables would. (Warren's own egress rules come first, in
+	# DOCKER-USER.)
 	iptables -C FORWARD $GV_FORWARD 2>/dev/null || iptables -A FORWARD $GV_FORWARD
+	for r in "${GV_OUTSIDE[@]}"; do
+		iptables -C FORWARD $r 2>/dev/null || iptables -A FORWARD $r
+	done
 	# A tiny check that runsc runs containers and checkpoints them.
 	DOCKER_HOST=$SOCK docker run --rm --runtime runsc --network none "${GV_IMAGES%% *}" true
 	log "runsc works"
@@ -195,6 +207,9 @@ stop() {
 	if [ -f "$GV_RUN/containerd.pid" ]; then stop_pid "$(cat "$GV_RUN/containerd.pid")"; fi
 	cleanup_firewall
 	while iptables -D FORWARD $GV_FORWARD 2>/dev/null; do :; done
+	for r in "${GV_OUTSIDE[@]}"; do
+		while iptables -D FORWARD $r 2>/dev/null; do :; done
+	done
 	if ip link show "$GV_BRIDGE" >/dev/null 2>&1; then ip link del "$GV_BRIDGE"; fi
 	# Bridges of the engine's own networks (br-*) whose addresses are in
 	# our pool are left by a killed engine; remove them.
