@@ -95,20 +95,7 @@ func TestUnreadWholeBodyKeepsConnection(t *testing.T) {
 // request, instead of being closed with bytes unread (a reset that can
 // lose the answer).
 func TestPartlyReadBodyTakenUnderBodyTimeout(t *testing.T) {
-	stop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.ReadFull(r.Body, make([]byte, 10))
-		http.Error(w, "full", http.StatusRequestEntityTooLarge)
-	})
-	cfg := Config{IdleTimeout: testIdle, Conns: httpguard.Config{BodyTimeout: 10 * time.Second, BodyMinBytes: testBodyMin}}
-	guard := httpguard.New(cfg.Conns)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := newHTTPServer(cfg, guard, stop, slog.New(slog.DiscardHandler))
-	go srv.Serve(guard.Listen(ln))
-	t.Cleanup(func() { srv.Close() })
-	c := dialRaw(t, ln.Addr().String())
+	c := dialRaw(t, stopsAfterTenBytes(t))
 	if _, err := io.WriteString(c, "POST /v HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"+strings.Repeat("x", 10)); err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +117,25 @@ func TestPartlyReadBodyTakenUnderBodyTimeout(t *testing.T) {
 // on the way (a volume's size limit) gets its answer on a kept
 // connection: the rest is taken, up to a bound, rather than reset.
 func TestPartlyReadLargeBodyStillAnswered(t *testing.T) {
+	c := dialRaw(t, stopsAfterTenBytes(t))
+	const size = 4 << 20
+	sent := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(c, fmt.Sprintf("POST /v HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size)+strings.Repeat("x", size))
+		sent <- err
+	}()
+	if res := readResponse(c, 10*time.Second); res.StatusCode != http.StatusRequestEntityTooLarge || res.Close {
+		t.Errorf("answer %d, Connection: %q; want 413, kept", res.StatusCode, res.Header.Get("Connection"))
+	}
+	if err := <-sent; err != nil {
+		t.Errorf("the body was not all taken: %v", err)
+	}
+}
+
+// stopsAfterTenBytes serves, under a 10 s body timeout, a handler that
+// reads 10 bytes of a body and answers 413 (a write that hit a size
+// limit); it returns the server's address.
+func stopsAfterTenBytes(t *testing.T) string {
 	stop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadFull(r.Body, make([]byte, 10))
 		http.Error(w, "full", http.StatusRequestEntityTooLarge)
@@ -143,17 +149,5 @@ func TestPartlyReadLargeBodyStillAnswered(t *testing.T) {
 	srv := newHTTPServer(cfg, guard, stop, slog.New(slog.DiscardHandler))
 	go srv.Serve(guard.Listen(ln))
 	t.Cleanup(func() { srv.Close() })
-	c := dialRaw(t, ln.Addr().String())
-	const size = 4 << 20
-	sent := make(chan error, 1)
-	go func() {
-		_, err := io.WriteString(c, fmt.Sprintf("POST /v HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size)+strings.Repeat("x", size))
-		sent <- err
-	}()
-	if res := readResponse(c, 10*time.Second); res.StatusCode != http.StatusRequestEntityTooLarge || res.Close {
-		t.Errorf("answer %d, Connection: %q; want 413, kept", res.StatusCode, res.Header.Get("Connection"))
-	}
-	if err := <-sent; err != nil {
-		t.Errorf("the body was not all taken: %v", err)
-	}
+	return ln.Addr().String()
 }
