@@ -217,7 +217,13 @@ sleep 0.3`)
 		t.Fatal(err)
 	}
 	if after := run(t, sb, "sleep 0.3; cat /tmp/mem"); after != before {
-		t.Errorf("after restore the process writes %q, want %q", after, before)
+		// A restore that fails starts the sandbox afresh, and its log says why.
+		logs, _ := m.Logs(ctx, sandbox.DefaultTeamID, sb.ID, sandbox.LogQuery{})
+		var msgs []string
+		for _, l := range logs {
+			msgs = append(msgs, l.Message+" "+l.Fields["error"])
+		}
+		t.Errorf("after restore the process writes %q, want %q; the sandbox's log: %s", after, before, strings.Join(msgs, "; "))
 	}
 }
 
