@@ -22,14 +22,10 @@ WARREN_STATE_DIR), or the PostgreSQL database of --store (env WARREN_STORE) when
 server has one; a running server sees changes at once.`
 
 func (m *Main) runKeys(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		fmt.Fprintln(m.Stdout, keysUsage)
-		if len(args) == 0 {
-			return usageError{"keys needs a subcommand: create, list or revoke"}
-		}
-		return nil
+	sub, rest, err := m.subcommand(args, "keys", keysUsage, "create, list or revoke")
+	if sub == "" {
+		return err
 	}
-	sub, rest := args[0], args[1:]
 	fs := m.newFlagSet("keys "+sub, "warren keys "+sub+" [flags]", keysUsage)
 	e := &envFlags{fs: fs, getenv: m.Getenv}
 	var stateDir, storeURL, name, team string
@@ -100,4 +96,18 @@ func (m *Main) listKeys(ctx context.Context, st store.Store) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.TeamID, k.Mask, k.CreatedAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// subcommand splits args of the command name into its subcommand and the
+// rest. With none, or asked for help, it prints usage and returns sub ""
+// with the error to return: a usage error naming subs when none was given.
+func (m *Main) subcommand(args []string, name, usage, subs string) (sub string, rest []string, err error) {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		fmt.Fprintln(m.Stdout, usage)
+		if len(args) == 0 {
+			return "", nil, usageError{name + " needs a subcommand: " + subs}
+		}
+		return "", nil, nil
+	}
+	return args[0], args[1:], nil
 }

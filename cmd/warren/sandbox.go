@@ -36,14 +36,10 @@ type apiClient struct {
 }
 
 func (m *Main) runSandbox(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		fmt.Fprintln(m.Stdout, sandboxUsage)
-		if len(args) == 0 {
-			return usageError{"sandbox needs a subcommand: list, kill, pause, stop or resume"}
-		}
-		return nil
+	sub, rest, err := m.subcommand(args, "sandbox", sandboxUsage, "list, kill, pause, stop or resume")
+	if sub == "" {
+		return err
 	}
-	sub, rest := args[0], args[1:]
 	fs := m.newFlagSet("sandbox "+sub, "warren sandbox "+sub+" [flags] [ID...]", sandboxUsage)
 	c := &apiClient{hc: &http.Client{Timeout: 2 * time.Minute}}
 	fs.StringVar(&c.url, "api-url", firstNonEmpty(m.Getenv("E2B_API_URL"), "http://127.0.0.1:3000"), "Warren server URL (env E2B_API_URL)")

@@ -40,14 +40,10 @@ sandboxes count; those paused to disk do not. kill and drain reach the server
 at --addr (or --url) as its operator, with a login made in the store.`
 
 func (m *Main) runTeams(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		fmt.Fprintln(m.Stdout, teamsUsage)
-		if len(args) == 0 {
-			return usageError{"teams needs a subcommand: set, list, show, kill or drain"}
-		}
-		return nil
+	sub, rest, err := m.subcommand(args, "teams", teamsUsage, "set, list, show, kill or drain")
+	if sub == "" {
+		return err
 	}
-	sub, rest := args[0], args[1:]
 	fs := m.newFlagSet("teams "+sub, "warren teams "+sub+" [flags]", teamsUsage)
 	e := &envFlags{fs: fs, getenv: m.Getenv}
 	var stateDir, storeURL, addr, base string
