@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,15 +84,24 @@ func run(t *testing.T, sb sandbox.Sandbox, cmd string) string {
 // engine's reason.
 func requireRestored(t *testing.T, m *lifecycle.Manager, id string) {
 	t.Helper()
+	if why := restoreFailure(t, m, id); why != "" {
+		t.Fatal(why)
+	}
+}
+
+// restoreFailure returns what the sandbox's log says of a checkpoint that
+// could not be restored, "" if none.
+func restoreFailure(t *testing.T, m *lifecycle.Manager, id string) string {
 	logs, err := m.Logs(t.Context(), sandbox.DefaultTeamID, id, sandbox.LogQuery{})
 	if err != nil {
-		t.Fatal(err)
+		return err.Error()
 	}
 	for _, l := range logs {
 		if strings.Contains(l.Message, "could not be restored") {
-			t.Fatalf("%s: %s", l.Message, l.Fields["error"])
+			return l.Message + ": " + l.Fields["error"]
 		}
 	}
+	return ""
 }
 
 // portAnswer asks a server inside the sandbox, through the agent's
@@ -237,6 +247,43 @@ sleep 0.3`)
 	if after := run(t, sb, "sleep 0.3; cat /tmp/mem"); after != before {
 		t.Errorf("after restore the process writes %q, want %q", after, before)
 	}
+}
+
+// TestGVisorRestoreAtOnceDocker checkpoints and restores three sandboxes
+// at once, over and over, each restore straight after its checkpoint: the
+// engine's upload of a checkpoint to containerd collided with the blob the
+// checkpoint itself left there (moby/moby#42900), and the sandboxes came
+// back afresh, without their processes.
+func TestGVisorRestoreAtOnceDocker(t *testing.T) {
+	rt := gvisorRuntime(t)
+	m := gvisorManager(t, rt, t.TempDir(), nil)
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for range 3 {
+		sb, err := m.Create(ctx, lifecycle.CreateRequest{TeamID: sandbox.DefaultTeamID, Timeout: 5 * time.Minute})
+		if err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		run(t, sb, `nohup sleep 1000 >/dev/null 2>&1 &`)
+		wg.Go(func() {
+			for round := range 4 {
+				if mode, err := m.Stop(ctx, sandbox.DefaultTeamID, sb.ID); err != nil || mode != sandbox.PauseCheckpointed {
+					t.Errorf("round %d: Stop = %q, %v; want checkpointed", round, mode, err)
+					return
+				}
+				if _, err := m.Resume(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute); err != nil {
+					t.Errorf("round %d: resume: %v", round, err)
+					return
+				}
+				if why := restoreFailure(t, m, sb.ID); why != "" {
+					t.Errorf("round %d: %s", round, why)
+					return
+				}
+			}
+		})
+		t.Cleanup(func() { m.Kill(context.Background(), sandbox.DefaultTeamID, sb.ID) })
+	}
+	wg.Wait()
 }
 
 // TestGVisorCheckpointFailsDocker makes the engine fail to write a

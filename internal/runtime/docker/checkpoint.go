@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io/fs"
 	"os"
@@ -76,6 +77,21 @@ func (r *Runtime) waitStopped(ctx context.Context, id string, limit time.Duratio
 // checkpoint. A container without one is KindNotFound, like a missing
 // container: the caller can tell them apart with Inspect.
 func (r *Runtime) Restore(ctx context.Context, id string) (sandbox.Container, error) {
+	in, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return sandbox.Container{}, classify(err, "cannot inspect the sandbox's container")
+	}
+	root, err := r.DataRoot(ctx)
+	if err != nil {
+		return sandbox.Container{}, err
+	}
+	dir := filepath.Join(root, "containers", in.Container.ID, "checkpoints", checkpointName)
+	if _, err := os.Stat(dir); err != nil {
+		return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "the sandbox's container has no checkpoint")
+	}
+	if err := markRestore(dir); err != nil {
+		return sandbox.Container{}, err
+	}
 	if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{CheckpointID: checkpointName}); err != nil {
 		return sandbox.Container{}, classify(err, "cannot restore the sandbox's container")
 	}
@@ -90,6 +106,20 @@ func (r *Runtime) Restore(ctx context.Context, id string) (sandbox.Container, er
 		r.log.WarnContext(ctx, "cannot delete a restored checkpoint", logkey.Container, id, "err", err)
 	}
 	return c, nil
+}
+
+// markRestore adds a file of its own to the checkpoint in dir before the
+// engine restores it. The engine uploads a checkpoint to containerd as one
+// blob named by its digest, and the upload fails ("already exists",
+// moby/moby#42900) while containerd still holds a blob of the same bytes:
+// the checkpoint's own, kept until its garbage collector runs (a restore
+// right after a checkpoint, under load), or another restore's of the same
+// image at that moment. The file makes every upload's bytes its own.
+func markRestore(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "warren-restore"), []byte(rand.Text()), 0o600); err != nil {
+		return sandbox.Wrap(sandbox.KindInternal, err, "cannot prepare the sandbox's checkpoint for its restore")
+	}
+	return nil
 }
 
 // DeleteCheckpoint removes a container's checkpoint; none is no error.

@@ -115,11 +115,8 @@ func (r *Runtime) restoreInto(ctx context.Context, id, src, key string) (sandbox
 	if err := linkTree(src, dst); err != nil {
 		return sandbox.Container{}, sandbox.Wrap(sandbox.KindInternal, err, "cannot hand the memory image to the container")
 	}
-	// The engine uploads the checkpoint to containerd as one blob named by
-	// its digest, and two uploads of one blob at once fail ("already
-	// exists"): a file naming the container makes each restore's its own.
-	if err := os.WriteFile(filepath.Join(dst, "warren-container"), []byte(id), 0o600); err != nil {
-		return sandbox.Container{}, sandbox.Wrap(sandbox.KindInternal, err, "cannot hand the memory image to the container")
+	if err := markRestore(dst); err != nil {
+		return sandbox.Container{}, err
 	}
 	phases.Mark(ctx, "memory_link")
 	if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{CheckpointID: key}); err != nil {
