@@ -48,7 +48,7 @@ func main() {
 			log.Error("cannot find own executable", "err", err)
 			os.Exit(1)
 		}
-		os.Exit(runInit(log, append([]string{self}, os.Args[1:]...), append(os.Environ(), childEnv+"=1")))
+		os.Exit(runInit(log, append([]string{self}, os.Args[1:]...), append(os.Environ(), childEnv+"=1"), settingsKept("/")))
 	}
 	os.Unsetenv(childEnv)
 	reserveThreads(agentThreads)
@@ -100,6 +100,10 @@ type Main struct {
 	// Desktop starts the desktop image's X server and XFCE session when
 	// the agent starts (desktop.go); default false.
 	Desktop bool
+	// Restarted is set (from WARREN_AGENT_RESTARTED) in an agent that its
+	// init started again after the first one ended: it loads the settings
+	// the first one kept (restart.go).
+	Restarted bool
 	// LimitGuard ends the process group holding the most tasks once the
 	// sandbox has kept hitting its pids or memory limit
 	// (internal/agent/limitguard).
@@ -163,6 +167,8 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	m.ServerSecret = os.Getenv(secretEnv)
 	os.Unsetenv(secretEnv)
+	m.Restarted = os.Getenv(restartEnv) != ""
+	os.Unsetenv(restartEnv)
 	if m.Verbose {
 		m.Log = slog.New(slog.NewJSONHandler(m.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -176,6 +182,9 @@ func (m *Main) Run(ctx context.Context) error {
 	m.prepare()
 
 	st := state.New()
+	if err := m.loadSettings(st); err != nil {
+		return err
+	}
 	m.proc = process.New(st, m.Log)
 	m.fs = filesystem.New(st, m.Log)
 	m.srv = server.New(server.Config{
@@ -185,6 +194,12 @@ func (m *Main) Run(ctx context.Context) error {
 		Filesystem:   m.fs,
 		Files:        files.New(st, m.Log),
 		ServerSecret: m.ServerSecret,
+		Initialised: func(secret string) {
+			if err := keepSettings(m.Root, keptSettings{Settings: st.Save(), ServerSecret: secret}); err != nil {
+				m.Log.Warn("cannot keep the settings: an agent that ends will not be started again", "err", err)
+				_ = forgetSettings(m.Root)
+			}
+		},
 	})
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", ":"+strconv.Itoa(m.Port))
@@ -206,9 +221,28 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("code interpreter: %w", err)
 		}
 	}
-	if m.Desktop {
+	if m.Desktop && !m.Restarted {
 		m.startDesktop()
 	}
+	return nil
+}
+
+// loadSettings gives a restarted agent the settings its predecessor kept;
+// a first agent removes any left from an earlier run of the container.
+func (m *Main) loadSettings(st *state.State) error {
+	if !m.Restarted {
+		if err := forgetSettings(m.Root); err != nil {
+			m.Log.Warn("cannot remove settings kept by an earlier run", "err", err)
+		}
+		return nil
+	}
+	kept, err := loadSettings(m.Root)
+	if err != nil {
+		return fmt.Errorf("loading the settings the agent before kept: %w", err)
+	}
+	st.Load(kept.Settings)
+	m.ServerSecret = kept.ServerSecret
+	m.Log.Info("started again with the kept settings", "default_user", st.DefaultUser())
 	return nil
 }
 

@@ -139,3 +139,70 @@ func TestRunCodeInterpreter(t *testing.T) {
 		t.Error("the code interpreter still answers after Close")
 	}
 }
+
+// TestRestartKeepsSettings: an agent that its init starts again after the
+// first one ended serves with the settings the first one's /init made
+// (access token, env vars, default user, server secret), kept in a file
+// only root reads.
+func TestRestartKeepsSettings(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create the default user")
+	}
+	root := image(t, map[string]string{"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n"})
+	t.Setenv("E2B_SANDBOX", "")
+	start := func(restarted bool) *Main {
+		m := NewMain(io.Discard)
+		m.Port, m.Root, m.LimitGuard, m.ServerSecret, m.Restarted = 0, root, false, "first-secret", restarted
+		if err := m.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first := start(false)
+	body := `{"accessToken":"tok","envVars":{"GREETING":"hi"},"defaultUser":"user","agentSecret":"second-secret"}`
+	req, _ := http.NewRequest("POST", "http://"+first.Addr().String()+"/init", strings.NewReader(body))
+	req.Header.Set("X-Warren-Agent-Secret", "first-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("/init: %s", resp.Status)
+	}
+	if fi, err := os.Stat(filepath.Join(root, settingsPath)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("kept settings: %v, %v; want a file of mode 0600", fi, err)
+	}
+	first.Close()
+
+	again := start(true)
+	defer again.Close()
+	get := func(token string) int {
+		req, _ := http.NewRequest("GET", "http://"+again.Addr().String()+"/envs", nil)
+		if token != "" {
+			req.Header.Set("X-Access-Token", token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			var envs map[string]string
+			if err := json.NewDecoder(resp.Body).Decode(&envs); err != nil || envs["GREETING"] != "hi" {
+				t.Errorf("envs %v, %v; want GREETING=hi", envs, err)
+			}
+		}
+		return resp.StatusCode
+	}
+	got := []any{get(""), get("tok"), again.ServerSecret}
+	if diff := cmp.Diff([]any{http.StatusUnauthorized, http.StatusOK, "second-secret"}, got); diff != "" {
+		t.Errorf("restarted agent (-want +got):\n%s", diff)
+	}
+
+	// A first agent of a new run forgets what an earlier run kept.
+	start(false).Close()
+	if _, err := os.Stat(filepath.Join(root, settingsPath)); !os.IsNotExist(err) {
+		t.Errorf("settings of an earlier run still kept: %v", err)
+	}
+}

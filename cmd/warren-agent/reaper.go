@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,17 +18,15 @@ const childEnv = "WARREN_AGENT_CHILD"
 
 // runInit is the container's PID 1: it starts the agent as its child
 // (argv, env), forwards stop signals to it and reaps every process that
-// ends up orphaned in the container, which the kernel hands to PID 1. It
-// returns the agent's exit code once the agent exits.
-//
-// It does not restart a dead agent: a fresh agent has lost what /init set
-// (the access token among it) and would serve unauthenticated until the
-// server noticed. Exiting stops the container, which the lifecycle manager
-// sees and handles like any stopped sandbox: start again, init again.
+// ends up orphaned in the container, which the kernel hands to PID 1. An
+// agent that ends while no stop was asked for is started again if
+// restartable says its settings are kept (restart.go), up to maxRestarts
+// in restartWindow; otherwise runInit returns the agent's exit code, and
+// the container stops.
 //
 // It also declares itself a child subreaper, which changes nothing as
 // PID 1 and makes the same code work (and testable) anywhere else.
-func runInit(log *slog.Logger, argv, env []string) int {
+func runInit(log *slog.Logger, argv, env []string, restartable func() bool) int {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		log.Warn("cannot become a child subreaper", "err", err)
 	}
@@ -41,24 +41,38 @@ func runInit(log *slog.Logger, argv, env []string) int {
 
 	// Not os/exec: its Wait would race with the reaping below for the
 	// agent's exit status.
-	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
-		Env:   env,
-		Files: []uintptr{0, 1, 2},
-	})
+	start := func(env []string) (int, error) {
+		return syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}})
+	}
+	pid, err := start(env)
 	if err != nil {
 		log.Error("cannot start the agent", "err", err)
 		return 1
 	}
+	var (
+		stopping bool
+		restarts []time.Time
+	)
 	for sig := range sigs {
 		if sig != syscall.SIGCHLD {
+			stopping = stopping || sig != syscall.SIGUSR1 && sig != syscall.SIGUSR2
 			if err := syscall.Kill(pid, sig.(syscall.Signal)); err != nil && !errors.Is(err, syscall.ESRCH) {
 				log.Warn("forwarding signal", "signal", sig, "err", err)
 			}
 			continue
 		}
-		if status, exited := reap(log, pid); exited {
-			code := exitCode(status)
+		status, exited := reap(log, pid)
+		if !exited {
+			continue
+		}
+		code := exitCode(status)
+		if stopping || !restartable() || !restartAllowed(&restarts, time.Now()) {
 			log.Info("agent exited", "code", code)
+			return code
+		}
+		log.Warn("agent ended; starting it again with its kept settings", "code", code)
+		if pid, err = start(append(slices.Clone(env), restartEnv+"=1")); err != nil {
+			log.Error("cannot start the agent again", "err", err)
 			return code
 		}
 	}

@@ -16,7 +16,11 @@ import (
 // The init runs in a child test process: it reaps with wait4(-1), which
 // would steal the exit statuses of other tests' commands, and it needs to
 // be the subreaper the orphans are handed to.
-const initHelperEnv = "WARREN_TEST_INIT_SCRIPT"
+const (
+	initHelperEnv = "WARREN_TEST_INIT_SCRIPT"
+	// initRestartEnv set makes the helper's agent restartable.
+	initRestartEnv = "WARREN_TEST_INIT_RESTARTABLE"
+)
 
 func TestInitHelper(t *testing.T) {
 	script := os.Getenv(initHelperEnv)
@@ -24,15 +28,16 @@ func TestInitHelper(t *testing.T) {
 		t.Skip("helper for the reaper tests")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	os.Exit(runInit(log, []string{"/bin/sh", "-c", script}, os.Environ()))
+	restartable := func() bool { return os.Getenv(initRestartEnv) != "" }
+	os.Exit(runInit(log, []string{"/bin/sh", "-c", script}, os.Environ(), restartable))
 }
 
 // runInitHelper starts runInit in a child test process with the agent
 // replaced by a shell script.
-func runInitHelper(t *testing.T, script string) (*exec.Cmd, *bytes.Buffer) {
+func runInitHelper(t *testing.T, script string, env ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInitHelper$")
-	cmd.Env = append(os.Environ(), initHelperEnv+"="+script)
+	cmd.Env = append(append(os.Environ(), initHelperEnv+"="+script), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = io.Discard
@@ -74,15 +79,7 @@ func TestInitForwardsSignals(t *testing.T) {
 	ready := t.TempDir() + "/ready"
 	cmd, stderr := runInitHelper(t, `trap 'exit 7' TERM; touch `+ready+`; while :; do sleep 0.01; done`)
 	// The trap must be in place before the signal arrives.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("the agent script never started; log:\n%s", stderr)
-		}
-	}
+	awaitFile(t, cmd, stderr, ready)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +93,70 @@ func TestInitAgentKilled(t *testing.T) {
 	cmd, stderr := runInitHelper(t, `kill -KILL $$`)
 	if got := exitStatus(t, cmd.Wait()); got != 128+9 {
 		t.Errorf("exit code %d, want 137; log:\n%s", got, stderr)
+	}
+}
+
+// awaitFile waits until the helper's agent script has made path.
+func awaitFile(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the agent script never made %s; log:\n%s", path, stderr)
+		}
+	}
+}
+
+// TestInitRestartsAgent: an agent killed while its settings are kept is
+// started again, marked as restarted, and a stop then ends it for good.
+func TestInitRestartsAgent(t *testing.T) {
+	ready := t.TempDir() + "/ready"
+	script := `if [ -z "$` + restartEnv + `" ]; then kill -KILL $$; fi; trap 'exit 7' TERM; touch ` + ready + `; while :; do sleep 0.01; done`
+	cmd, stderr := runInitHelper(t, script, initRestartEnv+"=1")
+	awaitFile(t, cmd, stderr, ready)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := exitStatus(t, cmd.Wait()); got != 7 {
+		t.Errorf("exit code %d, want 7 (the restarted agent's); log:\n%s", got, stderr)
+	}
+	if !strings.Contains(stderr.String(), "starting it again") {
+		t.Errorf("no restart logged; log:\n%s", stderr)
+	}
+}
+
+// TestInitStopsRestarting: an agent that keeps ending is started again
+// maxRestarts times, then its exit ends the init.
+func TestInitStopsRestarting(t *testing.T) {
+	starts := t.TempDir() + "/starts"
+	cmd, stderr := runInitHelper(t, `echo >>`+starts+`; kill -KILL $$`, initRestartEnv+"=1")
+	if got := exitStatus(t, cmd.Wait()); got != 128+9 {
+		t.Errorf("exit code %d, want 137; log:\n%s", got, stderr)
+	}
+	b, err := os.ReadFile(starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != 1+maxRestarts {
+		t.Errorf("the agent started %d times, want %d", n, 1+maxRestarts)
+	}
+}
+
+func TestRestartAllowed(t *testing.T) {
+	var restarts []time.Time
+	now := time.Now()
+	for i := range maxRestarts {
+		if !restartAllowed(&restarts, now.Add(time.Duration(i)*time.Second)) {
+			t.Fatalf("restart %d refused", i+1)
+		}
+	}
+	if restartAllowed(&restarts, now.Add(maxRestarts*time.Second)) {
+		t.Errorf("restart %d within the window allowed", maxRestarts+1)
+	}
+	if !restartAllowed(&restarts, now.Add(restartWindow+time.Second)) {
+		t.Errorf("a restart past the window refused")
 	}
 }

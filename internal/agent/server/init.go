@@ -160,5 +160,8 @@ func (s *Server) apply(req initRequest) error {
 		st.SetDefaultWorkdir(*req.DefaultWorkdir)
 	}
 	s.log.Info("initialised", "env_vars", len(req.EnvVars), "default_user", st.DefaultUser(), "default_workdir", st.DefaultWorkdir())
+	if s.cfg.Initialised != nil {
+		s.cfg.Initialised(s.serverSecret())
+	}
 	return nil
 }

@@ -50,6 +50,9 @@ type Config struct {
 	// TrustRoot is the root of the file system whose trust store /init's
 	// caBundle goes into. Default "/".
 	TrustRoot string
+	// Initialised, if set, is called after each /init that changed the
+	// settings, with the server secret then in force.
+	Initialised func(secret string)
 }
 
 // Server is the agent's HTTP server. It is an http.Handler; Serve runs it

@@ -4,6 +4,7 @@
 package state
 
 import (
+	"cmp"
 	"maps"
 	"sync"
 	"time"
@@ -123,4 +124,45 @@ func (s *State) SyncClock(ts time.Time) bool {
 	}
 	s.lastTimestamp = ts
 	return true
+}
+
+// Saved is the settings in a form that outlives the agent's process: an
+// agent that its init restarts after a crash loads them and goes on as
+// the server configured it.
+type Saved struct {
+	EnvVars        map[string]string `json:"envVars"`
+	AccessToken    string            `json:"accessToken"`
+	DefaultUser    string            `json:"defaultUser"`
+	DefaultWorkdir string            `json:"defaultWorkdir"`
+	LastTimestamp  time.Time         `json:"lastTimestamp"`
+	TrustEnv       map[string]string `json:"trustEnv"`
+}
+
+// Save returns the settings as they are.
+func (s *State) Save() Saved {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return Saved{
+		EnvVars:        maps.Clone(s.envVars),
+		AccessToken:    s.accessToken,
+		DefaultUser:    s.defaultUser,
+		DefaultWorkdir: s.defaultWorkdir,
+		LastTimestamp:  s.lastTimestamp,
+		TrustEnv:       maps.Clone(s.trustEnv),
+	}
+}
+
+// Load replaces the settings with saved ones.
+func (s *State) Load(v Saved) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.envVars = maps.Clone(v.EnvVars)
+	if s.envVars == nil {
+		s.envVars = map[string]string{}
+	}
+	s.accessToken = v.AccessToken
+	s.defaultUser = cmp.Or(v.DefaultUser, "root")
+	s.defaultWorkdir = v.DefaultWorkdir
+	s.lastTimestamp = v.LastTimestamp
+	s.trustEnv = maps.Clone(v.TrustEnv)
 }

@@ -146,3 +146,25 @@ describeEachSdk('A sandbox survives what its processes do', (ctx) => {
     assert.equal((await sbx.getInfo()).state, 'running')
   })
 })
+
+describeEachSdk('An agent that ends is started again', (ctx) => {
+  it('killed by root inside, the agent comes back with the same access token and env vars, and what it started runs on', async () => {
+    const sbx = await ctx.create({ timeoutMs: 120_000, envs: { GREETING: 'kept' } })
+    try {
+      // The agent proper is PID 1's child of the same name.
+      const agentPid = async () => (await sbx.commands.run(`awk '$4 == 1 && $2 == "(warren-agent)" {print $1}' /proc/[0-9]*/stat`, { user: 'root' })).stdout.trim()
+      const first = await agentPid()
+      assert.match(first, /^\d+$/)
+      const sleeper = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 })
+      // The kill waits until the command that starts it has answered.
+      await sbx.commands.run(`nohup sh -c 'sleep 0.3; kill -9 ${first}' >/dev/null 2>&1 &`, { user: 'root' })
+      const second = await waitFor(async () => { const p = await agentPid(); return p !== first && p }, { timeoutMs: 15_000, what: 'a new agent to answer' })
+      assert.match(second, /^\d+$/)
+      assert.equal((await sbx.commands.run('echo $GREETING')).stdout, 'kept\n')
+      assert.equal((await sbx.commands.run(`kill -0 ${sleeper.pid} && echo running`)).stdout, 'running\n')
+      assert.equal((await sbx.getInfo()).state, 'running')
+    } finally {
+      await sbx.kill()
+    }
+  })
+})
