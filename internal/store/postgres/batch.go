@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 )
 
 // The writes of a sandbox's life (its state, events with their
@@ -43,24 +45,18 @@ type pendingWrite struct {
 	ctx context.Context
 	// stmts are the write's statements, when it is only statements; fn
 	// runs it in a transaction, always.
-	stmts []stmt
+	stmts []sqlstore.Stmt
 	fn    func(context.Context, pgx.Tx) error
 	err   error
 	done  chan struct{}
 }
 
-// stmt is one SQL statement with its arguments.
-type stmt struct {
-	sql  string
-	args []any
-}
-
 // exec runs stmts, in order, in the next transaction of the writer of
 // sandbox sandboxID.
-func (s *DB) exec(ctx context.Context, sandboxID string, stmts ...stmt) error {
+func (s *DB) exec(ctx context.Context, sandboxID string, stmts ...sqlstore.Stmt) error {
 	return s.enqueue(ctx, sandboxID, &pendingWrite{ctx: ctx, stmts: stmts, fn: func(ctx context.Context, tx pgx.Tx) error {
 		for _, st := range stmts {
-			if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+			if _, err := tx.Exec(ctx, st.SQL, st.Args...); err != nil {
 				return err
 			}
 		}
@@ -165,7 +161,7 @@ func (s *DB) pipeline(ctx context.Context, live []*pendingWrite) error {
 	b := &pgx.Batch{}
 	for _, w := range live {
 		for _, st := range w.stmts {
-			b.Queue(st.sql, st.args...)
+			b.Queue(st.SQL, st.Args...)
 		}
 	}
 	return s.pool.SendBatch(ctx, b).Close()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 )
 
 var _ events.Store = (*DB)(nil)
@@ -21,8 +22,8 @@ func (s *DB) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []events
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	stmts := []stmt{{`INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES ($1, $2, $3, $4, $5)`,
-		[]any{ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)}}}
+	stmts := []sqlstore.Stmt{{SQL: `INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES ($1, $2, $3, $4, $5)`,
+		Args: []any{ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)}}}
 	for _, d := range deliveries {
 		st, err := deliveryStmt(d)
 		if err != nil {
@@ -152,7 +153,7 @@ func (s *DB) PutDelivery(ctx context.Context, d events.Delivery) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, st.sql, st.args...); err != nil {
+	if _, err := s.pool.Exec(ctx, st.SQL, st.Args...); err != nil {
 		return fmt.Errorf("put delivery %s: %w", d.ID, err)
 	}
 	return nil
@@ -165,13 +166,13 @@ func (s *DB) Deliveries(ctx context.Context, webhookID string, limit int) ([]eve
 }
 
 // deliveryStmt is the statement that inserts or replaces d.
-func deliveryStmt(d events.Delivery) (stmt, error) {
+func deliveryStmt(d events.Delivery) (sqlstore.Stmt, error) {
 	data, err := json.Marshal(d)
 	if err != nil {
-		return stmt{}, fmt.Errorf("encode delivery: %w", err)
+		return sqlstore.Stmt{}, fmt.Errorf("encode delivery: %w", err)
 	}
-	return stmt{`INSERT INTO webhook_deliveries (id, webhook_id, event_id, sandbox_id, status, next_attempt, data)
+	return sqlstore.Stmt{SQL: `INSERT INTO webhook_deliveries (id, webhook_id, event_id, sandbox_id, status, next_attempt, data)
 		 VALUES ($1, $2, $3, $4, $5, $6, $7)
 		 ON CONFLICT (id) DO UPDATE SET status=excluded.status, next_attempt=excluded.next_attempt, data=excluded.data`,
-		[]any{d.ID, d.WebhookID, d.EventID, d.SandboxID, string(d.Status), unixNano(d.NextAttempt), string(data)}}, nil
+		Args: []any{d.ID, d.WebhookID, d.EventID, d.SandboxID, string(d.Status), unixNano(d.NextAttempt), string(data)}}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 )
 
 // AppendLog adds an entry to a sandbox's log.
@@ -14,9 +15,9 @@ func (s *DB) AppendLog(ctx context.Context, e sandbox.LogEntry) error {
 	if err != nil {
 		return fmt.Errorf("encode log fields: %w", err)
 	}
-	err = s.exec(ctx, e.SandboxID, stmt{
-		`INSERT INTO sandbox_logs (sandbox_id, ts, level, message, fields) VALUES ($1, $2, $3, $4, $5)`,
-		[]any{e.SandboxID, unixNano(e.Time), text(e.Level), text(e.Message), string(fields)}})
+	err = s.exec(ctx, e.SandboxID, sqlstore.Stmt{
+		SQL:  `INSERT INTO sandbox_logs (sandbox_id, ts, level, message, fields) VALUES ($1, $2, $3, $4, $5)`,
+		Args: []any{e.SandboxID, unixNano(e.Time), text(e.Level), text(e.Message), string(fields)}})
 	if err != nil {
 		return fmt.Errorf("append log: %w", err)
 	}

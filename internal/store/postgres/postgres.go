@@ -23,14 +23,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 )
 
 // DB is a Warren store on a PostgreSQL database.
 type DB struct {
+	*sqlstore.Store
 	pool *pgxpool.Pool
 	// writes takes writes to the writer goroutines (batch.go), one
 	// channel each; closing ends them, and writers waits for them.
@@ -70,6 +71,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &DB{pool: pool, closing: make(chan struct{})}
+	s.Store = sqlstore.New(driver{querier{pool}, s}, sqlstore.Dialect{Text: text, Unique: unique})
 	for i := range s.writes {
 		s.writes[i] = make(chan *pendingWrite)
 		s.writers.Go(func() { s.writer(s.writes[i]) })
@@ -186,12 +188,6 @@ func notFound(err error, what string) error {
 		return sandbox.Errorf(sandbox.KindNotFound, "%s not found", what)
 	}
 	return err
-}
-
-// violates reports whether err is a unique violation of constraint.
-func violates(err error, constraint string) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
 }
 
 // text makes s storable in a TEXT column: PostgreSQL refuses NUL bytes

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 )
 
 // PutSandbox inserts or replaces a sandbox.
@@ -18,11 +19,11 @@ func (s *DB) PutSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("encode sandbox: %w", err)
 	}
-	err = s.exec(ctx, sb.ID, stmt{
-		`INSERT INTO sandboxes (id, team_id, state, started_at, data) VALUES ($1, $2, $3, $4, $5)
+	err = s.exec(ctx, sb.ID, sqlstore.Stmt{
+		SQL: `INSERT INTO sandboxes (id, team_id, state, started_at, data) VALUES ($1, $2, $3, $4, $5)
 		 ON CONFLICT (id) DO UPDATE SET team_id=excluded.team_id, state=excluded.state,
 		 started_at=excluded.started_at, data=excluded.data`,
-		[]any{sb.ID, sb.TeamID, string(sb.State), unixNano(sb.StartedAt), string(data)}})
+		Args: []any{sb.ID, sb.TeamID, string(sb.State), unixNano(sb.StartedAt), string(data)}})
 	if err != nil {
 		return fmt.Errorf("put sandbox %s: %w", sb.ID, err)
 	}
@@ -85,8 +86,8 @@ func (s *DB) DeleteSandbox(ctx context.Context, id string) error {
 	return nil
 }
 
-// querier is a pool, a connection or a transaction.
-type querier interface {
+// pgxQuerier is a pool, a connection or a transaction.
+type pgxQuerier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
@@ -99,7 +100,7 @@ func decodeJSON[T any](data string) (T, error) {
 }
 
 // queryJSON returns the records of q's one column, JSON text.
-func queryJSON[T any](ctx context.Context, db querier, q string, args ...any) ([]T, error) {
+func queryJSON[T any](ctx context.Context, db pgxQuerier, q string, args ...any) ([]T, error) {
 	rows, err := db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err

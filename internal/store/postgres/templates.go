@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 	"github.com/warrenhq/warren/internal/template"
 )
 
@@ -44,7 +45,7 @@ func (s *DB) PutTemplate(ctx context.Context, t template.Template) error {
 		}
 		for _, name := range t.Names {
 			_, err := tx.Exec(ctx, `INSERT INTO template_names (name, template_id) VALUES ($1, $2)`, name, t.ID)
-			if violates(err, "template_names_pkey") {
+			if unique(err, sqlstore.UniqueTemplateName) {
 				return sandbox.Errorf(sandbox.KindConflict, "template name '%s' is taken", name)
 			}
 			if err != nil {

@@ -1,8 +1,10 @@
 // Package sqlite is Warren's persistent store: sandboxes, teams, API keys
 // (hashed), snapshots, secrets (sealed), sandbox logs, metric samples and
 // the warm pools' learned demand in one SQLite file (modernc.org/sqlite,
-// pure Go) in WAL mode. It implements sandbox.Store and
-// owns the schema and its migrations; it knows nothing of lifecycle rules,
+// pure Go) in WAL mode. It implements sandbox.Store with the records
+// PostgreSQL's store shares (internal/store/sqlstore), and owns what is
+// SQLite's own: the connection, the schema and its migrations, and the
+// group commit of its one writer. It knows nothing of lifecycle rules,
 // which belong to the lifecycle manager, its only writer of sandboxes.
 package sqlite
 
@@ -17,12 +19,14 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 // DB is a Warren store backed by one SQLite file.
 type DB struct {
+	*sqlstore.Store
 	db *sql.DB
 	// writes takes writes to the writer goroutine (batch.go); closing
 	// ends it, and writerDone says it ended.
@@ -223,6 +227,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	// in-memory database one database.
 	db.SetMaxOpenConns(1)
 	s := &DB{db: db, writes: make(chan *pendingWrite), closing: make(chan struct{}), writerDone: make(chan struct{})}
+	s.Store = sqlstore.New(driver{querier{db}, s}, sqlstore.Dialect{Unique: unique})
 	go s.writer()
 	if err := s.migrate(ctx); err != nil {
 		s.Close()

@@ -1,18 +1,16 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // PutTeam inserts or replaces a team.
-func (s *DB) PutTeam(ctx context.Context, t sandbox.Team) error {
-	_, err := s.pool.Exec(ctx,
+func (s *Store) PutTeam(ctx context.Context, t sandbox.Team) error {
+	_, err := s.db.Exec(ctx,
 		`INSERT INTO teams (id, name, created_at) VALUES ($1, $2, $3)
 		 ON CONFLICT (id) DO UPDATE SET name=excluded.name`,
 		t.ID, t.Name, unixNano(t.CreatedAt))
@@ -23,8 +21,8 @@ func (s *DB) PutTeam(ctx context.Context, t sandbox.Team) error {
 }
 
 // GetTeam returns a team by ID.
-func (s *DB) GetTeam(ctx context.Context, id string) (sandbox.Team, error) {
-	t, err := scanTeam(s.pool.QueryRow(ctx, `SELECT `+teamColumns+` FROM teams WHERE id = $1`, id))
+func (s *Store) GetTeam(ctx context.Context, id string) (sandbox.Team, error) {
+	t, err := scanTeam(s.db.QueryRow(ctx, `SELECT `+teamColumns+` FROM teams WHERE id = $1`, id))
 	if err != nil {
 		return sandbox.Team{}, notFound(err, "team")
 	}
@@ -33,7 +31,7 @@ func (s *DB) GetTeam(ctx context.Context, id string) (sandbox.Team, error) {
 
 const teamColumns = `id, name, created_at, quota`
 
-func scanTeam(row pgx.Row) (sandbox.Team, error) {
+func scanTeam(row Row) (sandbox.Team, error) {
 	var t sandbox.Team
 	var created int64
 	var quota string
@@ -48,45 +46,36 @@ func scanTeam(row pgx.Row) (sandbox.Team, error) {
 }
 
 // ListTeams returns every team, by ID.
-func (s *DB) ListTeams(ctx context.Context) ([]sandbox.Team, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+teamColumns+` FROM teams ORDER BY id`)
+func (s *Store) ListTeams(ctx context.Context) ([]sandbox.Team, error) {
+	out, err := collect(ctx, s.db, scanTeam, `SELECT `+teamColumns+` FROM teams ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list teams: %w", err)
 	}
-	defer rows.Close()
-	var out []sandbox.Team
-	for rows.Next() {
-		t, err := scanTeam(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // SetTeamQuota replaces a team's quota; the team must exist.
-func (s *DB) SetTeamQuota(ctx context.Context, teamID string, q sandbox.Quota) error {
+func (s *Store) SetTeamQuota(ctx context.Context, teamID string, q sandbox.Quota) error {
 	data, err := json.Marshal(q)
 	if err != nil {
 		return err
 	}
-	res, err := s.pool.Exec(ctx, `UPDATE teams SET quota = $1 WHERE id = $2`, string(data), teamID)
+	n, err := s.db.Exec(ctx, `UPDATE teams SET quota = $1 WHERE id = $2`, string(data), teamID)
 	if err != nil {
 		return fmt.Errorf("set the quota of team %s: %w", teamID, err)
 	}
-	if res.RowsAffected() == 0 {
+	if n == 0 {
 		return sandbox.Errorf(sandbox.KindNotFound, "team '%s' not found", teamID)
 	}
 	return nil
 }
 
 // CreateAPIKey stores a new key; its team must exist.
-func (s *DB) CreateAPIKey(ctx context.Context, k sandbox.APIKey) error {
+func (s *Store) CreateAPIKey(ctx context.Context, k sandbox.APIKey) error {
 	if _, err := s.GetTeam(ctx, k.TeamID); err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx,
+	_, err := s.db.Exec(ctx,
 		`INSERT INTO api_keys (id, team_id, name, hash, mask, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
 		k.ID, k.TeamID, k.Name, k.Hash, k.Mask, unixNano(k.CreatedAt))
 	if err != nil {
@@ -97,7 +86,7 @@ func (s *DB) CreateAPIKey(ctx context.Context, k sandbox.APIKey) error {
 
 const keyColumns = `id, team_id, name, hash, mask, created_at`
 
-func scanKey(row pgx.Row) (sandbox.APIKey, error) {
+func scanKey(row Row) (sandbox.APIKey, error) {
 	var k sandbox.APIKey
 	var created int64
 	if err := row.Scan(&k.ID, &k.TeamID, &k.Name, &k.Hash, &k.Mask, &created); err != nil {
@@ -108,8 +97,8 @@ func scanKey(row pgx.Row) (sandbox.APIKey, error) {
 }
 
 // APIKeyByHash returns the key whose hash is hash.
-func (s *DB) APIKeyByHash(ctx context.Context, hash string) (sandbox.APIKey, error) {
-	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE hash = $1`, hash))
+func (s *Store) APIKeyByHash(ctx context.Context, hash string) (sandbox.APIKey, error) {
+	k, err := scanKey(s.db.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE hash = $1`, hash))
 	if err != nil {
 		return sandbox.APIKey{}, notFound(err, "api key")
 	}
@@ -117,51 +106,42 @@ func (s *DB) APIKeyByHash(ctx context.Context, hash string) (sandbox.APIKey, err
 }
 
 // ListAPIKeys returns every key, oldest first.
-func (s *DB) ListAPIKeys(ctx context.Context) ([]sandbox.APIKey, error) {
+func (s *Store) ListAPIKeys(ctx context.Context) ([]sandbox.APIKey, error) {
 	return s.listKeys(ctx, ``)
 }
 
 // ListTeamAPIKeys returns the keys of one team, oldest first.
-func (s *DB) ListTeamAPIKeys(ctx context.Context, teamID string) ([]sandbox.APIKey, error) {
+func (s *Store) ListTeamAPIKeys(ctx context.Context, teamID string) ([]sandbox.APIKey, error) {
 	return s.listKeys(ctx, `WHERE team_id = $1`, teamID)
 }
 
-func (s *DB) listKeys(ctx context.Context, where string, args ...any) ([]sandbox.APIKey, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys `+where+` ORDER BY created_at, id`, args...)
+func (s *Store) listKeys(ctx context.Context, where string, args ...any) ([]sandbox.APIKey, error) {
+	out, err := collect(ctx, s.db, scanKey, `SELECT `+keyColumns+` FROM api_keys `+where+` ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
-	defer rows.Close()
-	var out []sandbox.APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list api keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteAPIKey revokes the key with the given ID.
-func (s *DB) DeleteAPIKey(ctx context.Context, id string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM api_keys WHERE id = $1`, id)
+func (s *Store) DeleteAPIKey(ctx context.Context, id string) error {
+	n, err := s.db.Exec(ctx, `DELETE FROM api_keys WHERE id = $1`, id)
 	if err != nil {
 		return fmt.Errorf("delete api key: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return sandbox.Errorf(sandbox.KindNotFound, "api key %s not found", id)
 	}
 	return nil
 }
 
 // RenameAPIKey changes the name of the key with the given ID.
-func (s *DB) RenameAPIKey(ctx context.Context, id, name string) error {
-	res, err := s.pool.Exec(ctx, `UPDATE api_keys SET name = $1 WHERE id = $2`, name, id)
+func (s *Store) RenameAPIKey(ctx context.Context, id, name string) error {
+	n, err := s.db.Exec(ctx, `UPDATE api_keys SET name = $1 WHERE id = $2`, name, id)
 	if err != nil {
 		return fmt.Errorf("rename api key: %w", err)
 	}
-	if res.RowsAffected() == 0 {
+	if n == 0 {
 		return sandbox.Errorf(sandbox.KindNotFound, "api key %s not found", id)
 	}
 	return nil
