@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store"
 	"github.com/warrenhq/warren/internal/store/sqlstore"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -36,10 +37,12 @@ type DB struct {
 	closeOnce  sync.Once
 }
 
-var _ sandbox.Store = (*DB)(nil)
+var _ store.Store = (*DB)(nil)
 
 // migrations are applied in order; PRAGMA user_version counts those done.
-// Append only: never edit a migration that has shipped.
+// Append only: never edit a migration that has shipped. The files their
+// comments name are internal/store/sqlstore's, which reads and writes the
+// tables.
 var migrations = []string{
 	`CREATE TABLE teams (
 		id TEXT PRIMARY KEY,
@@ -308,26 +311,4 @@ func (s *DB) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// notFound turns sql.ErrNoRows into a KindNotFound error.
-func notFound(err error, what string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return sandbox.Errorf(sandbox.KindNotFound, "%s not found", what)
-	}
-	return err
-}
-
-func unixNano(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromUnixNano(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }

@@ -1,36 +1,36 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/warrenhq/warren/internal/sandbox"
-	"github.com/warrenhq/warren/internal/store/sqlstore"
 	"github.com/warrenhq/warren/internal/template"
 )
 
-var _ template.Store = (*DB)(nil)
+// Templates and builds are kept as JSON beside the columns queries use,
+// like sandboxes; names, tags and build logs have tables of their own.
 
 // PutTemplate inserts or replaces a template and its names. A name is
-// the primary key of template_names, so two replicas giving one name to
-// two templates at once conflict there, whichever commits second.
-func (s *DB) PutTemplate(ctx context.Context, t template.Template) error {
+// the primary key of template_names, so two PostgreSQL replicas giving
+// one name to two templates at once conflict there, whichever commits
+// second.
+func (s *Store) PutTemplate(ctx context.Context, t template.Template) error {
 	data, err := json.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("encode template: %w", err)
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return s.db.Tx(ctx, func(tx Querier) error {
 		for _, name := range t.Names {
 			var owner string
 			err := tx.QueryRow(ctx, `SELECT template_id FROM template_names WHERE name = $1`, name).Scan(&owner)
 			if err == nil && owner != t.ID {
 				return sandbox.Errorf(sandbox.KindConflict, "template name '%s' is taken", name)
 			}
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("check template name: %w", err)
 			}
 		}
@@ -45,7 +45,7 @@ func (s *DB) PutTemplate(ctx context.Context, t template.Template) error {
 		}
 		for _, name := range t.Names {
 			_, err := tx.Exec(ctx, `INSERT INTO template_names (name, template_id) VALUES ($1, $2)`, name, t.ID)
-			if unique(err, sqlstore.UniqueTemplateName) {
+			if s.dialect.Unique(err, UniqueTemplateName) {
 				return sandbox.Errorf(sandbox.KindConflict, "template name '%s' is taken", name)
 			}
 			if err != nil {
@@ -54,43 +54,33 @@ func (s *DB) PutTemplate(ctx context.Context, t template.Template) error {
 		}
 		return nil
 	})
-	return err
 }
 
 // GetTemplate returns a template by ID.
-func (s *DB) GetTemplate(ctx context.Context, id string) (template.Template, error) {
-	var data string
-	if err := s.pool.QueryRow(ctx, `SELECT data FROM templates WHERE id = $1`, id).Scan(&data); err != nil {
-		return template.Template{}, notFound(err, "template")
-	}
-	return decodeJSON[template.Template](data)
+func (s *Store) GetTemplate(ctx context.Context, id string) (template.Template, error) {
+	return getJSON[template.Template](ctx, s.db, "template", `SELECT data FROM templates WHERE id = $1`, id)
 }
 
 // TemplateByName returns the template holding name.
-func (s *DB) TemplateByName(ctx context.Context, name string) (template.Template, error) {
-	var data string
-	err := s.pool.QueryRow(ctx,
-		`SELECT t.data FROM template_names n JOIN templates t ON t.id = n.template_id WHERE n.name = $1`, name).Scan(&data)
-	if err != nil {
-		return template.Template{}, notFound(err, "template")
-	}
-	return decodeJSON[template.Template](data)
+func (s *Store) TemplateByName(ctx context.Context, name string) (template.Template, error) {
+	return getJSON[template.Template](ctx, s.db, "template",
+		`SELECT t.data FROM template_names n JOIN templates t ON t.id = n.template_id WHERE n.name = $1`, name)
 }
 
 // ListTemplates returns a team's templates, or all, oldest first.
-func (s *DB) ListTemplates(ctx context.Context, teamID string) ([]template.Template, error) {
-	return queryJSON[template.Template](ctx, s.pool,
+func (s *Store) ListTemplates(ctx context.Context, teamID string) ([]template.Template, error) {
+	return queryJSON[template.Template](ctx, s.db,
 		`SELECT data FROM templates WHERE ($1 = '' OR team_id = $1) ORDER BY created_at, id`, teamID)
 }
 
 // DeleteTemplate removes a template and everything it owns.
-func (s *DB) DeleteTemplate(ctx context.Context, id string) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM templates WHERE id = $1`, id)
+func (s *Store) DeleteTemplate(ctx context.Context, id string) error {
+	return s.db.Tx(ctx, func(tx Querier) error {
+		n, err := tx.Exec(ctx, `DELETE FROM templates WHERE id = $1`, id)
 		if err != nil {
 			return fmt.Errorf("delete template: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return sandbox.Errorf(sandbox.KindNotFound, "template %s not found", id)
 		}
 		for _, q := range []string{
@@ -108,12 +98,12 @@ func (s *DB) DeleteTemplate(ctx context.Context, id string) error {
 }
 
 // PutBuild inserts or replaces a build.
-func (s *DB) PutBuild(ctx context.Context, b template.Build) error {
+func (s *Store) PutBuild(ctx context.Context, b template.Build) error {
 	data, err := json.Marshal(b)
 	if err != nil {
 		return fmt.Errorf("encode build: %w", err)
 	}
-	_, err = s.pool.Exec(ctx,
+	_, err = s.db.Exec(ctx,
 		`INSERT INTO template_builds (id, template_id, status, created_at, data) VALUES ($1, $2, $3, $4, $5)
 		 ON CONFLICT (id) DO UPDATE SET status=excluded.status, data=excluded.data`,
 		b.ID, b.TemplateID, string(b.Status), unixNano(b.CreatedAt), string(data))
@@ -124,32 +114,29 @@ func (s *DB) PutBuild(ctx context.Context, b template.Build) error {
 }
 
 // GetBuild returns a build by ID.
-func (s *DB) GetBuild(ctx context.Context, id string) (template.Build, error) {
-	var data string
-	if err := s.pool.QueryRow(ctx, `SELECT data FROM template_builds WHERE id = $1`, id).Scan(&data); err != nil {
-		return template.Build{}, notFound(err, "build")
-	}
-	return decodeJSON[template.Build](data)
+func (s *Store) GetBuild(ctx context.Context, id string) (template.Build, error) {
+	return getJSON[template.Build](ctx, s.db, "build", `SELECT data FROM template_builds WHERE id = $1`, id)
 }
 
 // ListBuilds returns a template's builds, oldest first.
-func (s *DB) ListBuilds(ctx context.Context, templateID string) ([]template.Build, error) {
-	return queryJSON[template.Build](ctx, s.pool,
+func (s *Store) ListBuilds(ctx context.Context, templateID string) ([]template.Build, error) {
+	return queryJSON[template.Build](ctx, s.db,
 		`SELECT data FROM template_builds WHERE template_id = $1 ORDER BY created_at, id`, templateID)
 }
 
 // ActiveBuilds returns the builds waiting or building.
-func (s *DB) ActiveBuilds(ctx context.Context) ([]template.Build, error) {
-	return queryJSON[template.Build](ctx, s.pool,
+func (s *Store) ActiveBuilds(ctx context.Context) ([]template.Build, error) {
+	return queryJSON[template.Build](ctx, s.db,
 		`SELECT data FROM template_builds WHERE status IN ($1, $2) ORDER BY created_at, id`,
 		string(template.StatusWaiting), string(template.StatusBuilding))
 }
 
-// AppendBuildLog appends one entry to a build's log; text PostgreSQL
-// cannot hold (NUL bytes, invalid UTF-8, as a build's output may have) is
-// replaced by U+FFFD.
-func (s *DB) AppendBuildLog(ctx context.Context, buildID string, e template.LogEntry) error {
-	_, err := s.pool.Exec(ctx,
+// AppendBuildLog appends one entry to a build's log, its text made
+// storable by the dialect (a build's output may hold NUL bytes and
+// invalid UTF-8, which PostgreSQL refuses).
+func (s *Store) AppendBuildLog(ctx context.Context, buildID string, e template.LogEntry) error {
+	text := s.dialect.Text
+	_, err := s.db.Exec(ctx,
 		`INSERT INTO template_build_logs (build_id, ts, level, message, step) VALUES ($1, $2, $3, $4, $5)`,
 		buildID, unixNano(e.Time), text(e.Level), text(e.Message), text(e.Step))
 	if err != nil {
@@ -159,30 +146,24 @@ func (s *DB) AppendBuildLog(ctx context.Context, buildID string, e template.LogE
 }
 
 // BuildLogs returns a build's log entries in order, from offset.
-func (s *DB) BuildLogs(ctx context.Context, buildID string, offset, limit int) ([]template.LogEntry, error) {
-	rows, err := s.pool.Query(ctx,
-		`SELECT ts, level, message, step FROM template_build_logs WHERE build_id = $1 ORDER BY seq LIMIT $2 OFFSET $3`,
+func (s *Store) BuildLogs(ctx context.Context, buildID string, offset, limit int) ([]template.LogEntry, error) {
+	out, err := collect(ctx, s.db, func(row Row) (template.LogEntry, error) {
+		var e template.LogEntry
+		var ts int64
+		err := row.Scan(&ts, &e.Level, &e.Message, &e.Step)
+		e.Time = fromUnixNano(ts)
+		return e, err
+	}, `SELECT ts, level, message, step FROM template_build_logs WHERE build_id = $1 ORDER BY seq LIMIT $2 OFFSET $3`,
 		buildID, noLimit(limit), max(offset, 0))
 	if err != nil {
 		return nil, fmt.Errorf("build logs: %w", err)
 	}
-	defer rows.Close()
-	var out []template.LogEntry
-	for rows.Next() {
-		var e template.LogEntry
-		var ts int64
-		if err := rows.Scan(&ts, &e.Level, &e.Message, &e.Step); err != nil {
-			return nil, err
-		}
-		e.Time = fromUnixNano(ts)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // SetTag points a template's tag at a build.
-func (s *DB) SetTag(ctx context.Context, templateID string, t template.Tag) error {
-	_, err := s.pool.Exec(ctx,
+func (s *Store) SetTag(ctx context.Context, templateID string, t template.Tag) error {
+	_, err := s.db.Exec(ctx,
 		`INSERT INTO template_tags (template_id, tag, build_id, created_at) VALUES ($1, $2, $3, $4)
 		 ON CONFLICT (template_id, tag) DO UPDATE SET build_id=excluded.build_id, created_at=excluded.created_at`,
 		templateID, t.Tag, t.BuildID, unixNano(t.CreatedAt))
@@ -193,34 +174,28 @@ func (s *DB) SetTag(ctx context.Context, templateID string, t template.Tag) erro
 }
 
 // DeleteTag removes a template's tag.
-func (s *DB) DeleteTag(ctx context.Context, templateID, tag string) error {
-	res, err := s.pool.Exec(ctx, `DELETE FROM template_tags WHERE template_id = $1 AND tag = $2`, templateID, tag)
+func (s *Store) DeleteTag(ctx context.Context, templateID, tag string) error {
+	n, err := s.db.Exec(ctx, `DELETE FROM template_tags WHERE template_id = $1 AND tag = $2`, templateID, tag)
 	if err != nil {
 		return fmt.Errorf("delete tag: %w", err)
 	}
-	if res.RowsAffected() == 0 {
+	if n == 0 {
 		return sandbox.Errorf(sandbox.KindNotFound, "tag '%s' not found", tag)
 	}
 	return nil
 }
 
 // Tags returns a template's tags, oldest first.
-func (s *DB) Tags(ctx context.Context, templateID string) ([]template.Tag, error) {
-	rows, err := s.pool.Query(ctx,
-		`SELECT tag, build_id, created_at FROM template_tags WHERE template_id = $1 ORDER BY created_at, tag`, templateID)
+func (s *Store) Tags(ctx context.Context, templateID string) ([]template.Tag, error) {
+	out, err := collect(ctx, s.db, func(row Row) (template.Tag, error) {
+		var t template.Tag
+		var ts int64
+		err := row.Scan(&t.Tag, &t.BuildID, &ts)
+		t.CreatedAt = fromUnixNano(ts)
+		return t, err
+	}, `SELECT tag, build_id, created_at FROM template_tags WHERE template_id = $1 ORDER BY created_at, tag`, templateID)
 	if err != nil {
 		return nil, fmt.Errorf("tags: %w", err)
 	}
-	defer rows.Close()
-	var out []template.Tag
-	for rows.Next() {
-		var t template.Tag
-		var ts int64
-		if err := rows.Scan(&t.Tag, &t.BuildID, &ts); err != nil {
-			return nil, err
-		}
-		t.CreatedAt = fromUnixNano(ts)
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return out, nil
 }
