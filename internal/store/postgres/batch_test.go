@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 )
 
 // insertLog is a write of one log line of sandbox id.
@@ -113,8 +114,8 @@ func TestWriteAfterClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutSandbox(t.Context(), sandbox.Sandbox{ID: "late", TeamID: sandbox.DefaultTeamID}); !errors.Is(err, errClosed) {
-		t.Errorf("a write after Close returned %v, want errClosed", err)
+	if err := s.PutSandbox(t.Context(), sandbox.Sandbox{ID: "late", TeamID: sandbox.DefaultTeamID}); !errors.Is(err, sqlstore.ErrClosed) {
+		t.Errorf("a write after Close returned %v, want sqlstore.ErrClosed", err)
 	}
 }
 
@@ -127,7 +128,7 @@ func waitSenders(t *testing.T, n int) {
 		waiting := 0
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
 			header, _, _ := strings.Cut(g, "\n")
-			if strings.Contains(header, "[select") && strings.Contains(g, "postgres.(*DB).enqueue(") {
+			if strings.Contains(header, "[select") && strings.Contains(g, "sqlstore.Submit[") {
 				waiting++
 			}
 		}

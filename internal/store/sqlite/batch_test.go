@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 )
 
 // insertLog is a write of one log line of sandbox id.
@@ -114,7 +115,7 @@ func TestWritesConcurrentAndClosed(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutSandbox(ctx, sandbox.Sandbox{ID: "late", TeamID: sandbox.DefaultTeamID}); !errors.Is(err, errClosed) {
-		t.Errorf("a write after Close returned %v, want errClosed", err)
+	if err := s.PutSandbox(ctx, sandbox.Sandbox{ID: "late", TeamID: sandbox.DefaultTeamID}); !errors.Is(err, sqlstore.ErrClosed) {
+		t.Errorf("a write after Close returned %v, want sqlstore.ErrClosed", err)
 	}
 }

@@ -4,10 +4,10 @@
 // rules around them (what is a conflict, what is not found). Store
 // implements the records of store.Store on a DB that an adapter gives it.
 //
-// It owns no connection, driver, schema or migration, nor the group
-// commit: internal/store/sqlite and internal/store/postgres open their
-// databases, migrate them, batch their writes and say, through DB and
-// Dialect, what differs between them.
+// It owns no connection, driver, schema or migration: internal/store/sqlite
+// and internal/store/postgres open their databases, migrate them, commit
+// their batches of writes each its own way (on the queue of batch.go) and
+// say, through DB and Dialect, what differs between them.
 package sqlstore
 
 import (
