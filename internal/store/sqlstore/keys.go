@@ -60,14 +60,8 @@ func (s *Store) SetTeamQuota(ctx context.Context, teamID string, q sandbox.Quota
 	if err != nil {
 		return err
 	}
-	n, err := s.db.Exec(ctx, `UPDATE teams SET quota = $1 WHERE id = $2`, string(data), teamID)
-	if err != nil {
-		return fmt.Errorf("set the quota of team %s: %w", teamID, err)
-	}
-	if n == 0 {
-		return sandbox.Errorf(sandbox.KindNotFound, "team '%s' not found", teamID)
-	}
-	return nil
+	return changeOne(ctx, s.db, "set the quota of team "+teamID, "team '"+teamID+"' not found",
+		`UPDATE teams SET quota = $1 WHERE id = $2`, string(data), teamID)
 }
 
 // CreateAPIKey stores a new key; its team must exist.
@@ -125,24 +119,10 @@ func (s *Store) listKeys(ctx context.Context, where string, args ...any) ([]sand
 
 // DeleteAPIKey revokes the key with the given ID.
 func (s *Store) DeleteAPIKey(ctx context.Context, id string) error {
-	n, err := s.db.Exec(ctx, `DELETE FROM api_keys WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("delete api key: %w", err)
-	}
-	if n == 0 {
-		return sandbox.Errorf(sandbox.KindNotFound, "api key %s not found", id)
-	}
-	return nil
+	return changeOne(ctx, s.db, "delete api key", "api key "+id+" not found", `DELETE FROM api_keys WHERE id = $1`, id)
 }
 
 // RenameAPIKey changes the name of the key with the given ID.
 func (s *Store) RenameAPIKey(ctx context.Context, id, name string) error {
-	n, err := s.db.Exec(ctx, `UPDATE api_keys SET name = $1 WHERE id = $2`, name, id)
-	if err != nil {
-		return fmt.Errorf("rename api key: %w", err)
-	}
-	if n == 0 {
-		return sandbox.Errorf(sandbox.KindNotFound, "api key %s not found", id)
-	}
-	return nil
+	return changeOne(ctx, s.db, "rename api key", "api key "+id+" not found", `UPDATE api_keys SET name = $1 WHERE id = $2`, name, id)
 }

@@ -95,12 +95,5 @@ func (s *Store) ListSecrets(ctx context.Context, teamID, after string, limit int
 
 // DeleteSecret removes a team's secret with its value.
 func (s *Store) DeleteSecret(ctx context.Context, teamID, id string) error {
-	n, err := s.db.Exec(ctx, `DELETE FROM secrets WHERE id = $1 AND team_id = $2`, id, teamID)
-	if err != nil {
-		return fmt.Errorf("delete secret %s: %w", id, err)
-	}
-	if n == 0 {
-		return sandbox.Errorf(sandbox.KindNotFound, "secret not found")
-	}
-	return nil
+	return changeOne(ctx, s.db, "delete secret "+id, "secret not found", `DELETE FROM secrets WHERE id = $1 AND team_id = $2`, id, teamID)
 }

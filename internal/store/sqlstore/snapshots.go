@@ -73,12 +73,5 @@ func (s *Store) ListSnapshots(ctx context.Context, teamID, sandboxID string) ([]
 
 // DeleteSnapshot removes a snapshot record.
 func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
-	n, err := s.db.Exec(ctx, `DELETE FROM snapshots WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("delete snapshot: %w", err)
-	}
-	if n == 0 {
-		return sandbox.Errorf(sandbox.KindNotFound, "snapshot %s not found", id)
-	}
-	return nil
+	return changeOne(ctx, s.db, "delete snapshot", "snapshot "+id+" not found", `DELETE FROM snapshots WHERE id = $1`, id)
 }

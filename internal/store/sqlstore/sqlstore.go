@@ -108,6 +108,19 @@ func notFound(err error, what string) error {
 	return err
 }
 
+// changeOne runs a statement that changes one row: its error is op's, and
+// no row changed is KindNotFound, saying missing.
+func changeOne(ctx context.Context, q Querier, op, missing, query string, args ...any) error {
+	n, err := q.Exec(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if n == 0 {
+		return sandbox.Errorf(sandbox.KindNotFound, "%s", missing)
+	}
+	return nil
+}
+
 // noLimit is a LIMIT's argument: n, or for n <= 0 no limit, which both
 // dialects read from the largest BIGINT (SQLite refuses NULL there, and
 // PostgreSQL -1).

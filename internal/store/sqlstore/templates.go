@@ -76,12 +76,8 @@ func (s *Store) ListTemplates(ctx context.Context, teamID string) ([]template.Te
 // DeleteTemplate removes a template and everything it owns.
 func (s *Store) DeleteTemplate(ctx context.Context, id string) error {
 	return s.db.Tx(ctx, func(tx Querier) error {
-		n, err := tx.Exec(ctx, `DELETE FROM templates WHERE id = $1`, id)
-		if err != nil {
-			return fmt.Errorf("delete template: %w", err)
-		}
-		if n == 0 {
-			return sandbox.Errorf(sandbox.KindNotFound, "template %s not found", id)
+		if err := changeOne(ctx, tx, "delete template", "template "+id+" not found", `DELETE FROM templates WHERE id = $1`, id); err != nil {
+			return err
 		}
 		for _, q := range []string{
 			`DELETE FROM template_names WHERE template_id = $1`,
@@ -175,14 +171,8 @@ func (s *Store) SetTag(ctx context.Context, templateID string, t template.Tag) e
 
 // DeleteTag removes a template's tag.
 func (s *Store) DeleteTag(ctx context.Context, templateID, tag string) error {
-	n, err := s.db.Exec(ctx, `DELETE FROM template_tags WHERE template_id = $1 AND tag = $2`, templateID, tag)
-	if err != nil {
-		return fmt.Errorf("delete tag: %w", err)
-	}
-	if n == 0 {
-		return sandbox.Errorf(sandbox.KindNotFound, "tag '%s' not found", tag)
-	}
-	return nil
+	return changeOne(ctx, s.db, "delete tag", "tag '"+tag+"' not found",
+		`DELETE FROM template_tags WHERE template_id = $1 AND tag = $2`, templateID, tag)
 }
 
 // Tags returns a template's tags, oldest first.

@@ -62,12 +62,5 @@ func (s *Store) listVolumes(ctx context.Context, where string, args ...any) ([]s
 
 // DeleteVolume removes a volume's record.
 func (s *Store) DeleteVolume(ctx context.Context, id string) error {
-	n, err := s.db.Exec(ctx, `DELETE FROM volumes WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("delete volume %s: %w", id, err)
-	}
-	if n == 0 {
-		return sandbox.Errorf(sandbox.KindNotFound, "volume not found")
-	}
-	return nil
+	return changeOne(ctx, s.db, "delete volume "+id, "volume not found", `DELETE FROM volumes WHERE id = $1`, id)
 }
