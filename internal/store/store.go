@@ -2,9 +2,9 @@
 // (cmd/warren, internal/server) take, whichever adapter keeps the records.
 // The adapters are its subpackages, each named after what it stores in:
 // sqlite (one file, the default on one machine) and postgres (a server
-// several control-plane replicas share); storetest is the conformance
-// suite both pass. It opens nothing: cmd/warren chooses and opens the
-// adapter.
+// several control-plane replicas share), whose queries are written once in
+// sqlstore; storetest is the conformance suite both pass. It opens
+// nothing: cmd/warren chooses and opens the adapter.
 package store
 
 import (

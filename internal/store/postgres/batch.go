@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 )
 
 // The writes of a sandbox's life (its state, events with their
@@ -35,32 +37,22 @@ const maxBatch = 256
 // writers is how many batches may be committed at once.
 const writers = 4
 
-// errClosed is what a write after Close returns.
-var errClosed = errors.New("the store is closed")
+// pendingWrite is one write waiting for its writer.
+type pendingWrite = sqlstore.Pending[writeOp]
 
-// pendingWrite is one write waiting for the writer.
-type pendingWrite struct {
-	ctx context.Context
-	// stmts are the write's statements, when it is only statements; fn
-	// runs it in a transaction, always.
-	stmts []stmt
+// writeOp is what a write runs: its statements, when it is only
+// statements; fn runs it in a transaction, always.
+type writeOp struct {
+	stmts []sqlstore.Stmt
 	fn    func(context.Context, pgx.Tx) error
-	err   error
-	done  chan struct{}
-}
-
-// stmt is one SQL statement with its arguments.
-type stmt struct {
-	sql  string
-	args []any
 }
 
 // exec runs stmts, in order, in the next transaction of the writer of
 // sandbox sandboxID.
-func (s *DB) exec(ctx context.Context, sandboxID string, stmts ...stmt) error {
-	return s.enqueue(ctx, sandboxID, &pendingWrite{ctx: ctx, stmts: stmts, fn: func(ctx context.Context, tx pgx.Tx) error {
+func (s *DB) exec(ctx context.Context, sandboxID string, stmts ...sqlstore.Stmt) error {
+	return s.enqueue(ctx, sandboxID, writeOp{stmts: stmts, fn: func(ctx context.Context, tx pgx.Tx) error {
 		for _, st := range stmts {
-			if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+			if _, err := tx.Exec(ctx, st.SQL, st.Args...); err != nil {
 				return err
 			}
 		}
@@ -69,25 +61,17 @@ func (s *DB) exec(ctx context.Context, sandboxID string, stmts ...stmt) error {
 }
 
 // write runs fn in the next transaction of the writer of sandbox
-// sandboxID and returns its error, or the commit's. fn's statements run without ctx's cancellation: pgx
-// closes a connection whose query is cancelled, and with it the other
-// writes of the batch. A write whose ctx ends before its turn is not run.
+// sandboxID and returns its error, or the commit's. fn's statements run
+// without ctx's cancellation: pgx closes a connection whose query is
+// cancelled, and with it the other writes of the batch. A write whose ctx
+// ends before its turn is not run.
 func (s *DB) write(ctx context.Context, sandboxID string, fn func(context.Context, pgx.Tx) error) error {
-	return s.enqueue(ctx, sandboxID, &pendingWrite{ctx: ctx, fn: fn})
+	return s.enqueue(ctx, sandboxID, writeOp{fn: fn})
 }
 
-// enqueue hands w to the writer of sandboxID and waits for it to be done.
-func (s *DB) enqueue(ctx context.Context, sandboxID string, w *pendingWrite) error {
-	w.done = make(chan struct{})
-	select {
-	case s.writes[writerOf(sandboxID)] <- w:
-	case <-s.closing:
-		return errClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	<-w.done
-	return w.err
+// enqueue hands op to the writer of sandboxID and waits for it to be done.
+func (s *DB) enqueue(ctx context.Context, sandboxID string, op writeOp) error {
+	return sqlstore.Submit(ctx, s.writes[writerOf(sandboxID)], s.closing, op)
 }
 
 // writerOf returns the index of the writer of a sandbox's writes.
@@ -99,42 +83,19 @@ func writerOf(sandboxID string) int {
 
 // writer commits the writes that come on writes, in batches, until Close.
 func (s *DB) writer(writes <-chan *pendingWrite) {
-	for {
-		var batch []*pendingWrite
-		select {
-		case w := <-writes:
-			batch = append(batch, w)
-		case <-s.closing:
-			return
-		}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case w := <-writes:
-				batch = append(batch, w)
-			default:
-				break more
-			}
-		}
-		s.commit(batch)
-	}
+	sqlstore.RunWriter(writes, s.closing, maxBatch, s.commit)
 }
 
 // commit runs batch in one transaction: pipelined when it is only
 // statements, else (or when the server refused a statement of it) with
 // each write in a savepoint when there are several.
 func (s *DB) commit(batch []*pendingWrite) {
-	defer func() {
-		for _, w := range batch {
-			close(w.done)
-		}
-	}()
 	var live []*pendingWrite
 	statements := true
 	for _, w := range batch {
-		if w.err = w.ctx.Err(); w.err == nil {
+		if w.Err = w.Ctx.Err(); w.Err == nil {
 			live = append(live, w)
-			statements = statements && w.stmts != nil
+			statements = statements && w.Op.stmts != nil
 		}
 	}
 	if len(live) == 0 {
@@ -151,7 +112,7 @@ func (s *DB) commit(batch []*pendingWrite) {
 			// Not the server refusing a statement (a lost connection): the
 			// batch may or may not be committed, and is not tried again.
 			for _, w := range live {
-				w.err = err
+				w.Err = err
 			}
 			return
 		}
@@ -164,8 +125,8 @@ func (s *DB) commit(batch []*pendingWrite) {
 func (s *DB) pipeline(ctx context.Context, live []*pendingWrite) error {
 	b := &pgx.Batch{}
 	for _, w := range live {
-		for _, st := range w.stmts {
-			b.Queue(st.sql, st.args...)
+		for _, st := range w.Op.stmts {
+			b.Queue(st.SQL, st.Args...)
 		}
 	}
 	return s.pool.SendBatch(ctx, b).Close()
@@ -177,24 +138,24 @@ func (s *DB) transact(ctx context.Context, live []*pendingWrite) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		for _, w := range live {
-			w.err = err
+			w.Err = err
 		}
 		return
 	}
 	defer tx.Rollback(ctx)
 	if len(live) == 1 {
-		if live[0].err = live[0].fn(context.WithoutCancel(live[0].ctx), tx); live[0].err != nil {
+		if live[0].Err = live[0].Op.fn(context.WithoutCancel(live[0].Ctx), tx); live[0].Err != nil {
 			return
 		}
 	} else {
 		for _, w := range live {
-			w.err = savepoint(ctx, tx, w)
+			w.Err = savepoint(ctx, tx, w)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		for _, w := range live {
-			if w.err == nil {
-				w.err = fmt.Errorf("commit: %w", err)
+			if w.Err == nil {
+				w.Err = fmt.Errorf("commit: %w", err)
 			}
 		}
 	}
@@ -205,7 +166,7 @@ func savepoint(ctx context.Context, tx pgx.Tx, w *pendingWrite) error {
 	if _, err := tx.Exec(ctx, `SAVEPOINT w`); err != nil {
 		return err
 	}
-	err := w.fn(context.WithoutCancel(w.ctx), tx)
+	err := w.Op.fn(context.WithoutCancel(w.Ctx), tx)
 	if err != nil {
 		if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT w`); rerr != nil {
 			return errors.Join(err, fmt.Errorf("undo a failed write: %w", rerr))

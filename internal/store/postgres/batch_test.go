@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
+	"github.com/warrenhq/warren/internal/store/storetest"
 )
 
 // insertLog is a write of one log line of sandbox id.
@@ -79,7 +79,7 @@ func TestWritesBatch(t *testing.T) {
 	go func() { cancelled <- s.write(gone, sandboxOf(0), insertLog("cancelled")) }()
 	// The writers take nothing while they hold the first writes: wait
 	// until every other write waits for them, then let go.
-	waitSenders(t, len(writes)+1)
+	storetest.WaitQueued(t, len(writes)+1)
 	cancel()
 	letGo()
 	wg.Wait()
@@ -88,23 +88,8 @@ func TestWritesBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := <-cancelled; !errors.Is(err, context.Canceled) {
-		t.Errorf("a write cancelled before its turn returned %v, want context.Canceled", err)
-	}
-	for name, want := range map[string]bool{"ok-1": true, "ok-2": true, "fails": false, "bad sql": false} {
-		if got := errs[name] == nil; got != want {
-			t.Errorf("write %s: error %v", name, errs[name])
-		}
-	}
-	for id, want := range map[string]int{"first-0": 1, "first-3": 1, "ok-1": 1, "ok-2": 1, "fails": 0, "cancelled": 0} {
-		logs, err := s.Logs(ctx, id, sandbox.LogQuery{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(logs) != want {
-			t.Errorf("sandbox %s has %d log lines, want %d", id, len(logs), want)
-		}
-	}
+	storetest.WantWrites(t, <-cancelled, errs, map[string]bool{"ok-1": true, "ok-2": true, "fails": false, "bad sql": false})
+	storetest.WantLogLines(t, s, map[string]int{"first-0": 1, "first-3": 1, "ok-1": 1, "ok-2": 1, "fails": 0, "cancelled": 0})
 }
 
 // A write after Close is refused.
@@ -113,31 +98,8 @@ func TestWriteAfterClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutSandbox(t.Context(), sandbox.Sandbox{ID: "late", TeamID: sandbox.DefaultTeamID}); !errors.Is(err, errClosed) {
-		t.Errorf("a write after Close returned %v, want errClosed", err)
-	}
-}
-
-// waitSenders waits until n goroutines wait in write for the writer.
-func waitSenders(t *testing.T, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	buf := make([]byte, 1<<20)
-	for {
-		waiting := 0
-		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			header, _, _ := strings.Cut(g, "\n")
-			if strings.Contains(header, "[select") && strings.Contains(g, "postgres.(*DB).enqueue(") {
-				waiting++
-			}
-		}
-		if waiting >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes wait for the writer after 10 s, want %d", waiting, n)
-		}
-		runtime.Gosched()
+	if err := s.PutSandbox(t.Context(), sandbox.Sandbox{ID: "late", TeamID: sandbox.DefaultTeamID}); !errors.Is(err, sqlstore.ErrClosed) {
+		t.Errorf("a write after Close returned %v, want sqlstore.ErrClosed", err)
 	}
 }
 
@@ -189,7 +151,7 @@ func TestPipelineRefused(t *testing.T) {
 			errs[i] = s.PutSandbox(ctx, sandbox.Sandbox{ID: id, TeamID: sandbox.DefaultTeamID, State: sandbox.StateRunning})
 		})
 	}
-	waitSenders(t, len(ids))
+	storetest.WaitQueued(t, len(ids))
 	letGo()
 	wg.Wait()
 	if errs[0] == nil {

@@ -4,16 +4,18 @@
 // snapshots, templates and builds, events, webhooks and their deliveries,
 // secrets (sealed), volumes, logs, metric samples, the dashboard's logins
 // and sessions and the warm pools' learned demand), with the same
-// semantics, checked by one conformance suite (internal/store/storetest).
-// It owns its schema and migrations (embedded SQL files, applied once
-// under an advisory lock whoever opens the database first); it knows
-// nothing of lifecycle rules, nor of which replica may write what.
+// semantics, checked by one conformance suite (internal/store/storetest):
+// their queries are internal/store/sqlstore's, shared with SQLite. It
+// owns what is PostgreSQL's own: the pool, the schema and its migrations
+// (embedded SQL files, applied once under an advisory lock whoever opens
+// the database first), the writers that batch and pipeline the writes of
+// a sandbox's life, and which errors are which; it knows nothing of
+// lifecycle rules, nor of which replica may write what.
 package postgres
 
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -22,15 +24,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 )
 
 // DB is a Warren store on a PostgreSQL database.
 type DB struct {
+	*sqlstore.Store
 	pool *pgxpool.Pool
 	// writes takes writes to the writer goroutines (batch.go), one
 	// channel each; closing ends them, and writers waits for them.
@@ -40,7 +43,7 @@ type DB struct {
 	closeOnce sync.Once
 }
 
-var _ sandbox.Store = (*DB)(nil)
+var _ store.Store = (*DB)(nil)
 
 // migrationFiles are the schema's migrations, NNNN_name.sql, applied in
 // order; the table schema_migrations lists those done. Append only: never
@@ -70,6 +73,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &DB{pool: pool, closing: make(chan struct{})}
+	s.Store = sqlstore.New(driver{querier{pool}, s}, sqlstore.Dialect{Text: text, Unique: unique})
 	for i := range s.writes {
 		s.writes[i] = make(chan *pendingWrite)
 		s.writers.Go(func() { s.writer(s.writes[i]) })
@@ -180,44 +184,8 @@ func (s *DB) migrate(ctx context.Context) error {
 	return tx.Commit(ctx)
 }
 
-// notFound turns pgx.ErrNoRows into a KindNotFound error.
-func notFound(err error, what string) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return sandbox.Errorf(sandbox.KindNotFound, "%s not found", what)
-	}
-	return err
-}
-
-// violates reports whether err is a unique violation of constraint.
-func violates(err error, constraint string) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
-}
-
 // text makes s storable in a TEXT column: PostgreSQL refuses NUL bytes
 // and invalid UTF-8, which a build's output or a log line may hold.
 func text(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
-
-// noLimit is a LIMIT's argument: NULL, no limit, for n <= 0.
-func noLimit(n int) *int {
-	if n <= 0 {
-		return nil
-	}
-	return &n
-}
-
-func unixNano(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromUnixNano(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }

@@ -99,12 +99,7 @@ func freshURL(tb testing.TB) string {
 
 func open(tb testing.TB) *DB {
 	tb.Helper()
-	s, err := Open(context.Background(), freshURL(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	return s
+	return storetest.Open(tb, func() (*DB, error) { return Open(context.Background(), freshURL(tb)) })
 }
 
 func opener(tb testing.TB) storetest.Store { return open(tb) }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
+	"github.com/warrenhq/warren/internal/store/storetest"
 )
 
 // insertLog is a write of one log line of sandbox id.
@@ -64,30 +66,15 @@ func TestWritesBatch(t *testing.T) {
 	}
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- s.write(gone, insertLog("cancelled")) }()
-	time.Sleep(100 * time.Millisecond) // for all of them to queue
+	storetest.WaitQueued(t, len(writes)+1) // the writer takes nothing while it holds the first
 	cancel()
 	close(release)
 	wg.Wait()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if err := <-cancelled; !errors.Is(err, context.Canceled) {
-		t.Errorf("a write cancelled before its turn returned %v, want context.Canceled", err)
-	}
-	for name, want := range map[string]bool{"ok-1": true, "ok-2": true, "fails": false, "bad sql": false} {
-		if got := errs[name] == nil; got != want {
-			t.Errorf("write %s: error %v", name, errs[name])
-		}
-	}
-	for id, want := range map[string]int{"first": 1, "ok-1": 1, "ok-2": 1, "fails": 0, "cancelled": 0} {
-		logs, err := s.Logs(ctx, id, sandbox.LogQuery{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(logs) != want {
-			t.Errorf("sandbox %s has %d log lines, want %d", id, len(logs), want)
-		}
-	}
+	storetest.WantWrites(t, <-cancelled, errs, map[string]bool{"ok-1": true, "ok-2": true, "fails": false, "bad sql": false})
+	storetest.WantLogLines(t, s, map[string]int{"first": 1, "ok-1": 1, "ok-2": 1, "fails": 0, "cancelled": 0})
 }
 
 // Many writers at once all land; a write after Close is refused.
@@ -114,7 +101,7 @@ func TestWritesConcurrentAndClosed(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutSandbox(ctx, sandbox.Sandbox{ID: "late", TeamID: sandbox.DefaultTeamID}); !errors.Is(err, errClosed) {
-		t.Errorf("a write after Close returned %v, want errClosed", err)
+	if err := s.PutSandbox(ctx, sandbox.Sandbox{ID: "late", TeamID: sandbox.DefaultTeamID}); !errors.Is(err, sqlstore.ErrClosed) {
+		t.Errorf("a write after Close returned %v, want sqlstore.ErrClosed", err)
 	}
 }

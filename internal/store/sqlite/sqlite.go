@@ -1,8 +1,10 @@
 // Package sqlite is Warren's persistent store: sandboxes, teams, API keys
 // (hashed), snapshots, secrets (sealed), sandbox logs, metric samples and
 // the warm pools' learned demand in one SQLite file (modernc.org/sqlite,
-// pure Go) in WAL mode. It implements sandbox.Store and
-// owns the schema and its migrations; it knows nothing of lifecycle rules,
+// pure Go) in WAL mode. It implements sandbox.Store with the records
+// PostgreSQL's store shares (internal/store/sqlstore), and owns what is
+// SQLite's own: the connection, the schema and its migrations, and the
+// group commit of its one writer. It knows nothing of lifecycle rules,
 // which belong to the lifecycle manager, its only writer of sandboxes.
 package sqlite
 
@@ -17,12 +19,15 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store"
+	"github.com/warrenhq/warren/internal/store/sqlstore"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 // DB is a Warren store backed by one SQLite file.
 type DB struct {
+	*sqlstore.Store
 	db *sql.DB
 	// writes takes writes to the writer goroutine (batch.go); closing
 	// ends it, and writerDone says it ended.
@@ -32,10 +37,12 @@ type DB struct {
 	closeOnce  sync.Once
 }
 
-var _ sandbox.Store = (*DB)(nil)
+var _ store.Store = (*DB)(nil)
 
 // migrations are applied in order; PRAGMA user_version counts those done.
-// Append only: never edit a migration that has shipped.
+// Append only: never edit a migration that has shipped. The files their
+// comments name are internal/store/sqlstore's, which reads and writes the
+// tables.
 var migrations = []string{
 	`CREATE TABLE teams (
 		id TEXT PRIMARY KEY,
@@ -223,6 +230,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	// in-memory database one database.
 	db.SetMaxOpenConns(1)
 	s := &DB{db: db, writes: make(chan *pendingWrite), closing: make(chan struct{}), writerDone: make(chan struct{})}
+	s.Store = sqlstore.New(driver{querier{db}, s}, sqlstore.Dialect{Unique: unique})
 	go s.writer()
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
@@ -303,26 +311,4 @@ func (s *DB) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// notFound turns sql.ErrNoRows into a KindNotFound error.
-func notFound(err error, what string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return sandbox.Errorf(sandbox.KindNotFound, "%s not found", what)
-	}
-	return err
-}
-
-func unixNano(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromUnixNano(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }

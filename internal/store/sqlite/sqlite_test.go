@@ -17,12 +17,7 @@ import (
 
 func open(tb testing.TB) *DB {
 	tb.Helper()
-	s, err := Open(context.Background(), filepath.Join(tb.TempDir(), "warren.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	return s
+	return storetest.Open(tb, func() (*DB, error) { return Open(context.Background(), filepath.Join(tb.TempDir(), "warren.db")) })
 }
 
 func opener(tb testing.TB) storetest.Store { return open(tb) }

@@ -3,7 +3,8 @@
 // (internal/store/sqlite, internal/store/postgres) run against a store of
 // their own, and the benchmarks that compare them. It holds what a store
 // must do as its users see it; what is one adapter's own (its migrations,
-// its writer's batches) stays in that adapter's tests.
+// its writer's batches) stays in that adapter's tests, which share the
+// helpers of adapter.go.
 package storetest
 
 import (

@@ -1,23 +1,22 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // CreateDashboardLogin stores the hash of a single-use login token for
 // team, valid until expires.
-func (s *DB) CreateDashboardLogin(ctx context.Context, hash, teamID string, expires time.Time) error {
+func (s *Store) CreateDashboardLogin(ctx context.Context, hash, teamID string, expires time.Time) error {
 	if _, err := s.GetTeam(ctx, teamID); err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO dashboard_logins (hash, team_id, expires_at) VALUES ($1, $2, $3)`,
+	_, err := s.db.Exec(ctx, `INSERT INTO dashboard_logins (hash, team_id, expires_at) VALUES ($1, $2, $3)`,
 		hash, teamID, unixNano(expires))
 	if err != nil {
 		return fmt.Errorf("create dashboard login: %w", err)
@@ -29,13 +28,13 @@ func (s *DB) CreateDashboardLogin(ctx context.Context, hash, teamID string, expi
 // team: a token is deleted by its first use (one DELETE, so two replicas
 // cannot both use it), so a second use, like an unknown or expired token,
 // is KindUnauthenticated. Expired tokens are deleted on the way.
-func (s *DB) UseDashboardLogin(ctx context.Context, hash string, now time.Time) (string, error) {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM dashboard_logins WHERE expires_at <= $1`, unixNano(now)); err != nil {
+func (s *Store) UseDashboardLogin(ctx context.Context, hash string, now time.Time) (string, error) {
+	if _, err := s.db.Exec(ctx, `DELETE FROM dashboard_logins WHERE expires_at <= $1`, unixNano(now)); err != nil {
 		return "", fmt.Errorf("expire dashboard logins: %w", err)
 	}
 	var team string
-	err := s.pool.QueryRow(ctx, `DELETE FROM dashboard_logins WHERE hash = $1 RETURNING team_id`, hash).Scan(&team)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err := s.db.QueryRow(ctx, `DELETE FROM dashboard_logins WHERE hash = $1 RETURNING team_id`, hash).Scan(&team)
+	if errors.Is(err, sql.ErrNoRows) {
 		return "", sandbox.Errorf(sandbox.KindUnauthenticated, "this login link is unknown, used or expired; run \"warren dashboard\" for a new one")
 	}
 	if err != nil {
@@ -46,11 +45,11 @@ func (s *DB) UseDashboardLogin(ctx context.Context, hash string, now time.Time) 
 
 // CreateDashboardSession stores a session, and deletes the expired
 // ones, which nobody may come back to end.
-func (s *DB) CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSession) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM dashboard_sessions WHERE expires_at <= $1`, unixNano(ds.CreatedAt)); err != nil {
+func (s *Store) CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSession) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM dashboard_sessions WHERE expires_at <= $1`, unixNano(ds.CreatedAt)); err != nil {
 		return fmt.Errorf("expire dashboard sessions: %w", err)
 	}
-	_, err := s.pool.Exec(ctx,
+	_, err := s.db.Exec(ctx,
 		`INSERT INTO dashboard_sessions (hash, team_id, csrf, created_at, expires_at, operator) VALUES ($1, $2, $3, $4, $5, $6)`,
 		ds.Hash, ds.TeamID, ds.CSRF, unixNano(ds.CreatedAt), unixNano(ds.ExpiresAt), ds.Operator)
 	if err != nil {
@@ -62,12 +61,12 @@ func (s *DB) CreateDashboardSession(ctx context.Context, ds sandbox.DashboardSes
 // DashboardSessionByHash returns the unexpired session of hash; an
 // unknown or expired one is KindUnauthenticated (and an expired one is
 // deleted).
-func (s *DB) DashboardSessionByHash(ctx context.Context, hash string, now time.Time) (sandbox.DashboardSession, error) {
+func (s *Store) DashboardSessionByHash(ctx context.Context, hash string, now time.Time) (sandbox.DashboardSession, error) {
 	ds := sandbox.DashboardSession{Hash: hash}
 	var created, expires int64
-	err := s.pool.QueryRow(ctx, `SELECT team_id, csrf, created_at, expires_at, operator FROM dashboard_sessions WHERE hash = $1`, hash).
+	err := s.db.QueryRow(ctx, `SELECT team_id, csrf, created_at, expires_at, operator FROM dashboard_sessions WHERE hash = $1`, hash).
 		Scan(&ds.TeamID, &ds.CSRF, &created, &expires, &ds.Operator)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) {
 		return sandbox.DashboardSession{}, sandbox.Errorf(sandbox.KindUnauthenticated, "no dashboard session")
 	}
 	if err != nil {
@@ -85,8 +84,8 @@ func (s *DB) DashboardSessionByHash(ctx context.Context, hash string, now time.T
 
 // DeleteDashboardSession ends a session; ending an unknown one is no
 // error.
-func (s *DB) DeleteDashboardSession(ctx context.Context, hash string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM dashboard_sessions WHERE hash = $1`, hash); err != nil {
+func (s *Store) DeleteDashboardSession(ctx context.Context, hash string) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM dashboard_sessions WHERE hash = $1`, hash); err != nil {
 		return fmt.Errorf("delete dashboard session: %w", err)
 	}
 	return nil

@@ -1,11 +1,9 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -18,8 +16,8 @@ type peak struct {
 
 // SavePoolDemand replaces every template's demand with ds, in one
 // transaction: what is not in ds is gone after.
-func (s *DB) SavePoolDemand(ctx context.Context, ds []sandbox.PoolDemand) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+func (s *Store) SavePoolDemand(ctx context.Context, ds []sandbox.PoolDemand) error {
+	err := s.db.Tx(ctx, func(tx Querier) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM pool_demand`); err != nil {
 			return err
 		}
@@ -46,30 +44,26 @@ func (s *DB) SavePoolDemand(ctx context.Context, ds []sandbox.PoolDemand) error 
 }
 
 // PoolDemand returns the demand SavePoolDemand saved last, by template ID.
-func (s *DB) PoolDemand(ctx context.Context) ([]sandbox.PoolDemand, error) {
-	rows, err := s.pool.Query(ctx, `SELECT template_id, team_id, peaks FROM pool_demand ORDER BY template_id`)
+func (s *Store) PoolDemand(ctx context.Context) ([]sandbox.PoolDemand, error) {
+	out, err := collect(ctx, s.db, scanDemand, `SELECT template_id, team_id, peaks FROM pool_demand ORDER BY template_id`)
 	if err != nil {
 		return nil, fmt.Errorf("read pool demand: %w", err)
 	}
-	defer rows.Close()
-	var out []sandbox.PoolDemand
-	for rows.Next() {
-		var d sandbox.PoolDemand
-		var data string
-		if err := rows.Scan(&d.TemplateID, &d.TeamID, &data); err != nil {
-			return nil, fmt.Errorf("read pool demand: %w", err)
-		}
-		var peaks []peak
-		if err := json.Unmarshal([]byte(data), &peaks); err != nil {
-			return nil, fmt.Errorf("read pool demand of %s: %w", d.TemplateID, err)
-		}
-		for _, p := range peaks {
-			d.Peaks = append(d.Peaks, sandbox.DemandPeak{At: fromUnixNano(p.At), Size: p.Size})
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read pool demand: %w", err)
-	}
 	return out, nil
+}
+
+func scanDemand(row Row) (sandbox.PoolDemand, error) {
+	var d sandbox.PoolDemand
+	var data string
+	if err := row.Scan(&d.TemplateID, &d.TeamID, &data); err != nil {
+		return d, err
+	}
+	var peaks []peak
+	if err := json.Unmarshal([]byte(data), &peaks); err != nil {
+		return d, fmt.Errorf("of %s: %w", d.TemplateID, err)
+	}
+	for _, p := range peaks {
+		d.Peaks = append(d.Peaks, sandbox.DemandPeak{At: fromUnixNano(p.At), Size: p.Size})
+	}
+	return d, nil
 }

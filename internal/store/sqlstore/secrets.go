@@ -1,28 +1,25 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
-
-var _ sandbox.SecretStore = (*DB)(nil)
 
 const secretColumns = `id, team_id, name, version, metadata, created_at, updated_at, sealed`
 
 // CreateSecret inserts a secret; a second secret of the same name in a
 // team is a conflict.
-func (s *DB) CreateSecret(ctx context.Context, sec sandbox.Secret) error {
+func (s *Store) CreateSecret(ctx context.Context, sec sandbox.Secret) error {
 	md, err := json.Marshal(sec.Metadata)
 	if err != nil {
 		return fmt.Errorf("encode secret metadata: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO secrets (`+secretColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = s.db.Exec(ctx, `INSERT INTO secrets (`+secretColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		sec.ID, sec.TeamID, sec.Name, sec.Version, string(md), unixNano(sec.CreatedAt), unixNano(sec.UpdatedAt), sec.Sealed)
-	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: secrets.team_id, secrets.name") {
+	if s.dialect.Unique(err, UniqueSecretName) {
 		return sandbox.Errorf(sandbox.KindConflict, "secret with name %q already exists", sec.Name)
 	}
 	if err != nil {
@@ -33,18 +30,18 @@ func (s *DB) CreateSecret(ctx context.Context, sec sandbox.Secret) error {
 
 // UpdateSecret replaces a secret's version, value, metadata and update
 // time when its stored version is prev.
-func (s *DB) UpdateSecret(ctx context.Context, sec sandbox.Secret, prev int64) error {
+func (s *Store) UpdateSecret(ctx context.Context, sec sandbox.Secret, prev int64) error {
 	md, err := json.Marshal(sec.Metadata)
 	if err != nil {
 		return fmt.Errorf("encode secret metadata: %w", err)
 	}
-	res, err := s.db.ExecContext(ctx,
-		`UPDATE secrets SET version = ?, metadata = ?, updated_at = ?, sealed = ? WHERE id = ? AND team_id = ? AND version = ?`,
+	n, err := s.db.Exec(ctx,
+		`UPDATE secrets SET version = $1, metadata = $2, updated_at = $3, sealed = $4 WHERE id = $5 AND team_id = $6 AND version = $7`,
 		sec.Version, string(md), unixNano(sec.UpdatedAt), sec.Sealed, sec.ID, sec.TeamID, prev)
 	if err != nil {
 		return fmt.Errorf("update secret %s: %w", sec.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	if n == 1 {
 		return nil
 	}
 	if _, err := s.GetSecret(ctx, sec.TeamID, sec.ID); err != nil {
@@ -53,7 +50,7 @@ func (s *DB) UpdateSecret(ctx context.Context, sec sandbox.Secret, prev int64) e
 	return sandbox.Errorf(sandbox.KindConflict, "secret %q was updated at the same time; retry", sec.Name)
 }
 
-func scanSecret(row scanner) (sandbox.Secret, error) {
+func scanSecret(row Row) (sandbox.Secret, error) {
 	var sec sandbox.Secret
 	var md string
 	var created, updated int64
@@ -68,8 +65,8 @@ func scanSecret(row scanner) (sandbox.Secret, error) {
 }
 
 // GetSecret returns a team's secret by ID.
-func (s *DB) GetSecret(ctx context.Context, teamID, id string) (sandbox.Secret, error) {
-	sec, err := scanSecret(s.db.QueryRowContext(ctx, `SELECT `+secretColumns+` FROM secrets WHERE id = ? AND team_id = ?`, id, teamID))
+func (s *Store) GetSecret(ctx context.Context, teamID, id string) (sandbox.Secret, error) {
+	sec, err := scanSecret(s.db.QueryRow(ctx, `SELECT `+secretColumns+` FROM secrets WHERE id = $1 AND team_id = $2`, id, teamID))
 	if err != nil {
 		return sandbox.Secret{}, notFound(err, "secret")
 	}
@@ -77,8 +74,8 @@ func (s *DB) GetSecret(ctx context.Context, teamID, id string) (sandbox.Secret, 
 }
 
 // SecretByName returns a team's secret by its (lowercase) name.
-func (s *DB) SecretByName(ctx context.Context, teamID, name string) (sandbox.Secret, error) {
-	sec, err := scanSecret(s.db.QueryRowContext(ctx, `SELECT `+secretColumns+` FROM secrets WHERE team_id = ? AND name = ?`, teamID, name))
+func (s *Store) SecretByName(ctx context.Context, teamID, name string) (sandbox.Secret, error) {
+	sec, err := scanSecret(s.db.QueryRow(ctx, `SELECT `+secretColumns+` FROM secrets WHERE team_id = $1 AND name = $2`, teamID, name))
 	if err != nil {
 		return sandbox.Secret{}, notFound(err, "secret")
 	}
@@ -87,32 +84,16 @@ func (s *DB) SecretByName(ctx context.Context, teamID, name string) (sandbox.Sec
 
 // ListSecrets returns up to limit of a team's secrets with names after
 // after, by name.
-func (s *DB) ListSecrets(ctx context.Context, teamID, after string, limit int) ([]sandbox.Secret, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT `+secretColumns+` FROM secrets WHERE team_id = ? AND name > ? ORDER BY name LIMIT ?`, teamID, after, limit)
+func (s *Store) ListSecrets(ctx context.Context, teamID, after string, limit int) ([]sandbox.Secret, error) {
+	out, err := collect(ctx, s.db, scanSecret,
+		`SELECT `+secretColumns+` FROM secrets WHERE team_id = $1 AND name > $2 ORDER BY name LIMIT $3`, teamID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
 	}
-	defer rows.Close()
-	var out []sandbox.Secret
-	for rows.Next() {
-		sec, err := scanSecret(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list secrets: %w", err)
-		}
-		out = append(out, sec)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteSecret removes a team's secret with its value.
-func (s *DB) DeleteSecret(ctx context.Context, teamID, id string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM secrets WHERE id = ? AND team_id = ?`, id, teamID)
-	if err != nil {
-		return fmt.Errorf("delete secret %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return sandbox.Errorf(sandbox.KindNotFound, "secret not found")
-	}
-	return nil
+func (s *Store) DeleteSecret(ctx context.Context, teamID, id string) error {
+	return changeOne(ctx, s.db, "delete secret "+id, "secret not found", `DELETE FROM secrets WHERE id = $1 AND team_id = $2`, id, teamID)
 }

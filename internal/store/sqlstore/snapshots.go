@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 // PutSnapshot inserts or replaces a snapshot.
-func (s *DB) PutSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
+func (s *Store) PutSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 	args, err := json.Marshal(sn.AgentArgs)
 	if err != nil {
 		return fmt.Errorf("encode snapshot %s: %w", sn.ID, err)
@@ -18,9 +18,9 @@ func (s *DB) PutSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("encode snapshot %s: %w", sn.ID, err)
 	}
-	_, err = s.db.ExecContext(ctx,
-		`INSERT INTO snapshots (id, team_id, sandbox_id, name, image, created_at, agent_args, memory) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		 ON CONFLICT(id) DO UPDATE SET name=excluded.name, image=excluded.image, agent_args=excluded.agent_args, memory=excluded.memory`,
+	_, err = s.db.Exec(ctx,
+		`INSERT INTO snapshots (`+snapshotColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		 ON CONFLICT (id) DO UPDATE SET name=excluded.name, image=excluded.image, agent_args=excluded.agent_args, memory=excluded.memory`,
 		sn.ID, sn.TeamID, sn.SandboxID, sn.Name, sn.Image, unixNano(sn.CreatedAt), string(args), string(memory))
 	if err != nil {
 		return fmt.Errorf("put snapshot %s: %w", sn.ID, err)
@@ -30,7 +30,7 @@ func (s *DB) PutSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 
 const snapshotColumns = `id, team_id, sandbox_id, name, image, created_at, agent_args, memory`
 
-func scanSnapshot(row scanner) (sandbox.Snapshot, error) {
+func scanSnapshot(row Row) (sandbox.Snapshot, error) {
 	var sn sandbox.Snapshot
 	var created int64
 	var args, memory string
@@ -51,8 +51,8 @@ func scanSnapshot(row scanner) (sandbox.Snapshot, error) {
 }
 
 // GetSnapshot returns a snapshot by ID.
-func (s *DB) GetSnapshot(ctx context.Context, id string) (sandbox.Snapshot, error) {
-	sn, err := scanSnapshot(s.db.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE id = ?`, id))
+func (s *Store) GetSnapshot(ctx context.Context, id string) (sandbox.Snapshot, error) {
+	sn, err := scanSnapshot(s.db.QueryRow(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE id = $1`, id))
 	if err != nil {
 		return sandbox.Snapshot{}, notFound(err, "snapshot")
 	}
@@ -61,33 +61,17 @@ func (s *DB) GetSnapshot(ctx context.Context, id string) (sandbox.Snapshot, erro
 
 // ListSnapshots returns a team's snapshots, oldest first, optionally only
 // those of one sandbox.
-func (s *DB) ListSnapshots(ctx context.Context, teamID, sandboxID string) ([]sandbox.Snapshot, error) {
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT `+snapshotColumns+` FROM snapshots WHERE team_id = ? AND (? = '' OR sandbox_id = ?)
-		 ORDER BY created_at, id`, teamID, sandboxID, sandboxID)
+func (s *Store) ListSnapshots(ctx context.Context, teamID, sandboxID string) ([]sandbox.Snapshot, error) {
+	out, err := collect(ctx, s.db, scanSnapshot,
+		`SELECT `+snapshotColumns+` FROM snapshots WHERE team_id = $1 AND ($2 = '' OR sandbox_id = $2)
+		 ORDER BY created_at, id`, teamID, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
-	defer rows.Close()
-	var out []sandbox.Snapshot
-	for rows.Next() {
-		sn, err := scanSnapshot(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sn)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteSnapshot removes a snapshot record.
-func (s *DB) DeleteSnapshot(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM snapshots WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete snapshot: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return sandbox.Errorf(sandbox.KindNotFound, "snapshot %s not found", id)
-	}
-	return nil
+func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
+	return changeOne(ctx, s.db, "delete snapshot", "snapshot "+id+" not found", `DELETE FROM snapshots WHERE id = $1`, id)
 }

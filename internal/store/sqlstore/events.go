@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -7,22 +7,24 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-var _ events.Store = (*DB)(nil)
+// Events, webhooks and deliveries are kept as JSON beside the columns
+// their queries use.
 
-// AddEvent stores ev and its deliveries in one transaction.
-func (s *DB) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []events.Delivery) error {
+// AddEvent stores ev and its deliveries in one transaction, as a write
+// of its sandbox: the writes of one sandbox commit in the order they
+// come, so its events are numbered (seq) in that order, which the order
+// of their webhook deliveries relies on.
+func (s *Store) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []events.Delivery) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	stmts := []stmt{{`INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES ($1, $2, $3, $4, $5)`,
-		[]any{ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)}}}
+	stmts := []Stmt{{SQL: `INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES ($1, $2, $3, $4, $5)`,
+		Args: []any{ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)}}}
 	for _, d := range deliveries {
 		st, err := deliveryStmt(d)
 		if err != nil {
@@ -30,23 +32,19 @@ func (s *DB) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []events
 		}
 		stmts = append(stmts, st)
 	}
-	if err := s.exec(ctx, ev.SandboxID, stmts...); err != nil {
+	if err := s.db.Batch(ctx, ev.SandboxID, stmts...); err != nil {
 		return fmt.Errorf("add event %s: %w", ev.ID, err)
 	}
 	return nil
 }
 
 // GetEvent returns an event by ID.
-func (s *DB) GetEvent(ctx context.Context, id string) (sandbox.Event, error) {
-	var data string
-	if err := s.pool.QueryRow(ctx, `SELECT data FROM sandbox_events WHERE id = $1`, id).Scan(&data); err != nil {
-		return sandbox.Event{}, notFound(err, "event")
-	}
-	return decodeJSON[sandbox.Event](data)
+func (s *Store) GetEvent(ctx context.Context, id string) (sandbox.Event, error) {
+	return getJSON[sandbox.Event](ctx, s.db, "event", `SELECT data FROM sandbox_events WHERE id = $1`, id)
 }
 
 // Events returns the events q selects, in the order it asks.
-func (s *DB) Events(ctx context.Context, q events.Query) ([]sandbox.Event, error) {
+func (s *Store) Events(ctx context.Context, q events.Query) ([]sandbox.Event, error) {
 	order := "DESC"
 	if q.Ascending {
 		order = "ASC"
@@ -63,21 +61,21 @@ func (s *DB) Events(ctx context.Context, q events.Query) ([]sandbox.Event, error
 	args = append(args, noLimit(q.Limit), max(q.Offset, 0))
 	n := len(args)
 	// order is one of two constants, never input.
-	return queryJSON[sandbox.Event](ctx, s.pool,
+	return queryJSON[sandbox.Event](ctx, s.db,
 		`SELECT data FROM sandbox_events WHERE `+where+` ORDER BY seq `+order+
 			` LIMIT $`+strconv.Itoa(n-1)+` OFFSET $`+strconv.Itoa(n), args...)
 }
 
 // DeleteEventsBefore removes events older than t and the deliveries of
 // them that are done; a pending one keeps its event.
-func (s *DB) DeleteEventsBefore(ctx context.Context, t time.Time) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) error {
+	return s.db.Tx(ctx, func(tx Querier) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM webhook_deliveries WHERE status != $1
 			AND event_id IN (SELECT id FROM sandbox_events WHERE ts < $2)`,
 			string(events.DeliveryPending), unixNano(t)); err != nil {
 			return fmt.Errorf("delete old deliveries: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM sandbox_events e WHERE e.ts < $1
+		if _, err := tx.Exec(ctx, `DELETE FROM sandbox_events AS e WHERE e.ts < $1
 			AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`,
 			unixNano(t)); err != nil {
 			return fmt.Errorf("delete old events: %w", err)
@@ -87,12 +85,12 @@ func (s *DB) DeleteEventsBefore(ctx context.Context, t time.Time) error {
 }
 
 // PutWebhook inserts or replaces a webhook.
-func (s *DB) PutWebhook(ctx context.Context, w events.Webhook) error {
+func (s *Store) PutWebhook(ctx context.Context, w events.Webhook) error {
 	data, err := json.Marshal(w)
 	if err != nil {
 		return fmt.Errorf("encode webhook: %w", err)
 	}
-	_, err = s.pool.Exec(ctx,
+	_, err = s.db.Exec(ctx,
 		`INSERT INTO webhooks (id, team_id, created_at, data) VALUES ($1, $2, $3, $4)
 		 ON CONFLICT (id) DO UPDATE SET data=excluded.data`,
 		w.ID, w.TeamID, unixNano(w.CreatedAt), string(data))
@@ -103,24 +101,20 @@ func (s *DB) PutWebhook(ctx context.Context, w events.Webhook) error {
 }
 
 // GetWebhook returns a webhook by ID.
-func (s *DB) GetWebhook(ctx context.Context, id string) (events.Webhook, error) {
-	var data string
-	if err := s.pool.QueryRow(ctx, `SELECT data FROM webhooks WHERE id = $1`, id).Scan(&data); err != nil {
-		return events.Webhook{}, notFound(err, "webhook")
-	}
-	return decodeJSON[events.Webhook](data)
+func (s *Store) GetWebhook(ctx context.Context, id string) (events.Webhook, error) {
+	return getJSON[events.Webhook](ctx, s.db, "webhook", `SELECT data FROM webhooks WHERE id = $1`, id)
 }
 
 // ListWebhooks returns a team's webhooks (all when teamID is ""), oldest
 // first.
-func (s *DB) ListWebhooks(ctx context.Context, teamID string) ([]events.Webhook, error) {
-	return queryJSON[events.Webhook](ctx, s.pool,
+func (s *Store) ListWebhooks(ctx context.Context, teamID string) ([]events.Webhook, error) {
+	return queryJSON[events.Webhook](ctx, s.db,
 		`SELECT data FROM webhooks WHERE ($1 = '' OR team_id = $1) ORDER BY created_at, id`, teamID)
 }
 
 // DeleteWebhook removes a webhook and its deliveries.
-func (s *DB) DeleteWebhook(ctx context.Context, id string) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+func (s *Store) DeleteWebhook(ctx context.Context, id string) error {
+	return s.db.Tx(ctx, func(tx Querier) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM webhook_deliveries WHERE webhook_id = $1`, id); err != nil {
 			return fmt.Errorf("delete webhook deliveries: %w", err)
 		}
@@ -134,8 +128,8 @@ func (s *DB) DeleteWebhook(ctx context.Context, id string) error {
 // DueDeliveries returns pending deliveries due by now, each the oldest
 // pending one of its webhook and sandbox, at most perWebhook of each
 // webhook, oldest first.
-func (s *DB) DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]events.Delivery, error) {
-	return queryJSON[events.Delivery](ctx, s.pool,
+func (s *Store) DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]events.Delivery, error) {
+	return queryJSON[events.Delivery](ctx, s.db,
 		`SELECT data FROM (
 			SELECT d.data, d.seq, ROW_NUMBER() OVER (PARTITION BY d.webhook_id ORDER BY d.seq) AS n
 			FROM webhook_deliveries d
@@ -147,31 +141,31 @@ func (s *DB) DueDeliveries(ctx context.Context, now time.Time, perWebhook int) (
 }
 
 // PutDelivery inserts or replaces a delivery.
-func (s *DB) PutDelivery(ctx context.Context, d events.Delivery) error {
+func (s *Store) PutDelivery(ctx context.Context, d events.Delivery) error {
 	st, err := deliveryStmt(d)
 	if err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, st.sql, st.args...); err != nil {
+	if _, err := s.db.Exec(ctx, st.SQL, st.Args...); err != nil {
 		return fmt.Errorf("put delivery %s: %w", d.ID, err)
 	}
 	return nil
 }
 
 // Deliveries returns a webhook's newest deliveries, newest first.
-func (s *DB) Deliveries(ctx context.Context, webhookID string, limit int) ([]events.Delivery, error) {
-	return queryJSON[events.Delivery](ctx, s.pool,
+func (s *Store) Deliveries(ctx context.Context, webhookID string, limit int) ([]events.Delivery, error) {
+	return queryJSON[events.Delivery](ctx, s.db,
 		`SELECT data FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY seq DESC LIMIT $2`, webhookID, limit)
 }
 
 // deliveryStmt is the statement that inserts or replaces d.
-func deliveryStmt(d events.Delivery) (stmt, error) {
+func deliveryStmt(d events.Delivery) (Stmt, error) {
 	data, err := json.Marshal(d)
 	if err != nil {
-		return stmt{}, fmt.Errorf("encode delivery: %w", err)
+		return Stmt{}, fmt.Errorf("encode delivery: %w", err)
 	}
-	return stmt{`INSERT INTO webhook_deliveries (id, webhook_id, event_id, sandbox_id, status, next_attempt, data)
+	return Stmt{SQL: `INSERT INTO webhook_deliveries (id, webhook_id, event_id, sandbox_id, status, next_attempt, data)
 		 VALUES ($1, $2, $3, $4, $5, $6, $7)
 		 ON CONFLICT (id) DO UPDATE SET status=excluded.status, next_attempt=excluded.next_attempt, data=excluded.data`,
-		[]any{d.ID, d.WebhookID, d.EventID, d.SandboxID, string(d.Status), unixNano(d.NextAttempt), string(data)}}, nil
+		Args: []any{d.ID, d.WebhookID, d.EventID, d.SandboxID, string(d.Status), unixNano(d.NextAttempt), string(data)}}, nil
 }
