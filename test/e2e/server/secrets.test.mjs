@@ -126,11 +126,6 @@ describe('secrets', { timeout: 180_000 }, () => {
         },
       },
     }
-    if (process.env.WARREN_ENGINE === 'kubernetes') {
-      // The node agents' gateways take no header rules yet: refused, saying why, never ignored.
-      await assert.rejects(Sandbox.create(withRules), (e) => e.statusCode === 400 && /not available on the Kubernetes engine/.test(e.message))
-      return
-    }
     const sbx = await Sandbox.create(withRules)
     try {
       const got = await sbx.getInfo()
