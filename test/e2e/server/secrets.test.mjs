@@ -120,6 +120,7 @@ describe('secrets', { timeout: 180_000 }, () => {
       envs: { PLAIN: 'plain' },
       network: {
         allowOut: ['api.example.com'],
+        maskRequestHost: 'masked.example:${PORT}',
         rules: {
           'API.example.com': [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }],
           '*.example.org': [{ transform: ({ iam }) => ({ headers: { 'X-Token': iam.tokens.aws } }) }],
@@ -131,6 +132,7 @@ describe('secrets', { timeout: 180_000 }, () => {
       const got = await sbx.getInfo()
       assert.deepEqual(got.network?.rules?.['api.example.com'], [{ transform: { headers: { Authorization: `Bearer \${e2b.secrets.${name}}` } } }])
       assert.deepEqual(got.network?.rules?.['*.example.org'], [{ transform: { headers: { 'X-Token': '${e2b.identity.tokens.aws}' } } }])
+      assert.equal(got.network?.maskRequestHost, 'masked.example:${PORT}')
       assert.ok(!JSON.stringify(got).includes(value))
       assert.ok(!(await raw('GET', `/sandboxes/${sbx.sandboxId}`)).text.includes(value))
       // Nothing inside: not in any process's environment, not in a file the sandbox can read.
