@@ -101,8 +101,10 @@ func validName(s string) bool {
 // Egress enforces the egress settings of its node's sandbox pods: an
 // nftables table of its own in the node's network namespace (see
 // nodeTable) sends their TCP and DNS to the gateway (internal/egress) on
-// the node's address, which applies allowOut/denyOut/allowInternetAccess
-// and the domain rules, and refuses their other packets as the settings
+// the node's address, which applies allowOut/denyOut/allowInternetAccess,
+// the domain rules, header rules (with each instance's CA and the values
+// the control plane resolved for its placeholders, egress_secrets.go) and
+// egress proxies, and refuses their other packets as the settings
 // say. It keeps nothing on disk: the control plane sends every rule again
 // after a restart (Sync, Restore), and until then the table the last run
 // left stays in the kernel and sends those sandboxes to a gateway that
