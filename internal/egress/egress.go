@@ -68,6 +68,13 @@ type Sandbox struct {
 	// to; nil: the server's (Config.Upstream). A node agent serves the
 	// sandboxes of several control planes, each with its own.
 	Upstream []string
+	// Authority, RootCAs and Expander replace the Config's for this
+	// sandbox (nil: the Config's), for a node agent whose sandboxes come
+	// from several control planes, each with its CA, trusted roots and
+	// secrets.
+	Authority *tlsca.Authority
+	RootCAs   *x509.CertPool
+	Expander  Expander
 }
 
 // Policy returns the sandbox with address src, and whether src is a

@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/tlsca"
 )
 
 // serveGateway decides one redirected connection: refused (reset),
@@ -67,7 +68,7 @@ func (s *Server) serveGateway(c net.Conn) {
 	}
 	isTLS := seen.Len() > 0 && seen.Bytes()[0] == tlsHandshake
 	if key, _ := s.connRules(src, sb, dst, name, isTLS); key != "" {
-		if isTLS && s.cfg.Authority == nil {
+		if isTLS && s.authority(sb) == nil {
 			s.log.Warn("refused a TLS connection to a host with rules: no CA to intercept it with", logkey.SandboxIP, src, "to", dst, "name", name)
 			reset(c)
 			return
@@ -90,6 +91,14 @@ func (s *Server) serveGateway(c net.Conn) {
 		return
 	}
 	relay(c, up)
+}
+
+// authority is what intercepts sb's TLS: its own, else the server's.
+func (s *Server) authority(sb Sandbox) *tlsca.Authority {
+	if sb.Authority != nil {
+		return sb.Authority
+	}
+	return s.cfg.Authority
 }
 
 // addrVerdict says whether a connection to dst is refused (why != ""),

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -64,7 +65,13 @@ func (s *Server) intercept(c net.Conn, seen []byte, ic interception) {
 	scheme := "http"
 	if ic.tls {
 		scheme = "https"
-		leaf, err := s.cfg.Authority.Leaf(ic.host())
+		sb, _ := s.cfg.Policy(ic.src)
+		ca := s.authority(sb)
+		if ca == nil {
+			reset(c)
+			return
+		}
+		leaf, err := ca.Leaf(ic.host())
 		if err != nil {
 			s.log.Error("cannot issue a certificate", logkey.SandboxIP, ic.src, "host", ic.host(), "err", err)
 			reset(c)
@@ -166,6 +173,9 @@ func (s *Server) ruleHeaders(ctx context.Context, sb Sandbox, rs []sandbox.Netwo
 
 // expand resolves the placeholders of one header value.
 func (s *Server) expand(ctx context.Context, sb Sandbox, v string) (string, error) {
+	if sb.Expander != nil {
+		return sb.Expander.Expand(ctx, sb.ID, sb.TeamID, v)
+	}
 	if e := s.expander.Load(); e != nil {
 		return (*e).Expand(ctx, sb.ID, sb.TeamID, v)
 	}
@@ -219,7 +229,7 @@ func (u *upstream) dial(ctx context.Context) (net.Conn, error) {
 	}
 	tc := tls.Client(raw, &tls.Config{
 		ServerName: u.ic.host(),
-		RootCAs:    u.s.cfg.RootCAs,
+		RootCAs:    cmp.Or(sb.RootCAs, u.s.cfg.RootCAs),
 		NextProtos: []string{"h2", "http/1.1"},
 		MinVersion: tls.VersionTLS12,
 	})

@@ -2,9 +2,11 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -246,6 +248,48 @@ func TestInterceptTLS(t *testing.T) {
 	if got, _, err := e.tlsGet(t, "127.0.0.1", caRoots, false); err != nil || !strings.HasPrefix(got, `200 auth="by-ip"`) {
 		t.Errorf("address rule: %q, %v", got, err)
 	}
+}
+
+// TestInterceptWithTheSandboxesOwnTLS: a sandbox that brings its CA,
+// roots and expander (a node agent's, for one control plane's sandboxes)
+// is intercepted with them, the server having none.
+func TestInterceptWithTheSandboxesOwnTLS(t *testing.T) {
+	backend, backendRoots, withCA, caRoots := tlsSetup(t, &echo{})
+	var own Config
+	withCA(&own)
+	configure := func(c *Config) {
+		policy := c.Policy
+		c.Policy = func(src netip.Addr) (Sandbox, bool) {
+			sb, ok := policy(src)
+			sb.Authority, sb.RootCAs, sb.Expander = own.Authority, own.RootCAs, own.Expander
+			return sb, ok
+		}
+	}
+	e := newConfigEnv(t, nil, withRules(openNet, "example.com", map[string]string{"Authorization": "Bearer ${e2b.secrets.TOKEN}"}), nil, configure)
+	e.goingTo(strings.TrimPrefix(backend.URL, "https://"))
+	got, peer, err := e.tlsGet(t, "example.com", caRoots, false)
+	if err != nil || !strings.HasPrefix(got, `200 auth="Bearer s3cret"`) {
+		t.Fatalf("%q, %v", got, err)
+	}
+	if !bytes.Equal(peer.RawIssuer, mustCert(t, own.Authority.CertPEM()).RawSubject) {
+		t.Errorf("the client saw a certificate of %q", peer.Issuer)
+	}
+	if _, _, err := e.tlsGet(t, "example.com", backendRoots, false); err == nil {
+		t.Error("the backend's roots verified the gateway's certificate")
+	}
+}
+
+func mustCert(t *testing.T, pemBytes []byte) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(pemBytes)
+	if b == nil {
+		t.Fatal("no PEM")
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // TestInterceptVerifiesUpstream: the gateway's own TLS to the host is

@@ -43,6 +43,9 @@ type EgressRules struct {
 	// sandbox's allowOut says: the cluster's (nodes, pod networks, the API
 	// server) and the private ranges, as the pod's own rules refuse them.
 	Refuse []netip.Prefix `json:"refuse,omitempty"`
+	// TLS intercepts the TLS of sandboxes with header rules; nil: such
+	// TLS is refused.
+	TLS *EgressTLS `json:"tls,omitempty"`
 }
 
 // EgressSandbox is one sandbox pod's address, team and settings.
@@ -51,12 +54,14 @@ type EgressSandbox struct {
 	IP      netip.Addr      `json:"ip"`
 	TeamID  string          `json:"teamID"`
 	Network sandbox.Network `json:"network"`
+	// Resolved are the placeholders of its header rules, by their text.
+	Resolved map[string]Resolution `json:"resolved,omitempty"`
 }
 
 // NodeEnforced reports whether a sandbox's settings need its node's
-// gateway: they deny something. Header rules and egress proxies are not
-// enforced on Kubernetes yet (the control plane refuses them).
-func NodeEnforced(n sandbox.Network) bool { return n.Restricted() }
+// gateway: they deny something, or its TCP goes through the gateway for
+// header rules or an egress proxy.
+func NodeEnforced(n sandbox.Network) bool { return n.Restricted() || egress.Intercepts(n) }
 
 // validate checks rules as the control plane should have sent them.
 func (r EgressRules) validate() error {
@@ -78,9 +83,6 @@ func (r EgressRules) validate() error {
 		if err := sb.Network.ValidateEgress(); err != nil {
 			return err
 		}
-		if len(sb.Network.Rules) > 0 || sb.Network.EgressProxy != nil {
-			return sandbox.Errorf(sandbox.KindInvalid, "sandbox %s: header rules and egress proxies are not enforced by node agents yet", sb.ID)
-		}
 	}
 	for _, d := range r.DNS {
 		if _, err := netip.ParseAddrPort(d); err != nil {
@@ -99,8 +101,10 @@ func validName(s string) bool {
 // Egress enforces the egress settings of its node's sandbox pods: an
 // nftables table of its own in the node's network namespace (see
 // nodeTable) sends their TCP and DNS to the gateway (internal/egress) on
-// the node's address, which applies allowOut/denyOut/allowInternetAccess
-// and the domain rules, and refuses their other packets as the settings
+// the node's address, which applies allowOut/denyOut/allowInternetAccess,
+// the domain rules, header rules (with each instance's CA and the values
+// the control plane resolved for its placeholders, egress_secrets.go) and
+// egress proxies, and refuses their other packets as the settings
 // say. It keeps nothing on disk: the control plane sends every rule again
 // after a restart (Sync, Restore), and until then the table the last run
 // left stays in the kernel and sends those sandboxes to a gateway that
@@ -117,9 +121,10 @@ type Egress struct {
 	write  func(nodeTable) error
 	remove func(name string) error
 
-	mu      sync.Mutex             // serialises Set; guards the fields below
-	sets    map[string]EgressRules // by instance
-	written *nodeTable             // what the kernel holds, as last written; nil: unknown
+	mu      sync.Mutex              // serialises Set; guards the fields below
+	sets    map[string]EgressRules  // by instance
+	tls     map[string]*instanceTLS // by instance
+	written *nodeTable              // what the kernel holds, as last written; nil: unknown
 
 	byIP atomic.Pointer[map[netip.Addr]egress.Sandbox] // for the gateway
 }
@@ -136,7 +141,7 @@ func newEgress(addr netip.Addr, node string, log *slog.Logger, ports egress.Port
 	if !addr.Is4() {
 		return nil, fmt.Errorf("egress: the node's address %q is not IPv4", addr)
 	}
-	e := &Egress{addr: addr, table: TableName(node), log: logkey.For(log, "nodeegress"), write: writeTable, remove: removeTable, sets: map[string]EgressRules{}}
+	e := &Egress{addr: addr, table: TableName(node), log: logkey.For(log, "nodeegress"), write: writeTable, remove: removeTable, sets: map[string]EgressRules{}, tls: map[string]*instanceTLS{}}
 	empty := map[netip.Addr]egress.Sandbox{}
 	e.byIP.Store(&empty)
 	gw, err := egress.New(egress.Config{Policy: e.policy, Logger: log})
@@ -166,11 +171,16 @@ func (e *Egress) Set(r EgressRules) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	sets := maps.Clone(e.sets)
+	sets, tlsOf := maps.Clone(e.sets), maps.Clone(e.tls)
 	if len(r.Sandboxes) == 0 {
 		delete(sets, r.Instance)
+		delete(tlsOf, r.Instance)
 	} else {
-		sets[r.Instance] = r
+		it, err := parseTLS(r.TLS, e.tls[r.Instance])
+		if err != nil {
+			return err
+		}
+		sets[r.Instance], tlsOf[r.Instance] = r, it
 	}
 	// The instance being set last: its sandboxes win an address another
 	// instance still names (a pod gone, its rules not yet taken away).
@@ -187,7 +197,11 @@ func (e *Egress) Set(r EgressRules) error {
 			if _, dup := next[sb.IP]; dup {
 				all = slices.DeleteFunc(all, func(o EgressSandbox) bool { return o.IP == sb.IP })
 			}
-			next[sb.IP] = egress.Sandbox{ID: sb.ID, TeamID: sb.TeamID, Network: sb.Network, Upstream: set.DNS}
+			gs := egress.Sandbox{ID: sb.ID, TeamID: sb.TeamID, Network: sb.Network, Upstream: set.DNS, Expander: resolved(sb.Resolved)}
+			if it := tlsOf[inst]; it != nil {
+				gs.Authority, gs.RootCAs = it.ca, it.roots
+			}
+			next[sb.IP] = gs
 			all = append(all, sb)
 		}
 	}
@@ -210,7 +224,7 @@ func (e *Egress) Set(r EgressRules) error {
 		e.written = &t
 		e.log.Info("egress table written", "table", e.table, "instance", r.Instance, "sandboxes", len(all))
 	}
-	e.sets = sets
+	e.sets, e.tls = sets, tlsOf
 	e.byIP.Store(&next)
 	for ip, sb := range prev {
 		if n, ok := next[ip]; !ok || n.ID != sb.ID {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/tlsca"
 )
 
 // fakeKernel records the tables an Egress writes instead of writing them.
@@ -149,7 +150,7 @@ func TestEgressRulesRefused(t *testing.T) {
 		"shared address":  {Instance: "i1", Sandboxes: []EgressSandbox{a, restricted("sbx-z", "10.1.0.2")}},
 		"no ID":           {Instance: "i1", Sandboxes: []EgressSandbox{restricted("", "10.1.0.2")}},
 		"ID with a space": {Instance: "i1", Sandboxes: []EgressSandbox{restricted("a b", "10.1.0.2")}},
-		"header rules":    {Instance: "i1", Sandboxes: []EgressSandbox{withRules}},
+		"not a CA":        {Instance: "i1", Sandboxes: []EgressSandbox{withRules}, TLS: &EgressTLS{CACert: "x", CAKey: "y"}},
 		"denied domain":   {Instance: "i1", Sandboxes: []EgressSandbox{badDeny}},
 		"bad resolver":    {Instance: "i1", Sandboxes: []EgressSandbox{a}, DNS: []string{"resolver"}},
 		"no instance":     {Sandboxes: []EgressSandbox{a}},
@@ -160,6 +161,59 @@ func TestEgressRulesRefused(t *testing.T) {
 	}
 	if len(k.writes)+len(k.removes) != 0 {
 		t.Errorf("refused rules were written: %d, %d", len(k.writes), len(k.removes))
+	}
+}
+
+// TestEgressHeaderRules: a sandbox with header rules and an egress proxy
+// is sent to the gateway with its instance's CA and roots, and its
+// placeholders resolve to what the control plane resolved, or fail with
+// the control plane's reason, or fail when it sent nothing for them.
+func TestEgressHeaderRules(t *testing.T) {
+	e, k := testEgress(t)
+	ca, err := tlsca.LoadAuthority(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ca.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := EgressSandbox{ID: "sbx-r", IP: netip.MustParseAddr("10.1.0.4"), TeamID: "team", Network: sandbox.Network{
+		AllowInternetAccess: true,
+		Rules:               map[string][]sandbox.NetworkRule{"api.example.com": {{Headers: map[string]string{"A": "${e2b.secrets.k}"}}}},
+		EgressProxy:         &sandbox.EgressProxy{Address: "127.0.0.1:1080"},
+	}, Resolved: map[string]Resolution{"${e2b.secrets.k}": {Value: "v1"}, "${e2b.secrets.gone}": {Refusal: "placeholder ${e2b.secrets.gone} does not resolve: no such secret"}}}
+	if !NodeEnforced(sb.Network) {
+		t.Fatal("rules with internet access are not enforced on the node")
+	}
+	tls := &EgressTLS{CACert: string(ca.CertPEM()), CAKey: string(key)}
+	if err := e.Set(EgressRules{Instance: "i1", Sandboxes: []EgressSandbox{sb}, TLS: tls}); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.writes) != 1 || len(k.writes[0].sandboxes) != 1 {
+		t.Fatalf("writes: %+v", k.writes)
+	}
+	got, ok := e.policy(sb.IP)
+	if !ok || got.Authority == nil || got.RootCAs == nil || got.Network.EgressProxy == nil {
+		t.Fatalf("the gateway's view: %+v, %v", got, ok)
+	}
+	ctx := t.Context()
+	for value, want := range map[string]string{"Bearer ${e2b.secrets.k}": "Bearer v1", "plain": "plain"} {
+		if v, err := got.Expander.Expand(ctx, "sbx-r", "team", value); err != nil || v != want {
+			t.Errorf("%q: %q, %v", value, v, err)
+		}
+	}
+	for value, why := range map[string]string{"${e2b.secrets.gone}": "no such secret", "${e2b.identity.tokens.t}": "did not send it"} {
+		if _, err := got.Expander.Expand(ctx, "sbx-r", "team", value); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("%q: %v", value, err)
+		}
+	}
+	// The same CA sent again keeps its Authority (and the certificates issued).
+	if err := e.Set(EgressRules{Instance: "i1", Sandboxes: []EgressSandbox{sb}, TLS: tls}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := e.policy(sb.IP); again.Authority != got.Authority {
+		t.Error("the same CA parsed again")
 	}
 }
 

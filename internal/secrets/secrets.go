@@ -58,7 +58,11 @@ type Config struct {
 	Sandboxes SandboxLookup
 	// Tokens mints workload tokens; nil = tokens do not resolve.
 	Tokens TokenMinter
-	Now    func() time.Time // nil = time.Now
+	// Changed is told, before Create, Update or Delete return, that one
+	// of team's secrets changed: whoever holds resolved values (the
+	// Kubernetes engine's node gateways) takes the new ones. nil: nobody.
+	Changed func(ctx context.Context, team string)
+	Now     func() time.Time // nil = time.Now
 }
 
 // Service is the secrets of every team.
@@ -102,6 +106,7 @@ func (s *Service) Create(ctx context.Context, team, name, value string, metadata
 	if err := s.cfg.Store.CreateSecret(ctx, sec); err != nil {
 		return sandbox.Secret{}, err
 	}
+	s.changed(ctx, team)
 	return sec, nil
 }
 
@@ -135,6 +140,7 @@ func (s *Service) Update(ctx context.Context, team, ref, value string, metadata 
 		if err != nil {
 			return sandbox.Secret{}, err
 		}
+		s.changed(ctx, team)
 		return sec, nil
 	}
 	return sandbox.Secret{}, sandbox.Errorf(sandbox.KindConflict, "secret %q is being updated by other requests; retry", ref)
@@ -192,7 +198,16 @@ func (s *Service) Delete(ctx context.Context, team, ref string) error {
 	if sandbox.KindOf(err) == sandbox.KindNotFound {
 		return sandbox.Errorf(sandbox.KindNotFound, "secret %q not found", ref)
 	}
+	if err == nil {
+		s.changed(ctx, team)
+	}
 	return err
+}
+
+func (s *Service) changed(ctx context.Context, team string) {
+	if s.cfg.Changed != nil {
+		s.cfg.Changed(context.WithoutCancel(ctx), team)
+	}
 }
 
 // validateValue checks a secret's value: it goes into a header, so it

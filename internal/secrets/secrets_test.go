@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,5 +253,36 @@ func TestCheckRules(t *testing.T) {
 		if sandbox.KindOf(err) != sandbox.KindInvalid || !strings.Contains(err.Error(), v) {
 			t.Errorf("CheckRules(%s, %s) = %v", team, v, err)
 		}
+	}
+}
+
+// TestChanged: Create, Update and Delete tell Config.Changed of the team,
+// once the store holds the change; a failed change tells nothing.
+func TestChanged(t *testing.T) {
+	f := newFixture(t)
+	var told []string
+	f.svc.cfg.Changed = func(ctx context.Context, team string) {
+		sec, err := f.svc.Get(ctx, team, "k")
+		told = append(told, fmt.Sprintf("%s:%s:%v", team, sec.Name, sandbox.KindOf(err) == sandbox.KindNotFound))
+	}
+	ctx := t.Context()
+	if _, err := f.svc.Create(ctx, "t1", "k", "v1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Update(ctx, "t1", "k", "v2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Create(ctx, "t1", "k", "again", nil); err == nil {
+		t.Fatal("made a second secret k")
+	}
+	if err := f.svc.Delete(ctx, "t1", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.Delete(ctx, "t1", "k"); err == nil {
+		t.Fatal("deleted k twice")
+	}
+	want := []string{"t1:k:false", "t1:k:false", "t1::true"}
+	if strings.Join(told, ",") != strings.Join(want, ",") {
+		t.Errorf("told %v, want %v", told, want)
 	}
 }

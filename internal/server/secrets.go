@@ -17,7 +17,8 @@ import (
 // the sealing key is SecretsKeyFile, or <state-dir>/secrets.key made
 // on first start; the issuer is OIDCIssuer, or apiURL, with its keys
 // in <state-dir>/oidc-keys.json.
-func openSecrets(cfg Config, st store.Store, apiURL string) (*secrets.Service, *identity.Issuer, error) {
+// changed, when not nil, is told of every change of a team's secrets.
+func openSecrets(cfg Config, st store.Store, apiURL string, changed func(context.Context, string)) (*secrets.Service, *identity.Issuer, error) {
 	issuer := cfg.OIDCIssuer
 	if issuer == "" {
 		issuer = apiURL
@@ -30,11 +31,32 @@ func openSecrets(cfg Config, st store.Store, apiURL string) (*secrets.Service, *
 	if keyFile == "" {
 		keyFile, create = filepath.Join(cfg.StateDir, "secrets.key"), true
 	}
-	sec, err := secrets.New(secrets.Config{Store: st, KeyFile: keyFile, CreateKey: create, Sandboxes: st, Tokens: iss})
+	sec, err := secrets.New(secrets.Config{Store: st, KeyFile: keyFile, CreateKey: create, Sandboxes: st, Tokens: iss, Changed: changed})
 	if err != nil {
 		return nil, nil, err
 	}
 	return sec, iss, nil
+}
+
+// secretsWatcher is a firewall that holds resolved secret values (the
+// Kubernetes engine's), told of every change of a team's secrets.
+type secretsWatcher interface {
+	SecretsChanged(ctx context.Context, team string) error
+}
+
+// secretsChanged tells fw of a team's changed secrets, when it holds
+// values; nil otherwise. A failure is logged: the node that missed the
+// change gets it at the next reconcile.
+func secretsChanged(fw any, log *slog.Logger) func(context.Context, string) {
+	w, ok := fw.(secretsWatcher)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, team string) {
+		if err := w.SecretsChanged(ctx, team); err != nil {
+			log.ErrorContext(ctx, "cannot send the nodes a team's changed secrets; they get them at the next reconcile", logkey.Team, team, "err", err)
+		}
+	}
 }
 
 // gatewaySecrets is the egress gateway's Expander: the secrets service,

@@ -204,7 +204,7 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	s.onClose(func() { ln.Close() })
 	s.url = "http://" + ln.Addr().String()
-	secretsSvc, issuer, err := openSecrets(cfg, st, s.url)
+	secretsSvc, issuer, err := openSecrets(cfg, st, s.url, secretsChanged(deps.Firewall, log))
 	if err != nil {
 		return err
 	}

@@ -274,3 +274,37 @@ func (a *Authority) Leaf(host string) (*tls.Certificate, error) {
 	a.mu.Unlock()
 	return c, nil
 }
+
+// KeyPEM is the CA's private key, PEM-encoded (PKCS #8): for a node agent
+// of the Kubernetes engine, whose egress gateway issues the certificates
+// of its node's sandboxes with it (ParseAuthority).
+func (a *Authority) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(a.key)
+	if err != nil {
+		return nil, fmt.Errorf("tlsca: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParseAuthority is the Authority of a CA certificate and key given as PEM
+// (CertPEM, KeyPEM): what a node agent is sent.
+func ParseAuthority(certPEM, keyPEM []byte, now func() time.Time) (*Authority, error) {
+	if now == nil {
+		now = time.Now
+	}
+	kp, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tlsca: %w", err)
+	}
+	signer, ok := kp.PrivateKey.(crypto.Signer)
+	if !ok || kp.Leaf == nil || !kp.Leaf.IsCA {
+		return nil, errors.New("tlsca: not a CA certificate and its signing key")
+	}
+	return &Authority{
+		cert:   kp.Leaf,
+		key:    signer,
+		pem:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.Leaf.Raw}),
+		now:    now,
+		leaves: map[string]*tls.Certificate{},
+	}, nil
+}

@@ -131,3 +131,41 @@ func TestAuthorityLeaf(t *testing.T) {
 		t.Error("Ensure and LoadAuthority keep different CAs")
 	}
 }
+
+func TestParseAuthorityIssuesForTheSameCA(t *testing.T) {
+	a, err := LoadAuthority(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := a.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseAuthority(a.CertPEM(), key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(a.CertPEM())
+	c, err := b.Leaf("api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Leaf.Verify(x509.VerifyOptions{DNSName: "api.example.com", Roots: roots}); err != nil {
+		t.Errorf("a leaf of the parsed CA: %v", err)
+	}
+	other, _ := LoadAuthority(t.TempDir(), nil)
+	if _, err := ParseAuthority(a.CertPEM(), must(other.KeyPEM()), nil); err == nil {
+		t.Error("took a key that is not the certificate's")
+	}
+	if _, err := ParseAuthority(c.Certificate[0], key, nil); err == nil {
+		t.Error("took a certificate that is not PEM")
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -125,7 +125,7 @@ if [ $# -eq 0 ]; then
   set -- kube/kubernetes.test.mjs kube/isolation.test.mjs kube/egress.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
-    server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs
+    server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs server/egress-rules.test.mjs
 fi
 # The nodes' containerd, for the tests that look for images there (scripts/kube.sh's layout).
 # A file may take longer than on Docker: each template build ends by importing its image into

@@ -8,15 +8,19 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/podnet"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/tlsca"
 )
 
 // EgressAgents sends a node's agent the egress rules of that node's
@@ -33,22 +37,57 @@ func (n *NodeAgentPods) SetEgress(ctx context.Context, node string, r nodeagent.
 
 // Firewall is sandbox.Firewall on the Kubernetes engine: every sandbox
 // pod's default isolation is its own namespace's (podnet, installed by its
-// init container), and the egress settings that restrict more are
-// enforced by the node agent of the pod's node (nodeagent.Egress), to
-// which the Firewall sends them, and only to it. A sandbox whose settings
-// restrict nothing costs no call. It keeps every sandbox's rules in
-// memory and sends each node its whole set on every change, so a node
-// agent that restarted (and knows nothing) has them all again at the next
-// change or Restore, which the manager calls on every reconcile.
+// init container), and the egress settings that restrict more, header
+// rules and egress proxies are enforced by the node agent of the pod's
+// node (nodeagent.Egress), to which the Firewall sends them, and only to
+// it. A sandbox whose settings restrict nothing costs no call. It keeps
+// every sandbox's rules in memory and sends each node its whole set on
+// every change, so a node agent that restarted (and knows nothing) has
+// them all again at the next change or Restore, which the manager calls
+// on every reconcile.
+//
+// Header rules' placeholders are resolved here, with the Expander the
+// server sets, when a node's set is sent: the node gets the values of its
+// own sandboxes' placeholders and no other, and Warren's egress CA only
+// while one of them has header rules. A node's set is sent again when a
+// secret of a team with sandboxes there changes (SecretsChanged), and
+// every tokenRefresh while one of them has workload-identity tokens, so
+// that the tokens the gateway sends are never older than that.
 type Firewall struct {
-	rt     *Runtime
-	agents EgressAgents
-	dns    []string
-	log    *slog.Logger
+	rt       *Runtime
+	agents   EgressAgents
+	cfg      FirewallConfig
+	tls      *nodeagent.EgressTLS // nil: no CA, TLS to hosts with rules refused
+	log      *slog.Logger
+	expander atomic.Pointer[egress.Expander]
+	stop     context.CancelFunc
+	done     chan struct{}
 
 	mu    sync.Mutex            // guards rules; serialises the sends
 	rules map[string]nodeEgress // by sandbox ID: the enforced ones
 }
+
+// FirewallConfig configures a Firewall.
+type FirewallConfig struct {
+	// DNS are the resolvers (host:port) the nodes' gateways forward to;
+	// nil: each node's.
+	DNS []string
+	// Authority is the CA sandboxes trust for intercepted TLS (one of its
+	// own, since its key goes to the nodes); nil: TLS to a host with
+	// header rules is refused.
+	Authority *tlsca.Authority
+	// Roots are PEM certificates the gateways trust beside the system's
+	// (--egress-trust-ca).
+	Roots string
+	// PublicProxiesOnly refuses egress proxies at private, loopback and
+	// link-local addresses.
+	PublicProxiesOnly bool
+	Logger            *slog.Logger
+}
+
+// tokenRefresh is how often the nodes holding sandboxes with workload
+// tokens get freshly minted ones: well within a token's life.
+const tokenRefresh = 5 * time.Minute
 
 // nodeEgress is a sandbox's rules and the node of its pod.
 type nodeEgress struct {
@@ -58,10 +97,85 @@ type nodeEgress struct {
 
 var _ sandbox.Firewall = (*Firewall)(nil)
 
-// NewFirewall enforces egress settings through agents; dns are the
-// resolvers (host:port) the nodes' gateways forward to (nil: each node's).
-func NewFirewall(rt *Runtime, agents EgressAgents, dns []string, log *slog.Logger) *Firewall {
-	return &Firewall{rt: rt, agents: agents, dns: dns, log: logkey.For(log, "kubefirewall"), rules: map[string]nodeEgress{}}
+// NewFirewall enforces egress settings through agents. Close stops its
+// token refresh.
+func NewFirewall(rt *Runtime, agents EgressAgents, cfg FirewallConfig) (*Firewall, error) {
+	f := &Firewall{rt: rt, agents: agents, cfg: cfg, log: logkey.For(cfg.Logger, "kubefirewall"), rules: map[string]nodeEgress{}, done: make(chan struct{})}
+	if ca := cfg.Authority; ca != nil {
+		key, err := ca.KeyPEM()
+		if err != nil {
+			return nil, err
+		}
+		f.tls = &nodeagent.EgressTLS{CACert: string(ca.CertPEM()), CAKey: string(key), Roots: cfg.Roots}
+	}
+	var ctx context.Context
+	ctx, f.stop = context.WithCancel(context.Background())
+	go f.refreshTokens(ctx)
+	return f, nil
+}
+
+// Close stops the token refresh.
+func (f *Firewall) Close() error {
+	f.stop()
+	<-f.done
+	return nil
+}
+
+// SetExpander gives the Firewall what resolves header rules'
+// placeholders (the secrets service); without one none resolves.
+func (f *Firewall) SetExpander(e egress.Expander) { f.expander.Store(&e) }
+
+// SecretsChanged sends again the sets of the nodes holding sandboxes of
+// team whose header rules name a secret, before it returns: the request
+// a sandbox sends after a secret changed carries its new value, and none
+// carries a deleted one.
+func (f *Firewall) SecretsChanged(ctx context.Context, team string) error {
+	return f.resend(ctx, func(e sandbox.Egress) bool {
+		return e.TeamID == team && slices.ContainsFunc(sandbox.RulePlaceholders(e.Network.Rules), func(p sandbox.Placeholder) bool {
+			return p.Kind == sandbox.PlaceholderSecret
+		})
+	})
+}
+
+// refreshTokens sends, every tokenRefresh, the nodes holding sandboxes
+// with workload tokens their sets again, with tokens minted anew.
+func (f *Firewall) refreshTokens(ctx context.Context) {
+	defer close(f.done)
+	t := time.NewTicker(tokenRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := f.resend(ctx, func(e sandbox.Egress) bool {
+			return slices.ContainsFunc(sandbox.RulePlaceholders(e.Network.Rules), func(p sandbox.Placeholder) bool {
+				return p.Kind == sandbox.PlaceholderToken
+			})
+		})
+		if err != nil && ctx.Err() == nil {
+			f.log.ErrorContext(ctx, "cannot send the nodes their sandboxes' workload tokens anew", "err", err)
+		}
+	}
+}
+
+// resend sends again the sets of the nodes holding a sandbox that which
+// picks.
+func (f *Firewall) resend(ctx context.Context, which func(sandbox.Egress) bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	nodes := map[string]bool{}
+	for _, r := range f.rules {
+		if which(r.egress) {
+			nodes[r.node] = true
+		}
+	}
+	var errs []error
+	for _, n := range slices.Sorted(maps.Keys(nodes)) {
+		errs = append(errs, f.send(ctx, n))
+	}
+	return errors.Join(errs...)
 }
 
 // Apply sends the sandbox's rules to its pod's node, or takes them away
@@ -70,8 +184,8 @@ func (f *Firewall) Apply(ctx context.Context, id string, e sandbox.Egress) error
 	if err := e.Network.ValidateEgress(); err != nil {
 		return err
 	}
-	if n := e.Network; len(n.Rules) > 0 || n.EgressProxy != nil {
-		return sandbox.Errorf(sandbox.KindInvalid, "network.rules and network.egressProxy are not available on the Kubernetes engine yet; omit them")
+	if px := e.Network.EgressProxy; px != nil && f.cfg.PublicProxiesOnly && !egress.PublicProxy(px.Address) {
+		return sandbox.Errorf(sandbox.KindInvalid, "network.egressProxy.address '%s' is a private, loopback or link-local address, which this server does not take proxies at (warren serve --egress-proxy-private=false)", px.Address)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -206,11 +320,15 @@ func (f *Firewall) send(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	r := nodeagent.EgressRules{Instance: f.rt.cfg.Instance, DNS: f.dns, Refuse: append(podnet.DefaultRefused(), refuse...)}
+	r := nodeagent.EgressRules{Instance: f.rt.cfg.Instance, DNS: f.cfg.DNS, Refuse: append(podnet.DefaultRefused(), refuse...)}
 	for _, id := range slices.Sorted(maps.Keys(f.rules)) {
 		if ne := f.rules[id]; ne.node == node {
 			e := ne.egress
-			r.Sandboxes = append(r.Sandboxes, nodeagent.EgressSandbox{ID: id, IP: e.IP, TeamID: e.TeamID, Network: e.Network})
+			r.Sandboxes = append(r.Sandboxes, nodeagent.EgressSandbox{ID: id, IP: e.IP, TeamID: e.TeamID, Network: e.Network,
+				Resolved: f.resolve(ctx, id, e)})
+			if len(e.Network.Rules) > 0 {
+				r.TLS = f.tls
+			}
 		}
 	}
 	if err := f.agents.SetEgress(ctx, node, r); err != nil {
@@ -218,6 +336,34 @@ func (f *Firewall) send(ctx context.Context, node string) error {
 	}
 	f.log.DebugContext(ctx, "egress rules sent", "node", node, "sandboxes", len(r.Sandboxes))
 	return nil
+}
+
+// resolve resolves the placeholders of a sandbox's header rules; nil
+// without any. What does not resolve goes as its refusal: the node's
+// gateway fails the requests that need it, as the Docker engine's does.
+func (f *Firewall) resolve(ctx context.Context, id string, e sandbox.Egress) map[string]nodeagent.Resolution {
+	ps := sandbox.RulePlaceholders(e.Network.Rules)
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make(map[string]nodeagent.Resolution, len(ps))
+	ex := f.expander.Load()
+	for _, p := range ps {
+		if _, done := out[p.Text]; done {
+			continue
+		}
+		if ex == nil {
+			out[p.Text] = nodeagent.Resolution{Refusal: "placeholders cannot be resolved on this server (no secrets store)"}
+			continue
+		}
+		v, err := (*ex).Expand(ctx, id, e.TeamID, p.Text)
+		if err != nil {
+			out[p.Text] = nodeagent.Resolution{Refusal: err.Error()}
+			continue
+		}
+		out[p.Text] = nodeagent.Resolution{Value: v}
+	}
+	return out
 }
 
 // nodeOfIP returns the node of this server's live sandbox pod at ip.

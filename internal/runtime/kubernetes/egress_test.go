@@ -3,8 +3,10 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/tlsca"
 )
 
 // egressAgents records what each node's agent was sent.
@@ -69,7 +72,7 @@ func TestFirewallSendsOnlyToTheSandboxesNode(t *testing.T) {
 	e.sandboxPod(t, "warren-a", "10.2.1.5", "node-a")
 	e.sandboxPod(t, "warren-b", "10.2.2.5", "node-b")
 	agents := &egressAgents{nodes: []string{"node-a", "node-b"}, got: map[string][]nodeagent.EgressRules{}, fail: map[string]error{}}
-	fw := NewFirewall(e.rt, agents, []string{"127.0.0.1:5353"}, nil)
+	fw := newFirewall(t, e.rt, agents, FirewallConfig{DNS: []string{"127.0.0.1:5353"}})
 	ctx := t.Context()
 	closed := sandbox.Network{DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{"api.example.com"}}
 	open := sandbox.Network{AllowInternetAccess: true}
@@ -149,11 +152,10 @@ func TestFirewallSendsOnlyToTheSandboxesNode(t *testing.T) {
 func TestFirewallRefusesWhatNodesCannotEnforce(t *testing.T) {
 	e := newEnv(t)
 	agents := &egressAgents{got: map[string][]nodeagent.EgressRules{}}
-	fw := NewFirewall(e.rt, agents, nil, nil)
+	fw := newFirewall(t, e.rt, agents, FirewallConfig{PublicProxiesOnly: true})
 	for name, n := range map[string]sandbox.Network{
-		"header rules":  {Rules: map[string][]sandbox.NetworkRule{"api.example.com": {{Headers: map[string]string{"A": "b"}}}}},
-		"egress proxy":  {EgressProxy: &sandbox.EgressProxy{Address: "proxy:1080"}},
-		"denied domain": {DenyOut: []string{"example.com"}},
+		"private egress proxy": {EgressProxy: &sandbox.EgressProxy{Address: "10.0.0.1:1080"}},
+		"denied domain":        {DenyOut: []string{"example.com"}},
 	} {
 		err := fw.Apply(t.Context(), "sbx", sandbox.Egress{IP: netip.MustParseAddr("10.2.1.5"), Network: n})
 		var se *sandbox.Error
@@ -163,5 +165,119 @@ func TestFirewallRefusesWhatNodesCannotEnforce(t *testing.T) {
 	}
 	if len(agents.got) != 0 {
 		t.Errorf("sent: %v", agents.got)
+	}
+}
+
+func newFirewall(t *testing.T, rt *Runtime, agents EgressAgents, cfg FirewallConfig) *Firewall {
+	t.Helper()
+	fw, err := NewFirewall(rt, agents, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fw.Close() })
+	return fw
+}
+
+// expander resolves ${e2b.secrets.NAME} to the team's value in secrets,
+// as the secrets service would.
+type expander struct {
+	mu      sync.Mutex
+	secrets map[string]string // by team/name
+}
+
+func (x *expander) Expand(_ context.Context, _, team, value string) (string, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return sandbox.ExpandPlaceholders(value, func(p sandbox.Placeholder) (string, error) {
+		v, ok := x.secrets[team+"/"+p.Name]
+		if !ok {
+			return "", fmt.Errorf("placeholder %s does not resolve: no secret", p.Text)
+		}
+		return v, nil
+	})
+}
+
+func (x *expander) set(key, value string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if value == "" {
+		delete(x.secrets, key)
+	} else {
+		x.secrets[key] = value
+	}
+}
+
+// TestFirewallHeaderRules: a sandbox with header rules goes to its node
+// with its placeholders resolved and the CA; a node without such a
+// sandbox never gets the CA; a secret's change is sent before
+// SecretsChanged returns, and only to the nodes that need it.
+func TestFirewallHeaderRules(t *testing.T) {
+	e := newEnv(t)
+	e.sandboxPod(t, "warren-a", "10.2.1.5", "node-a")
+	e.sandboxPod(t, "warren-b", "10.2.2.5", "node-b")
+	agents := &egressAgents{nodes: []string{"node-a", "node-b"}, got: map[string][]nodeagent.EgressRules{}, fail: map[string]error{}}
+	ca, err := tlsca.LoadAuthority(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := newFirewall(t, e.rt, agents, FirewallConfig{Authority: ca, Roots: "roots"})
+	ctx := t.Context()
+	rules := sandbox.Network{AllowInternetAccess: true, Rules: map[string][]sandbox.NetworkRule{
+		"api.example.com": {{Headers: map[string]string{"A": "Bearer ${e2b.secrets.k}", "B": "${e2b.secrets.gone}"}}}}}
+	// Without the secrets service, nothing resolves.
+	if err := fw.Apply(ctx, "sbx-a", sandbox.Egress{IP: netip.MustParseAddr("10.2.1.5"), TeamID: "t", Network: rules}); err != nil {
+		t.Fatal(err)
+	}
+	if got := agents.got["node-a"][0].Sandboxes[0].Resolved["${e2b.secrets.k}"]; got.Value != "" || !strings.Contains(got.Refusal, "cannot be resolved") {
+		t.Errorf("without an expander: %+v", got)
+	}
+	x := &expander{secrets: map[string]string{"t/k": "v1"}}
+	fw.SetExpander(x)
+	if err := fw.Apply(ctx, "sbx-a", sandbox.Egress{IP: netip.MustParseAddr("10.2.1.5"), TeamID: "t", Network: rules}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Apply(ctx, "sbx-b", sandbox.Egress{IP: netip.MustParseAddr("10.2.2.5"), TeamID: "t", Network: sandbox.Network{DenyOut: []string{"0.0.0.0/0"}}}); err != nil {
+		t.Fatal(err)
+	}
+	resolvedOf := func(node string) map[string]nodeagent.Resolution {
+		rs := agents.got[node]
+		return rs[len(rs)-1].Sandboxes[0].Resolved
+	}
+	want := map[string]nodeagent.Resolution{"${e2b.secrets.k}": {Value: "v1"}, "${e2b.secrets.gone}": {Refusal: "placeholder ${e2b.secrets.gone} does not resolve: no secret"}}
+	if diff := cmp.Diff(want, resolvedOf("node-a")); diff != "" {
+		t.Errorf("resolved (-want +got):\n%s", diff)
+	}
+	last := agents.got["node-a"][len(agents.got["node-a"])-1]
+	if last.TLS == nil || last.TLS.CACert != string(ca.CertPEM()) || last.TLS.Roots != "roots" {
+		t.Errorf("node-a's TLS: %+v", last.TLS)
+	}
+	if tls := agents.got["node-b"][0].TLS; tls != nil {
+		t.Error("a node without a sandbox with header rules got the CA")
+	}
+
+	_, sentA := agents.last("node-a")
+	_, sentB := agents.last("node-b")
+	x.set("t/k", "v2")
+	if err := fw.SecretsChanged(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if got := resolvedOf("node-a")["${e2b.secrets.k}"]; got.Value != "v2" {
+		t.Errorf("after the change: %+v", got)
+	}
+	x.set("t/k", "")
+	if err := fw.SecretsChanged(ctx, "other-team"); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := agents.last("node-a"); n != sentA+1 {
+		t.Errorf("another team's change was sent: %d sends, %d before", n, sentA)
+	}
+	if err := fw.SecretsChanged(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if got := resolvedOf("node-a")["${e2b.secrets.k}"]; got.Value != "" || got.Refusal == "" {
+		t.Errorf("after the delete: %+v", got)
+	}
+	if _, n := agents.last("node-b"); n != sentB {
+		t.Error("node-b, whose sandbox names no secret, was sent the change")
 	}
 }

@@ -3,8 +3,8 @@
 // UDP packet its settings deny is refused at once; and a node agent that restarts fails closed:
 // the table it left stays in the kernel and its gateway, knowing no sandbox yet, refuses the
 // sandbox's connections until the control plane sends the node its rules again (here the next
-// updateNetwork: the reconcile, which would too, is set an hour off). An egress proxy, which the
-// node agents do not take yet, is refused with a 400, never accepted and ignored.
+// updateNetwork: the reconcile, which would too, is set an hour off). Header rules and egress
+// proxies through the node gateways: server/egress-rules.test.mjs.
 //
 // Runs only under kube-run.sh (WARREN_ENGINE=kubernetes, WARREN_E2E_KUBECTL_CONFIG), as root.
 import { it, before, after } from 'node:test'
@@ -87,9 +87,4 @@ EOF`)
   } finally {
     await sbx.kill().catch(() => {})
   }
-})
-
-it('header rules and egress proxies, which node agents do not enforce yet, are refused with a 400 saying so', async () => {
-  await assert.rejects(Sandbox.create({ network: { egressProxy: { address: '127.0.0.1:1080' } } }),
-    (e) => e.statusCode === 400 && /not available on the Kubernetes engine/.test(e.message))
 })

@@ -4,6 +4,8 @@
 // this test makes, which the server trusts through --egress-trust-ca and the client sandbox does
 // not. The echo target records each request's headers (a secret's as its SHA-256) in its own
 // files, and answers only hashes, so the secret's value never travels back into the client.
+// On Kubernetes the target is a host outside the cluster (server/outside.mjs: a network namespace at
+// a TEST-NET-3 address, whose certificate the host signs), since sandbox pods reach no other pod.
 // Checked: a secret-valued header is set over HTTP and HTTPS; curl, Python and Node in the client
 // verify the gateway's certificate without a flag; a host without rules is not intercepted (its
 // certificate stays the target's, which the client cannot verify); the value is nowhere inside
@@ -15,10 +17,14 @@
 import { it, describe, before, after } from 'node:test'
 import { createHash, createPublicKey, verify } from 'node:crypto'
 import net from 'node:net'
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Sandbox, Secret } from 'e2b'
 import { useServer } from './harness.mjs'
 import { assert, uid, waitFor } from './helpers.mjs'
-import { makeCA, signLeaf } from './test-ca.mjs'
+import { makeCA, signLeaf, signLeafInDir } from './test-ca.mjs'
+import { outsideHost } from './outside.mjs'
 
 // The target's CA, made before the server starts so that the server can trust it.
 const ca = await makeCA('warren e2e egress target CA')
@@ -30,20 +36,23 @@ const sha256 = (s) => createHash('sha256').update(s).digest('hex')
 
 // The echo target's server: HTTP on 8080, HTTPS on 8443. Each request's headers go to
 // /tmp/echo/<n>.json (x-secret hashed); the answer is {n, secret (hash), plain}.
+// Its files are under $ECHO_ROOT (default /tmp): echo/ and tls/.
 const ECHO = String.raw`
 const fs = require('fs'), http = require('http'), https = require('https'), crypto = require('crypto')
+const root = process.env.ECHO_ROOT || '/tmp'
 let n = 0
 function handle(req, res) {
   n++
   const h = { ...req.headers }
   if (h['x-secret'] !== undefined) h['x-secret'] = crypto.createHash('sha256').update(h['x-secret']).digest('hex')
-  fs.writeFileSync('/tmp/echo/' + n + '.json', JSON.stringify(h))
-  fs.writeFileSync('/tmp/echo/count', String(n))
+  fs.writeFileSync(root + '/echo/' + n + '.json', JSON.stringify(h))
+  fs.writeFileSync(root + '/echo/count', String(n))
   res.setHeader('content-type', 'application/json')
   res.end(JSON.stringify({ n, secret: h['x-secret'] ?? null, plain: h['x-plain'] ?? null }))
 }
-http.createServer(handle).listen(8080, '0.0.0.0')
-https.createServer({ key: fs.readFileSync('/tmp/tls/leaf.key'), cert: fs.readFileSync('/tmp/tls/leaf.pem') }, handle).listen(8443, '0.0.0.0')
+http.createServer(handle).listen(8080, '0.0.0.0', () =>
+  https.createServer({ key: fs.readFileSync(root + '/tls/leaf.key'), cert: fs.readFileSync(root + '/tls/leaf.pem') }, handle)
+    .listen(8443, '0.0.0.0', () => console.log('ready')))
 `
 
 async function addressOf(sbx) {
@@ -51,6 +60,38 @@ async function addressOf(sbx) {
 }
 
 /** Starts the echo target in sbx, with a certificate for echo.warren.test, other.warren.test and ip. */
+async function echoInSandbox() {
+  const sbx = await Sandbox.create({ metadata: { e2e: `egress-rules-${uid()}` } })
+  const ip = await addressOf(sbx)
+  await startEcho(sbx, ip)
+  return {
+    ip,
+    echoed: async (n) => JSON.parse(await sbx.files.read(`/tmp/echo/${n}.json`)),
+    count: async () => Number((await sbx.commands.run('cat /tmp/echo/count 2>/dev/null || echo 0')).stdout.trim()),
+    close: () => sbx.kill(),
+  }
+}
+
+/** The echo target on a host outside the cluster, its files in a temp dir of the host's. */
+async function echoOutside() {
+  const root = await mkdtemp(join(tmpdir(), 'warren-e2e-echo-'))
+  await mkdir(join(root, 'echo'))
+  await mkdir(join(root, 'tls'))
+  const host = await outsideHost(1, {
+    documentation: true, server: ECHO, env: { ECHO_ROOT: root },
+    prepare: ([ip]) => signLeafInDir(join(root, 'tls'), ca, ['DNS:echo.warren.test', 'DNS:other.warren.test', `IP:${ip}`]),
+  })
+  return {
+    ip: host.ips[0],
+    echoed: async (n) => JSON.parse(await readFile(join(root, 'echo', `${n}.json`), 'utf8')),
+    count: async () => Number(await readFile(join(root, 'echo', 'count'), 'utf8').catch(() => '0')),
+    close: async () => {
+      await host.close()
+      await rm(root, { recursive: true, force: true })
+    },
+  }
+}
+
 async function startEcho(sbx, ip) {
   await signLeaf(sbx, ca, ['DNS:echo.warren.test', 'DNS:other.warren.test', `IP:${ip}`])
   await sbx.files.write('/tmp/echo/server.js', ECHO)
@@ -89,16 +130,15 @@ describe('egress gateway', { timeout: 300_000 }, () => {
   const made = []
   let target, ip
   before(async () => {
-    target = await Sandbox.create({ metadata: { e2e: `egress-rules-${uid()}` } })
-    made.push(target)
-    ip = await addressOf(target)
-    await startEcho(target, ip)
+    target = process.env.WARREN_ENGINE === 'kubernetes' ? await echoOutside() : await echoInSandbox()
+    ip = target.ip
   })
   after(async () => {
     await Promise.all(made.map((s) => s.kill().catch(() => {})))
+    await target?.close().catch(() => {})
   })
-  const echoed = async (n) => JSON.parse(await target.files.read(`/tmp/echo/${n}.json`))
-  const count = async () => Number((await target.commands.run('cat /tmp/echo/count 2>/dev/null || echo 0')).stdout.trim())
+  const echoed = (n) => target.echoed(n)
+  const count = () => target.count()
 
   it('sets secret headers over HTTP and HTTPS, verified without flags, the value nowhere inside', async () => {
     const name = `egress-${uid()}`

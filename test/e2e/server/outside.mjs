@@ -14,10 +14,12 @@ import { RUN_ID } from './harness.mjs'
 const run = promisify(execFile)
 
 /**
- * Starts the outside host with `count` addresses (1 to 5).
+ * Starts the outside host with `count` addresses (1 to 5). `server` replaces its HTTP server with
+ * JavaScript of the caller's, run with `env` added to the environment, which prints a line once
+ * it serves; `prepare(ips)` runs before it starts.
  * @returns {Promise<{ips: string[], gateway: string, hostIf: string, close: () => Promise<void>}>}
  */
-export async function outsideHost(count = 1, { documentation = false } = {}) {
+export async function outsideHost(count = 1, { documentation = false, server: code = null, env = {}, prepare = async () => {} } = {}) {
   const id = randomBytes(3).toString('hex')
   const ns = `warren-e2e-${RUN_ID}-out-${id}` // server-run.sh removes what a killed test leaves
   const [hostIf, nsIf] = [`wo${id}h`, `wo${id}n`]
@@ -41,8 +43,9 @@ export async function outsideHost(count = 1, { documentation = false } = {}) {
     await ip('-n', ns, 'link', 'set', nsIf, 'up')
     await ip('-n', ns, 'link', 'set', 'lo', 'up')
     await ip('-n', ns, 'route', 'add', 'default', 'via', gateway)
-    const code = "require('http').createServer((q, s) => s.end('outside')).listen(8080, '0.0.0.0', () => console.log('ready'))"
-    server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+    await prepare(ips)
+    code ??= "require('http').createServer((q, s) => s.end('outside')).listen(8080, '0.0.0.0', () => console.log('ready'))"
+    server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', code], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } })
     await new Promise((ok, fail) => {
       server.once('exit', (c) => fail(new Error(`the outside host's server exited (${c})`)))
       server.stdout.once('data', ok)

@@ -120,22 +120,19 @@ describe('secrets', { timeout: 180_000 }, () => {
       envs: { PLAIN: 'plain' },
       network: {
         allowOut: ['api.example.com'],
+        maskRequestHost: 'masked.example:${PORT}',
         rules: {
           'API.example.com': [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(name)}` } } }],
           '*.example.org': [{ transform: ({ iam }) => ({ headers: { 'X-Token': iam.tokens.aws } }) }],
         },
       },
     }
-    if (process.env.WARREN_ENGINE === 'kubernetes') {
-      // The node agents' gateways take no header rules yet: refused, saying why, never ignored.
-      await assert.rejects(Sandbox.create(withRules), (e) => e.statusCode === 400 && /not available on the Kubernetes engine/.test(e.message))
-      return
-    }
     const sbx = await Sandbox.create(withRules)
     try {
       const got = await sbx.getInfo()
       assert.deepEqual(got.network?.rules?.['api.example.com'], [{ transform: { headers: { Authorization: `Bearer \${e2b.secrets.${name}}` } } }])
       assert.deepEqual(got.network?.rules?.['*.example.org'], [{ transform: { headers: { 'X-Token': '${e2b.identity.tokens.aws}' } } }])
+      assert.equal(got.network?.maskRequestHost, 'masked.example:${PORT}')
       assert.ok(!JSON.stringify(got).includes(value))
       assert.ok(!(await raw('GET', `/sandboxes/${sbx.sandboxId}`)).text.includes(value))
       // Nothing inside: not in any process's environment, not in a file the sandbox can read.

@@ -1,9 +1,9 @@
 // test-ca.mjs: a throwaway CA for egress targets (egress-rules.test.mjs, bench/egress): made on
 // the host with openssl before the server starts, so the server can trust it (--egress-trust-ca),
-// and a leaf it signs inside a target sandbox (whose openssl does the work), for the names and
-// addresses given.
+// and a leaf it signs inside a target sandbox (whose openssl does the work) or on the host (for a
+// target outside the sandboxes), for the names and addresses given.
 import { execFile } from 'node:child_process'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -28,4 +28,12 @@ export async function signLeaf(sbx, ca, sans) {
   await sbx.commands.run(`cd /tmp/tls && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout leaf.key -out leaf.csr -subj /CN=leaf 2>&1 &&
     printf 'subjectAltName=${sans.join(',')}\\nextendedKeyUsage=serverAuth\\n' > ext &&
     openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 1 -extfile ext 2>&1`)
+}
+
+/** Signs, on the host, a server certificate for sans with ca: leaf.pem and leaf.key in dir. */
+export async function signLeafInDir(dir, ca, sans) {
+  const run = (args) => promisify(execFile)('openssl', args, { cwd: dir })
+  await writeFile(join(dir, 'ext'), `subjectAltName=${sans.join(',')}\nextendedKeyUsage=serverAuth\n`)
+  await run(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', '/CN=leaf'])
+  await run(['x509', '-req', '-in', 'leaf.csr', '-CA', ca.cert, '-CAkey', ca.key, '-CAcreateserial', '-out', 'leaf.pem', '-days', '1', '-extfile', 'ext'])
 }
