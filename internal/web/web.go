@@ -56,6 +56,7 @@ type Store interface {
 	ListTeamAPIKeys(ctx context.Context, teamID string) ([]sandbox.APIKey, error)
 	DeleteAPIKey(ctx context.Context, id string) error
 	ListTeams(ctx context.Context) ([]sandbox.Team, error)
+	PutTeam(ctx context.Context, t sandbox.Team) error
 	SetTeamQuota(ctx context.Context, teamID string, q sandbox.Quota) error
 	CreateDashboardLogin(ctx context.Context, hash, teamID string, expires time.Time) error
 	UseDashboardLogin(ctx context.Context, hash string, now time.Time) (string, error)
