@@ -379,6 +379,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&bodyMinBytes, "body-min-bytes", 16<<10, "bytes of a request body that must arrive within each --body-timeout")
 	e.Int(&cfg.Conns.MaxConnsPerClient, "max-conns-per-client", 1024, "connections one client address (an IPv6 /64) may hold open at once; beyond, a connection is answered 429 and closed. "+
 		"The SDK opens one per request in flight and per open stream; clients behind one proxy or NAT share an address (negative: no cap)")
+	sso := addSSOFlags(e, &cfg)
 	addEngineFlags(e, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return serveConfig{}, err
@@ -417,6 +418,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 		if _, err := identity.ParseIssuer(cfg.OIDCIssuer); err != nil {
 			return serveConfig{}, usageError{"--oidc-issuer: " + err.Error()}
 		}
+	}
+	if err := sso.finish(&cfg); err != nil {
+		return serveConfig{}, err
 	}
 	if cfg.LogFormat != "" && cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		return serveConfig{}, usageError{fmt.Sprintf("--log-format must be text or json, not %q", cfg.LogFormat)}
