@@ -231,7 +231,8 @@ docker_lane() {
 	step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 test/e2e/server-run.sh $files
 	step "end-to-end: warren serve on PostgreSQL (--store), a database a server (test/e2e/server-run-postgres.sh)" 600 test/e2e/server-run-postgres.sh
 	step "Go SDK: vet, unit and end-to-end tests with the race detector against warren serve (sdk/go/e2e.sh)" 900 sdk/go/e2e.sh
-	step "dashboard: embedded build matches web/, browser tests in chromium (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
+	step "dashboard: Dex for the single sign-on test, restored or built from the Go module proxy (scripts/build-dex.sh)" 1500 scripts/build-dex.sh
+	step "dashboard: embedded build matches web/, browser tests in chromium, single sign-on through Dex (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
 	if [ "${WARREN_TEST_GVISOR:-1}" = 0 ]; then
 		skip "gVisor runtime" "WARREN_TEST_GVISOR=0"
 	elif step "gVisor runtime: build runsc (scripts/setup-gvisor.sh build)" 1200 scripts/setup-gvisor.sh build; then

@@ -277,6 +277,14 @@ func (e *envFlags) Duration(p *time.Duration, name string, def time.Duration, us
 	e.fs.DurationVar(p, name, def, e.usage(usage, name))
 }
 
+// flagGiven says whether the flag name was given, on the command line
+// or in its environment variable.
+func flagGiven(fs *flag.FlagSet, e *envFlags, name string) bool {
+	given := e.getenv(envName(name)) != ""
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // sharedServeFlags defines the flags of serve that doctor takes too, for
 // it checks what they name: the port, the state dir, the agent, the
 // images, the firewall and the runtime.
@@ -335,6 +343,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&l.MaxCPUCount, "max-cpu-count", d.MaxCPUCount, "most CPUs one sandbox gets: a template asking for more is refused, one built with more is held to it; by default this machine's CPUs")
 	e.Int(&l.MaxMemoryMB, "max-memory-mb", d.MaxMemoryMB, "most memory in MiB one sandbox gets: a template asking for more is refused, one built with more is held to it; "+
 		"by default half of this machine's memory (MemTotal), rounded down to a multiple of 128")
+	e.Int(&l.ServerMemoryMB, "server-memory-mb", d.ServerMemoryMB, "MiB of memory the running and frozen sandboxes of every team may reserve in all (each its --memory-mb or its template's): "+
+		"a create past it finds the server full and is answered 503 with Retry-After before anything starts; by default this machine's memory (MemTotal), "+
+		"with --engine kubernetes none; 0: no limit")
 	e.Int(&l.DiskSizeMB, "disk-size-mb", d.DiskSizeMB, "disk size per sandbox in MiB: reported to clients, and enforced where the engine's storage has quotas (overlay2 on xfs with pquota)")
 	e.Int(&l.PidsLimit, "pids-limit", d.PidsLimit, "processes per sandbox (negative: no limit)")
 	e.PoolSize(&l.WarmPool, "warm-pool", d.WarmPool, `started containers of the "base" template kept ready to claim: a size (0: no pool), `+
@@ -368,6 +379,7 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	e.Int(&bodyMinBytes, "body-min-bytes", 16<<10, "bytes of a request body that must arrive within each --body-timeout")
 	e.Int(&cfg.Conns.MaxConnsPerClient, "max-conns-per-client", 1024, "connections one client address (an IPv6 /64) may hold open at once; beyond, a connection is answered 429 and closed. "+
 		"The SDK opens one per request in flight and per open stream; clients behind one proxy or NAT share an address (negative: no cap)")
+	sso := addSSOFlags(e, &cfg)
 	addEngineFlags(e, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return serveConfig{}, err
@@ -377,6 +389,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return serveConfig{}, usageError{fmt.Sprintf("serve takes no arguments, got %q", fs.Args())}
+	}
+	if cfg.Engine == engineKubernetes && !flagGiven(fs, e, "server-memory-mb") {
+		l.ServerMemoryMB = 0 // the cluster's nodes hold the sandboxes, not this machine
 	}
 	if err := checkEngine(cfg); err != nil {
 		return serveConfig{}, err
@@ -403,6 +418,9 @@ func (m *Main) parseServe(args []string) (serveConfig, error) {
 		if _, err := identity.ParseIssuer(cfg.OIDCIssuer); err != nil {
 			return serveConfig{}, usageError{"--oidc-issuer: " + err.Error()}
 		}
+	}
+	if err := sso.finish(&cfg); err != nil {
+		return serveConfig{}, err
 	}
 	if cfg.LogFormat != "" && cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		return serveConfig{}, usageError{fmt.Sprintf("--log-format must be text or json, not %q", cfg.LogFormat)}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/kubernetes"
 )
 
@@ -50,5 +51,28 @@ func TestParseServeEngine(t *testing.T) {
 		if _, err := env(nil).parseServe(args); !errors.As(err, new(usageError)) {
 			t.Errorf("%s: err %v, want usage error", name, err)
 		}
+	}
+}
+
+// The memory every sandbox may reserve in all is this machine's under
+// Docker, and no limit under Kubernetes unless given.
+func TestParseServeServerMemory(t *testing.T) {
+	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, lifecycle.DefaultServerMemoryMB()},
+		{[]string{"--server-memory-mb", "4096"}, 4096},
+		{[]string{"--engine", "kubernetes"}, 0},
+		{[]string{"--engine", "kubernetes", "--server-memory-mb", "4096"}, 4096},
+	} {
+		cfg, err := m.parseServe(tc.args)
+		if err != nil || cfg.Lifecycle.ServerMemoryMB != tc.want {
+			t.Errorf("%q: server memory %d, %v; want %d", tc.args, cfg.Lifecycle.ServerMemoryMB, err, tc.want)
+		}
+	}
+	if _, err := m.parseServe([]string{"--server-memory-mb", "-1"}); !errors.As(err, new(usageError)) {
+		t.Errorf("--server-memory-mb -1: %v, want a usage error", err)
 	}
 }

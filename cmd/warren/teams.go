@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -37,7 +38,9 @@ Quotas live in the store: the state directory's database (--state-dir, env
 WARREN_STATE_DIR), or the PostgreSQL database of --store (env WARREN_STORE); a
 running server holds a change from its next create. Running and frozen
 sandboxes count; those paused to disk do not. kill and drain reach the server
-at --addr (or --url) as its operator, with a login made in the store.`
+at --addr (or --url) as its operator, with a login made in the store; so do
+set, list and show given --url, and then list and show say what the server
+counts and the limits in effect there.`
 
 func (m *Main) runTeams(ctx context.Context, args []string) error {
 	sub, rest, err := m.subcommand(args, "teams", teamsUsage, "set, list, show, kill or drain")
@@ -65,6 +68,8 @@ func (m *Main) runTeams(ctx context.Context, args []string) error {
 	if sub == "kill" || sub == "drain" {
 		e.String(&addr, "addr", "127.0.0.1:3000", "address the server listens on")
 		fs.StringVar(&base, "url", "", "the server's base URL (default http://<addr>)")
+	} else {
+		fs.StringVar(&base, "url", "", "go through the running server at this base URL (http:// or https://) as its operator, instead of the store alone")
 	}
 	if err := parseFlags(fs, rest); err != nil {
 		return err
@@ -78,25 +83,36 @@ func (m *Main) runTeams(ctx context.Context, args []string) error {
 	if sub == "drain" && !map[string]bool{"on": true, "off": true, "status": true}[fs.Arg(0)] {
 		return usageError{fmt.Sprintf("teams drain takes on, off or status, not %q", fs.Arg(0))}
 	}
+	if base != "" && !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return usageError{fmt.Sprintf("--url=%q: want an http:// or https:// URL", base)}
+	}
 	st, closeStore, err := openStore(ctx, storeURL, stateDir)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	switch sub {
-	case "set":
-		return m.setQuota(ctx, st, fs.Arg(0), q)
-	case "list":
-		return m.listTeams(ctx, st, "")
-	case "show":
-		return m.listTeams(ctx, st, fs.Arg(0))
-	}
 	if base == "" {
+		switch sub {
+		case "set":
+			return m.setQuota(ctx, st, fs.Arg(0), q)
+		case "list":
+			return m.listTeams(ctx, st, "")
+		case "show":
+			return m.listTeams(ctx, st, fs.Arg(0))
+		}
 		base = "http://" + addr
 	}
 	op, err := operatorLogin(ctx, st, strings.TrimSuffix(base, "/"))
 	if err != nil {
 		return err
+	}
+	switch sub {
+	case "set":
+		return m.setQuotaAt(ctx, op, fs.Arg(0), q)
+	case "list":
+		return m.listTeamsAt(ctx, op, "")
+	case "show":
+		return m.listTeamsAt(ctx, op, fs.Arg(0))
 	}
 	if sub == "kill" {
 		var out struct{ Killed int }
@@ -265,6 +281,60 @@ func (m *Main) listTeams(ctx context.Context, st store.Store, only string) error
 		found = true
 		u := use[t.ID]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", t.ID, u.Sandboxes, u.VCPUs, u.MemoryMB, u.DiskMB, nvols[t.ID], describeQuota(t.Quota))
+	}
+	if only != "" && !found {
+		return sandbox.Errorf(sandbox.KindNotFound, "team '%s' not found", only)
+	}
+	return tw.Flush()
+}
+
+// serverTeam is a team as the operator API (internal/web) answers it.
+type serverTeam struct {
+	ID     string
+	Usage  sandbox.Usage
+	Limits sandbox.Limits
+	Quota  sandbox.Quota
+}
+
+// setQuotaAt is setQuota through the server at op: the team's quota as
+// the server has it, changed by the flags given, put back.
+func (m *Main) setQuotaAt(ctx context.Context, op *operatorClient, team string, q quotaFlags) error {
+	var teams []serverTeam
+	if err := op.do(ctx, "GET", "/dashboard/api/operator/teams", nil, &teams); err != nil {
+		return err
+	}
+	var quota sandbox.Quota
+	for _, t := range teams {
+		if t.ID == team {
+			quota = t.Quota
+		}
+	}
+	q.apply(&quota)
+	var t serverTeam
+	if err := op.do(ctx, "PUT", "/dashboard/api/operator/teams/"+url.PathEscape(team)+"/quota", quota, &t); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stderr, "team %s: %s; in effect: %s\n", team, describeQuota(t.Quota), t.Limits)
+	return nil
+}
+
+// listTeamsAt prints every team (or only one) as the server at op counts
+// it, with the limits in effect there.
+func (m *Main) listTeamsAt(ctx context.Context, op *operatorClient, only string) error {
+	var teams []serverTeam
+	if err := op.do(ctx, "GET", "/dashboard/api/operator/teams", nil, &teams); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEAM\tSANDBOXES\tVCPUS\tMEMORY MIB\tDISK MIB\tLIMITS")
+	found := false
+	for _, t := range teams {
+		if only != "" && t.ID != only {
+			continue
+		}
+		found = true
+		u := t.Usage
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", t.ID, u.Sandboxes, u.VCPUs, u.MemoryMB, u.DiskMB, t.Limits)
 	}
 	if only != "" && !found {
 		return sandbox.Errorf(sandbox.KindNotFound, "team '%s' not found", only)

@@ -30,6 +30,17 @@ func DefaultMaxMemoryMB(fallback int) int {
 	return max(mb, memoryStep)
 }
 
+// DefaultServerMemoryMB returns the machine's memory (MemTotal) in MiB,
+// what its sandboxes may reserve in all (Settings.ServerMemoryMB); 0 (no
+// limit) when the machine cannot tell.
+func DefaultServerMemoryMB() int {
+	kb, ok := memTotalKB("/proc/meminfo")
+	if !ok {
+		return 0
+	}
+	return int(kb / 1024)
+}
+
 // memTotalKB reads MemTotal, in KiB, from a meminfo file.
 func memTotalKB(path string) (int64, bool) {
 	f, err := os.Open(path)

@@ -57,6 +57,11 @@ func admissionOf(ctx context.Context) *admission {
 // drains: maintenance takes minutes, not seconds.
 const DrainRetry = 30 * time.Second
 
+// FullRetry is the Retry-After of a create refused because the server's
+// memory is reserved (Settings.ServerMemoryMB): a sandbox that ends, or
+// pauses to disk, makes room.
+const FullRetry = 10 * time.Second
+
 // SetDraining switches the server's drain mode: while on, creates and
 // forks are refused (503, Retry-After) and every sandbox there is keeps
 // being served, resumed, paused and killed.
@@ -112,6 +117,24 @@ func (m *Manager) usage(team string) sandbox.Usage {
 	return m.inFlightUsage(team, u)
 }
 
+// serverMemory is the memory, in MiB, that every team's sandboxes
+// holding a place and admissions in flight reserve; the caller holds
+// m.quotas.mu.
+func (m *Manager) serverMemory() int {
+	mb := 0
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, sb := range m.sandboxes {
+		if sb.Holds() {
+			mb += sb.MemoryMB
+		}
+	}
+	for team := range m.quotas.inFlight {
+		mb += m.inFlightUsage(team, sandbox.Usage{}).MemoryMB
+	}
+	return mb
+}
+
 // inFlightUsage adds to u team's admissions whose sandbox does not hold
 // its place in the cache yet; the caller holds m.quotas.mu and m.mu.
 func (m *Manager) inFlightUsage(team string, u sandbox.Usage) sandbox.Usage {
@@ -154,6 +177,11 @@ func (m *Manager) admit(ctx context.Context, team, id string, cpus, memoryMB, di
 	}
 	if err := limits.Exceeded(team, m.usage(team), cpus, memoryMB, diskMB); err != nil {
 		return nil, nil, err
+	}
+	if create && m.cfg.ServerMemoryMB > 0 {
+		if used := m.serverMemory(); used+memoryMB > m.cfg.ServerMemoryMB {
+			return nil, nil, sandbox.Busy(fmt.Sprintf("this server is full: its sandboxes reserve %d of its %d MiB of memory, and this one needs %d", used, m.cfg.ServerMemoryMB, memoryMB), FullRetry)
+		}
 	}
 	if create && limits.MaxCreatesPerSecond > 0 {
 		if wait := q.bucket(team, limits.MaxCreatesPerSecond).take(time.Now()); wait > 0 {

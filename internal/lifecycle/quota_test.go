@@ -163,3 +163,35 @@ func TestDrain(t *testing.T) {
 	e.m.SetDraining(false)
 	e.create(t, CreateRequest{})
 }
+
+// TestServerFull: once the sandboxes of every team reserve the server's
+// memory, a create of any team is refused with 503's kind and a
+// Retry-After before anything starts; a sandbox paused to disk makes
+// room, and a frozen one does not.
+func TestServerFull(t *testing.T) {
+	e := newEnv(t, func(c *config) { c.ServerMemoryMB, c.MemoryMB = 1200, 512 })
+	ctx := context.Background()
+	a := e.create(t, CreateRequest{TeamID: "a"})
+	b := e.create(t, CreateRequest{TeamID: "b"})
+	before := len(e.rt.Containers())
+	_, err := e.m.Create(ctx, CreateRequest{TeamID: "c", Timeout: time.Minute})
+	wantKind(t, "create on a full server", err, sandbox.KindUnavailable)
+	if want := "this server is full: its sandboxes reserve 1024 of its 1200 MiB of memory, and this one needs 512"; sandbox.Message(err) != want {
+		t.Errorf("refusal = %q, want %q", sandbox.Message(err), want)
+	}
+	if sandbox.RetryAfter(err) != FullRetry {
+		t.Errorf("Retry-After = %s, want %s", sandbox.RetryAfter(err), FullRetry)
+	}
+	if n := len(e.rt.Containers()); n != before {
+		t.Errorf("the refused create left %d containers, want %d", n, before)
+	}
+	if err := e.m.Pause(ctx, "a", a.ID, true); err != nil { // frozen: its memory stays reserved
+		t.Fatal(err)
+	}
+	_, err = e.m.Create(ctx, CreateRequest{TeamID: "c", Timeout: time.Minute})
+	wantKind(t, "create beside a frozen sandbox", err, sandbox.KindUnavailable)
+	if err := e.m.Pause(ctx, "b", b.ID, false); err != nil { // stopped: its memory is free
+		t.Fatal(err)
+	}
+	e.create(t, CreateRequest{TeamID: "c"})
+}

@@ -40,6 +40,14 @@ type Settings struct {
 	// memory (DefaultMaxMemoryMB).
 	MaxCPUCount int
 	MaxMemoryMB int
+	// ServerMemoryMB is the memory, in MiB, that the running and frozen
+	// sandboxes of every team, and the creates in flight, may reserve in
+	// all: a create past it finds the server full and is refused before
+	// anything starts (503, Retry-After FullRetry). Default the machine's
+	// memory (MemTotal, DefaultServerMemoryMB); 0 = no limit (warren serve
+	// --engine kubernetes, whose scheduler places pods on the cluster's
+	// nodes).
+	ServerMemoryMB int
 	// DiskSizeMB is each sandbox's disk size: reported to clients, and the
 	// limit of its writable layer where the engine's storage has quotas
 	// (overlay2 on xfs mounted with pquota). Default 10240.
@@ -125,6 +133,7 @@ func DefaultSettings() Settings {
 		MemoryMB:                memoryMB,
 		MaxCPUCount:             runtime.NumCPU(),
 		MaxMemoryMB:             DefaultMaxMemoryMB(memoryMB),
+		ServerMemoryMB:          DefaultServerMemoryMB(),
 		DiskSizeMB:              10240,
 		PidsLimit:               1024,
 		WarmPool:                WarmPoolAuto,
@@ -195,6 +204,7 @@ func (s Settings) Validate() error {
 		{"memory-mb", int64(s.MemoryMB), positive},
 		{"max-cpu-count", int64(s.MaxCPUCount), positive},
 		{"max-memory-mb", int64(s.MaxMemoryMB), positive},
+		{"server-memory-mb", int64(s.ServerMemoryMB), orNone},
 		{"disk-size-mb", int64(s.DiskSizeMB), positive},
 		{"pids-limit", int64(s.PidsLimit), orNever},
 		{"warm-pool", int64(s.WarmPool), orAuto},

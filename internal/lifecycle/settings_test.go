@@ -14,12 +14,12 @@ import (
 
 // No zero stands for a default: each setting's zero is either refused,
 // naming the setting, or means what its doc says (no pool, no pause to
-// disk, no team limits).
+// disk, no team limits, no limit of the memory all sandboxes reserve).
 func TestSettingsZeroes(t *testing.T) {
 	if err := DefaultSettings().Validate(); err != nil {
 		t.Fatalf("DefaultSettings: %v", err)
 	}
-	meaningful := map[string]bool{"WarmPool": true, "WarmPoolCodeInterpreter": true, "PauseToDisk": true, "TeamLimits": true}
+	meaningful := map[string]bool{"WarmPool": true, "WarmPoolCodeInterpreter": true, "PauseToDisk": true, "TeamLimits": true, "ServerMemoryMB": true}
 	typ := reflect.TypeFor[Settings]()
 	for i := range typ.NumField() {
 		field := typ.Field(i).Name

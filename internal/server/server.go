@@ -34,6 +34,7 @@ import (
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/sso"
 	"github.com/warrenhq/warren/internal/store"
 	"github.com/warrenhq/warren/internal/template"
 	"github.com/warrenhq/warren/internal/volume"
@@ -87,6 +88,11 @@ type Config struct {
 	Lifecycle lifecycle.Settings // validated by lifecycle.New
 	// Info is what the dashboard's server view says of this server.
 	Info web.ServerInfo
+	// SSO is the dashboard's single sign-on; an empty Issuer = none.
+	SSO sso.Config
+	// SSORedirectURL is where the identity provider sends users back;
+	// "" = the callback on the host the browser used (web.Config).
+	SSORedirectURL string
 }
 
 // Deps are the engine-facing parts a Server works through, made by its
@@ -293,8 +299,16 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	control := api.New(api.Config{Manager: mgr, Keys: st, ExtraKeys: extra, Templates: tpl, Events: evs, Volumes: vols,
 		Secrets: secretsSvc, Identity: issuer, Logger: log})
-	dash := web.New(web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals,
-		Screens: deps.Screens, Files: deps.Files, Volumes: vols, Info: cfg.Info, Checks: deps.Checks, Logger: log})
+	dashCfg := web.Config{Manager: mgr, Store: st, ExtraKeys: extra, Templates: tpl, Events: evs, Terminals: deps.Terminals,
+		Screens: deps.Screens, Files: deps.Files, Volumes: vols, Info: cfg.Info, Checks: deps.Checks, SSORedirectURL: cfg.SSORedirectURL, Logger: log}
+	if cfg.SSO.Issuer != "" {
+		p, err := sso.New(cfg.SSO)
+		if err != nil {
+			return fmt.Errorf("single sign-on: %w", err)
+		}
+		dashCfg.SSO = p
+	}
+	dash := web.New(dashCfg)
 	h := route(cfg.Domain, px, vols.Handler(), dash, control)
 	if rp != nil {
 		h = rp.handler(h)

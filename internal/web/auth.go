@@ -69,8 +69,9 @@ type sessionInfo struct {
 	TeamName  string    `json:"teamName"`
 	CSRF      string    `json:"csrfToken"`
 	ExpiresAt time.Time `json:"expiresAt"`
-	// Operator is true for the server's operator (a login link), who may
-	// use the operator's API (operator.go).
+	// Operator is true for the server's operator (a login link, or single
+	// sign-on with the operator claim), who may use the operator's API
+	// (operator.go).
 	Operator bool `json:"operator"`
 }
 
@@ -116,18 +117,27 @@ func (s *server) doLogin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	ds, err := s.startSession(ctx, w, r, team, req.Token != "")
+	if err != nil {
+		return err
+	}
+	s.log.Info("dashboard login", logkey.Team, team, "by", map[bool]string{true: "link", false: "key"}[req.Token != ""])
+	writeJSON(w, http.StatusOK, sessionInfo{TeamID: team, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt, Operator: ds.Operator})
+	return nil
+}
+
+// startSession stores a new session of team and sets its cookie.
+func (s *server) startSession(ctx context.Context, w http.ResponseWriter, r *http.Request, team string, operator bool) (sandbox.DashboardSession, error) {
 	token, now := sandbox.NewToken(), s.now()
 	ds := sandbox.DashboardSession{Hash: hashToken(token), TeamID: team, CSRF: sandbox.NewToken(),
-		CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL), Operator: req.Token != ""}
+		CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL), Operator: operator}
 	if err := s.st.CreateDashboardSession(ctx, ds); err != nil {
-		return err
+		return sandbox.DashboardSession{}, err
 	}
 	c := sessionCookie(r, token)
 	c.Expires, c.MaxAge = ds.ExpiresAt, int(s.cfg.SessionTTL/time.Second)
 	http.SetCookie(w, c)
-	s.log.Info("dashboard login", logkey.Team, team, "by", map[bool]string{true: "link", false: "key"}[req.Token != ""])
-	writeJSON(w, http.StatusOK, sessionInfo{TeamID: team, TeamName: tm.Name, CSRF: ds.CSRF, ExpiresAt: ds.ExpiresAt, Operator: ds.Operator})
-	return nil
+	return ds, nil
 }
 
 // logout ends the request's session, if any, and clears the cookie. It

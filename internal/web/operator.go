@@ -10,7 +10,8 @@ import (
 // The operator's API: every team with its use and limits, a team's quota
 // set, every sandbox of a team killed, and the server's drain mode. Only
 // an operator session (a login link of `warren dashboard`, which needs
-// the state dir) may use it; a team's session is forbidden.
+// the state dir, or single sign-on by a user the provider's operator
+// claim names) may use it; a team's session is forbidden.
 
 func (s *server) registerOperator(mux *http.ServeMux) {
 	mux.Handle("GET /dashboard/api/operator/teams", s.operator(s.listTeams))
@@ -29,7 +30,7 @@ func (s *server) operator(h teamHandler) http.Handler {
 			return err
 		}
 		if !ds.Operator {
-			return sandbox.Errorf(sandbox.KindForbidden, "only the server's operator (a login link of `warren dashboard`) may do this")
+			return sandbox.Errorf(sandbox.KindForbidden, "only the server's operator (a login link of `warren dashboard`, or single sign-on with the operator claim) may do this")
 		}
 		return h(w, r, team)
 	})
@@ -60,8 +61,9 @@ func (s *server) listTeams(w http.ResponseWriter, r *http.Request, _ string) err
 	return nil
 }
 
-// setQuota replaces a team's quota: a field left out (or null) is the
-// server's default, 0 is no limit. It holds from the next create.
+// setQuota replaces a team's quota, making the team if new (as `warren
+// teams set` does): a field left out (or null) is the server's default, 0
+// is no limit. It holds from the next create.
 func (s *server) setQuota(w http.ResponseWriter, r *http.Request, _ string) error {
 	var q sandbox.Quota
 	if err := decode(r, &q); err != nil {
@@ -71,6 +73,14 @@ func (s *server) setQuota(w http.ResponseWriter, r *http.Request, _ string) erro
 		return err
 	}
 	id := r.PathValue("team")
+	if _, err := s.st.GetTeam(r.Context(), id); sandbox.KindOf(err) == sandbox.KindNotFound {
+		err = s.st.PutTeam(r.Context(), sandbox.Team{ID: id, Name: id, CreatedAt: s.now().UTC()})
+		if err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
 	if err := s.st.SetTeamQuota(r.Context(), id, q); err != nil {
 		return err
 	}

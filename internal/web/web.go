@@ -2,7 +2,7 @@
 // (web/, Preact + TypeScript built by Vite into dist/, embedded here so
 // that `go build` alone makes a complete binary) at /dashboard/, and owns
 // the dashboard's login flow (single-use links from `warren dashboard`,
-// or an API key), its sessions (a cookie naming a server-side record),
+// an API key, or single sign-on through OpenID Connect), its sessions (a cookie naming a server-side record),
 // its CSRF check, and the JSON and server-sent-events API under
 // /dashboard/api/ that the views read.
 //
@@ -56,6 +56,7 @@ type Store interface {
 	ListTeamAPIKeys(ctx context.Context, teamID string) ([]sandbox.APIKey, error)
 	DeleteAPIKey(ctx context.Context, id string) error
 	ListTeams(ctx context.Context) ([]sandbox.Team, error)
+	PutTeam(ctx context.Context, t sandbox.Team) error
 	SetTeamQuota(ctx context.Context, teamID string, q sandbox.Quota) error
 	CreateDashboardLogin(ctx context.Context, hash, teamID string, expires time.Time) error
 	UseDashboardLogin(ctx context.Context, hash string, now time.Time) (string, error)
@@ -102,6 +103,12 @@ type Config struct {
 	// Info and Checks feed the server view; Checks may be nil.
 	Info   ServerInfo
 	Checks func(ctx context.Context) []Check
+	// SSO logs users in through the operator's identity provider; nil =
+	// no single sign-on.
+	SSO SSO
+	// SSORedirectURL is the address the provider sends users back to,
+	// as registered there; "" = <scheme>://<request host>/dashboard/api/sso/callback.
+	SSORedirectURL string
 	// SessionTTL is how long a session lasts; 0 = 12 hours.
 	SessionTTL time.Duration
 	// Poll is how often live views look for changes; 0 = 1 second.
@@ -139,7 +146,10 @@ func New(cfg Config) http.Handler {
 	}
 	s := &server{cfg: cfg, m: cfg.Manager, st: cfg.Store, keys: httpedge.NewKeys(cfg.Store, cfg.ExtraKeys), ops: api.NewOps(cfg.Manager), log: logkey.For(cfg.Logger, "web"), now: cfg.Now, assets: assets}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /dashboard/api/login", s.loginOptions)
 	mux.HandleFunc("POST /dashboard/api/login", s.login)
+	mux.HandleFunc("GET "+ssoPath+"login", s.ssoLogin)
+	mux.HandleFunc("GET "+ssoPath+"callback", s.ssoCallback)
 	mux.HandleFunc("POST /dashboard/api/logout", s.logout)
 	mux.HandleFunc("GET /dashboard/api/session", s.getSession)
 	s.routes(mux)

@@ -47,7 +47,8 @@ type testWeb struct {
 	vols     *volume.Service
 }
 
-func newWeb(t *testing.T) *testWeb {
+// newWeb starts the dashboard on a fake engine; opts change its Config.
+func newWeb(t *testing.T, opts ...func(*Config)) *testWeb {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "warren.db"))
@@ -87,7 +88,11 @@ func newWeb(t *testing.T) *testWeb {
 			w.vols.Delete(ctx, v.TeamID, v.ID)
 		}
 	})
-	w.srv = httptest.NewServer(New(Config{Manager: m, Store: st, Events: evs, Info: ServerInfo{StateDir: "/var/lib/warren"}, Terminals: agentclient.New(), Screens: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}))
+	cfg := Config{Manager: m, Store: st, Events: evs, Info: ServerInfo{StateDir: "/var/lib/warren"}, Terminals: agentclient.New(), Screens: agentclient.New(), Files: agentclient.New(), Volumes: w.vols, Now: w.clock.now, Poll: 20 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w.srv = httptest.NewServer(New(cfg))
 	t.Cleanup(w.srv.Close)
 	return w
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh: the dashboard's checks: that internal/web/dist is a fresh build of web/ (byte for
 # byte), then its browser tests (dashboard.test.mjs) in Debian's chromium with playwright-core,
-# against a private `warren serve`. Installs chromium with apt-get when it is missing (saying
+# against a private `warren serve`, and its single sign-on through Dex (sso.test.mjs; Dex built
+# from the Go module proxy, or restored from its cache, by scripts/build-dex.sh). Installs chromium with apt-get when it is missing (saying
 # so). Screenshots land in $WARREN_DASHBOARD_SHOTS (default test/e2e/dashboard/shots, kept as
 # CI artefacts; the directory is printed at the end).
 set -euo pipefail
@@ -21,5 +22,7 @@ if [ ! -x "$repo/bin/warren" ] || [ ! -x "$repo/bin/warren-agent" ]; then
 fi
 export WARREN_DASHBOARD_SHOTS="${WARREN_DASHBOARD_SHOTS:-$here/shots}"
 rm -rf "$WARREN_DASHBOARD_SHOTS"
+DEX_BIN=$("$repo/scripts/build-dex.sh" | tail -n 1)
+export DEX_BIN
 cd "$here/.."
-node --test --test-timeout=300000 dashboard/dashboard.test.mjs
+node --test --test-timeout=300000 dashboard/dashboard.test.mjs dashboard/sso.test.mjs

@@ -5,12 +5,13 @@
 // any container starts, another team is not held, and limits changed with `warren teams set` on
 // the running server hold at once. The operator's tools: `warren teams kill` and the drain mode
 // (`warren teams drain`: creates refused with 503 and Retry-After, running sandboxes served,
-// /health says so).
+// /health says so). A full server (its sandboxes reserve --server-memory-mb) refuses a create
+// with 503 and Retry-After before any container starts.
 import { it } from 'node:test'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { Sandbox, RateLimitError, ServiceBusyError } from 'e2b'
-import { useServer, WARREN_BIN } from './harness.mjs'
+import { useServer, WarrenServer, WARREN_BIN } from './harness.mjs'
 import { assert, rejectsWith, uid } from './helpers.mjs'
 
 // No warm pool: a container on the engine is one a create started.
@@ -38,8 +39,8 @@ async function containers() {
 }
 
 /** A raw create, to see the status and headers the SDK hides. */
-function rawCreate(apiKey) {
-  return fetch(`${srv.url}/sandboxes`, { method: 'POST', headers: { 'X-API-Key': apiKey, 'Content-Type': 'application/json' },
+function rawCreate(apiKey, url = srv.url) {
+  return fetch(`${url}/sandboxes`, { method: 'POST', headers: { 'X-API-Key': apiKey, 'Content-Type': 'application/json' },
     body: JSON.stringify({ templateID: 'base', timeout: 60 }) })
 }
 
@@ -113,4 +114,29 @@ it('drain: creates refused with 503 and Retry-After, running sandboxes served, /
   assert.equal((await fetch(`${srv.url}/health`)).status, 204)
   const after = await Sandbox.create()
   await Promise.all([sbx.kill(), after.kill()])
+})
+
+it('a full server: a create past the memory its sandboxes reserve is 503 with Retry-After, before any container starts', async () => {
+  // A server of its own whose memory holds one sandbox of 512 MiB, not two.
+  const full = new WarrenServer({ args: ['--warm-pool', '0', '--warm-pool-code-interpreter', '0', '--memory-mb', '512', '--server-memory-mb', '1000'] })
+  await full.start()
+  try {
+    const opts = { apiKey: full.apiKey, apiUrl: full.url, sandboxUrl: full.url, domain: full.domain }
+    const sbx = await Sandbox.create(opts)
+    const label = `label=dev.warren.managed=${full.name}`
+    const before = (await run('docker', ['ps', '-aq', '--filter', label])).stdout.split('\n').filter(Boolean).length
+    await rejectsWith(Sandbox.create({ ...opts, retries: 0 }), ServiceBusyError,
+      /this server is full: its sandboxes reserve 512 of its 1000 MiB of memory, and this one needs 512/)
+    const res = await rawCreate(full.apiKey, full.url)
+    assert.equal(res.status, 503)
+    assert.equal(res.headers.get('retry-after'), '10')
+    assert.deepEqual(Object.keys(await res.json()).sort(), ['code', 'message'], "E2B's error shape")
+    const after = (await run('docker', ['ps', '-aq', '--filter', label])).stdout.split('\n').filter(Boolean).length
+    assert.equal(after, before, 'no container started for the refused creates')
+    await sbx.kill()
+    const next = await Sandbox.create(opts)
+    await next.kill()
+  } finally {
+    await full.dispose()
+  }
 })

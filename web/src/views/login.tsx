@@ -1,13 +1,15 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, type Session } from "../api";
+import { api, ApiError, base, type Session } from "../api";
 import { ErrorNote } from "../components";
 
 // Login takes the token of a `warren dashboard` link (in the URL's
-// fragment, which browsers never send) or an API key.
+// fragment, which browsers never send) or an API key, or sends the
+// browser to the identity provider when the server has single sign-on.
 export function Login(props: { onLogin: (s: Session) => void }) {
   const [key, setKey] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  const [sso, setSSO] = useState(false);
 
   const login = async (body: { token?: string; apiKey?: string }) => {
     setBusy(true);
@@ -22,6 +24,10 @@ export function Login(props: { onLogin: (s: Session) => void }) {
   };
 
   useEffect(() => {
+    api
+      .get<{ sso: boolean }>("login")
+      .then((o) => setSSO(o.sso))
+      .catch(() => setSSO(false));
     const m = /(?:^#|&)token=([0-9a-f]+)/.exec(location.hash);
     if (m) {
       history.replaceState(null, "", location.pathname); // the token is single-use: drop it
@@ -41,6 +47,11 @@ export function Login(props: { onLogin: (s: Session) => void }) {
         <p class="muted">
           Open the link <code>warren dashboard</code> prints, or log in with an API key.
         </p>
+        {sso && (
+          <button type="button" class="primary" id="sso" onClick={() => location.assign(base + "api/sso/login")}>
+            Log in with single sign-on
+          </button>
+        )}
         <label for="apikey">API key</label>
         <input
           id="apikey"
