@@ -202,23 +202,26 @@ kube_lane() {
 	step "Kubernetes: test cluster down, the host as it was (test/kube/host-unchanged.sh)" 300 kube_down
 }
 
-# desktop_image builds the desktop template's image: about 4 minutes cold (mostly downloading
-# and unpacking Debian's packages, little CPU), a second when the image is up to date.
-desktop_image() {
+# side_builds builds, beside the Go tests, the desktop template's image (about 4 minutes cold,
+# mostly downloading and unpacking Debian's packages, little CPU; a second when it is up to date)
+# and Dex for the dashboard's single sign-on test (about 3 minutes of CPU cold; nothing once
+# cached in ~/.cache/warren/dex).
+side_builds() {
 	step "desktop image (bin/warren image build desktop), beside the Go tests" 1200 bin/warren image build desktop
+	step "dashboard: Dex for the single sign-on test, restored or built from the Go module proxy (scripts/build-dex.sh), beside the Go tests" 1500 scripts/build-dex.sh
 }
 
-# docker_lane: go vet, the Go tests (with the desktop image built beside them) and, when the
-# images are there, the end-to-end suites on the main engine, then gVisor.
+# docker_lane: go vet, the Go tests (with the desktop image and Dex built beside them) and, when
+# the images are there, the end-to-end suites on the main engine, then gVisor.
 docker_lane() {
-	local desktop_pid=
+	local side_pid=
 	if [ -e "$run_dir/ready.ok" ]; then
-		in_lane desktop desktop_image
-		desktop_pid=$!
+		in_lane side side_builds
+		side_pid=$!
 	fi
 	step "go vet ./..." 600 go vet ./...
 	step "go test ./..." 1500 go test -count=1 -timeout 20m ./...
-	[ -z "$desktop_pid" ] || wait "$desktop_pid"
+	[ -z "$side_pid" ] || wait "$side_pid"
 	if ! await ready; then
 		skip "end-to-end tests" "the binaries, images or npm packages are missing"
 		return
@@ -231,7 +234,6 @@ docker_lane() {
 	step "end-to-end: warren serve with the SDKs (test/e2e/server-run.sh)" 1500 test/e2e/server-run.sh $files
 	step "end-to-end: warren serve on PostgreSQL (--store), a database a server (test/e2e/server-run-postgres.sh)" 600 test/e2e/server-run-postgres.sh
 	step "Go SDK: vet, unit and end-to-end tests with the race detector against warren serve (sdk/go/e2e.sh)" 900 sdk/go/e2e.sh
-	step "dashboard: Dex for the single sign-on test, restored or built from the Go module proxy (scripts/build-dex.sh)" 1500 scripts/build-dex.sh
 	step "dashboard: embedded build matches web/, browser tests in chromium, single sign-on through Dex (test/e2e/dashboard/run.sh)" 600 test/e2e/dashboard/run.sh
 	if [ "${WARREN_TEST_GVISOR:-1}" = 0 ]; then
 		skip "gVisor runtime" "WARREN_TEST_GVISOR=0"
