@@ -4,9 +4,9 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -97,15 +97,23 @@ func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKe
 		image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
 		return image, "", err
 	}
-	start := time.Now()
+	ctx, trace := phases.Start(ctx)
+	defer func() {
+		if err == nil && lost == "" {
+			m.createPhases.Observe("capture", trace)
+			m.log.Info("sandbox captured with its memory", logkey.Sandbox, sb.ID, "phases", trace.String())
+		}
+	}()
 	if sb.State == sandbox.StateRunning {
 		if err := m.caps.freeze(ctx, sb.ContainerID); err != nil {
 			return "", "", err
 		}
+		phases.Mark(ctx, "freeze")
 		defer func() {
 			if err := m.caps.thaw(context.WithoutCancel(ctx), sb.ContainerID); err != nil {
 				m.log.Error("cannot thaw a sandbox after capturing its memory", logkey.Sandbox, sb.ID, "err", err)
 			}
+			phases.Mark(ctx, "thaw")
 		}()
 	}
 	if serr := m.caps.memory.SaveMemory(ctx, sb.ContainerID, memoryKey); serr != nil {
@@ -116,12 +124,13 @@ func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKe
 		image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
 		return image, "its memory could not be saved (" + sandbox.Message(serr) + ")", err
 	}
+	phases.Mark(ctx, "memory_save")
 	image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
 	if err != nil {
 		m.deleteMemory(ctx, memoryKey)
 		return "", "", err
 	}
-	m.log.Info("sandbox captured with its memory", logkey.Sandbox, sb.ID, "took", time.Since(start).Round(time.Millisecond))
+	phases.Mark(ctx, "commit")
 	return image, "", nil
 }
 

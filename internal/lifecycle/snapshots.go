@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -192,7 +193,9 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			sb, err := m.create(ctx, req, tpl)
+			// Each fork's create is traced on its own (path "memory").
+			fctx, _ := phases.Start(ctx)
+			sb, err := m.create(fctx, req, tpl)
 			out[i] = ForkResult{Sandbox: sb, Err: err}
 			if err == nil {
 				m.reportFork(ctx, sb, id, why)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"github.com/moby/moby/client"
 
@@ -65,10 +66,14 @@ func (r *Runtime) SaveMemory(ctx context.Context, id, key string) error {
 	if err := os.RemoveAll(filepath.Join(dir, key)); err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "cannot clear the memory image's directory")
 	}
-	_, err = r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: key, CheckpointDir: dir})
+	done, err := r.checkpointInPlace(ctx, id, filepath.Join(dir, key))
+	if !done && err == nil {
+		_, err = r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: key, CheckpointDir: dir})
+		err = classify(err, "cannot checkpoint the sandbox's container")
+	}
 	if err != nil {
 		os.RemoveAll(filepath.Join(dir, key))
-		return classify(err, "cannot checkpoint the sandbox's container")
+		return err
 	}
 	// The engine wrote it on its host: a server elsewhere cannot hand it
 	// to new containers.
@@ -104,15 +109,15 @@ func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSp
 	return c, nil
 }
 
-// restoreInto links the memory image at src into container id's
-// checkpoints as key and starts the container from it.
+// restoreInto hands the memory image at src to container id as its
+// checkpoint key and starts the container from it.
 func (r *Runtime) restoreInto(ctx context.Context, id, src, key string) (sandbox.Container, error) {
-	root, err := r.DataRoot(ctx)
+	info, err := r.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
-		return sandbox.Container{}, err
+		return sandbox.Container{}, classify(err, "docker engine unreachable")
 	}
-	dst := filepath.Join(root, "containers", id, "checkpoints", key)
-	if err := linkTree(src, dst); err != nil {
+	dst := filepath.Join(info.Info.DockerRootDir, "containers", id, "checkpoints", key)
+	if err := handOver(src, dst, info.Info.Runtimes[r.cfg.GVisorRuntime].Args); err != nil {
 		return sandbox.Container{}, sandbox.Wrap(sandbox.KindInternal, err, "cannot hand the memory image to the container")
 	}
 	// The engine uploads the checkpoint to containerd as one blob named by
@@ -138,6 +143,21 @@ func (r *Runtime) restoreInto(ctx context.Context, id, src, key string) (sandbox
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInternal, "the sandbox's container has no published agent port")
 	}
 	return c, nil
+}
+
+// handOver makes dst the checkpoint directory of the memory image at src:
+// a reference to it where the engine's runtime (its runtime arguments
+// runtimeArgs) restores by reference, so that the engine and containerd
+// pass on a few bytes instead of the image (see imageRefsArg), else links
+// to its files.
+func handOver(src, dst string, runtimeArgs []string) error {
+	if !slices.Contains(runtimeArgs, imageRefsArg) {
+		return linkTree(src, dst)
+	}
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dst, imageRefFile), []byte(src), 0o600)
 }
 
 // DeleteMemory removes the memory image key; none is no error.
