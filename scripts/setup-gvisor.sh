@@ -25,8 +25,8 @@
 # Environment (defaults in brackets):
 #   GVISOR_VERSION  module version of gvisor.dev/gvisor  [the one the tests were last run with]
 #   RUNSC           where runsc is installed              [/usr/local/lib/warren/runsc]
-#   RUNSC_WRAPPER   where its wrapper is installed        [$RUNSC-warren] (scripts/runsc-warren.sh:
-#                   the engine's runtime, restoring Warren's memory images in place)
+#   RUNSC_WRAPPER   where its wrapper is installed        [$RUNSC-warren] (the engine's runtime,
+#                   restoring Warren's memory images in place: internal/runtime/docker/runsc-warren.sh)
 #   GV_ROOT         data root of the second engine        [/var/lib/warren-gvisor]
 #   GV_RUN          exec root, socket and pid file        [/run/warren-gvisor]
 #   GV_BRIDGE       its bridge interface                  [wgv0]
@@ -88,7 +88,7 @@ start() {
 			ip addr add "$GV_BIP" dev "$GV_BRIDGE"
 			ip link set "$GV_BRIDGE" up
 		fi
-		# The runtime is runsc behind scripts/runsc-warren.sh, which
+		# The runtime is runsc behind runsc-warren.sh, which
 		# restores Warren's memory images in place (--warren-image-refs
 		# tells Warren it may). --overlay2=none: the container's writes go
 		# to the engine's layer, as under runc, so docker commit
@@ -149,13 +149,13 @@ EOF
 	log "runsc works"
 }
 
-# install_wrapper installs scripts/runsc-warren.sh as $RUNSC_WRAPPER,
+# install_wrapper installs runsc-warren.sh as $RUNSC_WRAPPER,
 # naming $RUNSC, through a temporary file (a running wrapper is never
 # overwritten in place).
 install_wrapper() {
 	local tmp
 	tmp=$(mktemp "$(dirname "$RUNSC_WRAPPER")/.runsc-warren-XXXXXX")
-	sed "s#^RUNSC=.*#RUNSC=$RUNSC#" "$(dirname "$0")/runsc-warren.sh" >"$tmp"
+	sed "s#^RUNSC=.*#RUNSC=$RUNSC#" "$(dirname "$0")/../internal/runtime/docker/runsc-warren.sh" >"$tmp"
 	chmod 0755 "$tmp"
 	mv -f "$tmp" "$RUNSC_WRAPPER"
 }

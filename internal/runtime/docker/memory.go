@@ -148,10 +148,10 @@ func (r *Runtime) restoreInto(ctx context.Context, id, src, key string) (sandbox
 // handOver makes dst the checkpoint directory of the memory image at src:
 // a reference to it where the engine's runtime (its runtime arguments
 // runtimeArgs) restores by reference, so that the engine and containerd
-// pass on a few bytes instead of the image (see imageRefsArg), else links
+// pass on a few bytes instead of the image (see ImageRefsArg), else links
 // to its files.
 func handOver(src, dst string, runtimeArgs []string) error {
-	if !slices.Contains(runtimeArgs, imageRefsArg) {
+	if !slices.Contains(runtimeArgs, ImageRefsArg) {
 		return linkTree(src, dst)
 	}
 	if err := os.MkdirAll(dst, 0o700); err != nil {

@@ -3,6 +3,8 @@ package docker
 import (
 	"bytes"
 	"context"
+	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,15 +27,34 @@ import (
 // where runsc itself takes 0.1–0.3 s. Memory images are files on the
 // engine's host already, so Warren checkpoints with the container's own
 // runsc into the image's directory, and restores by reference where the
-// engine's runtime is scripts/runsc-warren.sh.
+// engine's runtime is runsc-warren.sh (RunscWrapper).
 
-// imageRefsArg is the runtime argument by which the engine's gVisor
-// runtime says it is scripts/runsc-warren.sh: it restores a checkpoint
-// directory holding an imageRefFile from the directory that file names.
+// ImageRefsArg is the runtime argument by which the engine's gVisor
+// runtime says it is RunscWrapper: it restores a checkpoint directory
+// holding an imageRefFile from the directory that file names. It must
+// come first in the runtime's arguments.
 const (
-	imageRefsArg = "--warren-image-refs"
+	ImageRefsArg = "--warren-image-refs"
 	imageRefFile = "warren-image"
 )
+
+//go:embed runsc-warren.sh
+var runscWrapper string
+
+// RunscWrapper returns runsc-warren.sh for the runsc at path: the
+// script to register as the engine's gVisor runtime, with ImageRefsArg
+// first in its arguments, so that restores of memory images go by
+// reference. path must not hold a single quote.
+func RunscWrapper(path string) ([]byte, error) {
+	if strings.Contains(path, "'") {
+		return nil, fmt.Errorf("runsc's path %q holds a single quote", path)
+	}
+	const line = "\nRUNSC=/usr/local/lib/warren/runsc\n"
+	if !strings.Contains(runscWrapper, line) {
+		return nil, errors.New("runsc-warren.sh does not set RUNSC")
+	}
+	return []byte(strings.Replace(runscWrapper, line, "\nRUNSC='"+path+"'\n", 1)), nil
+}
 
 // runscOf returns the runsc executable and state root of the gVisor
 // sandbox whose process is pid, read from procDir (the host's /proc): the

@@ -68,7 +68,7 @@ func TestHandOver(t *testing.T) {
 	}
 	t.Run("by reference", func(t *testing.T) {
 		dst := filepath.Join(t.TempDir(), "k")
-		if err := handOver(src, dst, []string{imageRefsArg, "--overlay2=none"}); err != nil {
+		if err := handOver(src, dst, []string{ImageRefsArg, "--overlay2=none"}); err != nil {
 			t.Fatal(err)
 		}
 		ents, _ := os.ReadDir(dst)
@@ -95,25 +95,21 @@ func TestHandOver(t *testing.T) {
 	})
 }
 
-// TestRunscWrapper runs scripts/runsc-warren.sh in front of a runsc that
-// prints its arguments: a restore whose image directory refers to another
-// is given that one, and everything else passes unchanged.
+// TestRunscWrapper runs RunscWrapper in front of a runsc that prints its
+// arguments: a restore whose image directory refers to another is given
+// that one, and everything else passes unchanged.
 func TestRunscWrapper(t *testing.T) {
-	script, err := os.ReadFile("../../../scripts/runsc-warren.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	fake := filepath.Join(dir, "runsc")
+	fake := filepath.Join(dir, "run sc")
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\nprintf '%s\\n' \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	wrapper := filepath.Join(dir, "runsc-warren")
-	body := strings.Replace(string(script), "\nRUNSC=/usr/local/lib/warren/runsc\n", "\nRUNSC="+fake+"\n", 1)
-	if body == string(script) {
-		t.Fatal("the wrapper no longer sets RUNSC=/usr/local/lib/warren/runsc, which setup-gvisor.sh replaces")
+	body, err := RunscWrapper(fake)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := os.WriteFile(wrapper, []byte(body), 0o755); err != nil {
+	wrapper := filepath.Join(dir, "runsc-warren")
+	if err := os.WriteFile(wrapper, body, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	ref, image := filepath.Join(dir, "ref"), filepath.Join(dir, "the image")
@@ -124,18 +120,21 @@ func TestRunscWrapper(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := t.TempDir()
+	if _, err := RunscWrapper("/it's/runsc"); err == nil {
+		t.Error("a path the script cannot quote was taken")
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want []string
 	}{
-		{"restore by reference", []string{imageRefsArg, "--overlay2=none", "--root", "/r", "restore", "--image-path", ref, "--work-path", "/w", "c1"},
+		{"restore by reference", []string{ImageRefsArg, "--overlay2=none", "--root", "/r", "restore", "--image-path", ref, "--work-path", "/w", "c1"},
 			[]string{"--overlay2=none", "--root", "/r", "restore", "--image-path", image, "--work-path", "/w", "c1"}},
-		{"restore by reference, one argument", []string{imageRefsArg, "restore", "--image-path=" + ref, "c1"},
+		{"restore by reference, one argument", []string{ImageRefsArg, "restore", "--image-path=" + ref, "c1"},
 			[]string{"restore", "--image-path=" + image, "c1"}},
-		{"restore of a plain checkpoint", []string{imageRefsArg, "restore", "--image-path", plain, "c1"},
+		{"restore of a plain checkpoint", []string{ImageRefsArg, "restore", "--image-path", plain, "c1"},
 			[]string{"restore", "--image-path", plain, "c1"}},
-		{"another command", []string{imageRefsArg, "--root", "/r", "state", "c 1"},
+		{"another command", []string{ImageRefsArg, "--root", "/r", "state", "c 1"},
 			[]string{"--root", "/r", "state", "c 1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

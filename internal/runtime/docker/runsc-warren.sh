@@ -1,7 +1,8 @@
 #!/bin/sh
-# runsc-warren.sh — runsc as Warren's gVisor engine runs it: scripts/setup-gvisor.sh installs a copy
-# naming the real runsc (RUNSC below) and registers it as the engine's runtime, with the marker
-# argument --warren-image-refs first, by which Warren knows it may hand restores over by reference.
+# runsc-warren.sh — runsc as Warren's gVisor engine runs it: `warren runtime setup gvisor` and
+# scripts/setup-gvisor.sh install a copy naming the real runsc (RUNSC below) and register it as the
+# engine's runtime, with the marker argument --warren-image-refs first, by which Warren knows it may
+# hand restores over by reference (internal/runtime/docker/runsc.go).
 #
 # Restore by reference: a checkpoint directory that holds a file named warren-image is restored
 # from the directory that file names. Docker 20.10 starts a container from a checkpoint by taring
