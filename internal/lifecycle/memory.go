@@ -14,13 +14,15 @@ import (
 // is a sandbox.MemoryCloner, a running (or frozen) sandbox is frozen for
 // a moment, its processes and memory saved as a memory image and its
 // filesystem committed at that same instant, then thawed: it goes on with
-// its ID, expiry and connections. A fork's sandboxes, and those created
+// its ID, expiry and connections. A sandbox paused to disk with its
+// memory (checkpointed) gives its checkpoint and stays paused. A fork's
+// sandboxes, and those created
 // from a memory snapshot, are restored from the image into containers of
 // their own (own ID, hostname, address, egress rules, tokens, and a copy
 // of the filesystem): the processes, memory and listening sockets go on
 // in each; connections to the outside do not.
 //
-// Elsewhere (runc, Kubernetes, a sandbox paused to disk) only the
+// Elsewhere (runc, Kubernetes, a sandbox paused without its memory) only the
 // filesystem can be carried. An explicit request for memory is then
 // refused (E2B's rule: never silently downgraded); a fork, which has no
 // such flag, and a snapshot that did not ask, carry the filesystem and
@@ -80,8 +82,8 @@ func (m *Manager) whyNoMemory(sb sandbox.Sandbox) string {
 		return "this server's engine cannot capture a sandbox's memory (forks and snapshots with memory need the Docker engine with the gVisor runtime)"
 	case sb.Runtime != sandbox.RuntimeGVisor:
 		return "the sandbox runs under runc, which cannot capture its memory: forks and snapshots with memory need the gVisor runtime (serve --runtime gvisor, or a template labelled " + sandbox.LabelRuntime + "=gvisor)"
-	case sb.State == sandbox.StatePaused && sb.PauseMode != sandbox.PauseFrozen:
-		return "the sandbox is paused to disk (" + string(sb.PauseMode) + "): connect to it first to capture its memory"
+	case sb.State == sandbox.StatePaused && sb.PauseMode == sandbox.PauseStopped:
+		return "the sandbox is paused without its memory (stopped)"
 	}
 	return ""
 }

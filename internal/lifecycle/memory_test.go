@@ -164,6 +164,35 @@ func TestForkWithMemory(t *testing.T) {
 	}
 }
 
+// TestForkOfCheckpointed: a sandbox paused to disk with its memory seeds
+// a fork with its checkpoint, without being resumed.
+func TestForkOfCheckpointed(t *testing.T) {
+	var eng *memoryEngine
+	e := newEnv(t, func(c *config) {
+		eng = &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}
+		c.Runtime = eng
+		c.SandboxRuntime = sandbox.RuntimeGVisor
+	})
+	ctx := context.Background()
+	src := e.create(t, CreateRequest{})
+	if mode, err := e.m.Stop(ctx, team, src.ID); err != nil || mode != sandbox.PauseCheckpointed {
+		t.Fatalf("Stop = %q, %v; want checkpointed", mode, err)
+	}
+	forks, err := e.m.Fork(ctx, team, src.ID, time.Minute, 1)
+	if err != nil || forks[0].Err != nil {
+		t.Fatalf("fork: %v %v", err, forks)
+	}
+	if len(eng.saved) != 1 || len(eng.restored) != 1 {
+		t.Errorf("saved %v, restored %v; want the checkpoint saved and restored once", eng.saved, eng.restored)
+	}
+	if got := logText(t, e.m, forks[0].Sandbox.ID); !strings.Contains(got, "memory=true") {
+		t.Errorf("fork's log:\n%s", got)
+	}
+	if got := e.state(t, src.ID); got.State != sandbox.StatePaused || got.PauseMode != sandbox.PauseCheckpointed {
+		t.Errorf("source %s %s, want paused checkpointed", got.State, got.PauseMode)
+	}
+}
+
 // TestMemorySnapshotAndPrune: a snapshot keeps its memory image, which a
 // sandbox of it is restored from; reconcile deletes what no snapshot and
 // no fork in flight holds (a fork's left by a killed server, a deleted

@@ -311,7 +311,9 @@ type Checkpointer interface {
 type MemoryCloner interface {
 	// SaveMemory checkpoints a running or frozen container's processes
 	// and memory as the memory image key, leaving the container as it
-	// was.
+	// was. A container stopped with its checkpoint (Checkpointer's)
+	// gives that checkpoint, which it keeps; one stopped without is
+	// KindConflict.
 	SaveMemory(ctx context.Context, id, key string) error
 	// CreateFromMemory creates spec's container and starts it from the
 	// memory image key, which stays: the saved processes, memory and

@@ -49,7 +49,8 @@ func checkKey(key string) error {
 
 // SaveMemory checkpoints a running or frozen container as the memory image
 // key, leaving it as it was: runsc stops the sandbox's kernel for the
-// checkpoint only.
+// checkpoint only. A container stopped with its checkpoint (Checkpoint's,
+// a sandbox paused to disk) gives that checkpoint, linked, and keeps it.
 func (r *Runtime) SaveMemory(ctx context.Context, id, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -61,24 +62,58 @@ func (r *Runtime) SaveMemory(ctx context.Context, id, key string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "cannot make the memory images' directory")
 	}
+	dst := filepath.Join(dir, key)
 	// A half-written image of an earlier attempt would make the engine
 	// refuse the name.
-	if err := os.RemoveAll(filepath.Join(dir, key)); err != nil {
+	if err := os.RemoveAll(dst); err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "cannot clear the memory image's directory")
 	}
-	done, err := r.checkpointInPlace(ctx, id, filepath.Join(dir, key))
-	if !done && err == nil {
-		_, err = r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: key, CheckpointDir: dir})
-		err = classify(err, "cannot checkpoint the sandbox's container")
+	in, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return classify(err, "cannot inspect the sandbox's container")
+	}
+	switch st := in.Container.State; {
+	case st != nil && st.Running:
+		err = r.checkpointRunning(ctx, in.Container.ID, st.Pid, dir, key)
+	default:
+		err = r.linkCheckpoint(ctx, in.Container.ID, dst)
 	}
 	if err != nil {
-		os.RemoveAll(filepath.Join(dir, key))
+		os.RemoveAll(dst)
 		return err
 	}
 	// The engine wrote it on its host: a server elsewhere cannot hand it
 	// to new containers.
-	if _, err := os.Stat(filepath.Join(dir, key, "checkpoint.img")); err != nil {
+	if _, err := os.Stat(filepath.Join(dst, "checkpoint.img")); err != nil {
 		return sandbox.Errorf(sandbox.KindUnavailable, "the memory image is not on this server's host (%s): keeping memory needs the server on the engine's host", dir)
+	}
+	return nil
+}
+
+// checkpointRunning saves running container id (whose sandbox process is
+// pid) as the memory image key in dir: with its own runsc where this
+// host's /proc shows it, else through the engine.
+func (r *Runtime) checkpointRunning(ctx context.Context, id string, pid int, dir, key string) error {
+	if done, err := checkpointInPlace(ctx, id, pid, filepath.Join(dir, key)); done || err != nil {
+		return err
+	}
+	_, err := r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: key, CheckpointDir: dir})
+	return classify(err, "cannot checkpoint the sandbox's container")
+}
+
+// linkCheckpoint makes dst a copy, linked, of stopped container id's
+// checkpoint, which stays.
+func (r *Runtime) linkCheckpoint(ctx context.Context, id, dst string) error {
+	root, err := r.DataRoot(ctx)
+	if err != nil {
+		return err
+	}
+	src := filepath.Join(root, "containers", id, "checkpoints", checkpointName)
+	if _, err := os.Stat(filepath.Join(src, "checkpoint.img")); err != nil {
+		return sandbox.Errorf(sandbox.KindConflict, "the sandbox's container is stopped without its memory")
+	}
+	if err := linkTree(src, dst); err != nil {
+		return sandbox.Wrap(sandbox.KindInternal, err, "cannot copy the sandbox's checkpoint")
 	}
 	return nil
 }

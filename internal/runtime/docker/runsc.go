@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/moby/moby/client"
-
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -99,23 +97,16 @@ func runscOf(procDir string, pid int) (exe, root string, ok bool) {
 	return exe, root, true
 }
 
-// checkpointInPlace has the runsc of container id write a checkpoint of
-// it into dst, leaving it running (or frozen) as it was. done is false,
-// with no error, when that runsc cannot be reached from here: the caller
-// then goes through the engine.
-func (r *Runtime) checkpointInPlace(ctx context.Context, id, dst string) (done bool, err error) {
-	in, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	if err != nil {
-		return false, classify(err, "cannot inspect the sandbox's container")
-	}
-	if in.Container.State == nil || !in.Container.State.Running {
-		return false, sandbox.Errorf(sandbox.KindConflict, "the sandbox's container is not running")
-	}
-	exe, root, ok := runscOf("/proc", in.Container.State.Pid)
+// checkpointInPlace has the runsc of running container id, whose sandbox
+// process is pid, write a checkpoint of it into dst, leaving it running
+// (or frozen) as it was. done is false, with no error, when that runsc
+// cannot be reached from here: the caller then goes through the engine.
+func checkpointInPlace(ctx context.Context, id string, pid int, dst string) (done bool, err error) {
+	exe, root, ok := runscOf("/proc", pid)
 	if !ok {
 		return false, nil
 	}
-	out, err := exec.CommandContext(ctx, exe, "--root", root, "checkpoint", "--leave-running", "--image-path", dst, in.Container.ID).CombinedOutput()
+	out, err := exec.CommandContext(ctx, exe, "--root", root, "checkpoint", "--leave-running", "--image-path", dst, id).CombinedOutput()
 	if err != nil {
 		err = fmt.Errorf("runsc checkpoint: %w: %s", err, lastLine(bytes.TrimSpace(out)))
 		return true, sandbox.Wrap(sandbox.KindInternal, err, "cannot checkpoint the sandbox's container")
