@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moby/moby/client"
+
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -112,6 +114,17 @@ func checkpointInPlace(ctx context.Context, id string, pid int, dst string) (don
 		return true, sandbox.Wrap(sandbox.KindInternal, err, "cannot checkpoint the sandbox's container")
 	}
 	return true, nil
+}
+
+// RestoresInPlace reports whether the engine's gVisor runtime restores
+// memory images by reference (it is RunscWrapper, with ImageRefsArg):
+// without, forks and memory snapshots restore through the engine's tar.
+func (r *Runtime) RestoresInPlace(ctx context.Context) (bool, error) {
+	info, err := r.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return false, classify(err, "docker engine unreachable")
+	}
+	return slices.Contains(info.Info.Runtimes[r.cfg.GVisorRuntime].Args, ImageRefsArg), nil
 }
 
 func lastLine(b []byte) string {
