@@ -93,8 +93,11 @@ func (m *Manager) whyNoMemory(sb sandbox.Sandbox) string {
 // one instant: a running sandbox is frozen meanwhile and thawed after. The
 // caller holds sb's lock and has checked whyNoMemory. When the memory
 // cannot be saved, capture fails if required, else it saves the
-// filesystem alone and returns why in lost.
-func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKey string, required bool) (image, lost string, err error) {
+// filesystem alone and returns why in lost. With copyFiles (a fork's
+// capture: its image is not kept), the filesystem goes into the memory
+// image instead where the engine can (sandbox.FileCopier), and the image
+// returned is sb's own.
+func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKey string, required, copyFiles bool) (image, lost string, err error) {
 	if memoryKey == "" {
 		image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
 		return image, "", err
@@ -127,6 +130,18 @@ func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKe
 		return image, "its memory could not be saved (" + sandbox.Message(serr) + ")", err
 	}
 	phases.Mark(ctx, "memory_save")
+	if copyFiles && m.caps.files != nil {
+		ferr := m.caps.files.SaveFiles(ctx, sb.ContainerID, memoryKey)
+		if ferr == nil {
+			phases.Mark(ctx, "files_save")
+			return sb.Image, "", nil
+		}
+		if sandbox.KindOf(ferr) != sandbox.KindUnavailable {
+			m.deleteMemory(ctx, memoryKey)
+			return "", "", ferr
+		}
+		m.log.Info("committing a sandbox's files instead of copying them", logkey.Sandbox, sb.ID, "why", ferr)
+	}
 	image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
 	if err != nil {
 		m.deleteMemory(ctx, memoryKey)

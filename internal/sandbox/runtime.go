@@ -328,6 +328,18 @@ type MemoryCloner interface {
 	MemoryImages(ctx context.Context) ([]string, error)
 }
 
+// FileCopier is a MemoryCloner that can keep a frozen container's own
+// files (what it wrote over its image) in a memory image, so that the
+// containers CreateFromMemory restores from it, created from the saved
+// container's image, start with a copy of them: a fork's filesystem
+// without a commit. Without it, or when SaveFiles is KindUnavailable, a
+// fork commits its source.
+type FileCopier interface {
+	// SaveFiles copies frozen container id's files into the memory image
+	// key, which SaveMemory made.
+	SaveFiles(ctx context.Context, id, key string) error
+}
+
 // ForkLister is an engine that can list the fork images (ForkRepo) it
 // holds for this server. Without it a fork image left by a server killed
 // during its fork stays until removed by hand.

@@ -119,7 +119,9 @@ func (r *Runtime) linkCheckpoint(ctx context.Context, id, dst string) error {
 }
 
 // CreateFromMemory creates spec's container and starts it from the memory
-// image key, which stays. On any failure the container is removed.
+// image key, which stays, with the files SaveFiles kept in the image, if
+// any, copied into its writable layer. On any failure the container is
+// removed.
 func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSpec, key string) (sandbox.Container, error) {
 	if err := checkKey(key); err != nil {
 		return sandbox.Container{}, err
@@ -134,6 +136,10 @@ func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSp
 	}
 	id, err := r.createContainer(ctx, spec)
 	if err != nil {
+		return sandbox.Container{}, err
+	}
+	if err := r.restoreFiles(ctx, id, src); err != nil {
+		r.removeQuietly(ctx, id)
 		return sandbox.Container{}, err
 	}
 	c, err := r.restoreInto(ctx, id, src, key)
