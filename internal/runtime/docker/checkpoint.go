@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/moby/moby/api/types/checkpoint"
@@ -76,6 +77,7 @@ func (r *Runtime) waitStopped(ctx context.Context, id string, limit time.Duratio
 // checkpoint. A container without one is KindNotFound, like a missing
 // container: the caller can tell them apart with Inspect.
 func (r *Runtime) Restore(ctx context.Context, id string) (sandbox.Container, error) {
+	r.markRestore(ctx, id)
 	if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{CheckpointID: checkpointName}); err != nil {
 		return sandbox.Container{}, classify(err, "cannot restore the sandbox's container")
 	}
@@ -90,6 +92,32 @@ func (r *Runtime) Restore(ctx context.Context, id string) (sandbox.Container, er
 		r.log.WarnContext(ctx, "cannot delete a restored checkpoint", logkey.Container, id, "err", err)
 	}
 	return c, nil
+}
+
+// markRestore writes a file of this moment into container id's
+// checkpoint. The engine uploads a checkpoint to containerd as a tar named
+// by its digest, and the tar containerd made of the same files when the
+// checkpoint was taken may still be in its store until its garbage
+// collection: an upload of identical content then fails ("already
+// exists") and the sandbox restarts without its memory. A server not on
+// the engine's host cannot write it, and restores as before.
+func (r *Runtime) markRestore(ctx context.Context, id string) {
+	in, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return
+	}
+	root, err := r.DataRoot(ctx)
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(root, "containers", in.Container.ID, "checkpoints", checkpointName)
+	if _, err := os.Stat(dir); err != nil {
+		return
+	}
+	stamp := []byte(strconv.FormatInt(time.Now().UnixNano(), 10))
+	if err := os.WriteFile(filepath.Join(dir, "warren-restore"), stamp, 0o600); err != nil {
+		r.log.WarnContext(ctx, "cannot mark a checkpoint's restore", logkey.Container, id, "err", err)
+	}
 }
 
 // DeleteCheckpoint removes a container's checkpoint; none is no error.
