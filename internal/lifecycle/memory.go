@@ -13,17 +13,18 @@ import (
 // Forks and snapshots that keep memory. Under gVisor, on an engine that
 // is a sandbox.MemoryCloner, a running (or frozen) sandbox is frozen for
 // a moment, its processes and memory saved as a memory image and its
-// filesystem committed at that same instant, then thawed: it goes on with
-// its ID, expiry and connections. A sandbox paused to disk with its
-// memory (checkpointed) gives its checkpoint and stays paused. A fork's
-// sandboxes, and those created
-// from a memory snapshot, are restored from the image into containers of
-// their own (own ID, hostname, address, egress rules, tokens, and a copy
-// of the filesystem): the processes, memory and listening sockets go on
-// in each; connections to the outside do not.
+// filesystem at that same instant (committed, or for a fork copied into
+// the memory image where the engine is a sandbox.FileCopier), then
+// thawed: it goes on with its ID, expiry and connections. A sandbox
+// paused to disk with its memory (checkpointed) gives its checkpoint and
+// stays paused. A fork's sandboxes, and those created from a memory
+// snapshot, are restored from the image into containers of their own
+// (own ID, hostname, address, egress rules, tokens, and a copy of the
+// filesystem): the processes, memory and listening sockets go on in each;
+// connections to the outside do not.
 //
-// Elsewhere (runc, Kubernetes, a sandbox paused without its memory) only the
-// filesystem can be carried. An explicit request for memory is then
+// Elsewhere (runc, Kubernetes, a sandbox paused without its memory) only
+// the filesystem can be carried. An explicit request for memory is then
 // refused (E2B's rule: never silently downgraded); a fork, which has no
 // such flag, and a snapshot that did not ask, carry the filesystem and
 // say so in the sandbox's log and its lifecycle event.
