@@ -25,6 +25,8 @@
 # Environment (defaults in brackets):
 #   GVISOR_VERSION  module version of gvisor.dev/gvisor  [the one the tests were last run with]
 #   RUNSC           where runsc is installed              [/usr/local/lib/warren/runsc]
+#   RUNSC_WRAPPER   where its wrapper is installed        [$RUNSC-warren] (the engine's runtime,
+#                   restoring Warren's memory images in place: internal/runtime/docker/runsc-warren.sh)
 #   GV_ROOT         data root of the second engine        [/var/lib/warren-gvisor]
 #   GV_RUN          exec root, socket and pid file        [/run/warren-gvisor]
 #   GV_BRIDGE       its bridge interface                  [wgv0]
@@ -38,6 +40,7 @@ set -euo pipefail
 # the one Warren's tests last passed with. GVISOR_VERSION=latest takes the newest.
 GVISOR_VERSION=${GVISOR_VERSION:-v0.0.0-20260905035102-160fafc42237}
 RUNSC=${RUNSC:-/usr/local/lib/warren/runsc}
+RUNSC_WRAPPER=${RUNSC_WRAPPER:-$RUNSC-warren}
 GV_ROOT=${GV_ROOT:-/var/lib/warren-gvisor}
 GV_RUN=${GV_RUN:-/run/warren-gvisor}
 GV_BRIDGE=${GV_BRIDGE:-wgv0}
@@ -85,13 +88,17 @@ start() {
 			ip addr add "$GV_BIP" dev "$GV_BRIDGE"
 			ip link set "$GV_BRIDGE" up
 		fi
-		# --overlay2=none: the container's writes go to the engine's
-		# layer, as under runc, so docker commit (snapshots) and stopped
-		# sandboxes keep them. --allow-suid: sudo works inside.
+		# The runtime is runsc behind runsc-warren.sh, which
+		# restores Warren's memory images in place (--warren-image-refs
+		# tells Warren it may). --overlay2=none: the container's writes go
+		# to the engine's layer, as under runc, so docker commit
+		# (snapshots) and stopped sandboxes keep them. --allow-suid: sudo
+		# works inside.
+		install_wrapper
 		cat >"$GV_RUN/daemon.json" <<EOF
 {
   "experimental": true,
-  "runtimes": {"runsc": {"path": "$RUNSC", "runtimeArgs": ["--overlay2=none", "--allow-suid"]}}
+  "runtimes": {"runsc": {"path": "$RUNSC_WRAPPER", "runtimeArgs": ["--warren-image-refs", "--overlay2=none", "--allow-suid"]}}
 }
 EOF
 		# --live-restore is not optional: a dockerd that restarts on an
@@ -140,6 +147,17 @@ EOF
 	# A tiny check that runsc runs containers and checkpoints them.
 	DOCKER_HOST=$SOCK docker run --rm --runtime runsc --network none "${GV_IMAGES%% *}" true
 	log "runsc works"
+}
+
+# install_wrapper installs runsc-warren.sh as $RUNSC_WRAPPER,
+# naming $RUNSC, through a temporary file (a running wrapper is never
+# overwritten in place).
+install_wrapper() {
+	local tmp
+	tmp=$(mktemp "$(dirname "$RUNSC_WRAPPER")/.runsc-warren-XXXXXX")
+	sed "s#^RUNSC=.*#RUNSC=$RUNSC#" "$(dirname "$0")/../internal/runtime/docker/runsc-warren.sh" >"$tmp"
+	chmod 0755 "$tmp"
+	mv -f "$tmp" "$RUNSC_WRAPPER"
 }
 
 # start_containerd starts the engine's containerd unless it answers. A

@@ -5,6 +5,8 @@
 //               (p50 and the runs); each fork's first command (fork → commands.run('true') in it)
 //   snapshot    createSnapshot() of that sandbox, and the disk its memory image takes
 //   create      Sandbox.create(snapshotId) → first command, --n times (p50)
+//   phases      the mean time of each step of the captures (path capture: freeze, memory_save,
+//               commit, thaw) and of the restores (path memory), from the server's GET /metrics
 //
 //   node bench/fork/fork.mjs [--counts 1,3,10] [--n 3] [--memory-mb 512] [--used-mb 100] [--json]
 //
@@ -25,7 +27,9 @@ const { values: opt } = parseArgs({
     json: { type: 'boolean', default: false },
   },
 })
-Object.assign(process.env, { DOCKER_HOST: 'unix:///run/warren-gvisor/docker.sock', WARREN_RUNTIME: 'gvisor', WARREN_NETWORK: 'wgvbf' })
+// DOCKER_HOST may name another gVisor engine of scripts/setup-gvisor.sh (GV_RUN=...), with a
+// WARREN_NETWORK of its own (wgv*).
+Object.assign(process.env, { DOCKER_HOST: process.env.DOCKER_HOST || 'unix:///run/warren-gvisor/docker.sock', WARREN_RUNTIME: 'gvisor', WARREN_NETWORK: process.env.WARREN_NETWORK || 'wgvbf' })
 const run = promisify(execFile)
 const { Sandbox } = await sdk('e2b')
 const now = () => performance.now()
@@ -36,7 +40,19 @@ const ms = (x) => Math.round(x)
 const server = await startServer({ name: `warren-forkbench-${process.pid}`, args: [`--memory-mb=${opt['memory-mb']}`] })
 const meta = { bench: server.name }
 const made = []
-const out = { memoryMB: Number(opt['memory-mb']), usedMB: Number(opt['used-mb']), fork: {}, forkFirstCommand: [], snapshot: {}, createFromSnapshot: [] }
+const out = { memoryMB: Number(opt['memory-mb']), usedMB: Number(opt['used-mb']), fork: {}, forkFirstCommand: [], snapshot: {}, createFromSnapshot: [], phases: {} }
+
+// phaseMeans returns the mean milliseconds of each step of path's traces, from GET /metrics.
+async function phaseMeans(path) {
+  const text = await (await server.api('/metrics')).text()
+  const sums = {}
+  const counts = {}
+  for (const m of text.matchAll(/^warren_create_phase_seconds_(sum|count)\{path="([^"]+)",phase="([^"]+)"\} (\S+)$/gm)) {
+    if (m[2] !== path) continue
+    ;(m[1] === 'sum' ? sums : counts)[m[3]] = Number(m[4])
+  }
+  return Object.fromEntries(Object.keys(sums).map((k) => [k, Math.round((sums[k] / counts[k]) * 1000)]))
+}
 
 const holder = `import http.server
 data = bytearray(${Number(opt['used-mb'])} << 20)
@@ -100,6 +116,10 @@ try {
   await Sandbox.deleteSnapshot(snap.snapshotId)
   out.forkFirstCommand = { p50: ms(p50(out.forkFirstCommand)), runs: out.forkFirstCommand.map(ms) }
   out.createFromSnapshot = { p50: p50(out.createFromSnapshot), runs: out.createFromSnapshot }
+  for (const path of ['capture', 'memory']) {
+    out.phases[path] = await phaseMeans(path)
+    note(`phases of ${path} (mean ms): ${Object.entries(out.phases[path]).map(([k, v]) => `${k}=${v}`).join(' ')}`)
+  }
   if (opt.json) console.log(JSON.stringify(out, null, 2))
 } finally {
   await Promise.all(made.map((s) => s.kill().catch(() => {})))

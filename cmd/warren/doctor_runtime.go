@@ -12,7 +12,8 @@ import (
 
 // runtimeChecks are doctor's checks of the runtime sandboxes run under:
 // registered with the engine, able to run a container and, for gVisor,
-// to checkpoint (experimental mode); and the disk checkpoints use. eng
+// to checkpoint (experimental mode), and whether it restores memory
+// images in place; and the disk checkpoints use. eng
 // points at the engine's adapter the first check opens.
 func runtimeChecks(rt sandbox.OCIRuntime, gvName, image string, eng **docker.Runtime) []check {
 	setup := "set it up with: warren runtime setup gvisor (as root), then restart the Docker engine"
@@ -31,7 +32,11 @@ func runtimeChecks(rt sandbox.OCIRuntime, gvName, image string, eng **docker.Run
 			if err != nil {
 				return "", fmt.Errorf("runsc is registered but cannot run a container: %w (see the engine's log; %s)", err, setup)
 			}
-			return fmt.Sprintf("gvisor: %q registered, experimental mode on, a container ran in %v", gvName, took.Round(time.Millisecond)), nil
+			restores := "forks and memory snapshots restore in place (runsc-warren)"
+			if inPlace, err := (*eng).RestoresInPlace(ctx); err == nil && !inPlace {
+				restores = "forks and memory snapshots restore through the engine's copies of their memory, slower: rerun warren runtime setup gvisor (as root) and restart the engine to register runsc-warren"
+			}
+			return fmt.Sprintf("gvisor: %q registered, experimental mode on, a container ran in %v; %s", gvName, took.Round(time.Millisecond), restores), nil
 		}},
 		{"checkpoints", true, func(ctx context.Context) (string, error) {
 			if *eng == nil {

@@ -21,7 +21,9 @@ const runtimeUsage = `Usage: warren runtime setup gvisor [flags]
 Set up gVisor for warren serve --runtime=gvisor: build runsc from its Go module
 (gvisor.dev/gvisor/runsc, which needs the go command) or install a given binary,
 then register it in the Docker engine's daemon.json with experimental mode on
-(needed for checkpoints), keeping what the file already says. The engine reads
+(needed for checkpoints), keeping what the file already says. The engine runs
+it through a small wrapper installed beside it (runsc-warren), which restores
+forks and memory snapshots from their images in place. The engine reads
 daemon.json only when it starts: restart it yourself, or pass --restart-engine.
 Run it as root on the engine's host; afterwards, warren doctor --runtime=gvisor
 checks the result.`
@@ -66,7 +68,11 @@ func (m *Main) runRuntime(ctx context.Context, args []string) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	merged, changed, err := mergeDaemonConfig(old, *name, *runsc, runscArgs)
+	wrapper, err := installWrapper(*runsc)
+	if err != nil {
+		return err
+	}
+	merged, changed, err := mergeDaemonConfig(old, *name, wrapper, append([]string{docker.ImageRefsArg}, runscArgs...))
 	if err != nil {
 		return fmt.Errorf("%s: %w", *daemonJSON, err)
 	}
@@ -86,6 +92,35 @@ func (m *Main) runRuntime(ctx context.Context, args []string) error {
 		return nil
 	}
 	return m.restartEngine(ctx)
+}
+
+// installWrapper installs the runtime the engine runs, runsc behind
+// docker.RunscWrapper (which restores memory images in place, instead of
+// through the engine's tar of them), beside runsc as runsc-warren, and
+// returns its path.
+func installWrapper(runsc string) (string, error) {
+	body, err := docker.RunscWrapper(runsc)
+	if err != nil {
+		return "", err
+	}
+	path := runsc + "-warren"
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".runsc-warren-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(body); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp.Name(), path)
 }
 
 // installRunsc puts runsc at dst: a copy of from, or a fresh build.

@@ -76,11 +76,12 @@ func (s *server) serverMetrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeCreatePhases writes the histograms of the creates' steps
-// (internal/phases) as warren_create_phase_seconds, by path (cold or
-// pool) and phase; phase "total" is the whole create.
+// (internal/phases) as warren_create_phase_seconds, by path (cold, pool,
+// memory, and capture: the capture a fork or a memory snapshot starts
+// with) and phase; phase "total" is the whole operation.
 func writeCreatePhases(b *strings.Builder, series []phases.Series) {
 	const name = "warren_create_phase_seconds"
-	fmt.Fprintf(b, "# HELP %s Time of each step of the sandbox creates that succeeded, by path (cold: made its container; pool: claimed one) and phase.\n# TYPE %s histogram\n", name, name)
+	fmt.Fprintf(b, "# HELP %s Time of each step of the sandbox creates that succeeded, by path (cold: made its container; pool: claimed one; memory: restored from a memory image; capture: a fork's or memory snapshot's capture of its source) and phase.\n# TYPE %s histogram\n", name, name)
 	for _, s := range series {
 		labels := fmt.Sprintf("path=%q,phase=%q", s.Path, s.Step)
 		var n uint64

@@ -423,8 +423,13 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	}
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image)
 	m.record(ctx, sb, sandbox.EventCreated, nil)
-	log.Info("sandbox created", logkey.Container, c.ID)
-	m.observeCreate(ctx, "cold")
+	if tpl.memory != "" {
+		log.Info("sandbox created from a memory image", logkey.Container, c.ID, "phases", phases.From(ctx).String())
+		m.observeCreate(ctx, "memory")
+	} else {
+		log.Info("sandbox created", logkey.Container, c.ID)
+		m.observeCreate(ctx, "cold")
+	}
 	return sb, nil
 }
 
@@ -595,7 +600,7 @@ func lastLine(s string) string {
 
 // observeCreate adds the steps of the create traced in ctx to the
 // histograms of path ("cold": it made its container; "pool": it claimed
-// one), which GET /metrics exports (ServerStats.CreatePhases). Only
+// one; "memory": it was restored from a memory image), which GET /metrics exports (ServerStats.CreatePhases). Only
 // creates that succeed are counted.
 func (m *Manager) observeCreate(ctx context.Context, path string) {
 	m.createPhases.Observe(path, phases.From(ctx))

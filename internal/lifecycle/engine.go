@@ -18,6 +18,7 @@ type capabilities struct {
 	checker      sandbox.RuntimeChecker
 	events       sandbox.EventWatcher
 	memory       sandbox.MemoryCloner
+	files        sandbox.FileCopier
 	forks        sandbox.ForkLister
 }
 
@@ -31,6 +32,7 @@ func capabilitiesOf(rt sandbox.Runtime) capabilities {
 	c.checker, _ = rt.(sandbox.RuntimeChecker)
 	c.events, _ = rt.(sandbox.EventWatcher)
 	c.memory, _ = rt.(sandbox.MemoryCloner)
+	c.files, _ = rt.(sandbox.FileCopier)
 	c.forks, _ = rt.(sandbox.ForkLister)
 	return c
 }

@@ -177,6 +177,21 @@ for i in $(seq 50); do [ -s /tmp/mem ] && break; sleep 0.1; done`)
 	if err != nil || got.State != sandbox.StatePaused || got.PauseMode != sandbox.PauseCheckpointed {
 		t.Fatalf("after a server restart: %+v, %v", got, err)
 	}
+	// Its checkpoint seeds a fork, which goes on with the process; the
+	// source stays paused.
+	forks, err := m.Fork(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, 1)
+	if err != nil || forks[0].Err != nil {
+		t.Fatalf("fork of the checkpointed sandbox: %v, %+v", err, forks)
+	}
+	if got := portAnswer(t, forks[0].Sandbox, 8000); got != before {
+		t.Errorf("in the fork the server answers %q, want %q", got, before)
+	}
+	if got, err := m.Get(ctx, sandbox.DefaultTeamID, sb.ID); err != nil || got.State != sandbox.StatePaused || got.PauseMode != sandbox.PauseCheckpointed {
+		t.Fatalf("source after the fork: %+v, %v; want paused checkpointed", got, err)
+	}
+	if err := m.Kill(ctx, sandbox.DefaultTeamID, forks[0].Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
 
 	start := time.Now()
 	sb, resumed, err := m.Connect(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, true)

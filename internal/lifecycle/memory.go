@@ -4,24 +4,27 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // Forks and snapshots that keep memory. Under gVisor, on an engine that
 // is a sandbox.MemoryCloner, a running (or frozen) sandbox is frozen for
 // a moment, its processes and memory saved as a memory image and its
-// filesystem committed at that same instant, then thawed: it goes on with
-// its ID, expiry and connections. A fork's sandboxes, and those created
-// from a memory snapshot, are restored from the image into containers of
-// their own (own ID, hostname, address, egress rules, tokens, and a copy
-// of the filesystem): the processes, memory and listening sockets go on
-// in each; connections to the outside do not.
+// filesystem at that same instant (committed, or for a fork copied into
+// the memory image where the engine is a sandbox.FileCopier), then
+// thawed: it goes on with its ID, expiry and connections. A sandbox
+// paused to disk with its memory (checkpointed) gives its checkpoint and
+// stays paused. A fork's sandboxes, and those created from a memory
+// snapshot, are restored from the image into containers of their own
+// (own ID, hostname, address, egress rules, tokens, and a copy of the
+// filesystem): the processes, memory and listening sockets go on in each;
+// connections to the outside do not.
 //
-// Elsewhere (runc, Kubernetes, a sandbox paused to disk) only the
-// filesystem can be carried. An explicit request for memory is then
+// Elsewhere (runc, Kubernetes, a sandbox paused without its memory) only
+// the filesystem can be carried. An explicit request for memory is then
 // refused (E2B's rule: never silently downgraded); a fork, which has no
 // such flag, and a snapshot that did not ask, carry the filesystem and
 // say so in the sandbox's log and its lifecycle event.
@@ -80,8 +83,8 @@ func (m *Manager) whyNoMemory(sb sandbox.Sandbox) string {
 		return "this server's engine cannot capture a sandbox's memory (forks and snapshots with memory need the Docker engine with the gVisor runtime)"
 	case sb.Runtime != sandbox.RuntimeGVisor:
 		return "the sandbox runs under runc, which cannot capture its memory: forks and snapshots with memory need the gVisor runtime (serve --runtime gvisor, or a template labelled " + sandbox.LabelRuntime + "=gvisor)"
-	case sb.State == sandbox.StatePaused && sb.PauseMode != sandbox.PauseFrozen:
-		return "the sandbox is paused to disk (" + string(sb.PauseMode) + "): connect to it first to capture its memory"
+	case sb.State == sandbox.StatePaused && sb.PauseMode == sandbox.PauseStopped:
+		return "the sandbox is paused without its memory (stopped)"
 	}
 	return ""
 }
@@ -91,21 +94,32 @@ func (m *Manager) whyNoMemory(sb sandbox.Sandbox) string {
 // one instant: a running sandbox is frozen meanwhile and thawed after. The
 // caller holds sb's lock and has checked whyNoMemory. When the memory
 // cannot be saved, capture fails if required, else it saves the
-// filesystem alone and returns why in lost.
-func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKey string, required bool) (image, lost string, err error) {
+// filesystem alone and returns why in lost. With copyFiles (a fork's
+// capture: its image is not kept), the filesystem goes into the memory
+// image instead where the engine can (sandbox.FileCopier), and the image
+// returned is sb's own.
+func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKey string, required, copyFiles bool) (image, lost string, err error) {
 	if memoryKey == "" {
 		image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
 		return image, "", err
 	}
-	start := time.Now()
+	ctx, trace := phases.Start(ctx)
+	defer func() {
+		if err == nil && lost == "" {
+			m.createPhases.Observe("capture", trace)
+			m.log.Info("sandbox captured with its memory", logkey.Sandbox, sb.ID, "phases", trace.String())
+		}
+	}()
 	if sb.State == sandbox.StateRunning {
 		if err := m.caps.freeze(ctx, sb.ContainerID); err != nil {
 			return "", "", err
 		}
+		phases.Mark(ctx, "freeze")
 		defer func() {
 			if err := m.caps.thaw(context.WithoutCancel(ctx), sb.ContainerID); err != nil {
 				m.log.Error("cannot thaw a sandbox after capturing its memory", logkey.Sandbox, sb.ID, "err", err)
 			}
+			phases.Mark(ctx, "thaw")
 		}()
 	}
 	if serr := m.caps.memory.SaveMemory(ctx, sb.ContainerID, memoryKey); serr != nil {
@@ -116,12 +130,25 @@ func (m *Manager) capture(ctx context.Context, sb sandbox.Sandbox, ref, memoryKe
 		image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
 		return image, "its memory could not be saved (" + sandbox.Message(serr) + ")", err
 	}
+	phases.Mark(ctx, "memory_save")
+	if copyFiles && m.caps.files != nil {
+		ferr := m.caps.files.SaveFiles(ctx, sb.ContainerID, memoryKey)
+		if ferr == nil {
+			phases.Mark(ctx, "files_save")
+			return sb.Image, "", nil
+		}
+		if sandbox.KindOf(ferr) != sandbox.KindUnavailable {
+			m.deleteMemory(ctx, memoryKey)
+			return "", "", ferr
+		}
+		m.log.Info("committing a sandbox's files instead of copying them", logkey.Sandbox, sb.ID, "why", ferr)
+	}
 	image, err = m.caps.committer.Commit(ctx, sb.ContainerID, ref)
 	if err != nil {
 		m.deleteMemory(ctx, memoryKey)
 		return "", "", err
 	}
-	m.log.Info("sandbox captured with its memory", logkey.Sandbox, sb.ID, "took", time.Since(start).Round(time.Millisecond))
+	phases.Mark(ctx, "commit")
 	return image, "", nil
 }
 

@@ -164,6 +164,100 @@ func TestForkWithMemory(t *testing.T) {
 	}
 }
 
+// filesEngine is a memoryEngine that keeps a fork's files with its memory
+// image, or says it cannot (filesErr).
+type filesEngine struct {
+	*memoryEngine
+	filesErr error
+	files    []string // keys given files; guarded by memoryEngine.mu
+}
+
+func (e *filesEngine) SaveFiles(ctx context.Context, id, key string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.images[key] {
+		return sandbox.Errorf(sandbox.KindNotFound, "no memory image %s", key)
+	}
+	if e.filesErr != nil {
+		return e.filesErr
+	}
+	e.files = append(e.files, key)
+	return nil
+}
+
+// TestForkCopiesFiles: where the engine keeps a fork's files with its
+// memory image, the forks run the source's image and nothing is
+// committed; where it cannot, the fork commits as before.
+func TestForkCopiesFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		filesErr   error
+		wantCommit bool
+	}{
+		{"copied", nil, false},
+		{"too large to copy", sandbox.Errorf(sandbox.KindUnavailable, "too large"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var eng *filesEngine
+			e := newEnv(t, func(c *config) {
+				eng = &filesEngine{memoryEngine: &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}, filesErr: tc.filesErr}
+				c.Runtime = eng
+				c.SandboxRuntime = sandbox.RuntimeGVisor
+			})
+			ctx := context.Background()
+			src := e.create(t, CreateRequest{})
+			images := len(e.rt.Images())
+			forks, err := e.m.Fork(ctx, team, src.ID, time.Minute, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range forks {
+				if f.Err != nil {
+					t.Fatal(f.Err)
+				}
+				if got := f.Sandbox.Image == src.Image; got == tc.wantCommit {
+					t.Errorf("fork runs %s, source %s; want a commit %v", f.Sandbox.Image, src.Image, tc.wantCommit)
+				}
+			}
+			if committed := len(e.rt.Images()) > images; committed != tc.wantCommit {
+				t.Errorf("images %d → %d; want a commit %v", images, len(e.rt.Images()), tc.wantCommit)
+			}
+			if len(eng.saved) != 1 || len(eng.restored) != 2 {
+				t.Errorf("saved %v, restored %v; want one image restored twice", eng.saved, eng.restored)
+			}
+		})
+	}
+}
+
+// TestForkOfCheckpointed: a sandbox paused to disk with its memory seeds
+// a fork with its checkpoint, without being resumed.
+func TestForkOfCheckpointed(t *testing.T) {
+	var eng *memoryEngine
+	e := newEnv(t, func(c *config) {
+		eng = &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}
+		c.Runtime = eng
+		c.SandboxRuntime = sandbox.RuntimeGVisor
+	})
+	ctx := context.Background()
+	src := e.create(t, CreateRequest{})
+	if mode, err := e.m.Stop(ctx, team, src.ID); err != nil || mode != sandbox.PauseCheckpointed {
+		t.Fatalf("Stop = %q, %v; want checkpointed", mode, err)
+	}
+	forks, err := e.m.Fork(ctx, team, src.ID, time.Minute, 1)
+	if err != nil || forks[0].Err != nil {
+		t.Fatalf("fork: %v %v", err, forks)
+	}
+	if len(eng.saved) != 1 || len(eng.restored) != 1 {
+		t.Errorf("saved %v, restored %v; want the checkpoint saved and restored once", eng.saved, eng.restored)
+	}
+	if got := logText(t, e.m, forks[0].Sandbox.ID); !strings.Contains(got, "memory=true") {
+		t.Errorf("fork's log:\n%s", got)
+	}
+	if got := e.state(t, src.ID); got.State != sandbox.StatePaused || got.PauseMode != sandbox.PauseCheckpointed {
+		t.Errorf("source %s %s, want paused checkpointed", got.State, got.PauseMode)
+	}
+}
+
 // TestMemorySnapshotAndPrune: a snapshot keeps its memory image, which a
 // sandbox of it is restored from; reconcile deletes what no snapshot and
 // no fork in flight holds (a fork's left by a killed server, a deleted

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -49,7 +50,7 @@ func (m *Manager) Snapshot(ctx context.Context, teamID, id, name string, memory 
 	}
 	start := time.Now()
 	var lost string
-	sn.Image, lost, err = m.capture(ctx, sb, sandbox.SnapshotRepo+":"+sn.ID, key, memory == MemoryRequired)
+	sn.Image, lost, err = m.capture(ctx, sb, sandbox.SnapshotRepo+":"+sn.ID, key, memory == MemoryRequired, false)
 	if err != nil {
 		return sandbox.Snapshot{}, sandbox.Wrap(sandbox.KindInternal, err, "failed to snapshot sandbox")
 	}
@@ -153,7 +154,7 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 	ref := sandbox.ForkRepo + ":" + sandbox.NewID()
 	defer m.memoryFlights.begin(ref)()
 	captureCtx, cancel := engineWork(ctx, changeLimit)
-	image, lost, err := m.capture(captureCtx, src, ref, key, false)
+	image, lost, err := m.capture(captureCtx, src, ref, key, false, true)
 	cancel()
 	unlock()
 	if err != nil {
@@ -192,7 +193,9 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			sb, err := m.create(ctx, req, tpl)
+			// Each fork's create is traced on its own (path "memory").
+			fctx, _ := phases.Start(ctx)
+			sb, err := m.create(fctx, req, tpl)
 			out[i] = ForkResult{Sandbox: sb, Err: err}
 			if err == nil {
 				m.reportFork(ctx, sb, id, why)
@@ -200,7 +203,8 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		})
 	}
 	wg.Wait()
-	if !slices.ContainsFunc(out, func(r ForkResult) bool { return r.Err == nil }) {
+	// The source's own image, when the files went with the memory, stays.
+	if image == ref && !slices.ContainsFunc(out, func(r ForkResult) bool { return r.Err == nil }) {
 		m.removeImage(ctx, image)
 	}
 	return out, nil

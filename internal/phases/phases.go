@@ -84,6 +84,23 @@ func (t *Trace) Steps() (steps []Step, total time.Duration) {
 	return steps, time.Since(t.start)
 }
 
+// String returns the steps so far and the total, for a log line:
+// "save=2ms engine=310ms total=312ms"; "" for a nil Trace.
+func (t *Trace) String() string {
+	if t == nil {
+		return ""
+	}
+	steps, total := t.Steps()
+	var b strings.Builder
+	for _, s := range append(steps, Step{Total, total}) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s.Name + "=" + s.D.Round(time.Millisecond).String())
+	}
+	return b.String()
+}
+
 // Bounds are the histograms' bucket upper bounds, in seconds: fine
 // where a pooled create's steps fall (milliseconds), coarser up to a
 // cold create's under load (tens of seconds).

@@ -11,6 +11,9 @@ import (
 
 func TestMarkWithoutTraceRecordsNothing(t *testing.T) {
 	Mark(context.Background(), "engine_start") // must not panic
+	if s := From(context.Background()).String(); s != "" {
+		t.Errorf("no trace: String() = %q, want \"\"", s)
+	}
 	var h Histograms
 	if got := h.Snapshot(); len(got) != 0 {
 		t.Fatalf("empty histograms: %v", got)
@@ -34,6 +37,9 @@ func TestTraceSteps(t *testing.T) {
 		}
 		if total != 46*time.Millisecond {
 			t.Errorf("total = %v, want 46ms", total)
+		}
+		if got, want := tr.String(), "save=5ms engine_start=40ms total=46ms"; got != want {
+			t.Errorf("String() = %q, want %q", got, want)
 		}
 	})
 }

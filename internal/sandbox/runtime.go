@@ -311,7 +311,9 @@ type Checkpointer interface {
 type MemoryCloner interface {
 	// SaveMemory checkpoints a running or frozen container's processes
 	// and memory as the memory image key, leaving the container as it
-	// was.
+	// was. A container stopped with its checkpoint (Checkpointer's)
+	// gives that checkpoint, which it keeps; one stopped without is
+	// KindConflict.
 	SaveMemory(ctx context.Context, id, key string) error
 	// CreateFromMemory creates spec's container and starts it from the
 	// memory image key, which stays: the saved processes, memory and
@@ -324,6 +326,18 @@ type MemoryCloner interface {
 	DeleteMemory(ctx context.Context, key string) error
 	// MemoryImages returns the keys of the memory images kept.
 	MemoryImages(ctx context.Context) ([]string, error)
+}
+
+// FileCopier is a MemoryCloner that can keep a frozen container's own
+// files (what it wrote over its image) in a memory image, so that the
+// containers CreateFromMemory restores from it, created from the saved
+// container's image, start with a copy of them: a fork's filesystem
+// without a commit. Without it, or when SaveFiles is KindUnavailable, a
+// fork commits its source.
+type FileCopier interface {
+	// SaveFiles copies frozen container id's files into the memory image
+	// key, which SaveMemory made.
+	SaveFiles(ctx context.Context, id, key string) error
 }
 
 // ForkLister is an engine that can list the fork images (ForkRepo) it

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"github.com/moby/moby/client"
 
@@ -48,7 +49,8 @@ func checkKey(key string) error {
 
 // SaveMemory checkpoints a running or frozen container as the memory image
 // key, leaving it as it was: runsc stops the sandbox's kernel for the
-// checkpoint only.
+// checkpoint only. A container stopped with its checkpoint (Checkpoint's,
+// a sandbox paused to disk) gives that checkpoint, linked, and keeps it.
 func (r *Runtime) SaveMemory(ctx context.Context, id, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -60,26 +62,66 @@ func (r *Runtime) SaveMemory(ctx context.Context, id, key string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "cannot make the memory images' directory")
 	}
+	dst := filepath.Join(dir, key)
 	// A half-written image of an earlier attempt would make the engine
 	// refuse the name.
-	if err := os.RemoveAll(filepath.Join(dir, key)); err != nil {
+	if err := os.RemoveAll(dst); err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "cannot clear the memory image's directory")
 	}
-	_, err = r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: key, CheckpointDir: dir})
+	in, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		os.RemoveAll(filepath.Join(dir, key))
-		return classify(err, "cannot checkpoint the sandbox's container")
+		return classify(err, "cannot inspect the sandbox's container")
+	}
+	switch st := in.Container.State; {
+	case st != nil && st.Running:
+		err = r.checkpointRunning(ctx, in.Container.ID, st.Pid, dir, key)
+	default:
+		err = r.linkCheckpoint(ctx, in.Container.ID, dst)
+	}
+	if err != nil {
+		os.RemoveAll(dst)
+		return err
 	}
 	// The engine wrote it on its host: a server elsewhere cannot hand it
 	// to new containers.
-	if _, err := os.Stat(filepath.Join(dir, key, "checkpoint.img")); err != nil {
+	if _, err := os.Stat(filepath.Join(dst, "checkpoint.img")); err != nil {
 		return sandbox.Errorf(sandbox.KindUnavailable, "the memory image is not on this server's host (%s): keeping memory needs the server on the engine's host", dir)
 	}
 	return nil
 }
 
+// checkpointRunning saves running container id (whose sandbox process is
+// pid) as the memory image key in dir: with its own runsc where this
+// host's /proc shows it, else through the engine.
+func (r *Runtime) checkpointRunning(ctx context.Context, id string, pid int, dir, key string) error {
+	if done, err := checkpointInPlace(ctx, id, pid, filepath.Join(dir, key)); done || err != nil {
+		return err
+	}
+	_, err := r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: key, CheckpointDir: dir})
+	return classify(err, "cannot checkpoint the sandbox's container")
+}
+
+// linkCheckpoint makes dst a copy, linked, of stopped container id's
+// checkpoint, which stays.
+func (r *Runtime) linkCheckpoint(ctx context.Context, id, dst string) error {
+	root, err := r.DataRoot(ctx)
+	if err != nil {
+		return err
+	}
+	src := filepath.Join(root, "containers", id, "checkpoints", checkpointName)
+	if _, err := os.Stat(filepath.Join(src, "checkpoint.img")); err != nil {
+		return sandbox.Errorf(sandbox.KindConflict, "the sandbox's container is stopped without its memory")
+	}
+	if err := linkTree(src, dst); err != nil {
+		return sandbox.Wrap(sandbox.KindInternal, err, "cannot copy the sandbox's checkpoint")
+	}
+	return nil
+}
+
 // CreateFromMemory creates spec's container and starts it from the memory
-// image key, which stays. On any failure the container is removed.
+// image key, which stays, with the files SaveFiles kept in the image, if
+// any, copied into its writable layer. On any failure the container is
+// removed.
 func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSpec, key string) (sandbox.Container, error) {
 	if err := checkKey(key); err != nil {
 		return sandbox.Container{}, err
@@ -96,6 +138,10 @@ func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSp
 	if err != nil {
 		return sandbox.Container{}, err
 	}
+	if err := r.restoreFiles(ctx, id, src); err != nil {
+		r.removeQuietly(ctx, id)
+		return sandbox.Container{}, err
+	}
 	c, err := r.restoreInto(ctx, id, src, key)
 	if err != nil {
 		r.removeQuietly(ctx, id)
@@ -104,15 +150,15 @@ func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSp
 	return c, nil
 }
 
-// restoreInto links the memory image at src into container id's
-// checkpoints as key and starts the container from it.
+// restoreInto hands the memory image at src to container id as its
+// checkpoint key and starts the container from it.
 func (r *Runtime) restoreInto(ctx context.Context, id, src, key string) (sandbox.Container, error) {
-	root, err := r.DataRoot(ctx)
+	info, err := r.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
-		return sandbox.Container{}, err
+		return sandbox.Container{}, classify(err, "docker engine unreachable")
 	}
-	dst := filepath.Join(root, "containers", id, "checkpoints", key)
-	if err := linkTree(src, dst); err != nil {
+	dst := filepath.Join(info.Info.DockerRootDir, "containers", id, "checkpoints", key)
+	if err := handOver(src, dst, info.Info.Runtimes[r.cfg.GVisorRuntime].Args); err != nil {
 		return sandbox.Container{}, sandbox.Wrap(sandbox.KindInternal, err, "cannot hand the memory image to the container")
 	}
 	if err := markRestore(dst); err != nil {
@@ -135,6 +181,21 @@ func (r *Runtime) restoreInto(ctx context.Context, id, src, key string) (sandbox
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInternal, "the sandbox's container has no published agent port")
 	}
 	return c, nil
+}
+
+// handOver makes dst the checkpoint directory of the memory image at src:
+// a reference to it where the engine's runtime (its runtime arguments
+// runtimeArgs) restores by reference, so that the engine and containerd
+// pass on a few bytes instead of the image (see ImageRefsArg), else links
+// to its files.
+func handOver(src, dst string, runtimeArgs []string) error {
+	if !slices.Contains(runtimeArgs, ImageRefsArg) {
+		return linkTree(src, dst)
+	}
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dst, imageRefFile), []byte(src), 0o600)
 }
 
 // DeleteMemory removes the memory image key; none is no error.
