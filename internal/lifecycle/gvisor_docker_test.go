@@ -144,20 +144,23 @@ func TestGVisorCheckpointDocker(t *testing.T) {
 	}
 	// A process holding a random value only in memory, which it serves
 	// on port 8000, and writes to a file now and then (through a rename,
-	// so a read never sees the file half-written).
+	// so a read never sees the file half-written). The file appears once
+	// the port listens; Python's start under gVisor on a loaded machine
+	// takes seconds, hence the long wait.
 	run(t, sb, `nohup python3 -c '
 import http.server, os, threading, time
 v = os.urandom(8).hex()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write((v + " " + os.environ.get("GREETING", "")).encode())
+srv = http.server.HTTPServer(("127.0.0.1", 8000), H)
 def tick():
     while True:
         open("/tmp/mem.new", "w").write(v); os.replace("/tmp/mem.new", "/tmp/mem"); time.sleep(0.1)
 threading.Thread(target=tick, daemon=True).start()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers(); self.wfile.write((v + " " + os.environ.get("GREETING", "")).encode())
-http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
+srv.serve_forever()
 ' >/dev/null 2>&1 &
-for i in $(seq 50); do [ -s /tmp/mem ] && break; sleep 0.1; done`)
+for i in $(seq 600); do [ -s /tmp/mem ] && break; sleep 0.1; done; test -s /tmp/mem`)
 	before := portAnswer(t, sb, 8000)
 	if !strings.HasSuffix(before, " hello") {
 		t.Fatalf("server in the sandbox answered %q", before)
