@@ -132,3 +132,16 @@ func TestVolumeLocationRefusesOtherVolumes(t *testing.T) {
 		t.Errorf("no node affinity: %v", err)
 	}
 }
+
+func TestAnUnschedulablePodOfAVolumeSaysItsNodeIsFull(t *testing.T) {
+	p := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "volume-0", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "warren-va"}}}}}}
+	if h := claimHint(p); h != "" {
+		t.Errorf("a pod still scheduling: %q", h)
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had volume node affinity conflict."}}
+	if h := claimHint(p); !strings.Contains(h, "warren-va") || !strings.Contains(h, "that node has no room") {
+		t.Errorf("hint %q", h)
+	}
+}
