@@ -329,7 +329,7 @@ sleep 0.5`)
     }
   })
 
-  it('Kubernetes: a claim of the volume\'s size, gone with it; content through a node agent restart; create → first command and content MiB/s', {
+  it('Kubernetes: a claim of the volume\'s size, gone with it; content through a node agent restart and a stopped pause; create → first command and content MiB/s', {
     skip: !kube && 'the Kubernetes engine\'s (kube-run.sh)', timeout: 300_000,
   }, async () => {
     contentEnv()
@@ -345,6 +345,17 @@ sleep 0.5`)
       await kubectl('delete', 'pod', '-l', 'app.kubernetes.io/name=warren-node', '--field-selector', `spec.nodeName=${node}`, '--wait=true')
       await waitFor(async () => (await vol.readFile('/kept.txt').catch(() => '')) === 'kept',
         { timeoutMs: 60_000, intervalMs: 500, what: 'the content API through the new node agent' })
+
+      // A pause without memory deletes the pod; the resume makes it again with the claim.
+      const st = await Sandbox.create('base', { volumeMounts: { '/s': vol }, timeoutMs: 60_000 })
+      made.push(st)
+      await st.commands.run('echo before-stop > /s/stop.txt')
+      assert.equal(await st.pause({ keepMemory: false }), true)
+      await vol.writeFile('/while-stopped.txt', 'meanwhile')
+      const back = await Sandbox.connect(st.sandboxId)
+      assert.equal((await back.commands.run('cat /s/stop.txt /s/while-stopped.txt')).stdout, 'before-stop\nmeanwhile')
+      assert.equal(await nodeOf(st.sandboxId), node, 'resumed on the volume\'s node')
+      await Sandbox.kill(st.sandboxId)
 
       // create → first command with the volume mounted, n=5.
       const ms = []
