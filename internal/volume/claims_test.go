@@ -49,7 +49,9 @@ func TestClaimsKeepTheContentAndCountAgainstQuotas(t *testing.T) {
 	dir := t.TempDir()
 	claims := &fakeClaims{made: map[string]int{}}
 	s, err := New(ctx, Config{Store: st, Dir: filepath.Join(dir, "volumes"), KeyFile: filepath.Join(dir, "key"), Claims: claims,
-		Limits: func(context.Context, string) (sandbox.Limits, error) { return sandbox.Limits{MaxVolumeMB: 2 * DefaultClaimMB}, nil }})
+		Limits: func(context.Context, string) (sandbox.Limits, error) {
+			return sandbox.Limits{MaxVolumeMB: 2 * DefaultClaimMB}, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
