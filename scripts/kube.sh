@@ -11,6 +11,8 @@
 #   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes kube-proxy
 #                                    etcd containerd gvisor pause registry)
 #   scripts/kube.sh deps             only install the Debian packages it needs (up does too)
+#   scripts/kube.sh local-path       (re)install the local-path provisioner and its default
+#                                    StorageClass (up does too, once bin/warren is built)
 #   scripts/kube.sh logs [NAME]      tails of the daemons' logs (etcd apiserver
 #                                    controller-manager scheduler node1-kubelet ...)
 #
@@ -96,6 +98,23 @@ logs() {
 	done
 }
 
+# local_path: the local-path provisioner of deploy/kubernetes/local-path-provisioner.yaml,
+# its StorageClass the default, its volumes under $KUBE_WORK/volumes (down removes them). Its
+# image is warren/node of this checkout tagged warren/local-path, so that a later import of
+# another warren/node into the nodes leaves the provisioner's as it is.
+local_path() {
+	local repo
+	repo=$(cd "$(dirname "$0")/.." && pwd)
+	[ -x "$repo/bin/warren" ] || kube_die "local-path: bin/warren is missing: run scripts/build.sh"
+	WARREN_NODE_IMAGE=warren/local-path:latest "$repo/scripts/kube-images.sh" >/dev/null
+	load warren/local-path:latest
+	sed -e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" -e "s#image: warren/node:latest#image: warren/local-path:latest#" \
+		"$repo/deploy/kubernetes/local-path-provisioner.yaml" | kctl apply -f - >/dev/null
+	kctl -n warren-local-path rollout restart daemonset/warren-local-path >/dev/null
+	kctl -n warren-local-path rollout status daemonset/warren-local-path --timeout=120s >/dev/null
+	kube_log "local-path provisioner running; StorageClass warren-local-path is the default"
+}
+
 cmd=${1:-}
 [ $# -eq 0 ] || shift
 case $cmd in
@@ -103,6 +122,7 @@ up) exec "$KUBE_SCRIPTS/up.sh" ;;
 down) exec "$KUBE_SCRIPTS/down.sh" ;;
 build) exec "$KUBE_SCRIPTS/build.sh" "$@" ;;
 deps) kube_deps ;;
+local-path) local_path ;;
 status) status ;;
 kubectl) kctl "$@" ;;
 load) load "$@" ;;

@@ -59,6 +59,7 @@ func (m *Main) commands() []command {
 		{"dashboard", "print a single-use login link to the dashboard", m.runDashboard},
 		{"template", "build a template from a Dockerfile on a running server", m.runTemplate},
 		{"node", "run the node agent of the Kubernetes engine (a DaemonSet)", m.runNode},
+		{"local-path", "run a node's local-path provisioner of PersistentVolumes (a DaemonSet)", m.runLocalPath},
 		{"version", "print warren's version", m.runVersion},
 	}
 }

@@ -36,6 +36,9 @@ type kubeConfig struct {
 	// Registry is where built images are pushed for the kubelets to pull
 	// ("": imported into the nodes by their agents).
 	Registry string
+	// VolumeStorageClass is the StorageClass of volumes' claims; "" =
+	// the cluster's default.
+	VolumeStorageClass string
 	// PodName is this replica's pod (the downward API's metadata.name),
 	// its name in the leader election's Lease; "" = hostname and
 	// process ID (a server outside the cluster).
@@ -53,6 +56,7 @@ func addKubeFlags(e *envFlags, cfg *serveConfig) {
 	e.String(&k.NodeTokenSecret, "node-token-secret", "warren-node-token", "with --engine kubernetes: Secret (key token) shared with the warren node DaemonSet, for freezing pods (\"\": no node agents, frozen pause unavailable)")
 	e.String(&k.Registry, "registry", "", "with --engine kubernetes: repository prefix (host[:port][/path]) in a registry the kubelets pull from: built images are pushed there and pods name them by digest (default: none, the node agents import images into the nodes)")
 	e.String(&k.PodName, "pod-name", "", "with --engine kubernetes and a PostgreSQL --store: this replica's pod name, its identity in the leader election (the Deployment sets it from the downward API; default: hostname and process ID)")
+	e.String(&k.VolumeStorageClass, "volume-storage-class", "", "with --engine kubernetes: StorageClass of the volumes' PersistentVolumeClaims, ReadWriteOnce, of --volume-size-mb each (default: the cluster's default class)")
 	e.Int(&k.RequestPercent, "request-percent", kubernetes.DefaultRequestPercent, "with --engine kubernetes: share of a sandbox's CPU and memory limits its pod requests from the scheduler (1-100)")
 }
 
@@ -155,6 +159,11 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 	if el != nil {
 		deps.Leadership, deps.ForwardSecret, deps.LostLeadership = el, token, lostLeadership(log)
 	}
+	var volAgents kubernetes.VolumeAgents // nil: no content API
+	if agents, ok := kc.Nodes.(*kubernetes.NodeAgentPods); ok {
+		volAgents = agents
+	}
+	deps.VolumeClaims = kubernetes.NewVolumes(cli, cfg.Kube.Namespace, cfg.Kube.VolumeStorageClass, cfg.Instance, volAgents, log)
 	return deps, u.run, nil
 }
 

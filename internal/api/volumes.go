@@ -121,7 +121,7 @@ func (s *server) volumeMounts(ctx context.Context, team string, in []volumeMount
 		if i < 0 {
 			return nil, sandbox.Errorf(sandbox.KindInvalid, "volume '%s' not found", m.Name)
 		}
-		out = append(out, sandbox.VolumeMount{Name: m.Name, VolumeID: vols[i].ID, Path: p, Source: s.vol.Dir(vols[i].ID)})
+		out = append(out, sandbox.VolumeMount{Name: m.Name, VolumeID: vols[i].ID, Path: p, Source: s.vol.Source(vols[i].ID)})
 	}
 	for _, a := range out {
 		for _, b := range out {

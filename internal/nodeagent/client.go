@@ -201,3 +201,37 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, addr, path s
 func (c *Client) SetEgress(ctx context.Context, addr string, r EgressRules) error {
 	return c.call(ctx, c.http, http.MethodPut, addr, "/v1/egress", nil, jsonBody(r), nil)
 }
+
+// Forward sends a request for path (with its raw query, header and body)
+// and returns the node agent's answer whatever its status, for the caller
+// to pass on: the volume content API, whose answers are already E2B's.
+// The caller closes its body.
+func (c *Client) Forward(ctx context.Context, addr, method, path, rawQuery string, header http.Header, body io.Reader) (*http.Response, error) {
+	u := "https://" + addr + path
+	if rawQuery != "" {
+		u += "?" + rawQuery
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "cannot call the node agent")
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	res, err := c.bulk.Do(req)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.KindUnavailable, err, "the node agent of the volume's node is unreachable")
+	}
+	return res, nil
+}
+
+// VolumeUsage is the size of the files of the node's volume name (a
+// directory under the node agent's volumes directory).
+func (c *Client) VolumeUsage(ctx context.Context, addr, name string) (int64, error) {
+	var out struct {
+		UsedBytes int64 `json:"usedBytes"`
+	}
+	err := c.call(ctx, c.http, http.MethodGet, addr, VolumesPrefix+url.PathEscape(name)+"/usage", nil, nil, &out)
+	return out.UsedBytes, err
+}

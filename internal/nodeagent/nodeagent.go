@@ -10,7 +10,10 @@
 // to a new image that a pod on the node can run at once. And it enforces
 // the egress settings of the node's sandbox pods (egress.go): the egress
 // gateway of internal/egress on the node's address, and an nftables table
-// of its own that sends those pods' TCP and DNS there (nftables.go).
+// of its own that sends those pods' TCP and DNS there (nftables.go). And
+// it serves the content of its node's local-path volumes, as the control
+// plane forwards the volume content API to the node that holds a volume
+// (volumes.go).
 //
 // Only Warren's control plane may call it: every request but /healthz
 // carries the shared token (a Kubernetes Secret both are given) as a
@@ -92,9 +95,8 @@ type answered struct{}
 // authed checks the caller's token, runs h and answers its result.
 func (s *Server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
-			writeError(w, sandbox.Errorf(sandbox.KindUnauthenticated, "a valid node agent token is required"))
+		if !s.tokenOK(r) {
+			writeError(w, errBadToken)
 			return
 		}
 		v, err := h(w, r)
@@ -112,6 +114,15 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 			json.NewEncoder(w).Encode(v)
 		}
 	}
+}
+
+// errBadToken answers a caller without the token.
+var errBadToken = sandbox.Errorf(sandbox.KindUnauthenticated, "a valid node agent token is required")
+
+// tokenOK tells whether r carries the token.
+func (s *Server) tokenOK(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), s.token) == 1
 }
 
 // pod is authed for a request about the pod of the path's UID, checked.

@@ -60,7 +60,8 @@ type Config struct {
 	// VolumesDir holds the volumes' directory trees; "" =
 	// <StateDir>/volumes.
 	VolumesDir string
-	// VolumeSizeMB bounds each volume's content; 0 = no limit.
+	// VolumeSizeMB bounds each volume's content; 0 = no limit. With
+	// Deps.VolumeClaims it is each claim's size (required).
 	VolumeSizeMB int
 	APIKey       string // accepted besides stored keys; "" = none
 	// TemplateBuilds is how many template builds run at once; 0 = the
@@ -133,7 +134,11 @@ type Deps struct {
 	// by Close: its leader's work must stop at once (cmd/warren ends the
 	// process, which comes back as a follower). Required with Leadership.
 	LostLeadership func()
-	Logger         *slog.Logger // nil = discard
+	// VolumeClaims keeps the volumes' content in the cluster (the
+	// Kubernetes engine's PersistentVolumeClaims), each of VolumeSizeMB;
+	// nil = directories under VolumesDir.
+	VolumeClaims volume.Claims
+	Logger       *slog.Logger // nil = discard
 }
 
 // Server is warren serve's server. New makes it, Open starts it and
@@ -233,7 +238,7 @@ func (s *Server) open(ctx context.Context) error {
 		volDir = filepath.Join(cfg.StateDir, "volumes")
 	}
 	vols, err := volume.New(ctx, volume.Config{Store: st, Dir: volDir, KeyFile: filepath.Join(cfg.StateDir, "volume-token.key"),
-		SizeLimitMB: cfg.VolumeSizeMB, Logger: log, Limits: func(ctx context.Context, team string) (sandbox.Limits, error) {
+		SizeLimitMB: cfg.VolumeSizeMB, Claims: deps.VolumeClaims, Logger: log, Limits: func(ctx context.Context, team string) (sandbox.Limits, error) {
 			return sandbox.LimitsOf(ctx, st, team, cfg.Lifecycle.TeamLimits)
 		}})
 	if err != nil {

@@ -38,24 +38,68 @@ type EntryStat struct {
 }
 
 // Handler returns the content API, E2B's /volumecontent/{volumeID}/path,
-// dir and file, authenticated by the volume's token (Bearer).
+// dir and file, authenticated by the volume's token (Bearer). With Claims
+// the request is answered from where the volume's claim is.
 func (s *Service) Handler() http.Handler {
+	if s.claims != nil {
+		mux := http.NewServeMux()
+		mux.HandleFunc(ContentPrefix+"{volumeID}/{op}", func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.authorize(r)
+			if err == nil {
+				err = s.claims.ServeContent(w, r, v.ID)
+			}
+			if err != nil {
+				writeError(w, err)
+			}
+		})
+		return mux
+	}
+	return ContentHandler(ContentPrefix, func(r *http.Request) (*os.Root, error) {
+		v, err := s.authorize(r)
+		if err != nil {
+			return nil, err
+		}
+		root, err := os.OpenRoot(s.Dir(v.ID))
+		if err != nil {
+			return nil, fmt.Errorf("open volume %s: %w", v.ID, err)
+		}
+		return root, nil
+	})
+}
+
+// authorize returns the volume of the request's path when its token
+// grants it.
+func (s *Service) authorize(r *http.Request) (sandbox.Volume, error) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return sandbox.Volume{}, sandbox.Errorf(sandbox.KindUnauthenticated, "missing volume token (Authorization: Bearer)")
+	}
+	return s.Verify(r.Context(), r.PathValue("volumeID"), token)
+}
+
+// ContentHandler serves the content API's operations at
+// prefix+"{volumeID}/path", "/dir" and "/file" on the root open gives for
+// a request (which it closes): the control plane's own volumes, and on
+// Kubernetes the node agent's (the volumes of its node), whose callers
+// are checked before open. Errors are E2B's {code, message}; a full
+// volume is 413.
+func ContentHandler(prefix string, open func(r *http.Request) (*os.Root, error)) http.Handler {
 	mux := http.NewServeMux()
 	routes := []struct {
-		pattern string
-		h       func(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error
+		method, op string
+		h          func(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error
 	}{
-		{"GET /volumecontent/{volumeID}/path", s.stat},
-		{"PATCH /volumecontent/{volumeID}/path", s.updateMetadata},
-		{"DELETE /volumecontent/{volumeID}/path", s.remove},
-		{"GET /volumecontent/{volumeID}/dir", s.list},
-		{"POST /volumecontent/{volumeID}/dir", s.makeDir},
-		{"GET /volumecontent/{volumeID}/file", s.readFile},
-		{"PUT /volumecontent/{volumeID}/file", s.writeFile},
+		{"GET", "path", stat},
+		{"PATCH", "path", updateMetadata},
+		{"DELETE", "path", remove},
+		{"GET", "dir", list},
+		{"POST", "dir", makeDir},
+		{"GET", "file", readFile},
+		{"PUT", "file", writeFile},
 	}
 	for _, rt := range routes {
-		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := s.serve(w, r, rt.h); err != nil {
+		mux.HandleFunc(rt.method+" "+prefix+"{volumeID}/"+rt.op, func(w http.ResponseWriter, r *http.Request) {
+			if err := serveOp(w, r, open, rt.h); err != nil {
 				writeError(w, err)
 			}
 		})
@@ -66,24 +110,17 @@ func (s *Service) Handler() http.Handler {
 	return mux
 }
 
-func (s *Service) serve(w http.ResponseWriter, r *http.Request, h func(http.ResponseWriter, *http.Request, *os.Root, string) error) error {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
-		return sandbox.Errorf(sandbox.KindUnauthenticated, "missing volume token (Authorization: Bearer)")
-	}
-	v, err := s.Verify(r.Context(), r.PathValue("volumeID"), token)
+func serveOp(w http.ResponseWriter, r *http.Request, open func(*http.Request) (*os.Root, error),
+	h func(http.ResponseWriter, *http.Request, *os.Root, string) error) error {
+	root, err := open(r)
 	if err != nil {
 		return err
 	}
+	defer root.Close()
 	p, err := CleanPath(r.URL.Query().Get("path"))
 	if err != nil {
 		return err
 	}
-	root, err := os.OpenRoot(s.Dir(v.ID))
-	if err != nil {
-		return fmt.Errorf("open volume %s: %w", v.ID, err)
-	}
-	defer root.Close()
 	return h(w, r, root, p)
 }
 
@@ -156,7 +193,7 @@ func entryStat(root *os.Root, p string) (EntryStat, error) {
 	return e, nil
 }
 
-func (s *Service) stat(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
+func stat(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
 	e, err := entryStat(root, p)
 	if err != nil {
 		return err
@@ -230,7 +267,7 @@ func modeBits(m uint32) fs.FileMode {
 	return out
 }
 
-func (s *Service) updateMetadata(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
+func updateMetadata(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
 	var o owner
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&o); err != nil {
 		return sandbox.Errorf(sandbox.KindInvalid, "invalid metadata body: %v", err)
@@ -241,10 +278,10 @@ func (s *Service) updateMetadata(w http.ResponseWriter, r *http.Request, root *o
 	if err := o.apply(root, p); err != nil {
 		return err
 	}
-	return s.stat(w, r, root, p)
+	return stat(w, r, root, p)
 }
 
-func (s *Service) remove(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
+func remove(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
 	if p == "." {
 		return sandbox.Errorf(sandbox.KindInvalid, "the volume's root cannot be removed")
 	}
@@ -258,7 +295,7 @@ func (s *Service) remove(w http.ResponseWriter, r *http.Request, root *os.Root, 
 	return nil
 }
 
-func (s *Service) list(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
+func list(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
 	depth := 1
 	if v := r.URL.Query().Get("depth"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -311,7 +348,7 @@ func walk(ctx context.Context, root *os.Root, dir string, depth int, out *[]Entr
 	return nil
 }
 
-func (s *Service) makeDir(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
+func makeDir(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
 	o, err := ownerQuery(r)
 	if err != nil {
 		return err
@@ -340,7 +377,7 @@ func (s *Service) makeDir(w http.ResponseWriter, r *http.Request, root *os.Root,
 	return nil
 }
 
-func (s *Service) readFile(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
+func readFile(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
 	f, err := root.Open(p)
 	if err != nil {
 		return fsError(err, p)
@@ -363,7 +400,7 @@ func (s *Service) readFile(w http.ResponseWriter, r *http.Request, root *os.Root
 // writeFile writes the body to a temporary file beside the target and
 // renames it into place, so that a reader (or a sandbox that mounts the
 // volume) sees the old content or the new, never a part.
-func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
+func writeFile(w http.ResponseWriter, r *http.Request, root *os.Root, p string) error {
 	if p == "." {
 		return sandbox.Errorf(sandbox.KindInvalid, "the volume's root is a directory")
 	}
@@ -420,8 +457,8 @@ func (s *Service) writeFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	return nil
 }
 
-// usage is the size of a volume's regular files.
-func usage(root *os.Root) (int64, error) {
+// FilesBytes is the size of the regular files under root.
+func FilesBytes(root *os.Root) (int64, error) {
 	var n int64
 	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

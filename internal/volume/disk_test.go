@@ -60,7 +60,7 @@ func TestDiskLimitHoldsForEveryWriter(t *testing.T) {
 	if entries, _ := os.ReadDir(s.Dir(v.ID)); len(entries) != 0 {
 		t.Errorf("new volume holds %v, want nothing (no lost+found)", entries)
 	}
-	u, err := s.Usage(v.ID)
+	u, err := s.Usage(t.Context(), v.ID)
 	if err != nil || u.LimitBytes != 16<<20 || u.UsedBytes > 1<<20 {
 		t.Fatalf("empty 16 MiB volume: %+v %v, want a 16 MiB limit, under 1 MiB used", u, err)
 	}
@@ -85,7 +85,7 @@ func TestDiskLimitHoldsForEveryWriter(t *testing.T) {
 	if wrote < 16 {
 		t.Errorf("only %d MiB fit in a 16 MiB volume", wrote)
 	}
-	if u, err := s.Usage(v.ID); err != nil || u.UsedBytes < 16<<20 {
+	if u, err := s.Usage(t.Context(), v.ID); err != nil || u.UsedBytes < 16<<20 {
 		t.Errorf("full volume's usage: %+v %v", u, err)
 	}
 }

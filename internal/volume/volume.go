@@ -2,8 +2,11 @@
 // directory (<state-dir>/volumes, or --volumes-dir), their records in the
 // store, and the signed tokens that let a client reach one volume's
 // content. It does not mount volumes into sandboxes; the lifecycle manager
-// and the runtime do that with the directory Dir returns. With a size
+// and the runtime do that with what Source returns. With a size
 // limit each volume is its own loop-mounted ext4 filesystem (disk.go).
+// With Claims (the Kubernetes engine) a volume's content is a
+// PersistentVolumeClaim of the cluster instead, and the content API is
+// answered from where the claim is.
 package volume
 
 import (
@@ -15,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,7 +52,32 @@ type Config struct {
 	// Limits returns a team's limits, of which Create keeps MaxVolumes and
 	// MaxVolumeMB (volumes of SizeLimitMB each); nil = no limits.
 	Limits func(ctx context.Context, team string) (sandbox.Limits, error)
+	// Claims keeps the volumes' content instead of Dir, each of
+	// SizeLimitMB (0 = DefaultClaimMB); nil = directories under Dir.
+	Claims Claims
 }
+
+// Claims keeps volumes' content away from this host: on Kubernetes, a
+// PersistentVolumeClaim each (runtime/kubernetes.Volumes).
+type Claims interface {
+	// CreateClaim makes volume id's storage, of sizeMB.
+	CreateClaim(ctx context.Context, id string, sizeMB int) error
+	// DeleteClaim deletes it, and with it the content; a missing one is
+	// no error.
+	DeleteClaim(ctx context.Context, id string) error
+	// ClaimName is what a sandbox's mount of volume id names
+	// (sandbox.Mount.Source).
+	ClaimName(id string) string
+	// ServeContent answers a content API request for volume id, whose
+	// token was checked, from where its content is (ContentHandler).
+	ServeContent(w http.ResponseWriter, r *http.Request, id string) error
+	// UsedBytes is the size of the volume's files.
+	UsedBytes(ctx context.Context, id string) (int64, error)
+}
+
+// DefaultClaimMB is the size of a volume's claim when no size is set: a
+// claim must request one.
+const DefaultClaimMB = 1024
 
 // minSizeMB is the smallest limit: below it ext4's own metadata would be
 // most of the filesystem.
@@ -69,6 +98,7 @@ type Service struct {
 	creating sync.Mutex
 
 	warnNoMount sync.Once // bindDir's warning
+	claims      Claims    // nil = directories under dir
 }
 
 // New opens the volumes directory and the signing key and reconciles the
@@ -85,7 +115,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.SizeLimitMB < 0 || (cfg.SizeLimitMB > 0 && cfg.SizeLimitMB < minSizeMB) {
 		return nil, fmt.Errorf("--volume-size-mb must be 0 (no limit) or at least %d", minSizeMB)
 	}
-	if cfg.SizeLimitMB > 0 {
+	if cfg.Claims != nil && cfg.SizeLimitMB == 0 {
+		cfg.SizeLimitMB = DefaultClaimMB
+	}
+	if cfg.SizeLimitMB > 0 && cfg.Claims == nil {
 		if err := checkLoops(); err != nil {
 			return nil, err
 		}
@@ -103,7 +136,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{st: cfg.Store, dir: cfg.Dir, key: key, now: cfg.Now, sizeMB: cfg.SizeLimitMB, log: logkey.For(cfg.Logger, "volume"),
-		limits: cfg.Limits}
+		limits: cfg.Limits, claims: cfg.Claims}
+	if s.claims != nil {
+		return s, nil // the cluster keeps the claims
+	}
 	if err := s.reconcile(ctx); err != nil {
 		return nil, err
 	}
@@ -145,7 +181,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 			continue
 		}
 		s.log.Info("removing the content of a deleted volume", logkey.Volume, id)
-		if err := s.removeContent(id); err != nil {
+		if err := s.removeContent(ctx, id); err != nil {
 			return err
 		}
 	}
@@ -181,12 +217,12 @@ func (s *Service) Create(ctx context.Context, team, name string) (sandbox.Volume
 		return sandbox.Volume{}, err
 	}
 	v := sandbox.Volume{ID: sandbox.NewVolumeID(), TeamID: team, Name: name, CreatedAt: s.now().UTC()}
-	if err := s.makeContent(v.ID); err != nil {
-		s.removeContent(v.ID)
+	if err := s.makeContent(ctx, v.ID); err != nil {
+		s.removeContent(context.WithoutCancel(ctx), v.ID)
 		return sandbox.Volume{}, err
 	}
 	if err := s.st.PutVolume(ctx, v); err != nil {
-		s.removeContent(v.ID)
+		s.removeContent(context.WithoutCancel(ctx), v.ID)
 		return sandbox.Volume{}, err
 	}
 	return v, nil
@@ -219,9 +255,12 @@ func (s *Service) checkLimits(ctx context.Context, team string) error {
 	return nil
 }
 
-// makeContent makes a volume's empty tree: a directory, or with a size
-// limit a filesystem mounted on it.
-func (s *Service) makeContent(id string) error {
+// makeContent makes a volume's empty tree: a claim, a directory, or with
+// a size limit a filesystem mounted on it.
+func (s *Service) makeContent(ctx context.Context, id string) error {
+	if s.claims != nil {
+		return s.claims.CreateClaim(ctx, id, s.sizeMB)
+	}
 	if s.sizeMB > 0 {
 		if err := makeImage(s.image(id), s.sizeMB); err != nil {
 			return err
@@ -258,8 +297,12 @@ func (s *Service) bindDir(id string) error {
 	return err
 }
 
-// removeContent removes a volume's tree and filesystem, whichever exist.
-func (s *Service) removeContent(id string) error {
+// removeContent removes a volume's claim, or its tree and filesystem,
+// whichever exist.
+func (s *Service) removeContent(ctx context.Context, id string) error {
+	if s.claims != nil {
+		return s.claims.DeleteClaim(ctx, id)
+	}
 	if err := unmount(s.Dir(id)); err != nil {
 		return err
 	}
@@ -298,7 +341,7 @@ func (s *Service) Delete(ctx context.Context, team, id string) error {
 	if err := s.st.DeleteVolume(ctx, v.ID); err != nil {
 		return err
 	}
-	return s.removeContent(v.ID)
+	return s.removeContent(ctx, v.ID)
 }
 
 // isVolumeID tells whether s has the shape of sandbox.NewVolumeID's IDs.
@@ -314,15 +357,29 @@ func isVolumeID(s string) bool {
 	return true
 }
 
-// Dir returns the directory of a volume's content.
+// Dir returns the directory of a volume's content (without Claims).
 func (s *Service) Dir(id string) string { return filepath.Join(s.dir, id) }
+
+// Source is what a sandbox's mount of volume id names: its directory, or
+// with Claims its claim.
+func (s *Service) Source(id string) string {
+	if s.claims != nil {
+		return s.claims.ClaimName(id)
+	}
+	return s.Dir(id)
+}
 
 // image returns the path of a volume's filesystem image.
 func (s *Service) image(id string) string { return filepath.Join(s.dir, id+imageExt) }
 
 // Usage reports how much a volume holds: from its filesystem when it has
-// a size limit, else by adding up its files.
-func (s *Service) Usage(id string) (Usage, error) {
+// a size limit, else by adding up its files; with Claims, its files and
+// its claim's size.
+func (s *Service) Usage(ctx context.Context, id string) (Usage, error) {
+	if s.claims != nil {
+		used, err := s.claims.UsedBytes(ctx, id)
+		return Usage{UsedBytes: used, LimitBytes: int64(s.sizeMB) << 20}, err
+	}
 	if _, err := os.Stat(s.image(id)); err == nil {
 		limit, err := imageLimit(s.image(id))
 		if err != nil {
@@ -336,7 +393,7 @@ func (s *Service) Usage(id string) (Usage, error) {
 		return Usage{}, fmt.Errorf("volume usage: %w", err)
 	}
 	defer root.Close()
-	n, err := usage(root)
+	n, err := FilesBytes(root)
 	return Usage{UsedBytes: n}, err
 }
 

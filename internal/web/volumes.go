@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -34,8 +35,8 @@ func (s *server) volumes() (*volume.Service, error) {
 	return s.cfg.Volumes, nil
 }
 
-func (s *server) volumeOut(vols *volume.Service, v sandbox.Volume, uses map[string][]lifecycle.VolumeUse) (volumeJSON, error) {
-	u, err := vols.Usage(v.ID)
+func (s *server) volumeOut(ctx context.Context, vols *volume.Service, v sandbox.Volume, uses map[string][]lifecycle.VolumeUse) (volumeJSON, error) {
+	u, err := vols.Usage(ctx, v.ID)
 	if err != nil {
 		return volumeJSON{}, err
 	}
@@ -61,7 +62,7 @@ func (s *server) listVolumes(w http.ResponseWriter, r *http.Request, team string
 	}
 	out := make([]volumeJSON, 0, len(vs))
 	for _, v := range vs {
-		j, err := s.volumeOut(vols, v, uses)
+		j, err := s.volumeOut(r.Context(), vols, v, uses)
 		if err != nil {
 			return err
 		}
@@ -86,7 +87,7 @@ func (s *server) createVolume(w http.ResponseWriter, r *http.Request, team strin
 	if err != nil {
 		return err
 	}
-	j, err := s.volumeOut(vols, v, nil)
+	j, err := s.volumeOut(r.Context(), vols, v, nil)
 	if err != nil {
 		return err
 	}

@@ -301,4 +301,13 @@ else
 	cluster_objects
 	step "up: $KUBE_NODES nodes, RuntimeClass gvisor$([ "$KUBE_PROXY" != 1 ] || echo ", kube-proxy"), registry $KUBE_REGISTRY; scripts/kube.sh down removes it all"
 fi
+# The local-path provisioner (scripts/kube.sh local_path) needs warren's binary: once built.
+if ! kctl get storageclass warren-local-path >/dev/null 2>&1; then
+	if [ -x "$KUBE_SCRIPTS/../../bin/warren" ]; then
+		step "the local-path provisioner, the default StorageClass"
+		"$KUBE_SCRIPTS/../kube.sh" local-path
+	else
+		step "NOTE: no StorageClass yet: scripts/build.sh, then scripts/kube.sh local-path"
+	fi
+fi
 echo "export KUBECONFIG=$KUBECONFIG_FILE"

@@ -71,7 +71,9 @@ k apply -f "$deploy/namespace.yaml" -f "$deploy/rbac.yaml" -f "$deploy/runtimecl
 if ! k -n "$ns" get secret warren-node-token >/dev/null 2>&1; then
   k -n "$ns" create secret generic warren-node-token --from-literal=token="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >/dev/null
 fi
-k apply -f "$deploy/node-agent.yaml" -f "$deploy/sandbox-network-policy.yaml" >/dev/null
+# The volumes' directory under the cluster's work dir, which scripts/kube.sh down removes.
+sed "s#/var/lib/warren/volumes#${KUBECONFIG%/*}/volumes#" "$deploy/node-agent.yaml" | k apply -f - >/dev/null
+k apply -f "$deploy/sandbox-network-policy.yaml" >/dev/null
 k -n "$ns" rollout status daemonset/warren-node --timeout=180s
 nodes=$(k get nodes -o name | wc -l)
 ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}')
@@ -83,12 +85,14 @@ can() { [ "$(k auth can-i --as="$sa" "$@" 2>/dev/null)" = yes ]; }
 for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get pods --subresource=log -n $ns" \
   "patch pods --subresource=resize -n $ns" "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns" "list nodes" \
   "create configmaps -n $ns" "list configmaps -n $ns" "update configmaps -n $ns" "delete configmaps -n $ns" \
-  "create leases -n $ns" "get lease/warren -n $ns" "update lease/warren -n $ns"; do
+  "create leases -n $ns" "get lease/warren -n $ns" "update lease/warren -n $ns" \
+  "create persistentvolumeclaims -n $ns" "delete persistentvolumeclaims -n $ns" "get persistentvolumes"; do
   can $want || { say "RBAC: the control plane cannot: $want"; exit 1; }
 done
 for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods --subresource=exec -n $ns" "delete nodes" \
   "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces" "create configmaps -n default" \
-  "update lease/other -n $ns" "delete lease/warren -n $ns" "create leases -n kube-system"; do
+  "update lease/other -n $ns" "delete lease/warren -n $ns" "create leases -n kube-system" \
+  "create persistentvolumeclaims -n default" "create persistentvolumes" "delete persistentvolumes"; do
   if can $refuse; then say "RBAC: the control plane may, and should not: $refuse"; exit 1; fi
 done
 say "RBAC: the control plane's service account has what it needs and no more"
@@ -125,7 +129,8 @@ if [ $# -eq 0 ]; then
   set -- kube/kubernetes.test.mjs kube/isolation.test.mjs kube/egress.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
-    server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs server/egress-rules.test.mjs
+    server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs server/egress-rules.test.mjs \
+    server/volumes.test.mjs
 fi
 # The nodes' containerd, for the tests that look for images there (scripts/kube.sh's layout).
 # A file may take longer than on Docker: each template build ends by importing its image into

@@ -30,10 +30,6 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	if spec.SandboxID == "" || spec.Image == "" {
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindInvalid, "sandbox ID and image are required")
 	}
-	if len(spec.Mounts) > 0 {
-		return sandbox.Container{}, sandbox.Errorf(sandbox.KindUnavailable,
-			"volume mounts are not available on the Kubernetes engine: a volume is a directory on the control plane's host")
-	}
 	pod := r.podFor(spec)
 	at, err := r.placeImage(ctx, spec.Image)
 	if err != nil {
@@ -153,8 +149,8 @@ func (r *Runtime) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 		case <-recheck:
 		case <-changed:
 		case <-ctx.Done():
-			return nil, sandbox.Errorf(sandbox.KindUnavailable, "the sandbox's pod did not start within %v%s",
-				r.cfg.StartTimeout, pending(last))
+			return nil, sandbox.Errorf(sandbox.KindUnavailable, "the sandbox's pod did not start within %v%s%s",
+				r.cfg.StartTimeout, pending(last), claimHint(last))
 		}
 	}
 }
@@ -166,6 +162,23 @@ const giveWayEvery = 2 * time.Second
 
 // OnCrowded is sandbox.Crowdable.
 func (r *Runtime) OnCrowded(giveWay func(context.Context) bool) { r.giveWay.Store(&giveWay) }
+
+// claimHint says, for a pod that mounts volumes and found no node, that a
+// ReadWriteOnce volume holds its sandboxes to one node.
+func claimHint(p *corev1.Pod) string {
+	if p == nil {
+		return ""
+	}
+	if _, ok := unschedulable(p); !ok {
+		return ""
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			return fmt.Sprintf(" (it mounts volume claim %s: a ReadWriteOnce volume is on one node, every sandbox that mounts it runs there, and that node has no room for one more; kill a sandbox there, or use a ReadWriteMany StorageClass)", v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return ""
+}
 
 // unschedulable says why the scheduler found no node for p, while it finds
 // none.

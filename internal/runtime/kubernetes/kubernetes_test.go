@@ -210,15 +210,28 @@ func TestCreateThatCannotRunLeavesNoPod(t *testing.T) {
 	}
 }
 
-func TestCreateRefusesVolumeMounts(t *testing.T) {
+func TestPodMountsVolumeClaims(t *testing.T) {
 	e := newEnv(t)
 	s := spec("ivol")
-	s.Mounts = []sandbox.Mount{{Source: "/srv/v", Target: "/data"}}
-	if _, err := e.rt.Create(t.Context(), s); sandbox.KindOf(err) != sandbox.KindUnavailable {
-		t.Errorf("err %v, want unavailable", err)
+	s.Mounts = []sandbox.Mount{{Source: "warren-va", Target: "/data"}, {Source: "warren-vb", Target: "/mnt/b"}}
+	p := e.rt.podFor(s)
+	var claims []string
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims = append(claims, v.Name+"="+v.PersistentVolumeClaim.ClaimName)
+		}
 	}
-	if l, _ := e.rt.List(t.Context()); len(l) != 0 {
-		t.Errorf("pods made: %v", l)
+	var mounts []string
+	for _, m := range p.Spec.Containers[0].VolumeMounts {
+		if !m.ReadOnly {
+			mounts = append(mounts, m.Name+"@"+m.MountPath)
+		}
+	}
+	if want := []string{"volume-0=warren-va", "volume-1=warren-vb"}; !slices.Equal(claims, want) {
+		t.Errorf("claims %v, want %v", claims, want)
+	}
+	if want := []string{"volume-0@/data", "volume-1@/mnt/b"}; !slices.Equal(mounts, want) {
+		t.Errorf("read-write mounts %v, want %v", mounts, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -224,4 +225,31 @@ func (r *Runtime) PodNetworks(ctx context.Context) ([]netip.Prefix, error) {
 		}
 	}
 	return nets, nil
+}
+
+// ForwardVolume sends a volume content request to node's agent (not
+// retried: the body is consumed by the first try) and returns its answer
+// whatever its status; the caller closes its body.
+func (n *NodeAgentPods) ForwardVolume(ctx context.Context, node, method, path, rawQuery string, header http.Header, body io.Reader) (*http.Response, error) {
+	a, err := n.addr(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	res, err := n.client.Forward(ctx, a, method, path, rawQuery, header, body)
+	if sandbox.KindOf(err) == sandbox.KindUnavailable {
+		n.mu.Lock()
+		delete(n.addrs, node)
+		n.mu.Unlock()
+	}
+	return res, err
+}
+
+// VolumeUsage is the size of the files of node's volume name.
+func (n *NodeAgentPods) VolumeUsage(ctx context.Context, node, name string) (int64, error) {
+	var used int64
+	err := n.call(ctx, node, func(a string) (err error) {
+		used, err = n.client.VolumeUsage(ctx, a, name)
+		return err
+	})
+	return used, err
 }

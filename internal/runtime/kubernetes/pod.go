@@ -110,6 +110,7 @@ func (r *Runtime) podFor(spec sandbox.ContainerSpec) *corev1.Pod {
 		class := r.cfg.GVisorRuntimeClass
 		pod.Spec.RuntimeClassName = &class
 	}
+	mountClaims(pod, spec.Mounts)
 	if spec.PidsLimit > 0 {
 		pod.Annotations[annotationPids] = strconv.Itoa(spec.PidsLimit)
 	}
@@ -117,6 +118,21 @@ func (r *Runtime) podFor(spec sandbox.ContainerSpec) *corev1.Pod {
 		pod.Spec.TopologySpreadConstraints = poolSpread(labels)
 	}
 	return pod
+}
+
+// mountClaims mounts the spec's volumes, whose Source is a
+// PersistentVolumeClaim (Volumes.ClaimName), read-write into the sandbox
+// container. A ReadWriteOnce claim's node affinity holds the pod to the
+// volume's node; the scheduler sees to it.
+func mountClaims(pod *corev1.Pod, mounts []sandbox.Mount) {
+	c := &pod.Spec.Containers[0]
+	for i, m := range mounts {
+		name := "volume-" + strconv.Itoa(i)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.Source},
+		}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: m.Target})
+	}
 }
 
 // poolSpread spreads a server's warm pool pods evenly over the nodes they

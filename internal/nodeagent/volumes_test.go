@@ -1,0 +1,75 @@
+package nodeagent
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestServesItsNodesVolumesWithTheToken(t *testing.T) {
+	cg, err := NewCgroups(v1Tree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(cg, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write(t, dir, "pvc-1/hello.txt", "hi")
+	write(t, dir, "secret", "outside any volume")
+	if err := os.Symlink("../secret", filepath.Join(dir, "pvc-1", "out")); err != nil {
+		t.Fatal(err)
+	}
+	srv.ServeVolumes(dir)
+	ts := tlsServer(t, srv)
+	defer ts.Close()
+	addr := strings.TrimPrefix(ts.URL, "https://")
+	c := NewClient(token)
+
+	for _, tc := range []struct {
+		name, method, path, query, body string
+		want                            int
+		wantBody                        string
+	}{
+		{"read", "GET", "pvc-1/file", "path=/hello.txt", "", 200, "hi"},
+		{"write", "PUT", "pvc-1/file", "path=/new.txt", "new", 201, ""},
+		{"read back", "GET", "pvc-1/file", "path=/new.txt", "", 200, "new"},
+		{"dot-dot stays inside", "GET", "pvc-1/file", "path=/../secret", "", 404, ""},
+		{"a symlink out is refused", "GET", "pvc-1/file", "path=/out", "", 400, ""},
+		{"another volume's name", "GET", "pvc-2/file", "path=/hello.txt", "", 404, ""},
+		{"not a name", "GET", "../file", "path=/secret", "", 404, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			res, err := c.Forward(t.Context(), addr, tc.method, VolumesPrefix+tc.path, tc.query, nil, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			if res.StatusCode != tc.want || (tc.wantBody != "" && string(b) != tc.wantBody) {
+				t.Errorf("%d %q, want %d %q", res.StatusCode, b, tc.want, tc.wantBody)
+			}
+		})
+	}
+	if n, err := c.VolumeUsage(t.Context(), addr, "pvc-1"); err != nil || n != int64(len("hi")+len("new")) {
+		t.Errorf("usage %d, %v", n, err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+VolumesPrefix+"pvc-1/file?path=/hello.txt", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.Repeat("x", 32))
+	res, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a wrong token: %d", res.StatusCode)
+	}
+}

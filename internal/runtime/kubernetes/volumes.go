@@ -1,0 +1,256 @@
+package kubernetes
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+
+	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/nodeagent"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/volume"
+)
+
+// LabelVolume names the volume a PersistentVolumeClaim holds.
+const LabelVolume = "dev.warren.volume"
+
+// annotationSelectedNode is the node a claim of a WaitForFirstConsumer
+// class is to be provisioned on: what the scheduler sets for a claim's
+// first pod, and Volumes sets at once (see CreateClaim).
+const annotationSelectedNode = "volume.kubernetes.io/selected-node"
+
+// VolumeAgents are the node agents' calls Volumes makes (NodeAgentPods).
+type VolumeAgents interface {
+	Nodes(ctx context.Context) ([]string, error)
+	ForwardVolume(ctx context.Context, node, method, path, rawQuery string, header http.Header, body io.Reader) (*http.Response, error)
+	VolumeUsage(ctx context.Context, node, name string) (int64, error)
+}
+
+// Volumes keeps Warren's volumes as PersistentVolumeClaims (ReadWriteOnce)
+// in the namespace of the sandboxes, of StorageClass Class (the cluster's
+// default when ""), and answers their content API through the node agent
+// of the node that holds a claim's PersistentVolume: a hostPath or local
+// volume, as the local-path provisioner (package localpath) makes them,
+// whose directory the node agent serves (nodeagent.ServeVolumes).
+type Volumes struct {
+	cli      k8s.Interface
+	ns       string
+	class    string
+	instance string
+	agents   VolumeAgents
+	log      *slog.Logger
+	// bindWait bounds how long a content call waits for a new claim's
+	// volume; 0 = 60 s.
+	bindWait time.Duration
+}
+
+var _ volume.Claims = (*Volumes)(nil)
+
+// NewVolumes returns the claims of volumes in namespace ns, of the
+// StorageClass class ("" = the default), labelled for instance. Without
+// agents (nil) the claims are made and mounted, and the content API is
+// unavailable.
+func NewVolumes(cli k8s.Interface, ns, class, instance string, agents VolumeAgents, log *slog.Logger) *Volumes {
+	return &Volumes{cli: cli, ns: cmpOr(ns, DefaultNamespace), class: class, instance: cmpOr(instance, sandbox.DefaultInstance),
+		agents: agents, log: logkey.For(log, "volumes")}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// ClaimName is the PersistentVolumeClaim of volume id.
+func (v *Volumes) ClaimName(id string) string { return "warren-" + id }
+
+// CreateClaim makes volume id's claim of sizeMB. The claim names the node
+// with the fewest of this server's volumes as its selected node, as the
+// scheduler would for its first pod: a WaitForFirstConsumer class (the
+// local-path provisioner's) provisions it at once, so its content API
+// answers before any sandbox mounts it, and its sandboxes are then
+// scheduled there (the volume's node affinity). A class that binds at
+// once ignores it.
+func (v *Volumes) CreateClaim(ctx context.Context, id string, sizeMB int) error {
+	node, err := v.quietNode(ctx)
+	if err != nil {
+		return err
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        v.ClaimName(id),
+			Namespace:   v.ns,
+			Labels:      map[string]string{sandbox.LabelManaged: v.instance, LabelVolume: id},
+			Annotations: map[string]string{},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: *resource.NewQuantity(int64(sizeMB)<<20, resource.BinarySI),
+			}},
+		},
+	}
+	if node != "" {
+		pvc.Annotations[annotationSelectedNode] = node
+	}
+	if v.class != "" {
+		pvc.Spec.StorageClassName = &v.class
+	}
+	if _, err := v.cli.CoreV1().PersistentVolumeClaims(v.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		return classify(err, "cannot create the volume's PersistentVolumeClaim")
+	}
+	return nil
+}
+
+// quietNode is the node agent's node with the fewest of this server's
+// claims; "" without node agents.
+func (v *Volumes) quietNode(ctx context.Context) (string, error) {
+	if v.agents == nil {
+		return "", nil
+	}
+	nodes, err := v.agents.Nodes(ctx)
+	if err != nil || len(nodes) == 0 {
+		return "", err
+	}
+	slices.Sort(nodes)
+	claims, err := v.cli.CoreV1().PersistentVolumeClaims(v.ns).List(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelManaged + "=" + v.instance + "," + LabelVolume})
+	if err != nil {
+		return "", classify(err, "cannot list the volumes' claims")
+	}
+	count := map[string]int{}
+	for _, c := range claims.Items {
+		count[c.Annotations[annotationSelectedNode]]++
+	}
+	best := nodes[0]
+	for _, n := range nodes[1:] {
+		if count[n] < count[best] {
+			best = n
+		}
+	}
+	return best, nil
+}
+
+// DeleteClaim deletes volume id's claim; the class's reclaim policy
+// (Delete, for the local-path provisioner) then removes its content.
+func (v *Volumes) DeleteClaim(ctx context.Context, id string) error {
+	err := v.cli.CoreV1().PersistentVolumeClaims(v.ns).Delete(ctx, v.ClaimName(id), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return classify(err, "cannot delete the volume's PersistentVolumeClaim")
+	}
+	return nil
+}
+
+// ServeContent forwards a content API request to the node agent of the
+// node that holds volume id, which answers it from the volume's
+// directory; its answer (E2B's shapes already) is passed on as it is.
+func (v *Volumes) ServeContent(w http.ResponseWriter, r *http.Request, id string) error {
+	node, dir, err := v.locate(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	h := http.Header{}
+	for _, k := range []string{"Content-Type", "Content-Length"} {
+		if val := r.Header.Get(k); val != "" {
+			h.Set(k, val)
+		}
+	}
+	var body io.Reader
+	if r.ContentLength != 0 {
+		body = r.Body
+	}
+	res, err := v.agents.ForwardVolume(r.Context(), node, r.Method, nodeagent.VolumesPrefix+dir+"/"+r.PathValue("op"), r.URL.RawQuery, h, body)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	for _, k := range []string{"Content-Type", "Content-Length"} {
+		if val := res.Header.Get(k); val != "" {
+			w.Header().Set(k, val)
+		}
+	}
+	w.WriteHeader(res.StatusCode)
+	io.Copy(w, res.Body) // a client that goes away ends the copy
+	return nil
+}
+
+// UsedBytes asks the node agent of the volume's node for the size of its
+// files.
+func (v *Volumes) UsedBytes(ctx context.Context, id string) (int64, error) {
+	node, dir, err := v.locate(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	return v.agents.VolumeUsage(ctx, node, dir)
+}
+
+// locate returns the node that holds volume id's PersistentVolume and the
+// name of its directory there, waiting for a new claim to be bound.
+func (v *Volumes) locate(ctx context.Context, id string) (node, dir string, err error) {
+	if v.agents == nil {
+		return "", "", sandbox.Errorf(sandbox.KindUnavailable, "the volume content API goes through the node agents, and this server has none (--node-token-secret is empty)")
+	}
+	wait := v.bindWait
+	if wait == 0 {
+		wait = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var pvc *corev1.PersistentVolumeClaim
+	for {
+		pvc, err = v.cli.CoreV1().PersistentVolumeClaims(v.ns).Get(ctx, v.ClaimName(id), metaGet)
+		if apierrors.IsNotFound(err) {
+			return "", "", sandbox.Errorf(sandbox.KindNotFound, "volume %s has no PersistentVolumeClaim %s: deleted behind the server's back?", id, v.ClaimName(id))
+		}
+		if err != nil {
+			return "", "", classify(err, "cannot read the volume's PersistentVolumeClaim")
+		}
+		if pvc.Spec.VolumeName != "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", "", sandbox.Errorf(sandbox.KindUnavailable, "the volume's PersistentVolumeClaim %s is not bound to a volume after %v: is the StorageClass's provisioner running?", pvc.Name, wait)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	pv, err := v.cli.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metaGet)
+	if err != nil {
+		return "", "", classify(err, "cannot read the volume's PersistentVolume")
+	}
+	return volumeLocation(pv)
+}
+
+// volumeLocation is the node of a hostPath or local PersistentVolume
+// (its node affinity) and its directory's name.
+func volumeLocation(pv *corev1.PersistentVolume) (node, dir string, err error) {
+	var p string
+	switch {
+	case pv.Spec.HostPath != nil:
+		p = pv.Spec.HostPath.Path
+	case pv.Spec.Local != nil:
+		p = pv.Spec.Local.Path
+	default:
+		return "", "", sandbox.Errorf(sandbox.KindUnavailable, "the content API reaches hostPath and local PersistentVolumes only (the local-path provisioner's); volume %s is neither", pv.Name)
+	}
+	if a := pv.Spec.NodeAffinity; a != nil && a.Required != nil {
+		for _, t := range a.Required.NodeSelectorTerms {
+			for _, e := range t.MatchExpressions {
+				if e.Key == corev1.LabelHostname && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 {
+					return e.Values[0], path.Base(p), nil
+				}
+			}
+		}
+	}
+	return "", "", sandbox.Errorf(sandbox.KindUnavailable, "PersistentVolume %s names no node (%s In [one node]) to serve its content from", pv.Name, corev1.LabelHostname)
+}
