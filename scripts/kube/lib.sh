@@ -11,6 +11,8 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 # CNCF Distribution: the registry the nodes pull from when Warren runs with --registry.
 DISTRIBUTION_VERSION=${DISTRIBUTION_VERSION:-v3.1.2}
+# Helm: lints, renders and installs the chart deploy/helm/warren.
+HELM_VERSION=${HELM_VERSION:-v4.3.2}
 
 KUBE_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KUBE_REPO=$(cd "$KUBE_SCRIPTS/../.." && pwd)
