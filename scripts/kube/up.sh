@@ -321,6 +321,10 @@ else
 	cluster_objects
 	step "up: $KUBE_NODES nodes, RuntimeClass gvisor$([ "$KUBE_PROXY" != 1 ] || echo ", kube-proxy"), registry $KUBE_REGISTRY; scripts/kube.sh down removes it all"
 fi
-"$KUBE_SCRIPTS/build.sh" helm
-ready_for_warren
+# KUBE_UP_READY=0: the cluster alone (test.sh, whose node-images test runs node agents of its own
+# first: two DaemonSets of them cannot share a node's port).
+if [ "${KUBE_UP_READY:-1}" != 0 ]; then
+	"$KUBE_SCRIPTS/build.sh" helm
+	ready_for_warren
+fi
 echo "export KUBECONFIG=$KUBECONFIG_FILE"
