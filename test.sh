@@ -168,7 +168,7 @@ gvisor_report() {
 export KUBE_HOST_STATE=/tmp/warren-kube-host-state.before
 kube_up() {
 	test/kube/host-unchanged.sh snapshot "$KUBE_HOST_STATE" &&
-		scripts/kube.sh up &&
+		KUBE_UP_READY=0 scripts/kube.sh up &&
 		scripts/kube.sh load warren/base
 }
 kube_down() {
@@ -190,11 +190,15 @@ kube_lane() {
 		skip "Kubernetes: test cluster" "the binaries, images or npm packages are missing"
 		return
 	fi
-	if step "Kubernetes: test cluster up, two nodes, warren/base loaded (scripts/kube.sh up)" 600 kube_up; then
+	if step "Kubernetes: test cluster up, two nodes, warren/base loaded (KUBE_UP_READY=0 scripts/kube.sh up)" 600 kube_up; then
 		step "Kubernetes: smoke test: runc and gVisor pods on both nodes (test/kube/smoke.sh)" 600 test/kube/smoke.sh
 		step "Kubernetes: the node agent's image API: import, commit (runc, gVisor), export to the other node, remove (test/kube/node-images.sh)" 900 test/kube/node-images.sh
+		# After node-images.sh, whose node agents would meet these on the nodes' port.
+		step "Kubernetes: ready for warren serve on the host: warren/node imported, the chart's node side installed (scripts/kube.sh up)" 300 scripts/kube.sh up
 		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes (test/e2e/kube-run.sh)" 2400 \
 			test/e2e/kube-run.sh
+		step "Kubernetes: the Helm chart linted, rendered, installed with two replicas on its PostgreSQL (scripts/kube.sh deploy), an SDK sandbox through it, uninstalled (test/e2e/kube-helm.sh)" 900 \
+			test/e2e/kube-helm.sh
 	else
 		scripts/kube.sh logs >&2
 		skip "Kubernetes: tests on the cluster"

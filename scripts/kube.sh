@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # kube.sh — a real Kubernetes on this machine, for Warren's tests and CI.
 #
-#   scripts/kube.sh up               build (or restore from cache) and start the cluster; the
-#                                    last line printed is `export KUBECONFIG=...`
+#   scripts/kube.sh up               build (or restore from cache) and start the cluster, ready
+#                                    for a `warren serve --engine kubernetes` on the host (the
+#                                    chart's node side in the namespace warren); the last line
+#                                    printed is `export KUBECONFIG=...`
+#   scripts/kube.sh deploy [--replicas N] [--namespace NS]
+#                                    Warren in the cluster with its Helm chart: N (3) replicas on a
+#                                    PostgreSQL of its own; the last lines are the SDK's
+#                                    `export E2B_API_URL=... E2B_API_KEY=...`
+#   scripts/kube.sh undeploy [--namespace NS]   uninstall it, leaving nothing
 #   scripts/kube.sh down             delete pods, stop everything, leave the host as it was
 #   scripts/kube.sh status           what runs, the nodes, the pods
 #   scripts/kube.sh kubectl ARGS...  kubectl against the cluster
 #   scripts/kube.sh load IMAGE...    copy images from the Docker engine into every node's
 #                                    containerd (pods use them with imagePullPolicy: Never)
 #   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes kube-proxy
-#                                    etcd containerd gvisor pause registry)
+#                                    etcd containerd gvisor pause registry helm)
 #   scripts/kube.sh deps             only install the Debian packages it needs (up does too)
 #   scripts/kube.sh local-path       (re)install the local-path provisioner and its default
 #                                    StorageClass (up does too, once bin/warren is built)
@@ -52,18 +59,51 @@ status() {
 	echo "export KUBECONFIG=$KUBECONFIG_FILE"
 }
 
+# node_digest I REF: the digest node I's containerd has for the image REF.
+node_digest() {
+	"$KUBE_BIN/ctr" --address "$(node_dir "$1")/containerd.sock" -n k8s.io images ls "name==$2" 2>/dev/null | awk 'NR == 2 {print $3}'
+}
+
+# loaded IMAGE ID: whether every node has IMAGE as the Docker engine's image ID names it: the
+# record of an earlier load (under $KUBE_WORK, so a new cluster has none: the engine's image ID
+# and the digest the import gave) matches, and the node's containerd still has that digest under
+# the name (another worktree's load of the same name replaces it).
+loaded() {
+	local i ref rec
+	ref=$(kube_image_ref "$1")
+	for i in $(seq 1 "$KUBE_NODES"); do
+		rec=$(cat "$(node_dir "$i")/loaded/${ref//[\/:]/_}" 2>/dev/null) || return 1
+		[ "${rec% *}" = "$2" ] && [ "${rec#* }" = "$(node_digest "$i" "$ref")" ] || return 1
+	done
+}
+
+# kube_image_ref IMAGE: the name containerd gives a docker-saved IMAGE (warren/base ->
+# docker.io/warren/base:latest).
+kube_image_ref() {
+	local r=$1
+	case ${r##*/} in *:*) ;; *) r=$r:latest ;; esac
+	case ${r%%/*} in *.* | *:* | localhost) ;; *) r=docker.io/$r ;; esac
+	case $r in docker.io/*/*) ;; docker.io/*) r=docker.io/library/${r#docker.io/} ;; esac
+	echo "$r"
+}
+
 # load IMAGE...: docker save, then an import into each node's containerd (namespace k8s.io,
 # where the kubelet looks), the nodes side by side. Kubernetes names "warren/base"
-# docker.io/warren/base:latest, as the import does.
+# docker.io/warren/base:latest, as the import does. An image the nodes have already (the same
+# image ID, loaded by an earlier call) is skipped.
 load() {
 	[ $# -gt 0 ] || kube_die "usage: scripts/kube.sh load IMAGE..."
-	local img i sock start pids
+	local img i sock start pids id ref
 	# Global: the exit trap runs after this function has returned.
 	tmp=$(mktemp -d "$KUBE_WORK/load.XXXXXX") || kube_die "no cluster: scripts/kube.sh up first"
 	trap 'rm -rf "$tmp"' EXIT
 	for img in "$@"; do
-		docker image inspect "$img" >/dev/null 2>&1 ||
+		id=$(docker image inspect -f '{{.Id}}' "$img" 2>/dev/null) ||
 			kube_die "image $img is not in the Docker engine (docker images lists them; build it first)"
+		if loaded "$img" "$id"; then
+			kube_log "$img: every node has it already (${id:7:12})"
+			continue
+		fi
 		start=$SECONDS
 		kube_log "loading $img: docker save"
 		docker save "$img" >"$tmp/image.tar" || kube_die "docker save $img failed"
@@ -79,6 +119,9 @@ load() {
 				cat "$tmp/node$i.log" >&2
 				kube_die "importing $img into $(node_name "$i") failed (above; containerd's log: $(node_dir "$i")/containerd.log)"
 			}
+			ref=$(kube_image_ref "$img")
+			mkdir -p "$(node_dir "$i")/loaded"
+			echo "$id $(node_digest "$i" "$ref")" >"$(node_dir "$i")/loaded/${ref//[\/:]/_}"
 		done
 		kube_log "loaded $img into $KUBE_NODES nodes in $((SECONDS - start))s"
 	done
@@ -121,6 +164,7 @@ case $cmd in
 up) exec "$KUBE_SCRIPTS/up.sh" ;;
 down) exec "$KUBE_SCRIPTS/down.sh" ;;
 build) exec "$KUBE_SCRIPTS/build.sh" "$@" ;;
+deploy | undeploy) exec "$KUBE_SCRIPTS/deploy.sh" "$cmd" "$@" ;;
 deps) kube_deps ;;
 local-path) local_path ;;
 status) status ;;
@@ -128,7 +172,7 @@ kubectl) kctl "$@" ;;
 load) load "$@" ;;
 logs) logs "$@" ;;
 *)
-	sed -n '2,15p' "$0" >&2
+	sed -n '2,22p' "$0" >&2
 	exit 2
 	;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build.sh — the test cluster's binaries, built from the Go module proxy and cached.
 #
-#   scripts/kube/build.sh [COMPONENT...]     kubernetes kube-proxy etcd containerd gvisor pause registry
+#   scripts/kube/build.sh [COMPONENT...]     kubernetes kube-proxy etcd containerd gvisor pause registry helm
 #                                            (default: all)
 #
 # Each component is cached as $KUBE_CACHE/<component>-<version>-r<recipe>.tar.zst and unpacked
@@ -25,6 +25,7 @@ CONTAINERD_REV=1
 GVISOR_REV=1
 PAUSE_REV=1
 REGISTRY_REV=1
+HELM_REV=1
 
 P=${KUBE_BUILD_P:-1}
 
@@ -38,7 +39,8 @@ version_of() {
 	# The pause binary is built from this repository's source: its hash is its version.
 	pause) echo "$(sha256sum "$KUBE_SCRIPTS/pause/main.go" | cut -c1-12)-r$PAUSE_REV" ;;
 	registry) echo "$DISTRIBUTION_VERSION-r$REGISTRY_REV" ;;
-	*) kube_die "unknown component '$1' (known: kubernetes kube-proxy etcd containerd gvisor pause registry)" ;;
+	helm) echo "$HELM_VERSION-r$HELM_REV" ;;
+	*) kube_die "unknown component '$1' (known: kubernetes kube-proxy etcd containerd gvisor pause registry helm)" ;;
 	esac
 }
 
@@ -51,6 +53,7 @@ binaries_of() {
 	gvisor) echo runsc containerd-shim-runsc-v1 ;;
 	pause) echo pause ;;
 	registry) echo registry ;;
+	helm) echo helm ;;
 	esac
 }
 
@@ -172,6 +175,17 @@ build_registry() {
 		-ldflags "-s -w -X $m/version.version=$DISTRIBUTION_VERSION" -o "$OUT/registry" "$m/cmd/registry")
 }
 
+# helm: the client that lints, renders and installs deploy/helm/warren (scripts/kube.sh deploy).
+build_helm() {
+	local dir=$SCRATCH/helm m=helm.sh/helm/v4
+	scratch_module "$dir" "$m" "$HELM_VERSION" "$m/cmd/helm"
+	kube_log "helm: resolving $m@$HELM_VERSION"
+	(cd "$dir" && tidy)
+	kube_log "helm: compiling (~3 min)"
+	(cd "$dir" && with_heartbeat "compiling helm" gobuild build -p "$P" -trimpath \
+		-ldflags "-s -w -X $m/internal/version.version=$HELM_VERSION" -o "$OUT/helm" "$m/cmd/helm")
+}
+
 build_pause() {
 	kube_log "pause: compiling the pod sandbox's pause process"
 	(cd "$KUBE_SCRIPTS/pause" && gobuild build -trimpath -ldflags "-s -w" -o "$OUT/pause" .)
@@ -238,5 +252,5 @@ ensure() {
 command -v go >/dev/null || kube_die "go is not installed: the cluster's binaries are built from the Go module proxy (install Go 1.25 or newer)"
 command -v zstd >/dev/null || kube_die "zstd is missing: apt-get install zstd"
 mkdir -p "$KUBE_CACHE"
-[ $# -gt 0 ] || set -- kubernetes kube-proxy etcd containerd gvisor pause registry
+[ $# -gt 0 ] || set -- kubernetes kube-proxy etcd containerd gvisor pause registry helm
 for comp in "$@"; do ensure "$comp"; done

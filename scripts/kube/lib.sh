@@ -11,6 +11,8 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 # CNCF Distribution: the registry the nodes pull from when Warren runs with --registry.
 DISTRIBUTION_VERSION=${DISTRIBUTION_VERSION:-v3.1.2}
+# Helm: lints, renders and installs the chart deploy/helm/warren.
+HELM_VERSION=${HELM_VERSION:-v4.3.2}
 
 KUBE_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KUBE_REPO=$(cd "$KUBE_SCRIPTS/../.." && pwd)
@@ -176,3 +178,18 @@ api_ready() {
 	curl -sf --max-time 3 --cacert "$KUBE_WORK/pki/ca.crt" --cert "$KUBE_WORK/pki/admin.crt" \
 		--key "$KUBE_WORK/pki/admin.key" "$(api_url)/readyz" >/dev/null 2>&1
 }
+
+# kube_lock: one user of the cluster's namespaces and node agents at a time: the lock that
+# test/e2e/kube-run.sh takes (fd 9 on $KUBE_WORK/e2e.lock). A process started under the lock
+# (KUBE_LOCK_HELD=1, exported) has it already: a second open of the file would wait for itself.
+kube_lock() {
+	[ "${KUBE_LOCK_HELD:-}" != 1 ] || return 0
+	exec 9>"$KUBE_WORK/e2e.lock"
+	if ! flock -n 9; then
+		kube_log "another user of the cluster holds $KUBE_WORK/e2e.lock (test/e2e/kube-run.sh): waiting for it"
+		flock 9
+	fi
+	export KUBE_LOCK_HELD=1
+}
+
+khelm() { "$KUBE_BIN/helm" --kubeconfig "$KUBECONFIG_FILE" "$@"; }

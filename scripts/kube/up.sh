@@ -272,6 +272,27 @@ YAML
 	wait_for "default ServiceAccount" 60 controller-manager default_sa
 }
 
+# ready_for_warren: what a `warren serve --engine kubernetes` on the host needs in the cluster,
+# the chart's node side in the namespace warren (controlPlane.enabled=false): the RBAC of its
+# service account, the node agents' token Secret (made once, kept by upgrades) and their DaemonSet
+# running warren/node, built from this tree's bin/ and imported into every node. Under the
+# cluster's lock: test/e2e/kube-run.sh applies and deletes the same namespace.
+ready_for_warren() {
+	local repo=$KUBE_REPO
+	step "warren/node: bin/ (scripts/build.sh), warren/base and the image (scripts/kube-images.sh)"
+	[ -x "$repo/bin/warren" ] && [ -x "$repo/bin/warren-agent" ] || (cd "$repo" && scripts/build.sh)
+	docker image inspect warren/base >/dev/null 2>&1 || (cd "$repo" && bin/warren image build)
+	(cd "$repo" && scripts/kube-images.sh)
+	kube_lock
+	"$repo/scripts/kube.sh" load warren/node
+	step "the chart's node side in the namespace warren (helm upgrade --install warren deploy/helm/warren)"
+	khelm upgrade --install warren "$repo/deploy/helm/warren" -n warren --create-namespace \
+		--set controlPlane.enabled=false --set runtimeClass.create=false \
+		--set nodeAgent.volumesDir="$KUBE_WORK/volumes" --wait --timeout 3m >/dev/null ||
+		kube_die "the node agents did not become ready: scripts/kube.sh kubectl -n warren get pods"
+	step "ready for warren serve --engine kubernetes --kubeconfig $KUBECONFIG_FILE: node agents on $(kctl -n warren get daemonset warren-node -o 'jsonpath={.status.numberReady}') nodes"
+}
+
 preflight
 if [ -d "$KUBE_WORK" ] && healthy; then
 	step "the cluster is already up"
@@ -285,7 +306,7 @@ else
 	fi
 	ports_free
 	step "binaries (scripts/kube/build.sh: cached under $KUBE_CACHE)"
-	if [ "$KUBE_PROXY" = 1 ]; then "$KUBE_SCRIPTS/build.sh"; else "$KUBE_SCRIPTS/build.sh" kubernetes etcd containerd gvisor pause registry; fi
+	if [ "$KUBE_PROXY" = 1 ]; then "$KUBE_SCRIPTS/build.sh"; else "$KUBE_SCRIPTS/build.sh" kubernetes etcd containerd gvisor pause registry helm; fi
 	mkdir -p "$RUN" "$KUBE_WORK/images"
 	step "certificates (openssl) and images (pause, busybox)"
 	"$KUBE_SCRIPTS/pki.sh"
@@ -300,6 +321,12 @@ else
 	[ "$KUBE_PROXY" != 1 ] || kube_proxy
 	cluster_objects
 	step "up: $KUBE_NODES nodes, RuntimeClass gvisor$([ "$KUBE_PROXY" != 1 ] || echo ", kube-proxy"), registry $KUBE_REGISTRY; scripts/kube.sh down removes it all"
+fi
+# KUBE_UP_READY=0: the cluster alone (test.sh, whose node-images test runs node agents of its own
+# first: two DaemonSets of them cannot share a node's port).
+if [ "${KUBE_UP_READY:-1}" != 0 ]; then
+	"$KUBE_SCRIPTS/build.sh" helm
+	ready_for_warren
 fi
 # The local-path provisioner (scripts/kube.sh local_path) needs warren's binary: once built.
 if ! kctl get storageclass warren-local-path >/dev/null 2>&1; then

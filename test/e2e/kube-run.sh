@@ -39,6 +39,8 @@ if ! flock -n 9; then
   say "another kube-run.sh uses this cluster: waiting for it"
   flock 9
 fi
+# What it runs has the lock (scripts/kube/lib.sh's kube_lock).
+export KUBE_LOCK_HELD=1
 ns=warren
 deploy=deploy/kubernetes
 work="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-kube-XXXXXX")"
@@ -74,6 +76,13 @@ fi
 # The volumes' directory under the cluster's work dir, which scripts/kube.sh down removes.
 sed "s#/var/lib/warren/volumes#${KUBECONFIG%/*}/volumes#" "$deploy/node-agent.yaml" | k apply -f - >/dev/null
 k apply -f "$deploy/sandbox-network-policy.yaml" >/dev/null
+# Node agents that scripts/kube.sh up left running keep their image when the apply changes
+# nothing: restart them if they run another warren/node than the one just imported.
+want=$(docker image inspect -f '{{.Id}}' warren/node)
+if k -n "$ns" get pods -l app.kubernetes.io/name=warren-node -o 'jsonpath={range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}' | grep . | grep -qvxF "$want"; then
+  say "restarting the node agents on the warren/node just imported"
+  k -n "$ns" rollout restart daemonset/warren-node >/dev/null
+fi
 k -n "$ns" rollout status daemonset/warren-node --timeout=180s
 nodes=$(k get nodes -o name | wc -l)
 ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}')
