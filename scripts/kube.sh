@@ -141,7 +141,7 @@ logs() {
 	done
 }
 
-# local_path: the local-path provisioner of deploy/kubernetes/local-path-provisioner.yaml,
+# local_path: the local-path provisioner of scripts/kube/local-path-provisioner.yaml,
 # its StorageClass the default, its volumes under $KUBE_WORK/volumes (down removes them). Its
 # image is warren/node of this checkout tagged warren/local-path, so that a later import of
 # another warren/node into the nodes leaves the provisioner's as it is.
@@ -152,7 +152,7 @@ local_path() {
 	WARREN_NODE_IMAGE=warren/local-path:latest "$repo/scripts/kube-images.sh" >/dev/null
 	load warren/local-path:latest
 	sed -e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" -e "s#image: warren/node:latest#image: warren/local-path:latest#" \
-		"$repo/deploy/kubernetes/local-path-provisioner.yaml" | kctl apply -f - >/dev/null
+		"$repo/scripts/kube/local-path-provisioner.yaml" | kctl apply -f - >/dev/null
 	kctl -n warren-local-path rollout restart daemonset/warren-local-path >/dev/null
 	kctl -n warren-local-path rollout status daemonset/warren-local-path --timeout=120s >/dev/null
 	kube_log "local-path provisioner running; StorageClass warren-local-path is the default"

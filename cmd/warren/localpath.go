@@ -10,7 +10,7 @@ import (
 const localPathUsage = `Usage: warren local-path [flags]
 
 Run a node's local-path provisioner (the DaemonSet of
-deploy/kubernetes/local-path-provisioner.yaml): for every PersistentVolumeClaim
+scripts/kube/local-path-provisioner.yaml): for every PersistentVolumeClaim
 of a StorageClass of --provisioner placed on this node, make a directory under
 --dir and a hostPath PersistentVolume of it, pinned to the node; delete both
 once the claim is deleted. Its volumes are ReadWriteOnce and their size is not
