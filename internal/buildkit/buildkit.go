@@ -88,6 +88,11 @@ func (b *Builder) Ping(ctx context.Context) (string, error) {
 // registry as tag; out gets the build's output in the classic builder's
 // lines. A failed step is a *sandbox.BuildFailure.
 func (b *Builder) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(line string)) error {
+	if b.cfg.Dir != "" {
+		if err := os.MkdirAll(b.cfg.Dir, 0o700); err != nil {
+			return sandbox.Wrap(sandbox.KindInternal, err, "cannot prepare the build context")
+		}
+	}
 	dir, err := os.MkdirTemp(b.cfg.Dir, "buildkit-context-")
 	if err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, "cannot prepare the build context")
