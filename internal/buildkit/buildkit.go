@@ -152,6 +152,7 @@ func (b *Builder) Build(ctx context.Context, contextTar io.Reader, tag string, n
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	tr.stopped(err)
 	if msg := tr.failure(); msg != "" {
 		return &sandbox.BuildFailure{Message: msg}
 	}

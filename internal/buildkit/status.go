@@ -1,6 +1,7 @@
 package buildkit
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -79,8 +80,15 @@ type translator struct {
 	// image's config).
 	vertexed []int
 	out      func(string)
-	// seen are the vertexes announced.
-	seen map[digest.Digest]bool
+	// names are the vertexes' names, as first sent (BuildKit names a
+	// vertex before it starts, and may send its output before it says it
+	// started).
+	names map[digest.Digest]string
+	// seen are the vertexes announced; running those started and not
+	// completed.
+	seen, running map[digest.Digest]bool
+	// last is the instruction announced last; -1 none.
+	last int
 	// failed is the message of the first vertex that failed.
 	failed string
 	// partial holds each vertex's output after its last newline.
@@ -88,7 +96,8 @@ type translator struct {
 }
 
 func newTranslator(instrs []instruction, out func(string)) *translator {
-	t := &translator{instrs: instrs, out: out, seen: map[digest.Digest]bool{}, partial: map[digest.Digest]string{}}
+	t := &translator{instrs: instrs, out: out, names: map[digest.Digest]string{}, seen: map[digest.Digest]bool{},
+		running: map[digest.Digest]bool{}, partial: map[digest.Digest]string{}, last: -1}
 	for i, in := range instrs {
 		switch in.keyword {
 		case "FROM":
@@ -105,15 +114,19 @@ func newTranslator(instrs []instruction, out func(string)) *translator {
 // status takes one status update.
 func (t *translator) status(s *client.SolveStatus) {
 	for _, v := range s.Vertexes {
-		if !t.seen[v.Digest] && (v.Started != nil || v.Cached) {
-			t.seen[v.Digest] = true
-			t.announce(v)
+		if v.Name != "" {
+			t.names[v.Digest] = v.Name
+		}
+		t.running[v.Digest] = v.Started != nil && v.Completed == nil
+		if v.Started != nil || v.Cached {
+			t.announce(v.Digest, v.Cached)
 		}
 		if v.Error != "" && t.failed == "" && !strings.Contains(v.Error, "context canceled") {
 			t.failed = classicMessage(v.Error)
 		}
 	}
 	for _, l := range s.Logs {
+		t.announce(l.Vertex, false)
 		data := t.partial[l.Vertex] + string(l.Data)
 		i := strings.LastIndexByte(data, '\n')
 		if i < 0 {
@@ -125,11 +138,16 @@ func (t *translator) status(s *client.SolveStatus) {
 	}
 }
 
-// announce says which instruction v runs and whether it came from the
-// cache; vertexes of no instruction (loading the context, exporting) go
-// unsaid.
-func (t *translator) announce(v *client.Vertex) {
-	m := stepVertex.FindStringSubmatch(v.Name)
+// announce says, once, which instruction vertex d runs and whether it
+// came from the cache; vertexes of no instruction (loading the context,
+// exporting) go unsaid.
+func (t *translator) announce(d digest.Digest, cached bool) {
+	name, named := t.names[d]
+	if t.seen[d] || !named {
+		return
+	}
+	t.seen[d] = true
+	m := stepVertex.FindStringSubmatch(name)
 	if m == nil {
 		return
 	}
@@ -137,11 +155,53 @@ func (t *translator) announce(v *client.Vertex) {
 	if err != nil || n < 1 || n > len(t.vertexed) {
 		return
 	}
-	i := t.vertexed[n-1]
-	t.out(fmt.Sprintf("Step %d/%d : %s", i+1, len(t.instrs), t.instrs[i].text))
-	if v.Cached {
+	t.step(t.vertexed[n-1])
+	if cached {
 		t.out(" ---> Using cache")
 	}
+}
+
+// step says instruction i runs.
+func (t *translator) step(i int) {
+	t.last = i
+	t.out(fmt.Sprintf("Step %d/%d : %s", i+1, len(t.instrs), t.instrs[i].text))
+}
+
+// failedProcess is BuildKit's account of a RUN that failed, naming its
+// command line.
+var failedProcess = regexp.MustCompile(`process "(.*)" did not complete successfully`)
+
+// stopped says, last, which instruction a failed build (err) stopped at:
+// its status may end before the failing vertex said it started, or
+// failed. The RUN whose command line err names, after the last one
+// announced; else the instruction still running.
+func (t *translator) stopped(err error) {
+	if m := failedProcess.FindStringSubmatch(err.Error()); m != nil {
+		for i := t.last + 1; i < len(t.instrs); i++ {
+			if t.instrs[i].keyword == "RUN" && commandLine(t.instrs[i].text) == m[1] {
+				t.step(i)
+				return
+			}
+		}
+	}
+	for d, r := range t.running {
+		if r {
+			delete(t.seen, d)
+			t.announce(d, false)
+		}
+	}
+}
+
+// commandLine is a RUN instruction's command as BuildKit names its
+// process: the JSON form's arguments, or "/bin/sh -c" and the shell
+// form's command, joined by spaces.
+func commandLine(run string) string {
+	rest := strings.TrimSpace(strings.TrimPrefix(run, run[:3]))
+	var args []string
+	if json.Unmarshal([]byte(rest), &args) == nil {
+		return strings.Join(args, " ")
+	}
+	return "/bin/sh -c " + rest
 }
 
 // flush writes what output is left without a final newline.

@@ -1,6 +1,7 @@
 package buildkit
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -72,5 +73,25 @@ func TestTranslator(t *testing.T) {
 	}
 	if got, want := tr.failure(), `process "/bin/sh -c exit 3" did not complete successfully: exit code: 3 (returned a non-zero code: 3)`; got != want {
 		t.Errorf("failure = %q, want %q", got, want)
+	}
+}
+
+// A failed build's status can end before its failing RUN said it
+// started: the RUN that BuildKit's error names is said last.
+func TestTranslatorStoppedAtTheFailedRun(t *testing.T) {
+	var lines []string
+	tr := newTranslator(instructions(dockerfile), func(l string) { lines = append(lines, l) })
+	tr.status(&client.SolveStatus{Vertexes: []*client.Vertex{
+		{Digest: "sha256:1", Name: "[1/6] FROM 10.0.0.1:5000/warren/base@sha256:ab", Cached: true},
+		{Digest: "sha256:5", Name: `[5/6] RUN ["/bin/sh","-c","exit 3"]`},
+	}})
+	tr.status(&client.SolveStatus{Logs: []*client.VertexLog{{Vertex: "sha256:5", Data: []byte("out\n")}}})
+	tr.stopped(errors.New(`process "/bin/sh -c exit 3" did not complete successfully: exit code: 3`))
+	want := []string{"Step 1/9 : FROM warren/base", " ---> Using cache", `Step 8/9 : RUN ["/bin/sh","-c","exit 3"]`, "out"}
+	if diff := cmp.Diff(want, lines); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+	if got := commandLine("RUN echo a"); got != "/bin/sh -c echo a" {
+		t.Errorf("shell form: %q", got)
 	}
 }

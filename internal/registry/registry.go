@@ -236,14 +236,21 @@ func (s *Store) InspectImage(ctx context.Context, ref string) (sandbox.Image, er
 	return img, nil
 }
 
-// RemoveImage deletes the manifest the image ref names now (the registry's
-// garbage collection removes its blobs). KindNotFound when there is none.
+// RemoveImage removes the image ref from the registry: its tag, not the
+// manifest, which other tags may share (a rebuild from the cache makes
+// the same manifest under a new tag); a ref by digest deletes the
+// manifest. The registry's garbage collection frees what no tag names.
+// KindNotFound when there is no such image.
 func (s *Store) RemoveImage(ctx context.Context, ref string) error {
 	m, repo, err := s.resolve(ctx, ref)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.url(repo, "manifests", m.Digest.String()), nil)
+	_, td, _ := s.Repo(ref)
+	if strings.HasPrefix(td, "sha256:") {
+		td = m.Digest.String()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.url(repo, "manifests", td), nil)
 	if err != nil {
 		return err
 	}

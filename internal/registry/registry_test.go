@@ -104,8 +104,17 @@ func TestLoadInspectRemove(t *testing.T) {
 	if err != nil || pull != img.RepoDigests[0] {
 		t.Errorf("PushImage = %q, %v; want %q", pull, err, img.RepoDigests[0])
 	}
+	// A second tag of the same manifest, as a rebuild from the cache
+	// makes: removing the first leaves it.
+	archive2, _ := ociArchive(t, "docker.io/warren/snapshot:s2")
+	if err := s.LoadImage(ctx, bytes.NewReader(archive2)); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.RemoveImage(ctx, ref); err != nil {
 		t.Fatal(err)
+	}
+	if ok, err := s.ImageExists(ctx, "warren/snapshot:s2"); !ok || err != nil {
+		t.Errorf("the other tag of the manifest: exists %v, %v", ok, err)
 	}
 	if ok, err := s.ImageExists(ctx, ref); ok || err != nil {
 		t.Errorf("after the removal: exists %v, %v", ok, err)
