@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,8 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 
+	"github.com/warrenhq/warren/internal/buildkit"
 	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/nodeagent"
+	"github.com/warrenhq/warren/internal/registry"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/runtime/kubernetes"
 	"github.com/warrenhq/warren/internal/server"
@@ -39,6 +42,12 @@ type kubeConfig struct {
 	// VolumeStorageClass is the StorageClass of volumes' claims; "" =
 	// the cluster's default.
 	VolumeStorageClass string
+	// BuildKit is the address of the buildkitd that builds templates
+	// (tcp://host:port); "" = the local Docker engine builds them.
+	BuildKit string
+	// BuildKitRegistry is Registry's host[:port] as buildkitd reaches
+	// it; "" = Registry's own.
+	BuildKitRegistry string
 	// PodName is this replica's pod (the downward API's metadata.name),
 	// its name in the leader election's Lease; "" = hostname and
 	// process ID (a server outside the cluster).
@@ -55,6 +64,8 @@ func addKubeFlags(e *envFlags, cfg *serveConfig) {
 	e.String(&k.PullPolicy, "image-pull-policy", kubernetes.DefaultPullPolicy, "with --engine kubernetes: Never (images imported into the nodes) or IfNotPresent (pulled from a registry)")
 	e.String(&k.NodeTokenSecret, "node-token-secret", "warren-node-token", "with --engine kubernetes: Secret (key token) shared with the warren node DaemonSet, for freezing pods (\"\": no node agents, frozen pause unavailable)")
 	e.String(&k.Registry, "registry", "", "with --engine kubernetes: repository prefix (host[:port][/path]) in a registry the kubelets pull from: built images are pushed there and pods name them by digest (default: none, the node agents import images into the nodes)")
+	e.String(&k.BuildKit, "buildkit", "", "with --engine kubernetes: address of the buildkitd that builds templates (tcp://host:port; deploy/kubernetes/buildkitd.yaml), which pushes them to --registry; no Docker engine is used (default: none, the local Docker engine builds them)")
+	e.String(&k.BuildKitRegistry, "buildkit-registry", "", "with --buildkit: the host[:port] of --registry as buildkitd reaches it, where that differs (default: --registry's)")
 	e.String(&k.PodName, "pod-name", "", "with --engine kubernetes and a PostgreSQL --store: this replica's pod name, its identity in the leader election (the Deployment sets it from the downward API; default: hostname and process ID)")
 	e.String(&k.VolumeStorageClass, "volume-storage-class", "", "with --engine kubernetes: StorageClass of the volumes' PersistentVolumeClaims, ReadWriteOnce, of --volume-size-mb each (default: the cluster's default class)")
 	e.Int(&k.RequestPercent, "request-percent", kubernetes.DefaultRequestPercent, "with --engine kubernetes: share of a sandbox's CPU and memory limits its pod requests from the scheduler (1-100)")
@@ -69,6 +80,12 @@ func checkKubernetes(cfg serveConfig) error {
 		if _, err := reference.ParseNormalizedNamed(r + "/image:tag"); err != nil || strings.HasSuffix(r, "/") {
 			return usageError{fmt.Sprintf("--registry=%q: want a repository prefix such as registry.example.com:5000/warren (no tag, no trailing slash)", r)}
 		}
+	}
+	if cfg.Kube.BuildKit != "" && cfg.Kube.Registry == "" {
+		return usageError{"--buildkit needs --registry: buildkitd pushes the templates' images there and the nodes pull them from it"}
+	}
+	if cfg.Kube.BuildKitRegistry != "" && cfg.Kube.BuildKit == "" {
+		return usageError{"--buildkit-registry is for --buildkit"}
 	}
 	return nil
 }
@@ -88,17 +105,25 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 	if err != nil {
 		return server.Deps{}, nil, err
 	}
-	images, err := openLocalDocker(dockerConfig(cfg, log), "templates are built with the local Docker engine; run \"warren doctor\"", &u)
-	if err != nil {
-		return server.Deps{}, nil, err
-	}
-	if err := images.ensureBuildNetwork(ctx); err != nil {
-		return server.Deps{}, nil, err
-	}
 	kc := kubernetes.Config{Client: cli, Namespace: cfg.Kube.Namespace, Instance: cfg.Instance,
 		AgentImage: cfg.Kube.AgentImage, PullPolicy: cfg.Kube.PullPolicy, GVisorRuntimeClass: cfg.Kube.RuntimeClass,
-		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent, Images: images.rt, Source: images.rt,
+		Caps: docker.DefaultCapabilities(), RequestPercent: cfg.Kube.RequestPercent,
 		Registry: cfg.Kube.Registry, Logger: log}
+	var images localDocker
+	var bk *buildkit.Builder
+	if cfg.Kube.BuildKit != "" {
+		if bk, err = openBuildKit(ctx, cfg, &kc, log, &u); err != nil {
+			return server.Deps{}, nil, err
+		}
+	} else {
+		if images, err = openLocalDocker(dockerConfig(cfg, log), "templates are built with the local Docker engine; run \"warren doctor\"", &u); err != nil {
+			return server.Deps{}, nil, err
+		}
+		if err := images.ensureBuildNetwork(ctx); err != nil {
+			return server.Deps{}, nil, err
+		}
+		kc.Images, kc.Source = images.rt, images.rt
+	}
 	var token string
 	if cfg.Kube.NodeTokenSecret != "" {
 		if token, err = nodeToken(ctx, cli, cfg.Kube.Namespace, cfg.Kube.NodeTokenSecret); err != nil {
@@ -128,7 +153,7 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 	if err := rt.CheckRuntime(ctx, cfg.Lifecycle.SandboxRuntime); err != nil {
 		return server.Deps{}, nil, fmt.Errorf("--runtime=%s: %w", cfg.Lifecycle.SandboxRuntime, err)
 	}
-	if cfg.Firewall != "off" {
+	if cfg.Firewall != "off" && bk == nil {
 		stop, err := guardBuilds(ctx, cfg, images, rt.PodNetworks, log)
 		if err != nil {
 			return server.Deps{}, nil, err
@@ -136,7 +161,12 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 		u.push(stop)
 	}
 	deps := agentDeps(log)
-	deps.Runtime, deps.Builder = rt, kubeBuilder{Builder: images.rt.Builder(images.buildNet), rt: rt}
+	deps.Runtime = rt
+	if bk != nil {
+		deps.Builder = kubeBuildKit{Builder: bk, rt: rt}
+	} else {
+		deps.Builder = kubeBuilder{Builder: images.rt.Builder(images.buildNet), rt: rt}
+	}
 	if agents, ok := kc.Nodes.(*kubernetes.NodeAgentPods); ok {
 		// Every sandbox pod's isolation is its own namespace's; what its
 		// egress settings refuse beyond that, its node's agent enforces.
@@ -239,6 +269,52 @@ type kubeBuilder struct {
 }
 
 func (b kubeBuilder) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(string)) error {
+	if err := b.rt.BuilderCopies(ctx); err != nil {
+		return err
+	}
+	if err := b.Builder.Build(ctx, contextTar, tag, noCache, out); err != nil {
+		return err
+	}
+	b.rt.Distribute(ctx, tag, out)
+	return nil
+}
+
+// openBuildKit connects to the buildkitd of --buildkit and makes the
+// registry of --registry the store of the images sandboxes run: what
+// buildkitd pushes, the base images, the snapshots. Builds are isolated
+// by buildkitd's pod (deploy/kubernetes/buildkitd.yaml), not here.
+func openBuildKit(ctx context.Context, cfg serveConfig, kc *kubernetes.Config, log *slog.Logger, u *undo) (*buildkit.Builder, error) {
+	store, err := registry.New(cfg.Kube.Registry, registry.PlainHTTP(cfg.Kube.Registry))
+	if err != nil {
+		return nil, usageError{fmt.Sprintf("--registry: %v", err)}
+	}
+	bk, err := buildkit.New(ctx, buildkit.Config{Addr: cfg.Kube.BuildKit, Images: store, RegistryHost: cfg.Kube.BuildKitRegistry,
+		Dir: filepath.Join(cfg.StateDir, "template-builds")})
+	if err != nil {
+		return nil, err
+	}
+	u.push(func() { bk.Close() })
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := bk.Ping(pctx)
+	if err != nil {
+		return nil, fmt.Errorf("--buildkit=%s: %w", cfg.Kube.BuildKit, err)
+	}
+	log.Info("templates are built on BuildKit", "buildkitd", cfg.Kube.BuildKit, "version", v, "registry", cfg.Kube.Registry)
+	kc.Images, kc.Source = store, store
+	return bk, nil
+}
+
+// kubeBuildKit builds templates on buildkitd once the snapshots being
+// pushed to the registry from the nodes are there, since a build may
+// start from one, and names the image built by digest before the build is
+// done.
+type kubeBuildKit struct {
+	*buildkit.Builder
+	rt *kubernetes.Runtime
+}
+
+func (b kubeBuildKit) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(string)) error {
 	if err := b.rt.BuilderCopies(ctx); err != nil {
 		return err
 	}

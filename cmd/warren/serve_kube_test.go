@@ -33,20 +33,26 @@ func TestParseServeEngine(t *testing.T) {
 	if cfg, err := env(nil).parseServe([]string{"--engine", "kubernetes", "--registry", "127.0.0.1:5000/warren"}); err != nil || cfg.Kube.Registry != "127.0.0.1:5000/warren" {
 		t.Errorf("--registry: %q, %v", cfg.Kube.Registry, err)
 	}
+	if cfg, err := env(map[string]string{"WARREN_BUILDKIT": "tcp://10.0.0.1:1234", "WARREN_BUILDKIT_REGISTRY": "10.0.0.2:5000"}).
+		parseServe([]string{"--engine", "kubernetes", "--registry", "127.0.0.1:5000/w"}); err != nil || cfg.Kube.BuildKit != "tcp://10.0.0.1:1234" || cfg.Kube.BuildKitRegistry != "10.0.0.2:5000" {
+		t.Errorf("--buildkit: %+v, %v", cfg.Kube, err)
+	}
 	for _, fw := range []string{"off", "iptables"} { // iptables: the template builds' isolation
 		if _, err := env(nil).parseServe([]string{"--engine", "kubernetes", "--firewall", fw}); err != nil {
 			t.Errorf("--firewall %s: %v", fw, err)
 		}
 	}
 	for name, args := range map[string][]string{
-		"unknown engine":        {"--engine", "nomad"},
-		"nftables on k8s":       {"--engine", "kubernetes", "--firewall", "nftables"},
-		"request percent 0":     {"--engine", "kubernetes", "--request-percent", "0"},
-		"request percent > 100": {"--engine", "kubernetes", "--request-percent", "101"},
-		"registry on docker":    {"--registry", "127.0.0.1:5000"},
-		"registry with a tag":   {"--engine", "kubernetes", "--registry", "reg:5000/w:latest"},
-		"registry slash":        {"--engine", "kubernetes", "--registry", "reg:5000/w/"},
-		"registry not a name":   {"--engine", "kubernetes", "--registry", "Reg Istry"},
+		"unknown engine":                     {"--engine", "nomad"},
+		"nftables on k8s":                    {"--engine", "kubernetes", "--firewall", "nftables"},
+		"request percent 0":                  {"--engine", "kubernetes", "--request-percent", "0"},
+		"request percent > 100":              {"--engine", "kubernetes", "--request-percent", "101"},
+		"registry on docker":                 {"--registry", "127.0.0.1:5000"},
+		"registry with a tag":                {"--engine", "kubernetes", "--registry", "reg:5000/w:latest"},
+		"registry slash":                     {"--engine", "kubernetes", "--registry", "reg:5000/w/"},
+		"registry not a name":                {"--engine", "kubernetes", "--registry", "Reg Istry"},
+		"buildkit without registry":          {"--engine", "kubernetes", "--buildkit", "tcp://10.0.0.1:1234"},
+		"buildkit-registry without buildkit": {"--engine", "kubernetes", "--registry", "r:5000", "--buildkit-registry", "10.0.0.1:5000"},
 	} {
 		if _, err := env(nil).parseServe(args); !errors.As(err, new(usageError)) {
 			t.Errorf("%s: err %v, want usage error", name, err)

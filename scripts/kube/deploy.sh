@@ -54,6 +54,11 @@ deploy() {
 	others=$(other_node_agents "$ns")
 	[ -z "$others" ] || kube_die "Warren's node agents run in the namespace(s) $(echo $others) already (port 49990 of every node): one release per cluster; scripts/kube.sh undeploy --namespace NS removes one"
 	"$KUBE_REPO/scripts/kube.sh" load warren/node warren/postgres
+	# The release's images are the registry's: its base image goes there first, through the
+	# registry's loopback address (the same store), which Docker takes as plain HTTP.
+	local t=$KUBE_REGISTRY/$ns/warren/base
+	docker tag warren/base "$t" && docker push -q "$t" >/dev/null && docker rmi "$t" >/dev/null ||
+		kube_die "cannot push warren/base to the cluster's registry ($t)"
 	node=$(node_name 1)
 	key=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
 	kctl get namespace "$ns" >/dev/null 2>&1 || kctl create namespace "$ns" >/dev/null
@@ -66,8 +71,13 @@ controlPlane:
   replicas: $replicas
   stateHostPath: $KUBE_WORK/$ns-state
   instance: $ns
-builder:
-  nodeSelector: {warren.dev/builder: null, kubernetes.io/hostname: $node}
+  nodeSelector: {warren.dev/control-plane: null, kubernetes.io/hostname: $node}
+# Builds on the release's buildkitd, images in the test cluster's registry under the release's
+# own prefix (its base images pushed there first, below).
+registry: $KUBE_REGISTRY_PODS/$ns
+buildkit:
+  registryHost: $KUBE_REGISTRY_PODS
+  cacheHostPath: $KUBE_WORK/$ns-buildkit
 # The test cluster has no cluster DNS: the URL names a ClusterIP of the range's lower band, which
 # the API server leaves to fixed addresses (one release per cluster: no other takes it).
 postgresql:

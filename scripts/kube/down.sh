@@ -73,7 +73,9 @@ for i in $(seq 1 "$KUBE_NODES"); do
 done
 
 step "stopping the control plane"
-for p in registry kube-proxy scheduler controller-manager apiserver etcd; do stop_file "$RUN/$p.pid"; done
+for p in registry registry-pods kube-proxy scheduler controller-manager apiserver etcd; do stop_file "$RUN/$p.pid"; done
+# The cache of deploy/kubernetes/buildkitd.yaml's buildkitd (a hostPath).
+rm -rf /var/lib/warren-buildkit
 
 step "removing mounts, cgroups, bridges, forwarding rules"
 # Node mounts lived in the nodes' namespaces and went with them; anything under

@@ -13,6 +13,8 @@ CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 DISTRIBUTION_VERSION=${DISTRIBUTION_VERSION:-v3.1.2}
 # Helm: lints, renders and installs the chart deploy/helm/warren.
 HELM_VERSION=${HELM_VERSION:-v4.3.2}
+# BuildKit: the daemon that builds templates in the cluster (no Docker socket).
+BUILDKIT_VERSION=${BUILDKIT_VERSION:-v0.34.2}
 
 KUBE_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KUBE_REPO=$(cd "$KUBE_SCRIPTS/../.." && pwd)
@@ -67,6 +69,12 @@ KUBE_CLUSTER_CIDR=$KUBE_POD_NET.0.0/16
 # or at the Service "kubernetes" (the first address of KUBE_SERVICE_CIDR), which kube-proxy
 # forwards here. The host reaches it there too; the bridge is up before the apiserver.
 KUBE_API_ADDR=${KUBE_API_ADDR:-$KUBE_POD_NET.1.1}
+
+# The registry as pods reach it (buildkitd pushes there): the same store, served again on node
+# 1's bridge address. deploy/kubernetes/buildkitd.yaml names this address.
+KUBE_REGISTRY_PODS=$KUBE_API_ADDR:$KUBE_REGISTRY_PORT
+# The image of the cluster's buildkitd (scripts/kube/buildkit.sh).
+BUILDKIT_IMAGE=${BUILDKIT_IMAGE:-warren/buildkitd:latest}
 
 # kube-proxy (nftables mode, its own tables "ip kube-proxy" and "ip6 kube-proxy") gives
 # Services their virtual IPs, for pods and for the host. One runs for the host's network

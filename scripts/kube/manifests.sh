@@ -11,7 +11,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 out=$KUBE_REPO/deploy/kubernetes
-files=(namespace rbac runtimeclass-gvisor node-agent sandbox-network-policy control-plane)
+files=(namespace rbac runtimeclass-gvisor node-agent sandbox-network-policy control-plane buildkitd)
 
 # render FILE: the chart's templates/FILE.yaml, without helm's "# Source" lines and leading ---.
 render() {
@@ -19,6 +19,7 @@ render() {
 	"$KUBE_BIN/helm" template warren "$KUBE_REPO/deploy/helm/warren" --namespace warren \
 		--set namespace.create=true --set nodeAgent.createToken=false \
 		--set secretsKey.create=false --set secretsKey.secretName= \
+		--set buildkit.registryHost="$KUBE_REGISTRY_PODS" \
 		--show-only "templates/$1.yaml" | sed '/^# Source: /d' | sed '1{/^---$/d}' | cat -s
 }
 

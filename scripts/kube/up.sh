@@ -198,6 +198,28 @@ YAML
 	wait_for "the registry's /v2/" 30 registry curl -sf -o /dev/null --max-time 2 "http://$KUBE_REGISTRY/v2/"
 }
 
+# registry_pods: a second Distribution on the same store, on node 1's bridge address, where
+# pods reach it (the first is on loopback, where the kubelets pull): buildkitd pushes there.
+registry_pods() {
+	pid_alive registry-pods && return
+	sed "s|^  addr: .*|  addr: $KUBE_REGISTRY_PODS|" "$KUBE_WORK/registry.yml" >"$KUBE_WORK/registry-pods.yml"
+	step "starting the image registry for pods (http://$KUBE_REGISTRY_PODS, the same store)"
+	start registry-pods env OTEL_TRACES_EXPORTER=none "$KUBE_BIN/registry" serve "$KUBE_WORK/registry-pods.yml"
+	wait_for "the pods' registry's /v2/" 30 registry-pods curl -sf -o /dev/null --max-time 2 "http://$KUBE_REGISTRY_PODS/v2/"
+}
+
+# registry_pods_http: the nodes' containerd pulls from the pods' registry address in plain HTTP
+# too (a control plane in a pod names its images there); containerd reads certs.d at each pull.
+registry_pods_http() {
+	local i d
+	for i in $(seq 1 "$KUBE_NODES"); do
+		d=$(node_dir "$i")/certs.d/$KUBE_REGISTRY_PODS
+		mkdir -p "$d"
+		printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+			"$KUBE_REGISTRY_PODS" "$KUBE_REGISTRY_PODS" >"$d/hosts.toml"
+	done
+}
+
 nodes() {
 	local i
 	for i in $(seq 1 "$KUBE_NODES"); do
@@ -296,6 +318,9 @@ ready_for_warren() {
 preflight
 if [ -d "$KUBE_WORK" ] && healthy; then
 	step "the cluster is already up"
+	registry_pods
+	registry_pods_http
+	"$KUBE_SCRIPTS/buildkit.sh"
 	[ "$KUBE_PROXY" != 1 ] || [ -f "$RUN/kube-proxy.pid" ] ||
 		step "NOTE: it runs without kube-proxy (an older up.sh, or KUBE_PROXY=0 started it): Services have no virtual IPs; scripts/kube.sh down, then up, brings it"
 else
@@ -306,7 +331,7 @@ else
 	fi
 	ports_free
 	step "binaries (scripts/kube/build.sh: cached under $KUBE_CACHE)"
-	if [ "$KUBE_PROXY" = 1 ]; then "$KUBE_SCRIPTS/build.sh"; else "$KUBE_SCRIPTS/build.sh" kubernetes etcd containerd gvisor pause registry helm; fi
+	if [ "$KUBE_PROXY" = 1 ]; then "$KUBE_SCRIPTS/build.sh"; else "$KUBE_SCRIPTS/build.sh" kubernetes etcd containerd gvisor pause registry helm buildkit; fi
 	mkdir -p "$RUN" "$KUBE_WORK/images"
 	step "certificates (openssl) and images (pause, busybox)"
 	"$KUBE_SCRIPTS/pki.sh"
@@ -317,10 +342,13 @@ else
 	cgroup_roots
 	control_plane
 	registry
+	registry_pods
 	nodes
+	registry_pods_http
 	[ "$KUBE_PROXY" != 1 ] || kube_proxy
 	cluster_objects
-	step "up: $KUBE_NODES nodes, RuntimeClass gvisor$([ "$KUBE_PROXY" != 1 ] || echo ", kube-proxy"), registry $KUBE_REGISTRY; scripts/kube.sh down removes it all"
+	"$KUBE_SCRIPTS/buildkit.sh"
+	step "up: $KUBE_NODES nodes, RuntimeClass gvisor$([ "$KUBE_PROXY" != 1 ] || echo ", kube-proxy"), registry $KUBE_REGISTRY (pods: $KUBE_REGISTRY_PODS), image $BUILDKIT_IMAGE; scripts/kube.sh down removes it all"
 fi
 # KUBE_UP_READY=0: the cluster alone (test.sh, whose node-images test runs node agents of its own
 # first: two DaemonSets of them cannot share a node's port).

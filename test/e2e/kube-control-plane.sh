@@ -4,10 +4,12 @@
 # test/e2e/kube-run.sh, which has applied the namespace, the RBAC, the node agents and their
 # token, and imported warren/node into the nodes (run it through kube-run.sh).
 #
-# It labels the first node as the builder (the Deployment's nodeSelector; that node's Docker
-# socket is the machine's engine), makes the Secret warren-api-key, applies control-plane.yaml
-# with two test changes (kustomize): the state's hostPath under the cluster's work dir instead
-# of /var/lib/warren, and an instance name of its own. Then it waits for the pod to be Ready
+# It labels the first node for the control plane (the Deployment's nodeSelector), makes the
+# Secret warren-api-key and the ConfigMap warren-registry (the pods' address of the cluster's
+# registry, a prefix of its own: templates are built on the buildkitd kube-run.sh applied),
+# applies control-plane.yaml with three test changes (kustomize): the state's hostPath under the
+# cluster's work dir instead of /var/lib/warren, an instance name of its own, and buildkitd by
+# its Service's ClusterIP (the test cluster has no cluster DNS). Then it waits for the pod to be Ready
 # and runs kube/control-plane.test.mjs against the Service's ClusterIP (kube-proxy takes the
 # host there). The server talks to the API server only with its in-cluster config, so as the
 # service account warren-control-plane with the RBAC of rbac.yaml. Whatever happens, the
@@ -68,13 +70,13 @@ cleanup() {
     k delete --wait=false $left >/dev/null 2>&1 || true
     rc=1
   fi
-  k delete --ignore-not-found secret warren-api-key >/dev/null 2>&1 || true
+  k delete --ignore-not-found secret/warren-api-key configmap/warren-registry >/dev/null 2>&1 || true
   if [ -n "$pg_url" ]; then
     k delete --ignore-not-found secret warren-store lease warren >/dev/null 2>&1 || true
     psql -X -q -d "$pg_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
     env "${pg_env[@]}" scripts/ensure-postgres.sh stop >/dev/null 2>&1 || true
   fi
-  "$kubectl" label node "$node" warren.dev/builder- >/dev/null 2>&1 || true
+  "$kubectl" label node "$node" warren.dev/control-plane- >/dev/null 2>&1 || true
   rm -rf "$state" "$work"
   say "done in $((SECONDS - start))s"
   exit "$rc"
@@ -83,7 +85,18 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 key=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
-"$kubectl" label node "$node" warren.dev/builder=true --overwrite >/dev/null
+"$kubectl" label node "$node" warren.dev/control-plane=true --overwrite >/dev/null
+# The registry as pods reach it (scripts/kube.sh up serves it there too), from buildkitd.toml.
+pods_registry=$(k get configmap warren-buildkitd -o 'jsonpath={.data.buildkitd\.toml}' | sed -n 's/^\[registry\."\(.*\)"\]$/\1/p' | head -1)
+k create configmap warren-registry --from-literal=registry="$pods_registry/e2e-control-plane" --dry-run=client -o yaml | k apply -f - >/dev/null
+buildkitd_ip=$(k get service warren-buildkitd -o 'jsonpath={.spec.clusterIP}')
+# Its images are the registry's: the base images go there first, through the registry's loopback
+# address (the same store), which Docker takes as plain HTTP.
+for b in warren/base warren/code-interpreter; do
+  docker image inspect "$b" >/dev/null 2>&1 || continue
+  t=${WARREN_E2E_KUBE_REGISTRY:-127.0.0.1:15000}/e2e-control-plane/$b
+  docker tag "$b" "$t" && docker push -q "$t" >/dev/null && docker rmi "$t" >/dev/null || { say "cannot push $b to $t"; exit 1; }
+done
 k create secret generic warren-api-key --from-literal=api-key="$key" >/dev/null
 if [ "$replicas" -gt 1 ]; then
   bridge=$("$kubectl" config view --minify -o 'jsonpath={.clusters[0].cluster.server}' | sed -E 's#^https?://##; s#:[0-9]+$##')
@@ -107,6 +120,9 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: WARREN_INSTANCE, value: $instance}
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: WARREN_BUILDKIT, value: "tcp://$buildkitd_ip:1234"}
       - op: replace
         path: /spec/replicas
         value: $replicas

@@ -47,7 +47,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-kube-XXXXXX")"
 
 cleanup() {
   local rc=$?
-  k delete --ignore-not-found --wait=false -f "$deploy/control-plane.yaml" -f "$deploy/node-agent.yaml" >/dev/null 2>&1 || true
+  k delete --ignore-not-found --wait=false -f "$deploy/control-plane.yaml" -f "$deploy/node-agent.yaml" -f "$deploy/buildkitd.yaml" >/dev/null 2>&1 || true
   k delete --ignore-not-found -f "$deploy/rbac.yaml" >/dev/null 2>&1 || true
   k delete namespace "$ns" --ignore-not-found --timeout=60s >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -84,6 +84,16 @@ if k -n "$ns" get pods -l app.kubernetes.io/name=warren-node -o 'jsonpath={range
   k -n "$ns" rollout restart daemonset/warren-node >/dev/null
 fi
 k -n "$ns" rollout status daemonset/warren-node --timeout=180s
+# Templates are built on the cluster's buildkitd (scripts/kube.sh up built its image and serves
+# the registry to pods); its cache is a hostPath, so it stays warm from run to run.
+k apply -f "$deploy/buildkitd.yaml" >/dev/null
+k -n "$ns" rollout status deployment/warren-buildkitd --timeout=180s || {
+  k -n "$ns" describe pods -l app.kubernetes.io/name=warren-buildkitd >&2 || true
+  k -n "$ns" logs deployment/warren-buildkitd --all-containers --tail=40 >&2 || true
+  say "buildkitd did not become Ready"
+  exit 1
+}
+buildkitd="tcp://$(k -n "$ns" get service warren-buildkitd -o 'jsonpath={.spec.clusterIP}'):1234"
 nodes=$(k get nodes -o name | wc -l)
 ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}')
 [ "$ready" = "$nodes" ] || { say "node agents ready on $ready of $nodes nodes"; exit 1; }
@@ -145,11 +155,37 @@ fi
 # A file may take longer than on Docker: each template build ends by importing its image into
 # both nodes.
 kube_dir=${KUBECONFIG%/*}
-WARREN_E2E_TEST_TIMEOUT=${WARREN_E2E_TEST_TIMEOUT:-900000} WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \
-  WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" \
-  WARREN_E2E_KUBE_REGISTRY="${WARREN_E2E_KUBE_REGISTRY:-127.0.0.1:15000}" \
-  WARREN_E2E_CTR="${kubectl%/*}/ctr" WARREN_E2E_CONTAINERD="$(echo "$kube_dir"/node*/containerd.sock)" \
-  test/e2e/server-run.sh "$@" || rc=1
+# The template suites and the builds' isolation build on buildkitd, with no Docker engine: their servers keep images in the
+# registry under the prefix e2e-buildkit, where the base images are pushed first (one run holds
+# the cluster at a time; a push of what is there already is a no-op).
+registry=${WARREN_E2E_KUBE_REGISTRY:-127.0.0.1:15000}
+other=() buildkit=()
+for f in "$@"; do
+  case $f in
+  server/templates*.test.mjs | server/build-isolation.test.mjs) buildkit+=("$f") ;;
+  *) other+=("$f") ;;
+  esac
+done
+serve() {
+  WARREN_E2E_TEST_TIMEOUT=${WARREN_E2E_TEST_TIMEOUT:-900000} WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \
+    WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" WARREN_E2E_KUBE_REGISTRY="$registry" \
+    WARREN_E2E_CTR="${kubectl%/*}/ctr" WARREN_E2E_CONTAINERD="$(echo "$kube_dir"/node*/containerd.sock)" \
+    test/e2e/server-run.sh "$@"
+}
+[ ${#other[@]} -eq 0 ] || serve "${other[@]}" || rc=1
+if [ ${#buildkit[@]} -gt 0 ]; then
+  prefix=$registry/e2e-buildkit
+  bases=(warren/base)
+  docker image inspect warren/code-interpreter >/dev/null 2>&1 && bases+=(warren/code-interpreter)
+  start=$SECONDS
+  for b in "${bases[@]}"; do
+    docker tag "$b" "$prefix/$b" && docker push -q "$prefix/$b" >/dev/null && docker rmi "$prefix/$b" >/dev/null ||
+      { say "cannot push $b to $prefix"; exit 1; }
+  done
+  say "base images ${bases[*]} pushed to $prefix in $((SECONDS - start))s; templates build on buildkitd at $buildkitd"
+  WARREN_BUILDKIT="$buildkitd" WARREN_REGISTRY="$prefix" WARREN_BUILDKIT_REGISTRY="$(k -n "$ns" get configmap warren-buildkitd -o 'jsonpath={.data.buildkitd\.toml}' | sed -n 's/^\[registry\."\(.*\)"\]$/\1/p' | head -1)" \
+    WARREN_E2E_BUILDKIT=1 serve "${buildkit[@]}" || rc=1
+fi
 
 # Every server of the run is gone: none of their pods, nor records of stopped sandboxes, may
 # be left.

@@ -29,7 +29,7 @@ const controlPlanePod = async () => {
 const healthy = async () => (await fetch(`${api}/health`, { signal: AbortSignal.timeout(2000) }).catch(() => null))?.status === 204
 
 describe('the control plane in the cluster', () => {
-  it('runs as its service account, with no kubeconfig, on the builder node', async () => {
+  it('runs as its service account, with no kubeconfig and no Docker socket, building on buildkitd', async () => {
     const pods = await controlPlanePod()
     assert.equal(pods.length, 1)
     const p = pods[0]
@@ -37,7 +37,12 @@ describe('the control plane in the cluster', () => {
     const c = p.spec.containers[0]
     assert.ok(!c.command.includes('--kubeconfig') && !c.env?.some((e) => e.name === 'WARREN_KUBECONFIG'), c.command.join(' '))
     const node = JSON.parse(await kubectl('get', 'node', p.spec.nodeName, '-o', 'json'))
-    assert.equal(node.metadata.labels['warren.dev/builder'], 'true')
+    assert.equal(node.metadata.labels['warren.dev/control-plane'], 'true')
+    // Its only host mount is its state.
+    const hostPaths = p.spec.volumes.filter((v) => v.hostPath).map((v) => v.hostPath.path)
+    assert.equal(hostPaths.length, 1, `host mounts: ${hostPaths}`)
+    assert.ok(!hostPaths.some((h) => h.includes('docker')), `host mounts: ${hostPaths}`)
+    assert.ok(c.env.some((e) => e.name === 'WARREN_BUILDKIT'), 'no buildkitd configured')
   })
 })
 

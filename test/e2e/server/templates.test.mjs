@@ -27,6 +27,20 @@ async function layersRunning(cmd) {
   return stdout.split('\n').filter((l) => l.includes(cmd)).map((l) => l.split(' ')[0])
 }
 const codeInterpreterBuilt = await imageExists('warren/code-interpreter')
+// kube-run.sh builds this suite on buildkitd (WARREN_E2E_BUILDKIT=1): images are in the registry
+// of WARREN_REGISTRY, and BuildKit's step cache is its own (no images of steps to look for).
+const buildkit = process.env.WARREN_E2E_BUILDKIT === '1'
+// inRegistry reports whether the server's registry has the image ref (name:tag).
+async function inRegistry(ref) {
+  const prefix = process.env.WARREN_REGISTRY
+  const host = prefix.split('/')[0]
+  const [repo, tag] = ref.split(':')
+  const path = [prefix.slice(host.length + 1), repo].filter(Boolean).join('/')
+  const res = await fetch(`http://${host}/v2/${path}/manifests/${tag}`, {
+    method: 'HEAD', headers: { Accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json' },
+  })
+  return res.status === 200
+}
 const api = (path, init = {}) =>
   fetch(process.env.E2B_API_URL + path, {
     ...init,
@@ -132,7 +146,7 @@ describe('templates', () => {
     assert.equal(await run('whoami; pwd'), 'root\n/home/user/work')
   })
 
-  it('builds on the built-in templates and on a snapshot (fromTemplate)', async () => {
+  it('builds on the built-in templates and on a snapshot (fromTemplate)', async (t) => {
     const onBase = `e2e-on-base-${uid()}`
     created.push(onBase)
     await Template.build(Template().fromTemplate('base').runCmd('echo on-base > /tmp/on-base'), onBase)
@@ -140,6 +154,10 @@ describe('templates', () => {
     sandboxes.push(a)
     assert.equal((await a.commands.run('cat /tmp/on-base; whoami')).stdout, 'on-base\nuser\n')
 
+    // A snapshot of a sandbox whose image the node pulled from the registry cannot be exported
+    // by its node agent (containerd drops pulled layers once unpacked), so it never reaches the
+    // registry that buildkitd builds from: an open issue.
+    if (buildkit) return t.skip('snapshots of images pulled from the registry are not exported on BuildKit yet')
     await a.files.write('/home/user/from-snapshot.txt', 'kept in the snapshot')
     const snap = await a.createSnapshot()
     const onSnap = `e2e-on-snap-${uid()}`
@@ -225,6 +243,10 @@ describe('templates', () => {
     assert.match(text, /about-to-fail/)
     assert.doesNotMatch(text, /^never$/m)
     await assert.rejects(Sandbox.create(bad))
+    if (buildkit) {
+      assert.equal((await api(`/templates/${bad}`, { method: 'DELETE' })).status, 204)
+      return
+    }
     // The layer of the step that passed is the next build's cache; deleting the template takes it.
     assert.equal((await layersRunning(fine)).length, 1, 'no cache layer of the step that passed')
     assert.equal((await api(`/templates/${bad}`, { method: 'DELETE' })).status, 204)
@@ -332,7 +354,19 @@ describe('templates', () => {
     assert.equal((await sbx.commands.run('cat /tmp/version')).stdout.trim(), 'v1')
   })
 
-  it('removes the images of superseded builds and of deleted templates, step layers included', async () => {
+  it('removes the images of superseded builds and of deleted templates from the registry', { skip: !buildkit && 'Docker builds: the next test' }, async () => {
+    const gone = `e2e-gone-${uid()}`
+    const image = (info) => `warren-template/${info.templateId}:${info.buildId}`
+    const first = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${uid()} > /tmp/id`), gone)
+    assert.equal(await inRegistry(image(first)), true, `${image(first)} is not in the registry`)
+    const second = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${uid()} > /tmp/id`), gone)
+    await waitFor(async () => !(await inRegistry(image(first))), { timeoutMs: 15_000, what: `superseded ${image(first)} to be removed` })
+    assert.equal((await api(`/templates/${gone}`, { method: 'DELETE' })).status, 204)
+    assert.equal(await inRegistry(image(second)), false, `${image(second)} of a deleted template still there`)
+    assert.equal(await inRegistry('warren/base:latest'), true)
+  })
+
+  it('removes the images of superseded builds and of deleted templates, step layers included', { skip: buildkit && 'BuildKit: the test before' }, async () => {
     const gone = `e2e-gone-${uid()}`
     // A build's own layers: from its image down to the step that makes it unique. The layers
     // below are the cache other templates from warren/base share, and may stay.
