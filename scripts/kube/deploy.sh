@@ -78,6 +78,7 @@ registry: $KUBE_REGISTRY_PODS/$ns
 buildkit:
   registryHost: $KUBE_REGISTRY_PODS
   cacheHostPath: $KUBE_WORK/$ns-buildkit
+  clusterIP: ${KUBE_SERVICE_CIDR%.*}.13
 # The test cluster has no cluster DNS: the URL names a ClusterIP of the range's lower band, which
 # the API server leaves to fixed addresses (one release per cluster: no other takes it).
 postgresql:
