@@ -71,7 +71,6 @@ controlPlane:
   replicas: $replicas
   stateHostPath: $KUBE_WORK/$ns-state
   instance: $ns
-  nodeSelector: {warren.dev/control-plane: null, kubernetes.io/hostname: $node}
 # Builds on the release's buildkitd, images in the test cluster's registry under the release's
 # own prefix (its base images pushed there first, below).
 registry: $KUBE_REGISTRY_PODS/$ns
@@ -92,6 +91,9 @@ runtimeClass:
 nodeAgent:
   volumesDir: $KUBE_WORK/$ns-volumes
 YAML
+	# The control plane's node (its state's hostPath), as the chart's default selector asks; a
+	# null in the values would not do, since an upgrade with --reuse-values drops it.
+	kctl label node "$node" warren.dev/control-plane=true --overwrite >/dev/null
 	kube_log "installing the chart in $ns: $replicas replica(s) on the bundled PostgreSQL, node agents on $KUBE_NODES nodes"
 	if ! khelm upgrade --install warren "$CHART" -n "$ns" -f "$values" --wait --timeout 5m >/dev/null; then
 		kctl -n "$ns" get pods -o wide >&2 || true
@@ -123,6 +125,7 @@ undeploy() {
 		khelm uninstall warren -n "$ns" --wait --timeout 3m >/dev/null
 	fi
 	kctl delete namespace "$ns" --ignore-not-found --timeout=120s >/dev/null
+	kctl label node "$(node_name 1)" warren.dev/control-plane- >/dev/null 2>&1 || true
 	case $ns in "" | */* | .*) ;; *) rm -rf "${KUBE_WORK:?}/$ns-state" ;; esac
 	kube_log "undeployed $ns in $((SECONDS - start))s"
 }
