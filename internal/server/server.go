@@ -249,7 +249,7 @@ func (s *Server) open(ctx context.Context) error {
 	var rp *replicas
 	if deps.Leadership != nil {
 		// The manager is made with rp's resume, and rp with the manager.
-		rp = newReplicas(deps.Leadership, deps.ForwardSecret, cfg.Domain, nil, &s.leading, log)
+		rp = newReplicas(deps.Leadership, deps.ForwardSecret, cfg.Domain, st, &s.leading, log)
 		if s.leaderWait > 0 {
 			rp.wait = s.leaderWait
 		}
