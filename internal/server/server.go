@@ -196,6 +196,10 @@ func (s *Server) open(ctx context.Context) error {
 	warnOpenStateDir(cfg.StateDir, log)
 	st := deps.Store
 	s.st = st
+	shared, err := s.pullShared(ctx)
+	if err != nil {
+		return err
+	}
 	// Listening first gives the address, which is the default issuer of
 	// workload tokens, before anything is built; it is served last.
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -302,6 +306,11 @@ func (s *Server) open(ctx context.Context) error {
 	if err := s.serve(ctx, ln, h); err != nil {
 		return err
 	}
+	if shared != nil {
+		if err := shared.push(ctx); err != nil {
+			return err
+		}
+	}
 	if rp != nil {
 		election(leaderWork, rp.settle, func() {
 			mgr.Close()
@@ -313,6 +322,31 @@ func (s *Server) open(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// pullShared takes the keys and CA the replicas share from the store into
+// the state dir, before anything loads them (shared.go); nil without
+// Leadership, or on a store that shares no files.
+func (s *Server) pullShared(ctx context.Context) (*sharedState, error) {
+	if s.deps.Leadership == nil {
+		return nil, nil
+	}
+	shared, err := newSharedState(s.cfg, s.st, s.deps.ForwardSecret)
+	if err != nil || shared == nil {
+		return nil, err
+	}
+	// Replicas starting together take turns from here to push: the
+	// first makes the files, the others load them.
+	unlock, err := shared.st.LockSharedFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shared.unlock = sync.OnceFunc(unlock)
+	s.onClose(shared.unlock)
+	if err := shared.pull(ctx); err != nil {
+		return nil, fmt.Errorf("the replicas' shared keys and CA: %w", err)
+	}
+	return shared, nil
 }
 
 // openTemplates starts the template registry, with the built-in

@@ -60,3 +60,19 @@ type CallAnswer struct {
 // forwarding replica goes on sending the call again (internal/server's
 // leader wait).
 const CallAnswerKept = time.Hour
+
+// SharedFiles keeps the files of a server's state dir that control-plane
+// replicas must hold alike (internal/server), sealed by their caller. A
+// store that replicas share implements it (postgres).
+type SharedFiles interface {
+	// SharedFile returns the sealed file kept under name; false when
+	// none is.
+	SharedFile(ctx context.Context, name string) ([]byte, bool, error)
+	// ShareFile keeps sealed under name unless a file is kept there
+	// already (another replica's), and returns the one kept.
+	ShareFile(ctx context.Context, name string, sealed []byte) ([]byte, error)
+	// LockSharedFiles waits until no other replica holds the files' lock,
+	// and takes it until unlock: replicas starting together take turns
+	// to load or make the files and share them.
+	LockSharedFiles(ctx context.Context) (unlock func(), err error)
+}

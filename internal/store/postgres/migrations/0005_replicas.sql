@@ -9,3 +9,12 @@ CREATE TABLE call_answers (
     made_at      BIGINT NOT NULL
 );
 CREATE INDEX call_answers_made_at ON call_answers (made_at);
+
+-- The state dir's files every replica must hold alike (the workload identity's signing keys,
+-- the TLS CA, the keys of secrets and volume tokens), sealed with a key derived from the
+-- node agents' token: the first replica to start stores its own, the others take them.
+CREATE TABLE shared_files (
+    name    TEXT PRIMARY KEY,
+    sealed  BYTEA NOT NULL,
+    made_at BIGINT NOT NULL
+);
