@@ -208,7 +208,7 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	s.onClose(func() { ln.Close() })
 	s.url = "http://" + ln.Addr().String()
-	secretsSvc, issuer, err := openSecrets(cfg, st, s.url)
+	secretsSvc, issuer, err := openSecrets(cfg, st, s.url, shared)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
+	"github.com/warrenhq/warren/internal/identity"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -27,7 +29,7 @@ import (
 // secrets' key only when it is the state dir's own (Config.SecretsKeyFile
 // unset).
 func sharedFiles(cfg Config) []string {
-	files := []string{"oidc-keys.json", "volume-token.key", filepath.Join("tls", "ca.pem"), filepath.Join("tls", "ca-key.pem")}
+	files := []string{keysFile, "volume-token.key", filepath.Join("tls", "ca.pem"), filepath.Join("tls", "ca-key.pem")}
 	if cfg.SecretsKeyFile == "" {
 		files = append(files, "secrets.key")
 	}
@@ -43,7 +45,14 @@ type sharedState struct {
 	// unlock ends this replica's turn (LockSharedFiles), after push;
 	// set by the Server.
 	unlock func()
+
+	mu   sync.Mutex        // guards seen
+	seen map[string][]byte // the sealed files last read or kept, by name
 }
+
+// keysFile is the workload identity's key file, which changes as its keys
+// rotate: through identityKeys.
+const keysFile = "oidc-keys.json"
 
 // newSharedState returns the sharing of cfg's state dir through st, nil
 // when st shares no files (a store of one server's).
@@ -61,7 +70,7 @@ func newSharedState(cfg Config, st store.Store, secret string) (*sharedState, er
 	if err != nil {
 		return nil, err
 	}
-	return &sharedState{st: fs, dir: cfg.StateDir, files: sharedFiles(cfg), aead: aead}, nil
+	return &sharedState{st: fs, dir: cfg.StateDir, files: sharedFiles(cfg), aead: aead, seen: map[string][]byte{}}, nil
 }
 
 func (s *sharedState) seal(name string, plain []byte) []byte {
@@ -97,6 +106,7 @@ func (s *sharedState) pull(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.saw(name, sealed)
 		if err := writeShared(filepath.Join(s.dir, name), plain); err != nil {
 			return err
 		}
@@ -127,6 +137,7 @@ func (s *sharedState) push(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.saw(name, kept)
 		if !bytes.Equal(theirs, plain) {
 			raced = append(raced, name)
 			if err := writeShared(filepath.Join(s.dir, name), theirs); err != nil {
@@ -138,6 +149,31 @@ func (s *sharedState) push(ctx context.Context) error {
 		return fmt.Errorf("another replica stored its %v as this one made its own (they started together): starting again loads theirs", raced)
 	}
 	return nil
+}
+
+func (s *sharedState) saw(name string, sealed []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen[name] = sealed
+}
+
+// identityKeys shares the workload identity's rotations: a replica's
+// rotation is kept unless another replica's came first, which it takes.
+type identityKeys struct{ s *sharedState }
+
+var _ identity.SharedKeys = identityKeys{}
+
+func (k identityKeys) SwapKeys(ctx context.Context, next []byte) ([]byte, error) {
+	s := k.s
+	s.mu.Lock()
+	old := s.seen[keysFile]
+	s.mu.Unlock()
+	kept, err := s.st.SwapSharedFile(ctx, keysFile, old, s.seal(keysFile, next))
+	if err != nil {
+		return nil, err
+	}
+	s.saw(keysFile, kept)
+	return s.open(keysFile, kept)
 }
 
 // writeShared writes a shared file as its owner made it: readable by the

@@ -45,6 +45,18 @@ func (s *filesStore) ShareFile(_ context.Context, name string, sealed []byte) ([
 	return s.files[name], nil
 }
 
+func (s *filesStore) SwapSharedFile(ctx context.Context, name string, old, next []byte) ([]byte, error) {
+	if old == nil {
+		return s.ShareFile(ctx, name, next)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if bytes.Equal(s.files[name], old) {
+		s.files[name] = next
+	}
+	return s.files[name], nil
+}
+
 func (s *filesStore) LockSharedFiles(context.Context) (func(), error) {
 	s.turn.Lock()
 	return s.turn.Unlock, nil

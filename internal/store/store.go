@@ -71,6 +71,10 @@ type SharedFiles interface {
 	// ShareFile keeps sealed under name unless a file is kept there
 	// already (another replica's), and returns the one kept.
 	ShareFile(ctx context.Context, name string, sealed []byte) ([]byte, error)
+	// SwapSharedFile keeps next under name in place of old (nil: none
+	// kept), unless another replica changed it first, and returns the
+	// one kept after: next, or theirs.
+	SwapSharedFile(ctx context.Context, name string, old, next []byte) ([]byte, error)
 	// LockSharedFiles waits until no other replica holds the files' lock,
 	// and takes it until unlock: replicas starting together take turns
 	// to load or make the files and share them.

@@ -68,6 +68,21 @@ func (s *DB) ShareFile(ctx context.Context, name string, sealed []byte) ([]byte,
 	return kept, err
 }
 
+// SwapSharedFile keeps next under name if old is kept there (nil: none
+// is), and returns the one kept after.
+func (s *DB) SwapSharedFile(ctx context.Context, name string, old, next []byte) ([]byte, error) {
+	if old == nil {
+		return s.ShareFile(ctx, name, next)
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE shared_files SET sealed = $3, made_at = $4 WHERE name = $1 AND sealed = $2`,
+		name, old, next, time.Now().UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("swap shared file %s: %w", name, err)
+	}
+	kept, _, err := s.SharedFile(ctx, name)
+	return kept, err
+}
+
 // sharedFilesLock is the key of the advisory lock replicas take turns
 // under to load or make the shared files.
 const sharedFilesLock = 0x77617272656e + 1

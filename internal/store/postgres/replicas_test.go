@@ -54,6 +54,16 @@ func TestSharedFiles(t *testing.T) {
 	if got, ok, err := s.SharedFile(ctx, "ca.pem"); !ok || err != nil || string(got) != "first" {
 		t.Fatalf("the kept file: %q, %v, %v", got, ok, err)
 	}
+	// A swap from the file kept replaces it; one from another is refused.
+	if kept, err := s.SwapSharedFile(ctx, "ca.pem", []byte("first"), []byte("rotated")); err != nil || string(kept) != "rotated" {
+		t.Fatalf("swap from the kept file: %q, %v", kept, err)
+	}
+	if kept, err := s.SwapSharedFile(ctx, "ca.pem", []byte("first"), []byte("late")); err != nil || string(kept) != "rotated" {
+		t.Fatalf("swap from a file replaced since: %q, %v; want the one kept", kept, err)
+	}
+	if kept, err := s.SwapSharedFile(ctx, "new.pem", nil, []byte("made")); err != nil || string(kept) != "made" {
+		t.Fatalf("swap of a file none kept: %q, %v", kept, err)
+	}
 }
 
 // Replicas take turns under the shared files' lock.
