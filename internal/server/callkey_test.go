@@ -93,3 +93,34 @@ func TestForwardedCallSentAgainToTheNextLeader(t *testing.T) {
 		t.Fatalf("the killed sandbox: %d, want 404", res.StatusCode)
 	}
 }
+
+// A leader whose node vanished during a forwarded call never answers, nor
+// closes the connection: once the Lease has passed to another replica and
+// lostGrace has gone by, the follower sends the call to the new leader.
+func TestForwardedCallLeavesAVanishedLeader(t *testing.T) {
+	deps := testDeps(t)
+	deps.Store = &answersStore{Store: deps.Store, answers: map[string]store.CallAnswer{}}
+	leader := openReplica(t, deps, newFakeLeadership(true), time.Second)
+	lu, _ := url.Parse(leader.URL())
+	fl := newFakeLeadership(false)
+	follower := openReplica(t, deps, fl, 20*time.Second)
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // the server sees its client go once the body is read
+		fl.setLeader(lu.Host)
+		<-r.Context().Done()
+	}))
+	defer gone.Close()
+	gu, _ := url.Parse(gone.URL)
+	fl.setLeader(gu.Host)
+	start := time.Now()
+	res, sb := call(t, "POST", follower.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil)
+	if res.StatusCode != 201 {
+		t.Fatalf("create through a leader that vanished: %d %v", res.StatusCode, sb)
+	}
+	if took := time.Since(start); took < lostGrace || took > lostGrace+5*time.Second {
+		t.Errorf("answered after %v, want about lostGrace (%v)", took, lostGrace)
+	}
+	if n := len(deps.Runtime.(*fake.Runtime).Containers()); n != 1 {
+		t.Fatalf("%d containers, want 1", n)
+	}
+}

@@ -399,8 +399,15 @@ func keepBody(r *http.Request) (body []byte, replay bool, err error) {
 // answered: false when the replica could not be reached or does not lead.
 func (rp *replicas) proxyTo(w http.ResponseWriter, r *http.Request, addr string, body []byte, replay bool) bool {
 	var failed error
+	ctx := r.Context()
+	if replay {
+		var stop func()
+		ctx, stop = rp.whileLeading(ctx, addr)
+		defer stop()
+	}
 	px := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out = pr.Out.WithContext(ctx)
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", addr
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
@@ -440,6 +447,44 @@ func (rp *replicas) proxyTo(w http.ResponseWriter, r *http.Request, addr string,
 	rp.log.Warn("the leader was lost during a forwarded call", "leader", addr, "method", r.Method, "path", r.URL.Path, "err", failed)
 	httpedge.WriteError(w, sandbox.Wrap(sandbox.KindUnavailable, failed, "the control-plane replica that leads was lost during the call; try again"))
 	return true
+}
+
+// lostGrace is how long a forwarded call may go on once the Lease has
+// passed from the replica serving it: a leader that stepped down lets its
+// changes finish (settle) and is killed ~2 s after its signal, so one
+// still unanswered after this went with a node that vanished, whose
+// connection would hang until TCP gives up on it.
+const lostGrace = 3 * time.Second
+
+// whileLeading returns ctx, ended lostGrace after the Lease passes from
+// the replica at addr to another (the call is then sent to the next
+// leader under its key), and what stops watching.
+func (rp *replicas) whileLeading(ctx context.Context, addr string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	changed := rp.lead.Changed()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			changed = rp.lead.Changed()
+			if now, self, err := rp.lead.Leader(ctx); err == nil && !self && now == addr {
+				continue
+			}
+			t := time.NewTimer(lostGrace)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+				rp.log.Warn("the replica that led moved on without answering a forwarded call; sending it to the next leader", "leader", addr)
+				cancel()
+			}
+			return
+		}
+	}()
+	return ctx, cancel
 }
 
 // serveResume is the leader's internal endpoint: a follower's proxy asks
