@@ -4,9 +4,10 @@
 // command's output stream). The test force-deletes the leader's pod, then a follower's, then the
 // new leader's, and asserts: a new leader within 15 s each time, no SDK call failing (the SDK's
 // own retries count: it has none but a 429's), every sandbox made accounted for (listed and
-// usable, or killed by the workload), no pod left without its sandbox. A call still running on
-// a deleted pod's own connection when the pod is killed (~2 s after its SIGTERM) is the one
-// failure allowed (counted and printed apart): the SDK retries no connection error. It prints
+// usable, or killed by the workload), no pod left without its sandbox. A call cut on a deleted
+// pod's own connection (still running at its kill, ~2 s after its SIGTERM, or sent on an idle
+// connection as its drain closed it) is the one failure allowed, counted and printed apart: the
+// SDK retries no connection error. It prints
 // the longest gap between lifecycle calls and between commands into a running sandbox.
 //
 // Runs only under test/e2e/kube-control-plane.sh with WARREN_E2E_CP_REPLICAS=3 (kube-run.sh
@@ -212,11 +213,14 @@ describe('three control-plane replicas on PostgreSQL', () => {
     // A force-deleted pod is killed ~2 s after its SIGTERM (the kubelet's floor), and a call in
     // flight on a connection it held then is cut with it: E2B's SDK retries no connection error,
     // and no server can answer on a connection its process lost. The stopping replica drains
-    // first (each answer closes its connection) and hands its forwarded calls on, so only a call
-    // still running on it at the kill is cut: one that ended with a connection error 1-4 s after
-    // a deletion. Those are counted and printed apart; every other failure fails the test.
+    // at the signal (idle connections closed, each answer closing its own) and sends its
+    // forwarded calls on, so what is left is a call still running on it at the kill, or one the
+    // client sent on an idle connection just as the drain closed it. Only another replica's
+    // connections carry calls after that, and none of them is cut: a connection error ending
+    // within 4 s of a deletion is the deleted pod's, counted and printed apart; every other
+    // failure fails the test.
     const atKill = (f) => /fetch failed|other side closed|ECONNRESET|socket hang up|terminated/i.test(f.err) &&
-      deletions.some((t) => f.start + f.ms >= t + 1000 && f.start + f.ms <= t + 4000)
+      deletions.some((t) => f.start + f.ms >= t && f.start + f.ms <= t + 4000)
     const elsewhere = rec.failures.filter((f) => !atKill(f))
     const report = {
       seconds: Math.round((end - start) / 1000),
