@@ -193,7 +193,7 @@ kube_lane() {
 	if step "Kubernetes: test cluster up, two nodes, warren/base loaded (scripts/kube.sh up)" 600 kube_up; then
 		step "Kubernetes: smoke test: runc and gVisor pods on both nodes (test/kube/smoke.sh)" 600 test/kube/smoke.sh
 		step "Kubernetes: the node agent's image API: import, commit (runc, gVisor), export to the other node, remove (test/kube/node-images.sh)" 900 test/kube/node-images.sh
-		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes (test/e2e/kube-run.sh)" 2400 \
+		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes, and the control plane in the cluster, three replicas failing over (test/e2e/kube-run.sh)" 2400 \
 			test/e2e/kube-run.sh
 	else
 		scripts/kube.sh logs >&2
