@@ -158,6 +158,7 @@ type Server struct {
 	// leaderWait is how long a call waits for a leader; 0 = leaderWait.
 	// Tests shorten it.
 	leaderWait time.Duration
+	draining   atomic.Bool // set by Drain
 }
 
 // New returns a Server; it does nothing until Open.
@@ -450,6 +451,7 @@ func (s *Server) lead(ctx context.Context, work func(context.Context) error) {
 
 // serve starts serving h on ln and the SDK's ports.
 func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	h = s.drainable(h)
 	conns := s.cfg.Conns
 	conns.Logger = s.log
 	guard := httpguard.New(conns)
@@ -480,14 +482,22 @@ func (s *Server) shutdown() {
 	<-s.stopped
 }
 
-// Drain has the HTTP port close each connection after its current
-// response, and the idle ones now, so that clients open their next
-// connections elsewhere (another replica behind the Service) while the
-// server goes on serving until Close.
-func (s *Server) Drain() {
-	if s.http != nil {
-		s.http.SetKeepAlivesEnabled(false)
-	}
+// Drain has every answer from now on close its connection, so that
+// clients open their next connections elsewhere (another replica behind
+// the Service) while the server goes on serving until Close. An idle
+// connection is left to its client's next call, answered and closed,
+// or to Close: closed now, it would cut a call its client is sending on
+// it at that moment (a client calling back to back nearly always is).
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// drainable has h's answers close their connections once Drain is called.
+func (s *Server) drainable(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // URL is the HTTP port's URL, as http://host:port; "" before Open.
