@@ -343,6 +343,10 @@ type answerRecorder struct {
 	passed bool // the answer outgrew answerLimit, and goes to w
 }
 
+// Unwrap lets http.ResponseController reach the connection's writer
+// (its deadlines).
+func (a *answerRecorder) Unwrap() http.ResponseWriter { return a.w }
+
 func (a *answerRecorder) Header() http.Header {
 	if a.passed {
 		return a.w.Header()
