@@ -178,8 +178,14 @@ func (rp *replicas) serveLeading(w http.ResponseWriter, r *http.Request, next ht
 }
 
 // settleLimit bounds how long a stepping-down leader waits for the
-// changes it serves: a deleted pod has ~2 s before its SIGKILL.
-const settleLimit = 1500 * time.Millisecond
+// changes it serves, holding the Lease: under the manifest's 45 s grace.
+// A pod deleted with --grace-period=0 is killed ~2 s after its signal:
+// a change still running then dies with it, and its Lease runs out (a
+// failover of ~12 s instead of one), but a next leader never takes over
+// beside a change that goes on (the failover e2e's seventh run lost a
+// sandbox to a create finished after a 1.5 s bound: the next leader had
+// removed its half-made pod).
+const settleLimit = 40 * time.Second
 
 // settle waits, once this replica no longer leads, for the changes it
 // was serving as the leader to finish (up to settleLimit), so that the
