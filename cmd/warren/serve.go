@@ -113,8 +113,13 @@ func (m *Main) serve(ctx context.Context, srv *server.Server, delay time.Duratio
 	case <-srv.Done():
 	case <-ctx.Done():
 		log.Info("shutting down", "serving_for", delay)
-		srv.StepDown()
+		// Draining first: from now each answer closes its connection, so
+		// the client's next call opens one to another replica (a pod
+		// force-deleted is killed ~2 s after this signal, and a call sent
+		// on a connection kept here would be cut); then the Lease is
+		// handed on, after the changes this replica serves as the leader.
 		srv.Drain()
+		srv.StepDown()
 		select {
 		case <-srv.Done():
 		case <-time.After(delay):

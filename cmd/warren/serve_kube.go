@@ -133,7 +133,7 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 	} else {
 		log.Warn("no node agents (--node-token-secret is empty): pauses, snapshots, forks, process limits and per-sandbox stats are unavailable, and the nodes must have every image already")
 	}
-	el, err := replicaElection(cfg, cli, token, log)
+	el, err := replicaElection(ctx, cfg, cli, token, log)
 	if err != nil {
 		return server.Deps{}, nil, err
 	}

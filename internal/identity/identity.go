@@ -52,6 +52,19 @@ type Config struct {
 	// TokenTTL is a token's life; 0 = DefaultTokenTTL, at most MaxTokenTTL.
 	TokenTTL time.Duration
 	Now      func() time.Time // nil = time.Now
+	// Shared keeps the keys where the issuers of several control-plane
+	// replicas share them, so that a token one signs verifies with the
+	// keys every one publishes; nil = KeyFile alone. KeyFile starts as
+	// the shared keys; a change (a rotation) goes through Shared first.
+	Shared SharedKeys
+}
+
+// SharedKeys keeps the signing keys several issuers share.
+type SharedKeys interface {
+	// SwapKeys keeps next (the key file's form) in place of the keys
+	// last read or kept, unless another issuer changed them first, and
+	// returns the keys kept after: next, or theirs.
+	SwapKeys(ctx context.Context, next []byte) ([]byte, error)
 }
 
 // Issuer mints workload tokens and serves their verification keys.

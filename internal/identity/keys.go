@@ -1,6 +1,8 @@
 package identity
 
 import (
+	"bytes"
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -66,23 +68,29 @@ func loadKeys(path string) ([]signingKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workload identity keys: %w", err)
 	}
+	return decodeKeys(path, b)
+}
+
+// decodeKeys reads keys in the key file's form; from names where they
+// come from, for errors.
+func decodeKeys(from string, b []byte) ([]signingKey, error) {
 	var stored []storedKey
 	if err := json.Unmarshal(b, &stored); err != nil {
-		return nil, fmt.Errorf("workload identity keys %s: %w (remove the file to start with a new key; tokens already issued stop verifying)", path, err)
+		return nil, fmt.Errorf("workload identity keys %s: %w (remove the file to start with a new key; tokens already issued stop verifying)", from, err)
 	}
 	var keys []signingKey
 	for _, s := range stored {
 		der, err := base64.StdEncoding.DecodeString(s.PKCS8)
 		if err != nil {
-			return nil, fmt.Errorf("workload identity keys %s: %w", path, err)
+			return nil, fmt.Errorf("workload identity keys %s: %w", from, err)
 		}
 		p, err := x509.ParsePKCS8PrivateKey(der)
 		if err != nil {
-			return nil, fmt.Errorf("workload identity keys %s: %w", path, err)
+			return nil, fmt.Errorf("workload identity keys %s: %w", from, err)
 		}
 		priv, ok := p.(*ecdsa.PrivateKey)
 		if !ok || priv.Curve != elliptic.P256() {
-			return nil, fmt.Errorf("workload identity keys %s: a key is not ECDSA P-256", path)
+			return nil, fmt.Errorf("workload identity keys %s: a key is not ECDSA P-256", from)
 		}
 		k, err := newKey(priv, s.Created)
 		if err != nil {
@@ -96,18 +104,27 @@ func loadKeys(path string) ([]signingKey, error) {
 // saveKeys writes the key file whole, through a new file renamed over
 // the old, so that a crash leaves one or the other.
 func saveKeys(path string, keys []signingKey) error {
+	b, err := encodeKeys(keys)
+	if err != nil {
+		return err
+	}
+	return writeKeyFile(path, b)
+}
+
+// encodeKeys is keys in the key file's form.
+func encodeKeys(keys []signingKey) ([]byte, error) {
 	stored := make([]storedKey, 0, len(keys))
 	for _, k := range keys {
 		der, err := x509.MarshalPKCS8PrivateKey(k.priv)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		stored = append(stored, storedKey{Created: k.created.UTC(), PKCS8: base64.StdEncoding.EncodeToString(der)})
 	}
-	b, err := json.MarshalIndent(stored, "", "  ")
-	if err != nil {
-		return err
-	}
+	return json.MarshalIndent(stored, "", "  ")
+}
+
+func writeKeyFile(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -163,6 +180,19 @@ func (i *Issuer) rotate() (signingKey, error) {
 		keys, signer, changed = keys[drop:], signer-drop, true
 	}
 	if changed {
+		theirs, err := i.share(keys)
+		if err != nil {
+			return signingKey{}, err
+		}
+		if theirs != nil {
+			// Another replica changed the shared keys first: its keys
+			// are the ones, brought up to date in turn.
+			if err := saveKeys(i.cfg.KeyFile, theirs); err != nil {
+				return signingKey{}, fmt.Errorf("save workload identity keys: %w", err)
+			}
+			i.keys = theirs
+			return i.rotateShared()
+		}
 		// Only a saved change counts: a key that signed must survive a
 		// restart.
 		if err := saveKeys(i.cfg.KeyFile, keys); err != nil {
@@ -171,4 +201,36 @@ func (i *Issuer) rotate() (signingKey, error) {
 		i.keys = keys
 	}
 	return keys[signer], nil
+}
+
+// rotateShared is rotate after taking another replica's keys: once more,
+// and no more (theirs are as new as the clock says, unless clocks differ
+// by more than the overlap).
+func (i *Issuer) rotateShared() (signingKey, error) {
+	shared := i.cfg.Shared
+	i.cfg.Shared = nil
+	defer func() { i.cfg.Shared = shared }()
+	return i.rotate()
+}
+
+// share swaps a change of the keys into Config.Shared, and returns the
+// keys another replica changed them to first (nil: the change is kept).
+func (i *Issuer) share(keys []signingKey) ([]signingKey, error) {
+	if i.cfg.Shared == nil {
+		return nil, nil
+	}
+	b, err := encodeKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kept, err := i.cfg.Shared.SwapKeys(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("share workload identity keys: %w", err)
+	}
+	if bytes.Equal(kept, b) {
+		return nil, nil
+	}
+	return decodeKeys("(shared)", kept)
 }

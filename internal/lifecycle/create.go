@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -35,6 +36,8 @@ type CreateRequest struct {
 	// VolumeMounts are the volumes to mount, resolved by the caller to
 	// the team's own. nil = none.
 	VolumeMounts []sandbox.VolumeMount
+
+	id string // the sandbox's ID, chosen by Create (keyedCreate); "" = a new one
 }
 
 // template is a resolved template: what a sandbox runs. A built
@@ -243,6 +246,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (sandbox.Sandbo
 		}
 	}
 	phases.Mark(ctx, "resolve")
+	id, made, ok := m.keyedCreate(ctx, req.TeamID)
+	if ok {
+		return made, nil
+	}
+	req.id = id
 	return m.create(ctx, req, tpl)
 }
 
@@ -325,7 +333,7 @@ func (m *Manager) create(client context.Context, req CreateRequest, tpl template
 func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
 	now := time.Now().UTC()
 	sb := sandbox.Sandbox{
-		ID:          sandbox.NewID(),
+		ID:          cmp.Or(req.id, sandbox.NewID()),
 		TeamID:      req.TeamID,
 		TemplateID:  tpl.id,
 		Alias:       tpl.alias,

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/hex"
 	"strings"
 )
@@ -75,4 +76,12 @@ func ParseID(s string) (string, error) {
 		}
 	}
 	return id, nil
+}
+
+// IDForKey returns the sandbox ID a create made under a call's key takes
+// (internal/lifecycle's WithCallKey): the same for the same key, of
+// NewID's shape.
+func IDForKey(key string) string {
+	sum := sha256.Sum256([]byte("warren: the sandbox of a keyed create\x00" + key))
+	return "i" + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:]))[:20]
 }

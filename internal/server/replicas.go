@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -22,6 +24,7 @@ import (
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/proxy"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store"
 )
 
 // Leadership is the election among the replicas of one control plane that
@@ -54,6 +57,9 @@ const (
 	// call but does not lead (any more): nothing was done, the follower
 	// looks for the leader again.
 	headerNotLeader = "Warren-Not-Leader"
+	// headerCallKey carries the key a follower gives each call it
+	// forwards, the same on every try (callKeyed).
+	headerCallKey = "Warren-Call-Key"
 	// resumePrefix is the leader's internal endpoint a follower's proxy
 	// asks to resume a paused sandbox for its traffic: POST resumePrefix+ID.
 	resumePrefix = "/_warren/v1/resume/"
@@ -84,6 +90,9 @@ type replicas struct {
 	// serving counts the changes this replica serves as the leader, which
 	// a stepping-down leader lets finish (settle) before it hands on.
 	serving atomic.Int64
+	// answers keeps forwarded calls' answers by their keys; nil = none
+	// kept (a store no replicas share).
+	answers store.CallAnswers
 	log     *slog.Logger
 	client  *http.Transport
 }
@@ -96,7 +105,7 @@ func (e errDial) Unwrap() error { return e.error }
 
 var errNotLeader = errors.New("the replica forwarded to does not lead")
 
-func newReplicas(lead Leadership, secret, domain string, mgr *lifecycle.Manager, leading *atomic.Bool, log *slog.Logger) *replicas {
+func newReplicas(lead Leadership, secret, domain string, st store.Store, leading *atomic.Bool, log *slog.Logger) *replicas {
 	d := &net.Dialer{Timeout: time.Second, KeepAlive: 15 * time.Second}
 	t := &http.Transport{
 		Proxy: nil,
@@ -112,7 +121,8 @@ func newReplicas(lead Leadership, secret, domain string, mgr *lifecycle.Manager,
 			return c, nil
 		},
 	}
-	return &replicas{lead: lead, proof: forwardProof(secret), domain: domain, mgr: mgr, leading: leading, wait: leaderWait,
+	answers, _ := st.(store.CallAnswers)
+	return &replicas{lead: lead, proof: forwardProof(secret), domain: domain, answers: answers, leading: leading, wait: leaderWait,
 		log: logkey.For(log, "replicas"), client: t}
 }
 
@@ -157,14 +167,25 @@ func (rp *replicas) serveLeading(w http.ResponseWriter, r *http.Request, next ht
 	if !rp.leading.Load() {
 		return false
 	}
+	key := ""
+	if rp.forwarded(r) {
+		key = r.Header.Get(headerCallKey)
+	}
 	r.Header.Del(headerForwarded)
-	next.ServeHTTP(w, r)
+	r.Header.Del(headerCallKey)
+	rp.callKeyed(w, r, key, next)
 	return true
 }
 
 // settleLimit bounds how long a stepping-down leader waits for the
-// changes it serves: a deleted pod has ~2 s before its SIGKILL.
-const settleLimit = 1500 * time.Millisecond
+// changes it serves, holding the Lease: under the manifest's 45 s grace.
+// A pod deleted with --grace-period=0 is killed ~2 s after its signal:
+// a change still running then dies with it, and its Lease runs out (a
+// failover of ~12 s instead of one), but a next leader never takes over
+// beside a change that goes on (the failover e2e's seventh run lost a
+// sandbox to a create finished after a 1.5 s bound: the next leader had
+// removed its half-made pod).
+const settleLimit = 40 * time.Second
 
 // settle waits, once this replica no longer leads, for the changes it
 // was serving as the leader to finish (up to settleLimit), so that the
@@ -230,12 +251,19 @@ var (
 )
 
 // forward sends r to the leader and copies its answer back; once this
-// replica leads, next serves it here.
+// replica leads, next serves it here. Every try carries the same call
+// key, so that one sent again after its leader was lost during it is
+// answered as the first was, or done once.
 func (rp *replicas) forward(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	body, replay, err := keepBody(r)
 	if err != nil {
 		httpedge.WriteError(w, sandbox.Wrap(sandbox.KindInvalid, err, "cannot read the request's body"))
 		return
+	}
+	r.Header.Del(headerForwarded)
+	r.Header.Del(headerCallKey)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		r.Header.Set(headerCallKey, sandbox.NewToken())
 	}
 	err = rp.onLeader(r.Context(), func(addr string) bool {
 		if rp.proxyTo(w, r, addr, body, replay) {
@@ -252,10 +280,109 @@ func (rp *replicas) forward(w http.ResponseWriter, r *http.Request, next http.Ha
 		if replay {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		next.ServeHTTP(w, r)
+		key := r.Header.Get(headerCallKey)
+		r.Header.Del(headerCallKey)
+		rp.callKeyed(w, r, key, next)
 	case errors.Is(err, errNoLeader):
 		noLeader(w)
 	}
+}
+
+// answerLimit bounds the answer of a forwarded call kept to be replayed;
+// a larger one is passed on as it comes, and not kept.
+const answerLimit = 1 << 20
+
+// callKeyed serves a forwarded call under its key (none: as any call):
+// one whose answer is kept (an earlier try was done, and its answer lost
+// with its leader) gets that answer again; any other is served with the
+// key in its context (a create makes its sandbox under it: internal/
+// lifecycle's WithCallKey), and its answer kept before it is sent, so
+// that a try sent again finds it.
+func (rp *replicas) callKeyed(w http.ResponseWriter, r *http.Request, key string, next http.Handler) {
+	if key == "" || rp.answers == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	a, ok, err := rp.answers.CallAnswer(r.Context(), key)
+	if err != nil {
+		httpedge.WriteError(w, sandbox.Wrap(sandbox.KindUnavailable, err, "cannot read the store"))
+		return
+	}
+	if ok {
+		rp.log.Info("a forwarded call sent again gets its first answer", "method", r.Method, "path", r.URL.Path, "status", a.Status)
+		writeAnswer(w, a)
+		return
+	}
+	rec := &answerRecorder{w: w, header: http.Header{}}
+	next.ServeHTTP(rec, r.WithContext(lifecycle.WithCallKey(r.Context(), key)))
+	if rec.passed {
+		return
+	}
+	a = store.CallAnswer{Status: cmp.Or(rec.status, http.StatusOK), ContentType: rec.header.Get("Content-Type"), Body: rec.body.Bytes()}
+	// A failure to reach a part of the server, or a limit met, may pass
+	// on another try.
+	if a.Status != http.StatusServiceUnavailable && a.Status != http.StatusBadGateway && a.Status != http.StatusTooManyRequests {
+		if err := rp.answers.SaveCallAnswer(context.WithoutCancel(r.Context()), key, a); err != nil {
+			rp.log.Warn("cannot keep a forwarded call's answer", "err", err)
+		}
+	}
+	maps.Copy(w.Header(), rec.header)
+	w.WriteHeader(a.Status)
+	w.Write(a.Body)
+}
+
+func writeAnswer(w http.ResponseWriter, a store.CallAnswer) {
+	if a.ContentType != "" {
+		w.Header().Set("Content-Type", a.ContentType)
+	}
+	w.WriteHeader(a.Status)
+	w.Write(a.Body)
+}
+
+// answerRecorder holds a call's answer until it is kept, up to
+// answerLimit; past that it passes the answer on as it comes.
+type answerRecorder struct {
+	w      http.ResponseWriter
+	header http.Header
+	status int
+	body   bytes.Buffer
+	passed bool // the answer outgrew answerLimit, and goes to w
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer
+// (its deadlines).
+func (a *answerRecorder) Unwrap() http.ResponseWriter { return a.w }
+
+func (a *answerRecorder) Header() http.Header {
+	if a.passed {
+		return a.w.Header()
+	}
+	return a.header
+}
+
+func (a *answerRecorder) WriteHeader(status int) {
+	if a.passed {
+		a.w.WriteHeader(status)
+		return
+	}
+	if a.status == 0 {
+		a.status = status
+	}
+}
+
+func (a *answerRecorder) Write(p []byte) (int, error) {
+	if !a.passed && a.body.Len()+len(p) > answerLimit {
+		a.passed = true
+		maps.Copy(a.w.Header(), a.header)
+		a.w.WriteHeader(cmp.Or(a.status, http.StatusOK))
+		if _, err := a.w.Write(a.body.Bytes()); err != nil {
+			return 0, err
+		}
+	}
+	if a.passed {
+		return a.w.Write(p)
+	}
+	return a.body.Write(p)
 }
 
 // keepBody reads r's body to send it again if the first leader tried is
@@ -282,8 +409,15 @@ func keepBody(r *http.Request) (body []byte, replay bool, err error) {
 // answered: false when the replica could not be reached or does not lead.
 func (rp *replicas) proxyTo(w http.ResponseWriter, r *http.Request, addr string, body []byte, replay bool) bool {
 	var failed error
+	ctx := r.Context()
+	if replay {
+		var stop func()
+		ctx, stop = rp.whileLeading(ctx, addr)
+		defer stop()
+	}
 	px := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out = pr.Out.WithContext(ctx)
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", addr
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
@@ -314,10 +448,53 @@ func (rp *replicas) proxyTo(w http.ResponseWriter, r *http.Request, addr string,
 		return false
 	case r.Context().Err() != nil:
 		return true // the client left
+	case replay:
+		// Its call key makes the next try safe: answered as this one was
+		// if it was done, else done there.
+		rp.log.Warn("the leader was lost during a forwarded call; sending it to the next", "leader", addr, "method", r.Method, "path", r.URL.Path, "err", failed)
+		return false
 	}
 	rp.log.Warn("the leader was lost during a forwarded call", "leader", addr, "method", r.Method, "path", r.URL.Path, "err", failed)
 	httpedge.WriteError(w, sandbox.Wrap(sandbox.KindUnavailable, failed, "the control-plane replica that leads was lost during the call; try again"))
 	return true
+}
+
+// lostGrace is how long a forwarded call may go on once the Lease has
+// passed from the replica serving it: a leader that stepped down lets its
+// changes finish (settle) and is killed ~2 s after its signal, so one
+// still unanswered after this went with a node that vanished, whose
+// connection would hang until TCP gives up on it.
+const lostGrace = 3 * time.Second
+
+// whileLeading returns ctx, ended lostGrace after the Lease passes from
+// the replica at addr to another (the call is then sent to the next
+// leader under its key), and what stops watching.
+func (rp *replicas) whileLeading(ctx context.Context, addr string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	changed := rp.lead.Changed()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			changed = rp.lead.Changed()
+			if now, self, err := rp.lead.Leader(ctx); err == nil && !self && now == addr {
+				continue
+			}
+			t := time.NewTimer(lostGrace)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+				rp.log.Warn("the replica that led moved on without answering a forwarded call; sending it to the next leader", "leader", addr)
+				cancel()
+			}
+			return
+		}
+	}()
+	return ctx, cancel
 }
 
 // serveResume is the leader's internal endpoint: a follower's proxy asks

@@ -186,6 +186,11 @@ func TestForwardingNeedsTheReplicasProof(t *testing.T) {
 		t.Fatalf("a call with a forged forwarding mark was taken as forwarded: %d %v", res.StatusCode, res.Header)
 	}
 	leader := openReplica(t, deps, newFakeLeadership(true), time.Second)
+	for deadline := time.Now().Add(5 * time.Second); !leader.leading.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not leading")
+		}
+	}
 	for _, h := range []map[string]string{nil, {headerForwarded: "guess"}} {
 		if res, _ := call(t, "POST", leader.URL()+resumePrefix+"x", nil, h); res.StatusCode != 404 {
 			t.Fatalf("the internal endpoint with %v: %d, want 404", h, res.StatusCode)

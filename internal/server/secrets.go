@@ -16,14 +16,19 @@ import (
 // openSecrets makes the secrets service and the workload identity issuer:
 // the sealing key is SecretsKeyFile, or <state-dir>/secrets.key made
 // on first start; the issuer is OIDCIssuer, or apiURL, with its keys
-// in <state-dir>/oidc-keys.json.
-// changed, when not nil, is told of every change of a team's secrets.
-func openSecrets(cfg Config, st store.Store, apiURL string, changed func(context.Context, string)) (*secrets.Service, *identity.Issuer, error) {
+// in <state-dir>/oidc-keys.json, their rotations shared through shared
+// when several replicas share the store (nil: one server). changed, when
+// not nil, is told of every change of a team's secrets.
+func openSecrets(cfg Config, st store.Store, apiURL string, changed func(context.Context, string), shared *sharedState) (*secrets.Service, *identity.Issuer, error) {
 	issuer := cfg.OIDCIssuer
 	if issuer == "" {
 		issuer = apiURL
 	}
-	iss, err := identity.New(identity.Config{Issuer: issuer, KeyFile: filepath.Join(cfg.StateDir, "oidc-keys.json")})
+	idc := identity.Config{Issuer: issuer, KeyFile: filepath.Join(cfg.StateDir, keysFile)}
+	if shared != nil {
+		idc.Shared = identityKeys{shared}
+	}
+	iss, err := identity.New(idc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("workload identity: %w", err)
 	}

@@ -20,7 +20,7 @@ func TestOpenSecrets(t *testing.T) {
 	}
 	defer st.Close()
 	cfg := Config{StateDir: dir}
-	_, iss, err := openSecrets(cfg, st, "http://127.0.0.1:3000", nil)
+	_, iss, err := openSecrets(cfg, st, "http://127.0.0.1:3000", nil, nil)
 	if err != nil || iss.URL() != "http://127.0.0.1:3000" {
 		t.Fatalf("default issuer: %v, %v", iss, err)
 	}
@@ -30,11 +30,11 @@ func TestOpenSecrets(t *testing.T) {
 		}
 	}
 	cfg.OIDCIssuer = "https://warren.example.com"
-	if _, iss, err := openSecrets(cfg, st, "http://127.0.0.1:3000", nil); err != nil || iss.URL() != cfg.OIDCIssuer {
+	if _, iss, err := openSecrets(cfg, st, "http://127.0.0.1:3000", nil, nil); err != nil || iss.URL() != cfg.OIDCIssuer {
 		t.Errorf("OIDCIssuer: %v, %v", iss, err)
 	}
 	cfg.SecretsKeyFile = filepath.Join(dir, "missing.key")
-	if _, _, err := openSecrets(cfg, st, "", nil); err == nil {
+	if _, _, err := openSecrets(cfg, st, "", nil, nil); err == nil {
 		t.Error("a missing SecretsKeyFile is no error")
 	}
 }

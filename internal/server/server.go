@@ -169,6 +169,7 @@ type Server struct {
 	// leaderWait is how long a call waits for a leader; 0 = leaderWait.
 	// Tests shorten it.
 	leaderWait time.Duration
+	draining   atomic.Bool // set by Drain
 }
 
 // New returns a Server; it does nothing until Open.
@@ -207,6 +208,10 @@ func (s *Server) open(ctx context.Context) error {
 	warnOpenStateDir(cfg.StateDir, log)
 	st := deps.Store
 	s.st = st
+	shared, err := s.pullShared(ctx)
+	if err != nil {
+		return err
+	}
 	// Listening first gives the address, which is the default issuer of
 	// workload tokens, before anything is built; it is served last.
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -215,7 +220,7 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	s.onClose(func() { ln.Close() })
 	s.url = "http://" + ln.Addr().String()
-	secretsSvc, issuer, err := openSecrets(cfg, st, s.url, secretsChanged(deps.Firewall, log))
+	secretsSvc, issuer, err := openSecrets(cfg, st, s.url, secretsChanged(deps.Firewall, log), shared)
 	if err != nil {
 		return err
 	}
@@ -260,7 +265,7 @@ func (s *Server) open(ctx context.Context) error {
 	var rp *replicas
 	if deps.Leadership != nil {
 		// The manager is made with rp's resume, and rp with the manager.
-		rp = newReplicas(deps.Leadership, deps.ForwardSecret, cfg.Domain, nil, &s.leading, log)
+		rp = newReplicas(deps.Leadership, deps.ForwardSecret, cfg.Domain, st, &s.leading, log)
 		if s.leaderWait > 0 {
 			rp.wait = s.leaderWait
 		}
@@ -321,6 +326,11 @@ func (s *Server) open(ctx context.Context) error {
 	if err := s.serve(ctx, ln, h); err != nil {
 		return err
 	}
+	if shared != nil {
+		if err := shared.push(ctx); err != nil {
+			return err
+		}
+	}
 	if rp != nil {
 		election(leaderWork, rp.settle, func() {
 			mgr.Close()
@@ -332,6 +342,31 @@ func (s *Server) open(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// pullShared takes the keys and CA the replicas share from the store into
+// the state dir, before anything loads them (shared.go); nil without
+// Leadership, or on a store that shares no files.
+func (s *Server) pullShared(ctx context.Context) (*sharedState, error) {
+	if s.deps.Leadership == nil {
+		return nil, nil
+	}
+	shared, err := newSharedState(s.cfg, s.st, s.deps.ForwardSecret)
+	if err != nil || shared == nil {
+		return nil, err
+	}
+	// Replicas starting together take turns from here to push: the
+	// first makes the files, the others load them.
+	unlock, err := shared.st.LockSharedFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shared.unlock = sync.OnceFunc(unlock)
+	s.onClose(shared.unlock)
+	if err := shared.pull(ctx); err != nil {
+		return nil, fmt.Errorf("the replicas' shared keys and CA: %w", err)
+	}
+	return shared, nil
 }
 
 // openTemplates starts the template registry, with the built-in
@@ -435,6 +470,7 @@ func (s *Server) lead(ctx context.Context, work func(context.Context) error) {
 
 // serve starts serving h on ln and the SDK's ports.
 func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	h = s.drainable(h)
 	conns := s.cfg.Conns
 	conns.Logger = s.log
 	guard := httpguard.New(conns)
@@ -465,14 +501,22 @@ func (s *Server) shutdown() {
 	<-s.stopped
 }
 
-// Drain has the HTTP port close each connection after its current
-// response, and the idle ones now, so that clients open their next
-// connections elsewhere (another replica behind the Service) while the
-// server goes on serving until Close.
-func (s *Server) Drain() {
-	if s.http != nil {
-		s.http.SetKeepAlivesEnabled(false)
-	}
+// Drain has every answer from now on close its connection, so that
+// clients open their next connections elsewhere (another replica behind
+// the Service) while the server goes on serving until Close. An idle
+// connection is left to its client's next call, answered and closed,
+// or to Close: closed now, it would cut a call its client is sending on
+// it at that moment (a client calling back to back nearly always is).
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// drainable has h's answers close their connections once Drain is called.
+func (s *Server) drainable(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // URL is the HTTP port's URL, as http://host:port; "" before Open.

@@ -2,8 +2,9 @@
 # kube-run.sh: the end-to-end suite with the official SDKs against `warren serve --engine
 # kubernetes` on the real cluster scripts/kube.sh brought up (KUBECONFIG: its admin).
 #
-#   test/e2e/kube-run.sh                  the core files (below), kube/kubernetes.test.mjs and
-#                                         kube/registry.test.mjs (the cluster's registry)
+#   test/e2e/kube-run.sh                  the control plane in the cluster (one replica, then
+#                                         three failing over), the core files (below),
+#                                         kube/kubernetes.test.mjs and kube/registry.test.mjs
 #   test/e2e/kube-run.sh server/x.test.mjs
 #   test/e2e/kube-run.sh kube/control-plane.test.mjs   the control plane in the cluster alone
 #   test/e2e/kube-run.sh kube/failover.test.mjs        its three replicas' failover alone
@@ -131,8 +132,8 @@ KUBECONFIG="$work/sa.kubeconfig" k config set-context e2e --cluster=e2e --user=w
 KUBECONFIG="$work/sa.kubeconfig" k config use-context e2e >/dev/null
 
 rc=0
-# The control plane in the cluster: one replica (in the full run), or three on PostgreSQL failing
-# over (by name only until it passes every run: docs/kubernetes.md, "High availability").
+# The control plane in the cluster: one replica, and three on PostgreSQL failing over
+# (docs/kubernetes.md, "High availability"), on the images imported above.
 in_cluster() {
   case "$1" in
   kube/control-plane.test.mjs) WARREN_E2E_KUBECTL="$kubectl" WARREN_NAMESPACE="$ns" test/e2e/kube-control-plane.sh "$1" ;;
@@ -145,6 +146,7 @@ if [ $# -eq 1 ] && { [ "$1" = kube/control-plane.test.mjs ] || [ "$1" = kube/fai
 fi
 if [ $# -eq 0 ]; then
   in_cluster kube/control-plane.test.mjs || rc=1
+  in_cluster kube/failover.test.mjs || rc=1
   set -- kube/kubernetes.test.mjs kube/isolation.test.mjs kube/egress.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \

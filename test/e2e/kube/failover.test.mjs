@@ -4,10 +4,11 @@
 // command's output stream). The test force-deletes the leader's pod, then a follower's, then the
 // new leader's, and asserts: a new leader within 15 s each time, no SDK call failing (the SDK's
 // own retries count: it has none but a 429's), every sandbox made accounted for (listed and
-// usable, or killed by the workload), no pod left without its sandbox. A call whose connection
-// the deleted pod held is the one failure allowed (counted and printed apart): the SDK retries
-// no connection error. It prints the longest gap between lifecycle calls and between commands
-// into a running sandbox.
+// usable, or killed by the workload), no pod left without its sandbox. A call cut on a deleted
+// pod's own connection (still running at its kill, ~2 s after its SIGTERM, or sent on an idle
+// connection as its drain closed it) is the one failure allowed, counted and printed apart: the
+// SDK retries no connection error. It prints
+// the longest gap between lifecycle calls and between commands into a running sandbox.
 //
 // Runs only under test/e2e/kube-control-plane.sh with WARREN_E2E_CP_REPLICAS=3 (kube-run.sh
 // does so), which sets E2B_* to the Service and WARREN_E2E_CP_INSTANCE.
@@ -209,12 +210,18 @@ describe('three control-plane replicas on PostgreSQL', () => {
     let left = []
     await waitFor(async () => (left = await orphans()).length === 0, { timeoutMs: 60_000, intervalMs: 1000, what: 'no orphaned pod' }).catch(() => {})
 
-    // A call whose connection the deleted pod held when it went fails with it: E2B's SDK
-    // retries no connection error, and no server can answer on a connection its pod lost. Those
-    // are counted apart; every other failure fails the test.
-    const atDeletion = (f) => /fetch failed|other side closed|ECONNRESET|socket hang up/i.test(f.err) &&
-      deletions.some((t) => f.start >= t - 1000 && f.start <= t + 5000)
-    const elsewhere = rec.failures.filter((f) => !atDeletion(f))
+    // A force-deleted pod is killed ~2 s after its SIGTERM (the kubelet's floor), and a call in
+    // flight on a connection it held then is cut with it: E2B's SDK retries no connection error,
+    // and no server can answer on a connection its process lost. The stopping replica drains
+    // at the signal (idle connections closed, each answer closing its own) and sends its
+    // forwarded calls on, so what is left is a call still running on it at the kill, or one the
+    // client sent on an idle connection just as the drain closed it. Only another replica's
+    // connections carry calls after that, and none of them is cut: a connection error ending
+    // within 4 s of a deletion is the deleted pod's, counted and printed apart; every other
+    // failure fails the test.
+    const atKill = (f) => /fetch failed|other side closed|ECONNRESET|socket hang up|terminated/i.test(f.err) &&
+      deletions.some((t) => f.start + f.ms >= t && f.start + f.ms <= t + 4000)
+    const elsewhere = rec.failures.filter((f) => !atKill(f))
     const report = {
       seconds: Math.round((end - start) / 1000),
       failovers,
@@ -224,7 +231,7 @@ describe('three control-plane replicas on PostgreSQL', () => {
       longestStreamGapMs: rec.streamGap,
       streamReconnects: rec.reconnects,
       sdkFailures: elsewhere.length,
-      sdkConnectionsLostWithADeletedPod: rec.failures.length - elsewhere.length,
+      sdkCallsCutByADeletedPodsKill: rec.failures.length - elsewhere.length,
       sandboxes: { made: rec.made.size, killed: rec.killed.size, lost: lost.length, unknown: unknown.length },
       orphanedPods: left.length,
     }
@@ -235,6 +242,6 @@ describe('three control-plane replicas on PostgreSQL', () => {
     assert.deepEqual(lost, [], 'sandboxes lost')
     assert.deepEqual(unknown, [], 'sandboxes listed the workload never made')
     assert.deepEqual(left, [], 'pods without their sandbox')
-    assert.deepEqual(elsewhere, [], 'SDK calls that failed, other than on a deleted pod\'s connections')
+    assert.deepEqual(elsewhere, [], 'SDK calls that failed, other than cut by a deleted pod\'s kill')
   })
 })
