@@ -23,6 +23,7 @@ import (
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/runtime/kubernetes"
 	"github.com/warrenhq/warren/internal/server"
+	"github.com/warrenhq/warren/internal/template"
 )
 
 // kubeConfig is what --engine kubernetes runs with.
@@ -163,9 +164,9 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 	deps := agentDeps(log)
 	deps.Runtime = rt
 	if bk != nil {
-		deps.Builder = kubeBuildKit{Builder: bk, rt: rt}
+		deps.Builder = kubeBuild{Engine: bk, rt: rt}
 	} else {
-		deps.Builder = kubeBuilder{Builder: images.rt.Builder(images.buildNet), rt: rt}
+		deps.Builder = kubeBuild{Engine: images.rt.Builder(images.buildNet), rt: rt}
 	}
 	if agents, ok := kc.Nodes.(*kubernetes.NodeAgentPods); ok {
 		// Every sandbox pod's isolation is its own namespace's; what its
@@ -259,20 +260,21 @@ func guardBuilds(ctx context.Context, cfg serveConfig, images localDocker,
 	}, nil
 }
 
-// kubeBuilder builds templates with the local Docker engine once the
-// snapshots being copied into it from the nodes are there, since a build
-// may start from one (fromTemplate of a snapshot), and brings the image
-// built to the nodes before the build is done.
-type kubeBuilder struct {
-	*docker.Builder
+// kubeBuild builds templates with the local Docker engine's builder or
+// on buildkitd once the snapshots being brought from the nodes (into the
+// Docker engine, or pushed to the registry) are there, since a build may
+// start from one (fromTemplate of a snapshot), and brings the image built
+// to the nodes, or names it by digest, before the build is done.
+type kubeBuild struct {
+	template.Engine
 	rt *kubernetes.Runtime
 }
 
-func (b kubeBuilder) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(string)) error {
+func (b kubeBuild) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(string)) error {
 	if err := b.rt.BuilderCopies(ctx); err != nil {
 		return err
 	}
-	if err := b.Builder.Build(ctx, contextTar, tag, noCache, out); err != nil {
+	if err := b.Engine.Build(ctx, contextTar, tag, noCache, out); err != nil {
 		return err
 	}
 	b.rt.Distribute(ctx, tag, out)
@@ -303,26 +305,6 @@ func openBuildKit(ctx context.Context, cfg serveConfig, kc *kubernetes.Config, l
 	log.Info("templates are built on BuildKit", "buildkitd", cfg.Kube.BuildKit, "version", v, "registry", cfg.Kube.Registry)
 	kc.Images, kc.Source = store, store
 	return bk, nil
-}
-
-// kubeBuildKit builds templates on buildkitd once the snapshots being
-// pushed to the registry from the nodes are there, since a build may
-// start from one, and names the image built by digest before the build is
-// done.
-type kubeBuildKit struct {
-	*buildkit.Builder
-	rt *kubernetes.Runtime
-}
-
-func (b kubeBuildKit) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(string)) error {
-	if err := b.rt.BuilderCopies(ctx); err != nil {
-		return err
-	}
-	if err := b.Builder.Build(ctx, contextTar, tag, noCache, out); err != nil {
-		return err
-	}
-	b.rt.Distribute(ctx, tag, out)
-	return nil
 }
 
 // nodeToken reads the node agents' token from its Secret.
