@@ -42,9 +42,8 @@ version_of() {
 	pause) echo "$(sha256sum "$KUBE_SCRIPTS/pause/main.go" | cut -c1-12)-r$PAUSE_REV" ;;
 	registry) echo "$DISTRIBUTION_VERSION-r$REGISTRY_REV" ;;
 	helm) echo "$HELM_VERSION-r$HELM_REV" ;;
-	*) kube_die "unknown component '$1' (known: kubernetes kube-proxy etcd containerd gvisor pause registry helm)" ;;
 	buildkit) echo "$BUILDKIT_VERSION-r$BUILDKIT_REV" ;;
-	*) kube_die "unknown component '$1' (known: kubernetes kube-proxy etcd containerd gvisor pause registry buildkit)" ;;
+	*) kube_die "unknown component '$1' (known: kubernetes kube-proxy etcd containerd gvisor pause registry helm buildkit)" ;;
 	esac
 }
 
