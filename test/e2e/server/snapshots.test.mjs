@@ -14,8 +14,10 @@ await useServer()
 const images = new Set()
 const imageExists = engineHasImage
 const containerImage = sandboxImage
+// Only the server's own images (of forks and snapshots) are ever removed here: never a base image.
+const serversOwn = (ref) => /(^|\/)warren\/(fork|snapshot):/.test(ref)
 after(async () => {
-  for (const ref of images) if (await imageExists(ref)) await removeEngineImage(ref)
+  for (const ref of images) if (serversOwn(ref) && (await imageExists(ref))) await removeEngineImage(ref)
 })
 const gone = (ref, what) => waitFor(async () => !(await imageExists(ref)), { timeoutMs: 10_000, intervalMs: 250, what })
 
@@ -90,6 +92,7 @@ describeEachSdk('snapshots', (ctx) => {
 describeEachSdk('fork', (ctx) => {
   it('fork copies the state; forks and the source are independent; count gives that many [2.19: no Sandbox.fork, skipped]', { skip: ctx.is219 }, async () => {
     const src = await ctx.create({ timeoutMs: 300_000, metadata: { role: 'source' } })
+    const srcImage = await containerImage(src.sandboxId)
     await src.files.write('/home/user/f.txt', 'before fork')
     const forks = await src.fork({ count: 2, timeoutMs: 120_000 })
     assert.equal(forks.length, 2)
@@ -123,9 +126,14 @@ describeEachSdk('fork', (ctx) => {
 
     const refs = [...new Set(await Promise.all([f1, f2, f3].map((f) => containerImage(f.sandboxId))))]
     assert.ok(refs.every(Boolean), 'the images of the forks')
-    refs.forEach((r) => images.add(r))
+    // A fork runs an image of its own (warren/fork:…), or, under gVisor, its source's image with
+    // the source's files copied in: that one stays, the fork's own go with their sandboxes.
+    const own = refs.filter(serversOwn)
+    assert.deepEqual(refs.filter((r) => !serversOwn(r)), refs.length === own.length ? [] : [srcImage])
+    own.forEach((r) => images.add(r))
     for (const f of [f1, f2, f3]) assert.equal(await ctx.sdk.Sandbox.kill(f.sandboxId), true)
-    for (const r of refs) await gone(r, `fork image ${r} to be removed once its sandboxes are killed`)
+    for (const r of own) await gone(r, `fork image ${r} to be removed once its sandboxes are killed`)
+    if (srcImage) assert.ok(await imageExists(srcImage), `the source's image ${srcImage} stays`)
   })
 
   it('fork of a killed sandbox is SandboxNotFoundError [2.19: no Sandbox.fork, skipped]', { skip: ctx.is219 }, async () => {
