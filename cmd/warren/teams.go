@@ -271,16 +271,34 @@ func (m *Main) listTeams(ctx context.Context, st store.Store, only string) error
 	for _, v := range vols {
 		nvols[v.TeamID]++
 	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEAM\tSANDBOXES\tVCPUS\tMEMORY MIB\tDISK MIB\tVOLUMES\tQUOTA")
+	rows := make([]teamRow, len(teams))
+	for i, t := range teams {
+		rows[i] = teamRow{id: t.ID, use: use[t.ID], rest: fmt.Sprintf("%d\t%s", nvols[t.ID], describeQuota(t.Quota))}
+	}
+	return writeTeams(m.Stdout, "VOLUMES\tQUOTA", rows, only)
+}
+
+// teamRow is a line of a teams table: a team, what it holds, and the
+// table's own columns after that (tab-separated).
+type teamRow struct {
+	id   string
+	use  sandbox.Usage
+	rest string
+}
+
+// writeTeams writes rows (only the team only, when set) as a table whose
+// last columns are named by rest.
+func writeTeams(w io.Writer, rest string, rows []teamRow, only string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEAM\tSANDBOXES\tVCPUS\tMEMORY MIB\tDISK MIB\t"+rest)
 	found := false
-	for _, t := range teams {
-		if only != "" && t.ID != only {
+	for _, r := range rows {
+		if only != "" && r.id != only {
 			continue
 		}
 		found = true
-		u := use[t.ID]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", t.ID, u.Sandboxes, u.VCPUs, u.MemoryMB, u.DiskMB, nvols[t.ID], describeQuota(t.Quota))
+		u := r.use
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.id, u.Sandboxes, u.VCPUs, u.MemoryMB, u.DiskMB, r.rest)
 	}
 	if only != "" && !found {
 		return sandbox.Errorf(sandbox.KindNotFound, "team '%s' not found", only)
@@ -325,21 +343,11 @@ func (m *Main) listTeamsAt(ctx context.Context, op *operatorClient, only string)
 	if err := op.do(ctx, "GET", "/dashboard/api/operator/teams", nil, &teams); err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEAM\tSANDBOXES\tVCPUS\tMEMORY MIB\tDISK MIB\tLIMITS")
-	found := false
-	for _, t := range teams {
-		if only != "" && t.ID != only {
-			continue
-		}
-		found = true
-		u := t.Usage
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", t.ID, u.Sandboxes, u.VCPUs, u.MemoryMB, u.DiskMB, t.Limits)
+	rows := make([]teamRow, len(teams))
+	for i, t := range teams {
+		rows[i] = teamRow{id: t.ID, use: t.Usage, rest: t.Limits.String()}
 	}
-	if only != "" && !found {
-		return sandbox.Errorf(sandbox.KindNotFound, "team '%s' not found", only)
-	}
-	return tw.Flush()
+	return writeTeams(m.Stdout, "LIMITS", rows, only)
 }
 
 // operatorClient calls the running server's operator API with a session

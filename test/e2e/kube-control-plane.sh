@@ -56,17 +56,24 @@ db=warren_${instance//-/_}
 pg_url=
 
 cleanup() {
-  local rc=$? left
+  local rc=$? left logs
   if [ "$replicas" -gt 1 ]; then
     k scale deployment/warren --replicas=1 >/dev/null 2>&1 &&
       k rollout status deployment/warren --timeout=90s >/dev/null 2>&1 || true
   fi
-  # The server stops cleanly (SIGTERM): it removes its warm pool's pods itself.
+  # The server stops cleanly (SIGTERM): it removes its warm pool's pods itself. Its log to the
+  # end says why when it does not.
+  k logs -f -l app.kubernetes.io/name=warren --tail=-1 --prefix >"$work/control-plane.log" 2>&1 &
+  logs=$!
   k delete --ignore-not-found --wait=true --timeout=90s deployment/warren service/warren >/dev/null 2>&1 || rc=1
   k wait --for=delete pod -l app.kubernetes.io/name=warren --timeout=90s >/dev/null 2>&1 || true
+  kill "$logs" 2>/dev/null || true
   left=$(k get pods -l "dev.warren.managed=$instance" -o name 2>/dev/null)
   if [ -n "$left" ]; then
     say "pods of the in-cluster control plane left behind: $(echo $left)"
+    k get pods -l "dev.warren.managed=$instance" --show-labels >&2 || true
+    say "the control plane's last log lines:"
+    tail -n 40 "$work/control-plane.log" >&2
     k delete --wait=false $left >/dev/null 2>&1 || true
     rc=1
   fi
