@@ -65,7 +65,9 @@ scripts/kube-images.sh
 # (a rerun on the same cluster with the same binaries).
 if [ "${WARREN_E2E_KUBE_LOADED:-}" != 1 ]; then
   images=(warren/node)
-  docker image inspect warren/code-interpreter >/dev/null 2>&1 && images+=(warren/code-interpreter)
+  for i in warren/code-interpreter warren/mcp-gateway; do
+    docker image inspect "$i" >/dev/null 2>&1 && images+=("$i")
+  done
   # The desktop's image (1.3 GB) only when a file asks for its template.
   case " $* " in *desktop*) images+=(warren/desktop) ;; esac
   say "importing ${images[*]} into the nodes"

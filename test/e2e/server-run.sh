@@ -120,7 +120,12 @@ set -e
 if [ "$status" -eq 0 ]; then
   say "all server end-to-end tests passed"
 else
-  # Last, after the servers' log tails: what failed and why (what a summary of the run quotes).
+  # Last, after the servers' log tails: what failed and why (what a summary of the run quotes),
+  # after the servers' last errors, which say why a call got a 500.
+  if [ -s "$WARREN_E2E_RUN_DIR/errors" ]; then
+    say "the servers' last errors:"
+    tail -n 3 "$WARREN_E2E_RUN_DIR/errors" | sed 's/^/  /' >&2
+  fi
   if [ -s "$WARREN_E2E_RUN_DIR/failures" ]; then
     say "failed ($(wc -l <"$WARREN_E2E_RUN_DIR/failures")):"
     head -n 10 "$WARREN_E2E_RUN_DIR/failures" | sed 's/^/  /' >&2

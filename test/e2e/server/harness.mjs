@@ -22,7 +22,7 @@
 // crashed test process left behind.
 import { spawn, execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdtemp, rm, writeFile, readFile, mkdir } from 'node:fs/promises'
+import { mkdtemp, rm, writeFile, readFile, mkdir, appendFile } from 'node:fs/promises'
 import { openSync, closeSync, existsSync, unlinkSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -299,6 +299,12 @@ export class WarrenServer {
       return '(no log)'
     }
   }
+
+  /** The last `lines` lines of the log at level ERROR (a request that failed with a 500 logs its cause there). */
+  async logErrors(lines = 20) {
+    const all = await readFile(this.logPath, 'utf8').catch(() => '')
+    return all.split('\n').filter((l) => l.includes('"level":"ERROR"')).slice(-lines)
+  }
 }
 
 /**
@@ -414,10 +420,32 @@ export async function useServer({ private: own = false, args, env } = {}) {
     handle.url = server.url
   })
   after(async () => {
+    await reportErrors(server)
     const problems = await server.dispose()
     if (problems.length) console.error(`harness: ${server.name}: ${problems.join('; ')}`)
   })
   return handle
+}
+
+/**
+ * Prints the ERROR lines of server's log, and adds them, shortened, to WARREN_E2E_RUN_DIR/errors,
+ * which server-run.sh prints beside the failed tests: a 500's cause is only in the log.
+ */
+async function reportErrors(server) {
+  const errors = await server.logErrors()
+  if (!errors.length) return
+  console.error(`harness: ${server.name}: errors in its log (${server.logPath}):\n${errors.join('\n')}`)
+  const dir = process.env.WARREN_E2E_RUN_DIR
+  if (!dir) return
+  const short = errors.map((l) => {
+    try {
+      const j = JSON.parse(l)
+      return `${server.name}: ${j.msg}${j.path ? ` ${j.method} ${j.path}` : ''}: ${j.err ?? ''}`
+    } catch {
+      return `${server.name}: ${l}`
+    }
+  })
+  await appendFile(join(dir, 'errors'), short.join('\n') + '\n')
 }
 
 // ---- command line: node harness.mjs run -- <command...> ----------------------------------
@@ -450,6 +478,7 @@ async function main(argv) {
   const { code, signal } = await new Promise((ok) => child.once('exit', (code, signal) => ok({ code, signal })))
   const status = code ?? (signal ? 128 + 1 : 1)
   if (status !== 0 || process.env.WARREN_E2E_SHOW_LOG === '1') {
+    await reportErrors(server)
     say(`server log tail (${server.logPath}):\n${await server.logTail(60)}`)
   }
   if (!server.proc) say('the shared server is not running any more (it crashed?)')
