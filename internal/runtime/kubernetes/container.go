@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -53,6 +54,13 @@ func (r *Runtime) run(ctx context.Context, pod *corev1.Pod, pidsLimit int) (sand
 	}
 	r.isolate(pod, nets)
 	if _, err := r.cli.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		// Without the API server's answer (a cancelled context, a cut
+		// connection) the pod may have been made all the same: a server
+		// stopping while its pool refills would leave it to no one.
+		var answer apierrors.APIStatus
+		if !errors.As(err, &answer) {
+			r.deletePodQuietly(ctx, pod.Name)
+		}
 		return sandbox.Container{}, classify(err, "cannot create the sandbox's pod")
 	}
 	p, err := r.waitRunning(ctx, pod.Name)

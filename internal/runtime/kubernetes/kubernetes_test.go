@@ -11,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -207,6 +209,27 @@ func TestCreateThatCannotRunLeavesNoPod(t *testing.T) {
 				t.Errorf("pod left behind: %v", err)
 			}
 		})
+	}
+}
+
+// A create whose answer is lost (the server stopping while its pool
+// refills cancels it) may still have made the pod: it is removed.
+func TestCreateCutAfterTheAPIServerMadeThePodLeavesNoPod(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	e.cli.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.CreateAction).GetObject()
+		if err := e.cli.Tracker().Create(a.GetResource(), obj, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		cancel()
+		return true, nil, context.Canceled
+	})
+	if _, err := e.rt.Create(ctx, spec("icut")); err == nil {
+		t.Fatal("Create succeeded")
+	}
+	if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Get(t.Context(), "warren-icut", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod left behind: %v", err)
 	}
 }
 
