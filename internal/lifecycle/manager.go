@@ -223,7 +223,25 @@ func (m *Manager) Close() error {
 		}
 	}
 	m.pool.Empty(ctx)
+	m.removePoolLeft(ctx)
 	return nil
+}
+
+// removePoolLeft removes the pool's containers the engine still lists:
+// those the pool never knew, made after this manager's last reconcile by
+// the server it replaced (on Kubernetes the old pod still stops, its pool
+// refilling, while the new one starts).
+func (m *Manager) removePoolLeft(ctx context.Context) {
+	list, err := m.cfg.Runtime.List(ctx)
+	if err != nil {
+		m.log.Warn("cannot list the warm pool's containers left", "err", err)
+		return
+	}
+	for _, c := range list {
+		if c.Labels[sandbox.LabelPool] == "true" {
+			m.pool.Discard(ctx, c.ID, c.SandboxID, "server stopped with no sandbox")
+		}
+	}
 }
 
 // anyLive reports whether a sandbox is being created, running or paused.

@@ -455,3 +455,23 @@ func TestPoolRemovedOnCloseWithoutSandboxes(t *testing.T) {
 		}
 	})
 }
+
+// A pool container the pool never knew (made after the last reconcile by
+// the server this one replaced, still stopping) goes at Close too.
+func TestPoolContainersMadeByAnotherRemovedOnClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, withPool(1))
+		synctest.Wait()
+		if _, err := e.rt.Create(context.Background(), sandbox.ContainerSpec{SandboxID: sandbox.NewID(), Image: "warren/base",
+			Labels: map[string]string{sandbox.LabelPool: "true"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(e.pooledContainers(t)); got != 2 {
+			t.Fatalf("pooled containers = %d, want 2", got)
+		}
+		e.stop()
+		if got := e.pooledContainers(t); len(got) != 0 {
+			t.Errorf("pooled containers left after Close: %v", got)
+		}
+	})
+}
