@@ -213,13 +213,25 @@ func runtimeNames[V any](m map[string]V) []string {
 }
 
 // DataRoot returns the engine's data root (its DockerRootDir), under which
-// it keeps every container's checkpoints.
+// it keeps every container's checkpoints. It asks the engine once: the
+// data root is fixed while the engine runs, and Info, which reports it,
+// costs tens of milliseconds on a loaded engine, on the path of every
+// capture and restore.
 func (r *Runtime) DataRoot(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	root := r.dataRoot
+	r.mu.Unlock()
+	if root != "" {
+		return root, nil
+	}
 	info, err := r.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return "", classify(err, "docker engine unreachable")
 	}
-	return info.Info.DockerRootDir, nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dataRoot = info.Info.DockerRootDir
+	return r.dataRoot, nil
 }
 
 // CheckpointSize returns the size on disk of a container's checkpoints
