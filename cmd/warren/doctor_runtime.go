@@ -32,9 +32,9 @@ func runtimeChecks(rt sandbox.OCIRuntime, gvName, image string, eng **docker.Run
 			if err != nil {
 				return "", fmt.Errorf("runsc is registered but cannot run a container: %w (see the engine's log; %s)", err, setup)
 			}
-			restores := "forks and memory snapshots restore in place (runsc-warren)"
+			restores := "resumes from disk, forks and memory snapshots restore in place (runsc-warren)"
 			if inPlace, err := (*eng).RestoresInPlace(ctx); err == nil && !inPlace {
-				restores = "forks and memory snapshots restore through the engine's copies of their memory, slower: rerun warren runtime setup gvisor (as root) and restart the engine to register runsc-warren"
+				restores = "resumes from disk, forks and memory snapshots restore through the engine's copies of their memory, slower: rerun warren runtime setup gvisor (as root) and restart the engine to register runsc-warren"
 			}
 			return fmt.Sprintf("gvisor: %q registered, experimental mode on, a container ran in %v; %s", gvName, took.Round(time.Millisecond), restores), nil
 		}},

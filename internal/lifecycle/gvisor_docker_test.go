@@ -203,6 +203,13 @@ for i in $(seq 600); do [ -s /tmp/mem ] && break; sleep 0.1; done; test -s /tmp/
 	}
 	t.Logf("restore took %v", time.Since(start))
 	requireRestored(t, m, sb.ID)
+	// Neither the checkpoint nor the reference a restore hands the
+	// engine outlives the restore.
+	if root, err := rt.DataRoot(ctx); err != nil {
+		t.Fatal(err)
+	} else if n, err := docker.CheckpointSize(root, sb.ContainerID); n != 0 || (err != nil && !os.IsNotExist(err)) {
+		t.Errorf("after restore the container keeps %d bytes of checkpoints (%v)", n, err)
+	}
 	if after := portAnswer(t, sb, 8000); after != before {
 		t.Errorf("after restore the server answers %q, want %q", after, before)
 	}

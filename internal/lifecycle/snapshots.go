@@ -114,9 +114,6 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, teamID, id string) error {
 	return nil
 }
 
-// forkParallelism bounds the sandboxes one fork creates at once.
-const forkParallelism = 4
-
 // ForkResult is one sandbox of a fork, or why it could not be made.
 type ForkResult struct {
 	Sandbox sandbox.Sandbox
@@ -188,7 +185,12 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 	}
 	out := make([]ForkResult, count)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, forkParallelism)
+	// A fork's sandboxes go to the cold gate as many at once as it lets
+	// through, no more: the rest wait here, not at the gate, whose wait
+	// is bounded. Restores wait on the engine as much as they compute, so
+	// more at once overlap better: 10 forks took ~6.0 s with all the
+	// gate's 8 slots against ~8.3 s four at a time (load ~25, 2 cores).
+	sem := make(chan struct{}, m.pool.ColdSlots())
 	for i := range out {
 		wg.Go(func() {
 			sem <- struct{}{}

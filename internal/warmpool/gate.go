@@ -63,6 +63,9 @@ func newColdGate() coldGate {
 	return coldGate{size: max(4*runtime.NumCPU(), 4), queues: map[string][]*coldWaiter{}}
 }
 
+// ColdSlots returns how many creates AdmitCold lets through at once.
+func (p *Pool) ColdSlots() int { return p.cold.size }
+
 // AdmitCold waits for the gate to let a create of team through and
 // returns the function that lets the next one. While it waits, every
 // container the warm pool readies (a refill runs beside the burst, and

@@ -20,37 +20,65 @@ import (
 // checkpointName is the one checkpoint a sandbox's container keeps. The
 // engine stores it in the container's own directory, so it survives
 // restarts of the server and of the engine, and removing the container
-// deletes it.
-const checkpointName = "warren"
+// deletes it. checkpointRefName is the checkpoint a restore by reference
+// starts the container from: a directory naming checkpointName's (see
+// ImageRefsArg), there only during the restore.
+const (
+	checkpointName    = "warren"
+	checkpointRefName = "warren-ref"
+)
 
 // Checkpoint saves a container's processes and memory to disk and stops
-// it. It needs the engine in experimental mode and a runtime that can
-// checkpoint (runsc). A frozen container is checkpointed as it is, then
-// thawed so that it exits: gVisor finishes exiting only once unfrozen, and
-// runs no user code in between.
+// it. It needs a runtime that can checkpoint (runsc). The container's own
+// runsc writes the checkpoint straight into the engine's checkpoint
+// directory where this host's /proc shows it (see runsc.go); else the
+// engine checkpoints it, in experimental mode, through containerd's tar.
+// A frozen container is checkpointed as it is, then thawed so that it
+// exits: gVisor finishes exiting only once unfrozen, and runs no user
+// code in between.
 func (r *Runtime) Checkpoint(ctx context.Context, id string) error {
 	in, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		return classify(err, "cannot inspect the sandbox's container")
 	}
-	if in.Container.State == nil || !in.Container.State.Running {
+	st := in.Container.State
+	if st == nil || !st.Running {
 		return sandbox.Errorf(sandbox.KindConflict, "the sandbox's container is not running")
 	}
-	paused := in.Container.State.Paused
 	// A checkpoint left by an earlier, failed or already restored run
 	// would make the engine refuse the name.
 	if err := r.DeleteCheckpoint(ctx, id); err != nil {
 		return err
 	}
-	if _, err := r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: checkpointName, Exit: true}); err != nil {
-		return classify(err, "cannot checkpoint the sandbox's container")
+	if err := r.checkpointExit(ctx, in.Container.ID, st.Pid); err != nil {
+		return err
 	}
-	if paused {
+	if st.Paused {
 		if err := r.Thaw(ctx, id); err != nil && sandbox.KindOf(err) != sandbox.KindConflict {
 			return err
 		}
 	}
 	return r.waitStopped(ctx, id, 30*time.Second)
+}
+
+// checkpointExit checkpoints running container id, whose sandbox process
+// is pid, as checkpointName, letting it exit.
+func (r *Runtime) checkpointExit(ctx context.Context, id string, pid int) error {
+	if _, _, ok := runscOf("/proc", pid); ok {
+		root, err := r.DataRoot(ctx)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(root, "containers", id, "checkpoints")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return sandbox.Wrap(sandbox.KindInternal, err, "cannot make the container's checkpoint directory")
+		}
+		if done, err := checkpointInPlace(ctx, id, pid, filepath.Join(dir, checkpointName), false); done || err != nil {
+			return err
+		}
+	}
+	_, err := r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: checkpointName, Exit: true})
+	return classify(err, "cannot checkpoint the sandbox's container")
 }
 
 // waitStopped waits until a container no longer runs.
@@ -75,24 +103,36 @@ func (r *Runtime) waitStopped(ctx context.Context, id string, limit time.Duratio
 
 // Restore starts a container from its checkpoint and deletes the
 // checkpoint. A container without one is KindNotFound, like a missing
-// container: the caller can tell them apart with Inspect.
+// container: the caller can tell them apart with Inspect. Where the
+// engine's runtime restores by reference, the engine is handed a
+// reference to the checkpoint (checkpointRefName) instead of the
+// checkpoint itself, which it would tar into containerd and containerd
+// unpack again for runsc.
 func (r *Runtime) Restore(ctx context.Context, id string) (sandbox.Container, error) {
 	in, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		return sandbox.Container{}, classify(err, "cannot inspect the sandbox's container")
 	}
-	root, err := r.DataRoot(ctx)
+	info, err := r.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
-		return sandbox.Container{}, err
+		return sandbox.Container{}, classify(err, "docker engine unreachable")
 	}
-	dir := filepath.Join(root, "containers", in.Container.ID, "checkpoints", checkpointName)
-	if _, err := os.Stat(dir); err != nil {
+	dir := filepath.Join(info.Info.DockerRootDir, "containers", in.Container.ID, "checkpoints")
+	if _, err := os.Stat(filepath.Join(dir, checkpointName)); err != nil {
 		return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "the sandbox's container has no checkpoint")
 	}
-	if err := markRestore(dir); err != nil {
+	name := checkpointName
+	if byReference(info.Info.Runtimes[r.cfg.GVisorRuntime].Args) {
+		name = checkpointRefName
+		defer os.RemoveAll(filepath.Join(dir, name))
+		if err := handOver(filepath.Join(dir, checkpointName), filepath.Join(dir, name), info.Info.Runtimes[r.cfg.GVisorRuntime].Args); err != nil {
+			return sandbox.Container{}, sandbox.Wrap(sandbox.KindInternal, err, "cannot hand the checkpoint to the container")
+		}
+	}
+	if err := markRestore(filepath.Join(dir, name)); err != nil {
 		return sandbox.Container{}, err
 	}
-	if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{CheckpointID: checkpointName}); err != nil {
+	if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{CheckpointID: name}); err != nil {
 		return sandbox.Container{}, classify(err, "cannot restore the sandbox's container")
 	}
 	c, err := r.Inspect(ctx, id)
@@ -122,17 +162,22 @@ func markRestore(dir string) error {
 	return nil
 }
 
-// DeleteCheckpoint removes a container's checkpoint; none is no error.
+// DeleteCheckpoint removes a container's checkpoint, and the reference
+// to it a restore may have left; none is no error.
 func (r *Runtime) DeleteCheckpoint(ctx context.Context, id string) error {
 	list, err := r.cli.CheckpointList(ctx, id, client.CheckpointListOptions{})
 	if err != nil {
 		return classify(err, "cannot list the sandbox's checkpoints")
 	}
-	if !slices.ContainsFunc(list.Items, func(c checkpoint.Summary) bool { return c.Name == checkpointName }) {
-		return nil
+	for _, name := range []string{checkpointRefName, checkpointName} {
+		if !slices.ContainsFunc(list.Items, func(c checkpoint.Summary) bool { return c.Name == name }) {
+			continue
+		}
+		if _, err := r.cli.CheckpointRemove(ctx, id, client.CheckpointRemoveOptions{CheckpointID: name}); err != nil {
+			return classify(err, "cannot delete the sandbox's checkpoint")
+		}
 	}
-	_, err = r.cli.CheckpointRemove(ctx, id, client.CheckpointRemoveOptions{CheckpointID: checkpointName})
-	return classify(err, "cannot delete the sandbox's checkpoint")
+	return nil
 }
 
 // CheckRuntime checks that the engine can run containers under rt: for
@@ -168,13 +213,25 @@ func runtimeNames[V any](m map[string]V) []string {
 }
 
 // DataRoot returns the engine's data root (its DockerRootDir), under which
-// it keeps every container's checkpoints.
+// it keeps every container's checkpoints. It asks the engine once: the
+// data root is fixed while the engine runs, and Info, which reports it,
+// costs tens of milliseconds on a loaded engine, on the path of every
+// capture and restore.
 func (r *Runtime) DataRoot(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	root := r.dataRoot
+	r.mu.Unlock()
+	if root != "" {
+		return root, nil
+	}
 	info, err := r.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return "", classify(err, "docker engine unreachable")
 	}
-	return info.Info.DockerRootDir, nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dataRoot = info.Info.DockerRootDir
+	return r.dataRoot, nil
 }
 
 // CheckpointSize returns the size on disk of a container's checkpoints

@@ -104,9 +104,10 @@ type Runtime struct {
 
 	diskQuotas atomic.Int32 // quotasUnknown or quotasAbsent
 
-	mu        sync.Mutex             // guards samples, ncpu and networkOK
+	mu        sync.Mutex             // guards samples, ncpu, dataRoot and networkOK
 	samples   map[string]statsSample // last stats sample per container ID
 	ncpu      int                    // the engine's CPUs; 0 = not asked yet
+	dataRoot  string                 // the engine's data root; "" = not asked yet
 	networkOK bool                   // EnsureNetwork succeeded once
 }
 

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 
 	"github.com/moby/moby/client"
 
@@ -94,7 +93,7 @@ func (r *Runtime) SaveMemory(ctx context.Context, id, key string) error {
 // pid) as the memory image key in dir: with its own runsc where this
 // host's /proc shows it, else through the engine.
 func (r *Runtime) checkpointRunning(ctx context.Context, id string, pid int, dir, key string) error {
-	if done, err := checkpointInPlace(ctx, id, pid, filepath.Join(dir, key)); done || err != nil {
+	if done, err := checkpointInPlace(ctx, id, pid, filepath.Join(dir, key), true); done || err != nil {
 		return err
 	}
 	_, err := r.cli.CheckpointCreate(ctx, id, client.CheckpointCreateOptions{CheckpointID: key, CheckpointDir: dir})
@@ -189,7 +188,7 @@ func (r *Runtime) restoreInto(ctx context.Context, id, src, key string) (sandbox
 // pass on a few bytes instead of the image (see ImageRefsArg), else links
 // to its files.
 func handOver(src, dst string, runtimeArgs []string) error {
-	if !slices.Contains(runtimeArgs, ImageRefsArg) {
+	if !byReference(runtimeArgs) {
 		return linkTree(src, dst)
 	}
 	if err := os.MkdirAll(dst, 0o700); err != nil {

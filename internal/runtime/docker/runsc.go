@@ -24,10 +24,11 @@ import (
 // by the engine; a restore tars the checkpoint's directory into the store
 // and containerd unpacks it for runsc. For a sandbox holding 100 MiB on a
 // loaded two-core host that is 10 s to checkpoint and 9 s to restore,
-// where runsc itself takes 0.1–0.3 s. Memory images are files on the
-// engine's host already, so Warren checkpoints with the container's own
-// runsc into the image's directory, and restores by reference where the
-// engine's runtime is runsc-warren.sh (RunscWrapper).
+// where runsc itself takes 0.1–0.3 s. Memory images and checkpoints are
+// files on the engine's host already, so Warren checkpoints with the
+// container's own runsc into the image's directory (for a pause to disk,
+// the engine's checkpoint directory of the container), and restores by
+// reference where the engine's runtime is runsc-warren.sh (RunscWrapper).
 
 // ImageRefsArg is the runtime argument by which the engine's gVisor
 // runtime says it is RunscWrapper: it restores a checkpoint directory
@@ -100,15 +101,20 @@ func runscOf(procDir string, pid int) (exe, root string, ok bool) {
 }
 
 // checkpointInPlace has the runsc of running container id, whose sandbox
-// process is pid, write a checkpoint of it into dst, leaving it running
-// (or frozen) as it was. done is false, with no error, when that runsc
-// cannot be reached from here: the caller then goes through the engine.
-func checkpointInPlace(ctx context.Context, id string, pid int, dst string) (done bool, err error) {
+// process is pid, write a checkpoint of it into dst. With leaveRunning the
+// container goes on as it was (running or frozen); without, its sandbox
+// exits once saved. done is false, with no error, when that runsc cannot
+// be reached from here: the caller then goes through the engine.
+func checkpointInPlace(ctx context.Context, id string, pid int, dst string, leaveRunning bool) (done bool, err error) {
 	exe, root, ok := runscOf("/proc", pid)
 	if !ok {
 		return false, nil
 	}
-	out, err := exec.CommandContext(ctx, exe, "--root", root, "checkpoint", "--leave-running", "--image-path", dst, id).CombinedOutput()
+	args := []string{"--root", root, "checkpoint", "--image-path", dst}
+	if leaveRunning {
+		args = append(args, "--leave-running")
+	}
+	out, err := exec.CommandContext(ctx, exe, append(args, id)...).CombinedOutput()
 	if err != nil {
 		err = fmt.Errorf("runsc checkpoint: %w: %s", err, lastLine(bytes.TrimSpace(out)))
 		return true, sandbox.Wrap(sandbox.KindInternal, err, "cannot checkpoint the sandbox's container")
@@ -118,13 +124,20 @@ func checkpointInPlace(ctx context.Context, id string, pid int, dst string) (don
 
 // RestoresInPlace reports whether the engine's gVisor runtime restores
 // memory images by reference (it is RunscWrapper, with ImageRefsArg):
-// without, forks and memory snapshots restore through the engine's tar.
+// without, resumes from disk, forks and memory snapshots restore through
+// the engine's tar.
 func (r *Runtime) RestoresInPlace(ctx context.Context) (bool, error) {
 	info, err := r.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return false, classify(err, "docker engine unreachable")
 	}
-	return slices.Contains(info.Info.Runtimes[r.cfg.GVisorRuntime].Args, ImageRefsArg), nil
+	return byReference(info.Info.Runtimes[r.cfg.GVisorRuntime].Args), nil
+}
+
+// byReference reports whether a gVisor runtime registered with
+// runtimeArgs restores by reference.
+func byReference(runtimeArgs []string) bool {
+	return slices.Contains(runtimeArgs, ImageRefsArg)
 }
 
 func lastLine(b []byte) string {
