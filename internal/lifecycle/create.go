@@ -392,6 +392,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		if !fromPool {
 			return false
 		}
+		phases.Mark(ctx, "gate")
 		var ok bool
 		claim, ok, claimErr = m.createFromPool(ctx, sb)
 		return ok
@@ -406,7 +407,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	phases.Mark(ctx, "gate")
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()
-	log := m.log.With(logkey.Sandbox, sb.ID, logkey.Template, sb.TemplateID)
+	log := m.log.With(logkey.Sandbox, sb.ID, logkey.Team, sb.TeamID, logkey.Template, sb.TemplateID)
 	if err := m.save(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -435,7 +436,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		log.Info("sandbox created from a memory image", logkey.Container, c.ID, "phases", phases.From(ctx).String())
 		m.observeCreate(ctx, "memory")
 	} else {
-		log.Info("sandbox created", logkey.Container, c.ID)
+		log.Info("sandbox created", logkey.Container, c.ID, "phases", phases.From(ctx).String())
 		m.observeCreate(ctx, "cold")
 	}
 	return sb, nil

@@ -136,7 +136,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 		return sb, false, nil
 	}
 	phases.Mark(ctx, "image_id")
-	c, ok := m.pool.Claim(kind, imageID, sb.Runtime)
+	c, ok := m.pool.Claim(sb.TeamID, kind, imageID, sb.Runtime)
 	if !ok {
 		return sb, false, nil
 	}
@@ -147,7 +147,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 	// Runs before the unlock: by then the store has the sandbox, or its
 	// container is gone, so reconcile cannot mistake it for the pool's.
 	defer c.Settled()
-	log := m.log.With(logkey.Sandbox, sb.ID, logkey.Template, sb.TemplateID, logkey.Container, sb.ContainerID)
+	log := m.log.With(logkey.Sandbox, sb.ID, logkey.Team, sb.TeamID, logkey.Template, sb.TemplateID, logkey.Container, sb.ContainerID)
 	if err := m.save(ctx, sb); err != nil {
 		m.abandon(ctx, sb)
 		return sb, true, err
@@ -170,7 +170,7 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 	}
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image, "pool", "true")
 	m.record(ctx, sb, sandbox.EventCreated, nil)
-	log.Info("sandbox created from the warm pool")
+	log.Info("sandbox created from the warm pool", "phases", phases.From(ctx).String())
 	m.observeCreate(ctx, "pool")
 	return sb, true, nil
 }

@@ -30,11 +30,15 @@ type Claim struct {
 	end    func()
 }
 
-// Claim takes the oldest container of kind (KindOf) that runs imageID
-// under rt, if one waits. A miss too wakes the refill: the pool may need
-// refilling with a new image.
-func (p *Pool) Claim(kind, imageID string, rt sandbox.OCIRuntime) (*Claim, bool) {
-	e, ok := p.stock.take(kind, imageID, rt)
+// Claim takes for a create of team the oldest container of kind (KindOf)
+// that runs imageID under rt, if one waits, and unless it is one of the
+// last few kept for other teams: a claim leaves one for each team
+// creating now (Begin) that has fewer creates in flight than team, so
+// that a team's burst does not take every container the refill readies
+// while another team creates one at a time. A miss too wakes the refill:
+// the pool may need refilling with a new image.
+func (p *Pool) Claim(team, kind, imageID string, rt sandbox.OCIRuntime) (*Claim, bool) {
+	e, ok := p.stock.take(kind, imageID, rt, p.cold.teams.lighter(team))
 	if !ok {
 		return nil, false
 	}

@@ -52,13 +52,19 @@ const (
 )
 
 // Begin counts a create of sb in the demand of the kind that serves it,
-// and returns the function that counts its end. A create with volume
-// mounts counts to none: no pooled container has mounts.
+// and in its team's creates (which share the gate and the pool with other
+// teams'), and returns the function that counts its end. A create with
+// volume mounts counts to no kind: no pooled container has mounts.
 func (p *Pool) Begin(sb sandbox.Sandbox) (end func()) {
+	endTeam := p.cold.teams.begin(sb.TeamID)
 	if len(sb.VolumeMounts) > 0 {
-		return func() {}
+		return endTeam
 	}
-	return p.demand.begin(p.demandKind(sb), sb.TeamID)
+	endDemand := p.demand.begin(p.demandKind(sb), sb.TeamID)
+	return func() {
+		endDemand()
+		endTeam()
+	}
 }
 
 // demand is what the creates of each template asked of the pool.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,17 +36,26 @@ const BusyRetry = 5 * time.Second
 
 // coldGate admits creates that make their own container. Its waiting
 // creates are queued by team, and a slot that frees goes to the teams in
-// turn (round-robin), each team's creates in their order: one team's
-// burst of hundreds delays another team's create by a slot's turn per
-// team waiting, not by the whole burst.
+// turn (round-robin), each team's creates in their order. While several
+// teams create, each holds at most its share of the slots (share): a slot
+// a team beyond its share would take is kept for another team's next
+// create, and meanwhile lent to the pool's refill (takeSpare), whose
+// containers serve the other teams first (Claim). One team's
+// burst of hundreds delays another team's create by a slot's turn at
+// most, not by the whole burst; a team alone has every slot.
 type coldGate struct {
-	size    int   // creates let through at once
-	running gauge // the creates let through
+	size    int    // creates let through at once
+	running gauge  // the creates let through
+	teams   *teams // the teams creating now, which share the slots
 	mu      sync.Mutex
 	used    int                      // slots taken; guarded by mu
+	held    map[string]int           // slots taken by team; guarded by mu
 	queues  map[string][]*coldWaiter // waiting creates by team, oldest first; guarded by mu
 	turns   []string                 // teams with creates waiting, the next slot's first; guarded by mu
 	waiting int                      // guarded by mu
+	// spared is signalled when slots stay free while creates wait (their
+	// teams hold their shares), for the refill to take (takeSpare).
+	spared chan struct{}
 }
 
 // coldWaiter is a create waiting at the gate; admitted is closed when a
@@ -60,7 +70,8 @@ type coldWaiter struct {
 // much of a container's create and start, so more in flight only share
 // the same throughput out, later for each.
 func newColdGate() coldGate {
-	return coldGate{size: max(4*runtime.NumCPU(), 4), queues: map[string][]*coldWaiter{}}
+	return coldGate{size: max(4*runtime.NumCPU(), 4), teams: &teams{}, held: map[string]int{},
+		queues: map[string][]*coldWaiter{}, spared: make(chan struct{}, 1)}
 }
 
 // ColdSlots returns how many creates AdmitCold lets through at once.
@@ -83,7 +94,7 @@ func (p *Pool) AdmitCold(ctx context.Context, team string, claim func() bool) (r
 		return nil, false, err
 	}
 	if w == nil {
-		return g.admitted(), false, nil
+		return g.admitted(team), false, nil
 	}
 	t := time.NewTimer(coldWait)
 	defer t.Stop()
@@ -91,7 +102,7 @@ func (p *Pool) AdmitCold(ctx context.Context, team string, claim func() bool) (r
 		added := p.stock.readied()
 		select {
 		case <-w.admitted:
-			return g.admitted(), false, nil
+			return g.admitted(team), false, nil
 		case <-added:
 			if !g.startClaim(w) {
 				continue
@@ -113,13 +124,15 @@ func (p *Pool) AdmitCold(ctx context.Context, team string, claim func() bool) (r
 	}
 }
 
-// enter takes a slot at once (nil waiter) when one is free and none
-// waits, or queues a waiter for team.
+// enter takes a slot at once (nil waiter) when one is free, none waits
+// and team is within its share, or queues a waiter for team, which a slot
+// the shares left free may take at once.
 func (g *coldGate) enter(team string) (*coldWaiter, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.used < g.size && g.waiting == 0 {
+	if g.used < g.size && g.waiting == 0 && g.held[team] < g.share(team) {
 		g.used++
+		g.held[team]++
 		return nil, nil
 	}
 	if g.waiting >= coldQueue {
@@ -132,7 +145,89 @@ func (g *coldGate) enter(team string) (*coldWaiter, error) {
 	}
 	g.queues[team] = append(g.queues[team], w)
 	g.waiting++
+	g.dispatch()
 	return w, nil
+}
+
+// share returns how many slots each team may hold now: the gate's size
+// over the teams holding or waiting for a slot (and also), rounded up.
+// A team alone at the gate while others create from the pool
+// (teams.active) holds half: their next creates need a slot at once, and
+// their refills the engine's time (takeSpare), yet a dozen teams that
+// create now and then must not leave a burst one slot each. The caller
+// holds g.mu.
+func (g *coldGate) share(also string) int {
+	contending := map[string]bool{also: true}
+	for team := range g.held {
+		contending[team] = true
+	}
+	for team := range g.queues {
+		contending[team] = true
+	}
+	n := len(contending)
+	if n == 1 {
+		for team := range g.teams.active() {
+			if !contending[team] {
+				n = 2
+				break
+			}
+		}
+	}
+	return (g.size + n - 1) / n
+}
+
+// dispatch hands the free slots to the first create of each team in turn
+// that holds less than its share; a team served goes to the end of the
+// turns if it has more waiting. The caller holds g.mu.
+func (g *coldGate) dispatch() {
+	for g.used < g.size && len(g.turns) > 0 {
+		share := g.share(g.turns[0])
+		i := slices.IndexFunc(g.turns, func(team string) bool { return g.held[team] < share })
+		if i < 0 {
+			break
+		}
+		team := g.turns[i]
+		g.turns = slices.Delete(g.turns, i, i+1)
+		q := g.queues[team]
+		w := q[0]
+		if len(q) > 1 {
+			g.queues[team] = q[1:]
+			g.turns = append(g.turns, team)
+		} else {
+			delete(g.queues, team)
+		}
+		g.waiting--
+		g.used++
+		g.held[team]++
+		close(w.admitted)
+	}
+	if g.used < g.size && g.waiting > 0 {
+		select {
+		case g.spared <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// takeSpare takes for the refill a slot that the shares leave free while
+// creates wait, and returns the function that gives it back. The engine's
+// time a burst may not take thus readies pooled containers, which go to
+// the other teams first (Claim) and to the burst beyond them: the slots
+// are shared between the teams without any standing idle.
+func (g *coldGate) takeSpare() (release func(), ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dispatch() // shares grow as teams go idle (ActiveWindow)
+	if g.used >= g.size || g.waiting == 0 {
+		return nil, false
+	}
+	g.used++
+	return sync.OnceFunc(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.used--
+		g.dispatch()
+	}), true
 }
 
 // startClaim reports whether w may try to claim a readied container:
@@ -168,7 +263,7 @@ func (g *coldGate) leave(w *coldWaiter) {
 	defer g.mu.Unlock()
 	select {
 	case <-w.admitted:
-		g.free()
+		g.free(w.team)
 		return
 	default:
 	}
@@ -191,38 +286,28 @@ func (g *coldGate) leave(w *coldWaiter) {
 			break
 		}
 	}
+	// One team fewer waiting may raise the others' shares.
+	g.dispatch()
 }
 
-// free hands a slot given back to the first create of the team whose
-// turn it is, which then goes to the end of the turns if it has more
-// waiting; with none waiting the slot is free. The caller holds g.mu.
-func (g *coldGate) free() {
-	if len(g.turns) == 0 {
-		g.used--
-		return
+// free gives back a slot team held, to the creates waiting. The caller
+// holds g.mu.
+func (g *coldGate) free(team string) {
+	g.used--
+	if g.held[team]--; g.held[team] <= 0 {
+		delete(g.held, team)
 	}
-	team := g.turns[0]
-	q := g.queues[team]
-	w := q[0]
-	g.turns = g.turns[1:]
-	if len(q) > 1 {
-		g.queues[team] = q[1:]
-		g.turns = append(g.turns, team)
-	} else {
-		delete(g.queues, team)
-	}
-	g.waiting--
-	close(w.admitted)
+	g.dispatch()
 }
 
-// admitted counts in a create given a slot, and returns the function
-// that counts it out and gives the slot to the next.
-func (g *coldGate) admitted() (release func()) {
+// admitted counts in a create of team given a slot, and returns the
+// function that counts it out and gives the slot to the next.
+func (g *coldGate) admitted(team string) (release func()) {
 	end := g.running.begin()
 	return func() {
 		end()
 		g.mu.Lock()
-		g.free()
+		g.free(team)
 		g.mu.Unlock()
 	}
 }

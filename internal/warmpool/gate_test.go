@@ -9,6 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -93,52 +96,170 @@ func TestColdGate(t *testing.T) {
 	})
 }
 
+// gateRun admits creates at a gate and records the order they get
+// through, for tests of the gate's turns.
+type gateRun struct {
+	t        *testing.T
+	p        *Pool
+	mu       sync.Mutex
+	order    []string
+	releases map[string]func()
+}
+
+// newGateRun returns a run on a gate of 8 slots, whatever the machine's
+// CPUs.
+func newGateRun(t *testing.T) *gateRun {
+	r := &gateRun{t: t, p: &Pool{cold: newColdGate(), stock: newStock()}, releases: map[string]func(){}}
+	r.p.cold.size = 8
+	return r
+}
+
+// admit starts a create of team named who, and waits until it is
+// through the gate or waiting there.
+func (r *gateRun) admit(who, team string) {
+	go func() {
+		release, _, err := r.p.AdmitCold(context.Background(), team, func() bool { return false })
+		if err != nil {
+			r.t.Errorf("%s: %v", who, err)
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.order = append(r.order, who)
+		r.releases[who] = release
+	}()
+	synctest.Wait()
+}
+
+// release ends who's create and returns the creates that got through
+// since the last call.
+func (r *gateRun) release(who string) []string {
+	r.mu.Lock()
+	release := r.releases[who]
+	delete(r.releases, who)
+	r.mu.Unlock()
+	if release == nil {
+		r.t.Fatalf("%s holds no slot", who)
+	}
+	release()
+	synctest.Wait()
+	return r.through()
+}
+
+// through returns the creates that got through since the last call.
+func (r *gateRun) through() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.order
+	r.order = nil
+	return out
+}
+
 // TestColdGateTurns: slots that free go to the teams in turn, each
-// team's creates in order, so that one team's burst waiting at the gate
-// does not hold another team's create behind all of it.
+// team's creates in order, and while several teams wait, a team holds no
+// more than its share of the slots (the gate's size over the teams,
+// rounded up): one team's burst at the gate neither holds another team's
+// create behind all of it nor fills the engine beside it. A team alone
+// has every slot again.
 func TestColdGateTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := &Pool{cold: newColdGate(), stock: newStock()}
-		none := func() bool { return false }
-		var releases []func()
-		for range p.cold.size {
-			release, _, err := p.AdmitCold(context.Background(), "a", none)
-			if err != nil {
-				t.Fatal(err)
-			}
-			releases = append(releases, release)
+		r := newGateRun(t)
+		size := r.p.cold.size
+		for i := range size {
+			r.admit(fmt.Sprintf("x%d", i), "a")
 		}
-		order := make(chan string, 20)
-		enqueue := func(who, team string) {
-			go func() {
-				release, _, err := p.AdmitCold(context.Background(), team, none)
-				if err != nil {
-					t.Errorf("%s: %v", who, err)
-					return
-				}
-				order <- who
-				releases = append(releases, release)
-			}()
-			synctest.Wait()
+		if got := r.through(); len(got) != size {
+			t.Fatalf("a team alone got %d slots at once, want all %d", len(got), size)
 		}
 		for i := range 5 {
-			enqueue(fmt.Sprintf("a%d", i), "a")
+			r.admit(fmt.Sprintf("a%d", i), "a")
 		}
-		enqueue("b0", "b")
-		enqueue("c0", "c")
-		enqueue("b1", "b")
-		var got []string
-		for i := range 8 {
-			releases[i]()
-			synctest.Wait()
-			got = append(got, <-order)
+		r.admit("b0", "b")
+		r.admit("c0", "c")
+		r.admit("b1", "b")
+		if got := r.through(); len(got) != 0 {
+			t.Fatalf("%v got through a full gate", got)
 		}
-		want := []string{"a0", "b0", "c0", "a1", "b1", "a2", "a3", "a4"}
-		if !slices.Equal(got, want) {
-			t.Errorf("admitted in the order %v, want %v", got, want)
+		share := (size + 2) / 3
+		var got [][]string
+		for i := range size {
+			got = append(got, r.release(fmt.Sprintf("x%d", i)))
 		}
-		for _, release := range releases[8:] {
+		// b and c get the first slots a frees; a's own waiting creates
+		// only once it holds fewer than its share.
+		var want [][]string
+		for i := range size {
+			switch left := size - 1 - i; {
+			case i < 3:
+				want = append(want, []string{[]string{"b0", "c0", "b1"}[i]})
+			case left < share:
+				want = append(want, []string{fmt.Sprintf("a%d", share-1-left)})
+			default:
+				want = append(want, nil)
+			}
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("got through at each slot a freed (-want +got):\n%s", diff)
+		}
+		// As the other teams finish, a's share grows: half the slots
+		// with b alone beside it, all of them alone.
+		if got := r.release("b0"); len(got) != 0 {
+			t.Errorf("%v got through a slot b freed while a held its share", got)
+		}
+		if got := r.release("c0"); !slices.Equal(got, []string{"a3"}) {
+			t.Errorf("once c was done, %v got through; want a3 (a's share of two teams' slots)", got)
+		}
+		if got := r.release("b1"); !slices.Equal(got, []string{"a4"}) {
+			t.Errorf("once b was done too, %v got through; want a4", got)
+		}
+		for _, who := range []string{"a0", "a1", "a2", "a3", "a4"} {
+			r.release(who)
+		}
+	})
+}
+
+// TestColdGateShareWithPoolTeams: a team whose creates the pool serves
+// does not wait at the gate, yet while it creates, a burst of another
+// team holds half the slots, the refill may borrow the others, and the
+// burst holds all of them once the other team has not created for
+// ActiveWindow.
+func TestColdGateShareWithPoolTeams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGateRun(t)
+		size := r.p.cold.size
+		r.p.cold.teams.begin("b")() // a create of b from the pool, done
+		for i := range size + 2 {
+			r.admit(fmt.Sprintf("a%d", i), "a")
+		}
+		if got := r.through(); len(got) != size/2 {
+			t.Fatalf("with another team creating, a burst got %d slots (%v), want %d", len(got), got, size/2)
+		}
+		// The refill may borrow the slots the burst may not take.
+		select {
+		case <-r.p.cold.spared:
+		default:
+			t.Error("the gate left slots free with creates waiting and did not tell the refill")
+		}
+		var spares []func()
+		for {
+			release, ok := r.p.cold.takeSpare()
+			if !ok {
+				break
+			}
+			spares = append(spares, release)
+		}
+		if len(spares) != size-size/2 {
+			t.Errorf("the refill borrowed %d slots, want the %d the burst may not take", len(spares), size-size/2)
+		}
+		for _, release := range spares {
 			release()
+		}
+		time.Sleep(ActiveWindow + time.Second)
+		if got := r.release("a0"); len(got) != size/2+1 {
+			t.Errorf("once the other team was idle, a freed slot let %d through (%v), want %d", len(got), got, size/2+1)
+		}
+		for i := 1; i < size+2; i++ {
+			r.release(fmt.Sprintf("a%d", i))
 		}
 	})
 }
@@ -200,4 +321,46 @@ func wantKind(t *testing.T, what string, err error, kind sandbox.Kind) {
 	if got := sandbox.KindOf(err); got != kind {
 		t.Errorf("%s: kind %d (%v), want %d", what, got, err, kind)
 	}
+}
+
+// TestClaimLeavesOneForLighterTeams: while another team creates with
+// fewer creates in flight, a team's claim leaves the pool's last
+// container to it; the lighter team takes it, and once the other team is
+// idle for ActiveWindow, the burst takes every container again.
+func TestClaimLeavesOneForLighterTeams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &Pool{cold: newColdGate(), stock: newStock()}
+		put := func() {
+			p.stock.put(pooled{kind: "base", sandboxID: sandbox.NewID(), imageID: "img"}, 10)
+		}
+		claim := func(team string) bool {
+			c, ok := p.Claim(team, "base", "img", "")
+			if ok {
+				c.Done()
+			}
+			return ok
+		}
+		for range 3 {
+			defer p.cold.teams.begin("a")()
+		}
+		p.cold.teams.begin("b")() // b created a moment ago
+		put()
+		put()
+		if !claim("a") {
+			t.Fatal("a's claim missed with two containers in the pool")
+		}
+		if claim("a") {
+			t.Fatal("a's claim took the last container while b, with fewer creates in flight, creates")
+		}
+		end := p.cold.teams.begin("b")
+		if !claim("b") {
+			t.Fatal("b's claim missed the container kept for it")
+		}
+		end()
+		put()
+		time.Sleep(ActiveWindow + time.Second)
+		if !claim("a") {
+			t.Error("a's claim missed the last container once b was idle")
+		}
+	})
 }

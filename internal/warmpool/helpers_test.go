@@ -173,7 +173,7 @@ func (e *env) claim(t *testing.T, sb sandbox.Sandbox) (*Claim, bool) {
 	if err != nil {
 		return nil, false
 	}
-	c, ok := e.p.Claim(kind, imageID, sb.Runtime)
+	c, ok := e.p.Claim(sb.TeamID, kind, imageID, sb.Runtime)
 	if ok {
 		e.mu.Lock()
 		e.claimed[c.Container.ID] = true

@@ -6,7 +6,8 @@
 // the refill loop (refill.go), claims, adoption of pooled containers found
 // on the engine, giving way to sandboxes the engine has no room for
 // (claim.go), and the gate that creates the pool cannot serve wait at
-// (gate.go).
+// (gate.go); the gate's slots and the pool's containers are shared
+// between the teams creating at once (teams.go).
 //
 // It owns no sandbox: the lifecycle manager asks it for a container
 // (Claim), makes the sandbox out of it, and tells it of the pooled

@@ -205,15 +205,31 @@ func (r *pass) startMakes() bool {
 		if !r.reserve(f.kind) {
 			continue
 		}
-		started = true
 		if r.holdUntil.IsZero() {
 			r.holdUntil = time.Now().Add(ClaimHold)
 		}
 		r.p.holdForCreates(r.ctx, r.holdUntil)
-		r.slots <- struct{}{}
-		r.wg.Go(func() { r.make(f) })
+		release, ok := r.slot()
+		if !ok {
+			r.unreserve(f.kind)
+			continue
+		}
+		started = true
+		r.wg.Go(func() { r.make(f, release) })
 	}
 	return started
+}
+
+// slot takes a slot for one make: one of the pass's own (fillers), else
+// one the cold gate's shares leave free (takeSpare); ok is false when
+// neither is free.
+func (r *pass) slot() (release func(), ok bool) {
+	select {
+	case r.slots <- struct{}{}:
+		return func() { <-r.slots }, true
+	default:
+	}
+	return r.p.cold.takeSpare()
 }
 
 // reserve counts a container of k in the making unless k is full; it
@@ -234,9 +250,18 @@ func (r *pass) reserve(k kind) bool {
 	return true
 }
 
-// make makes one container of f, in a slot, and records how it went.
-func (r *pass) make(f fill) {
-	defer func() { <-r.slots }()
+// unreserve undoes a reserve of k whose make did not start.
+func (r *pass) unreserve(k kind) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.making[k.template]--
+	r.inFlight--
+}
+
+// make makes one container of f, in a slot that release gives back, and
+// records how it went.
+func (r *pass) make(f fill, release func()) {
+	defer release()
 	k := f.kind.template
 	err := r.p.makePooled(r.ctx, f.kind, f.target)
 	r.mu.Lock()
@@ -266,7 +291,8 @@ func (r *pass) busy() bool {
 }
 
 // awaitChange waits until a container is made (a kind's first lets it
-// make several) or claims take some (the pool must not wait for every
+// make several), the cold gate has slots to lend (takeSpare), or claims
+// take some (the pool must not wait for every
 // container in flight before it replaces them: on an engine whose starts
 // take seconds, back-to-back creates would drain it); then it takes up
 // the kinds demand grew or made meanwhile (a pass lasts as long as
@@ -275,6 +301,7 @@ func (r *pass) awaitChange() {
 	select {
 	case <-r.done:
 	case <-r.p.stock.kick:
+	case <-r.p.cold.spared:
 	case <-r.ctx.Done():
 	}
 	sizes := map[string]int{}

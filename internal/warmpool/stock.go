@@ -109,13 +109,15 @@ func (s *stock) put(e pooled, max int) bool {
 }
 
 // take removes the oldest container of kind running imageID under rt,
-// and marks its sandbox ID busy; the claimer clears it with setBusy.
-func (s *stock) take(kind, imageID string, rt sandbox.OCIRuntime) (pooled, bool) {
+// unless no more than keep such wait, and marks its sandbox ID busy; the
+// claimer clears it with setBusy.
+func (s *stock) take(kind, imageID string, rt sandbox.OCIRuntime, keep int) (pooled, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.wake() // a miss too: the pool may need refilling with a new image
-	i := slices.IndexFunc(s.ready, func(e pooled) bool { return e.kind == kind && e.imageID == imageID && e.runtime == rt })
-	if i < 0 {
+	fits := func(e pooled) bool { return e.kind == kind && e.imageID == imageID && e.runtime == rt }
+	i := slices.IndexFunc(s.ready, fits)
+	if i < 0 || keep > 0 && countFunc(s.ready, fits) <= keep {
 		return pooled{}, false
 	}
 	e := s.ready[i]
@@ -189,4 +191,14 @@ func (s *stock) wake() {
 	case s.kick <- struct{}{}:
 	default:
 	}
+}
+
+func countFunc[T any](s []T, f func(T) bool) int {
+	n := 0
+	for _, v := range s {
+		if f(v) {
+			n++
+		}
+	}
+	return n
 }

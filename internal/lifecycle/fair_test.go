@@ -1,0 +1,90 @@
+package lifecycle
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/warrenhq/warren/internal/runtime/fake"
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// serialEngine is a fake engine that starts one container at a time, in
+// the order asked, each in engineStart: a container's start takes longer
+// the more are in flight before it, as on a busy Docker engine.
+type serialEngine struct {
+	*fake.Runtime
+	mu   sync.Mutex
+	free time.Time // when the engine will have started every container asked of it so far
+}
+
+const engineStart = 100 * time.Millisecond
+
+func (e *serialEngine) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandbox.Container, error) {
+	e.mu.Lock()
+	e.free = later(time.Now(), e.free).Add(engineStart)
+	done := e.free
+	e.mu.Unlock()
+	time.Sleep(time.Until(done))
+	return e.Runtime.Create(ctx, spec)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// TestFairAdmission: while team a bursts creates on an engine that
+// starts one container at a time, team b's creates, one after another,
+// are served between a's, not after them: once b creates, a holds half
+// the gate's slots, so each of b's creates waits for no more than that
+// many of a's, where it waited for a full gate's before.
+func TestFairAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, func(c *config) {
+			c.Runtime = &serialEngine{Runtime: c.Runtime.(*fake.Runtime)}
+		})
+		slots := max(4*runtime.NumCPU(), 4) // the cold gate's
+		var mu sync.Mutex
+		var done []string // the teams of the creates done, in order
+		create := func(team string) error {
+			_, err := e.m.Create(context.Background(), CreateRequest{TeamID: team, Timeout: time.Hour})
+			mu.Lock()
+			defer mu.Unlock()
+			done = append(done, team)
+			return err
+		}
+		var burst sync.WaitGroup
+		for range 4 * slots {
+			burst.Go(func() {
+				if err := create("a"); err != nil {
+					t.Errorf("a's create: %v", err)
+				}
+			})
+		}
+		synctest.Wait() // a's burst fills the gate and queues
+
+		for i := range 5 {
+			mu.Lock()
+			before := len(done)
+			mu.Unlock()
+			if err := create("b"); err != nil {
+				t.Fatalf("b's create %d: %v", i, err)
+			}
+			mu.Lock()
+			ahead := len(done) - before - 1
+			mu.Unlock()
+			// b's first create meets a's full gate; the next ones meet
+			// a's share of it.
+			if limit := slots / 2; i > 0 && ahead > limit {
+				t.Errorf("b's create %d waited for %d of a's creates, want at most %d (a's share of the %d slots)", i, ahead, limit, slots)
+			}
+		}
+		burst.Wait()
+	})
+}

@@ -1,0 +1,95 @@
+package warmpool
+
+import (
+	"sync"
+	"time"
+)
+
+// Which teams create sandboxes now, so that the engine's start slots and
+// the pool's containers are shared between them while several do: a team
+// that bursts gets its share of the gate's slots (coldGate), and leaves a
+// pooled container for each team that creates fewer at once (Claim). One
+// team alone is never held back.
+
+// ActiveWindow is how long a team counts as creating after its latest
+// create began. A team that creates one sandbox a second from the pool is
+// in flight for milliseconds of each second: between its creates it is
+// still a team the slots and the pool are shared with.
+const ActiveWindow = 5 * time.Second
+
+// teams counts each team's creates in flight and when its latest began.
+type teams struct {
+	mu sync.Mutex
+	by map[string]*teamCreates // guarded by mu
+}
+
+type teamCreates struct {
+	inFlight int
+	latest   time.Time // when its latest create began
+}
+
+// begin counts a create of team in, and returns the function that counts
+// it out.
+func (t *teams) begin(team string) (end func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	if t.by == nil {
+		t.by = map[string]*teamCreates{}
+	}
+	for name, c := range t.by {
+		if c.inFlight == 0 && now.Sub(c.latest) > ActiveWindow {
+			delete(t.by, name)
+		}
+	}
+	c := t.by[team]
+	if c == nil {
+		c = &teamCreates{}
+		t.by[team] = c
+	}
+	c.inFlight++
+	c.latest = now
+	return sync.OnceFunc(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		c.inFlight--
+	})
+}
+
+// active reports whether c counts as creating at now.
+func (c *teamCreates) active(now time.Time) bool {
+	return c.inFlight > 0 || now.Sub(c.latest) <= ActiveWindow
+}
+
+// active returns the teams creating now.
+func (t *teams) active() map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	out := map[string]bool{}
+	for name, c := range t.by {
+		if c.active(now) {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// lighter returns how many other teams creating now have fewer creates in
+// flight than team: those a claim of team leaves a pooled container for.
+func (t *teams) lighter(team string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	mine := 0
+	if c := t.by[team]; c != nil {
+		mine = c.inFlight
+	}
+	n := 0
+	for name, c := range t.by {
+		if name != team && c.active(now) && c.inFlight < mine {
+			n++
+		}
+	}
+	return n
+}
