@@ -140,6 +140,9 @@ type Runtime struct {
 	img      *nodeImages
 
 	giveWay atomic.Pointer[func(context.Context) bool] // see OnCrowded
+	// afterThaw runs at the end of Thaw: the Firewall sets the neighbours
+	// of the pods it could not change while they were frozen.
+	afterThaw atomic.Pointer[func(context.Context)]
 	cluster clusterNetworks                            // what sandboxes are refused; see refused
 
 	mu      sync.Mutex
