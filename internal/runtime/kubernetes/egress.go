@@ -74,6 +74,9 @@ type Firewall struct {
 	// last applied; a pod missing is not known (never applied since
 	// Sync, or its last change failed), and its rules are set again.
 	opened map[netip.Addr]podPeers
+	// planned is the pairs as last worked out: a change of them is what
+	// Apply and Remove act on (and wait for), the rest is Restore's.
+	planned map[netip.Addr]podPeers
 
 	// peers changes a pod's own rules (the Runtime; tests replace it).
 	peers interface {
@@ -116,7 +119,7 @@ var _ sandbox.Firewall = (*Firewall)(nil)
 // token refresh.
 func NewFirewall(rt *Runtime, agents EgressAgents, cfg FirewallConfig) (*Firewall, error) {
 	f := &Firewall{rt: rt, agents: agents, cfg: cfg, log: logkey.For(cfg.Logger, "kubefirewall"), rules: map[string]nodeEgress{},
-		all: map[string]sandbox.Egress{}, opened: map[netip.Addr]podPeers{}, peers: rt, done: make(chan struct{})}
+		all: map[string]sandbox.Egress{}, opened: map[netip.Addr]podPeers{}, planned: map[netip.Addr]podPeers{}, peers: rt, done: make(chan struct{})}
 	if ca := cfg.Authority; ca != nil {
 		key, err := ca.KeyPEM()
 		if err != nil {
@@ -125,7 +128,7 @@ func NewFirewall(rt *Runtime, agents EgressAgents, cfg FirewallConfig) (*Firewal
 		f.tls = &nodeagent.EgressTLS{CACert: string(ca.CertPEM()), CAKey: string(key), Roots: cfg.Roots}
 	}
 	thawed := func(ctx context.Context) {
-		if err := f.openPeers(ctx, netip.Addr{}); err != nil {
+		if err := f.openPeers(ctx, netip.Addr{}, true); err != nil {
 			f.log.ErrorContext(ctx, "cannot set the neighbours of a thawed sandbox's pod: tried again at the next reconcile", "err", err)
 		}
 	}
@@ -232,7 +235,7 @@ func (f *Firewall) Apply(ctx context.Context, id string, e sandbox.Egress) error
 	}
 	f.all[id] = e
 	f.mu.Unlock()
-	return f.openPeers(ctx, e.IP)
+	return f.openPeers(ctx, e.IP, false)
 }
 
 // applyNode sends the sandbox's rules to its pod's node, or takes them
@@ -298,7 +301,7 @@ func (f *Firewall) Remove(ctx context.Context, id string) error {
 		err = f.send(ctx, prev.node)
 	}
 	f.mu.Unlock()
-	if perr := f.openPeers(ctx, netip.Addr{}); perr != nil {
+	if perr := f.openPeers(ctx, netip.Addr{}, false); perr != nil {
 		f.log.ErrorContext(ctx, "cannot close the neighbours of a sandbox that went", logkey.Sandbox, id, "err", perr)
 	}
 	return err
@@ -307,7 +310,7 @@ func (f *Firewall) Remove(ctx context.Context, id string) error {
 // Sync replaces every sandbox's rules and sends every node its set.
 func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) error {
 	f.syncNodes(ctx, rules)
-	if err := f.openPeers(ctx, netip.Addr{}); err != nil {
+	if err := f.openPeers(ctx, netip.Addr{}, true); err != nil {
 		f.log.ErrorContext(ctx, "cannot set every sandbox pod's neighbours", "err", err)
 	}
 	return nil
@@ -347,14 +350,14 @@ func (f *Firewall) Restore(ctx context.Context) error {
 	f.mu.Lock()
 	err := f.sendAll(ctx)
 	f.mu.Unlock()
-	return errors.Join(err, f.openPeers(ctx, netip.Addr{}))
+	return errors.Join(err, f.openPeers(ctx, netip.Addr{}, true))
 }
 
 // Uninstall takes every sandbox's rules from every node.
 func (f *Firewall) Uninstall(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.rules, f.all, f.opened = map[string]nodeEgress{}, map[string]sandbox.Egress{}, map[netip.Addr]podPeers{}
+	f.rules, f.all, f.opened, f.planned = map[string]nodeEgress{}, map[string]sandbox.Egress{}, map[netip.Addr]podPeers{}, map[netip.Addr]podPeers{}
 	return f.sendAll(ctx)
 }
 
@@ -436,21 +439,24 @@ func (f *Firewall) resolve(ctx context.Context, id string, e sandbox.Egress) map
 	return out
 }
 
-// openPeers changes the rules of every sandbox pod whose neighbours are
-// not what its sandbox's and the others' settings say, in parallel, and
-// returns once each is done. It returns the error of own's pod (the
-// sandbox being applied; the zero Addr: none) and logs the others',
-// except with no own, when it returns them all. A frozen pod is left for
-// a later call.
-func (f *Firewall) openPeers(ctx context.Context, own netip.Addr) error {
+// openPeers changes the rules of the sandbox pods whose neighbours are
+// not what their sandbox's and the others' settings say, in parallel, and
+// returns once each is done: with all, every such pod; else own's (the
+// sandbox being applied; the zero Addr: none) and those whose pairs
+// changed since the last call, leaving earlier failures to Restore. It
+// returns the error of own's pod and logs the others', except with no
+// own, when it returns them all. A frozen pod is left for a later call.
+func (f *Firewall) openPeers(ctx context.Context, own netip.Addr, all bool) error {
 	f.mu.Lock()
 	plan := neighbourPlan(f.all)
 	var change []netip.Addr
 	for _, e := range f.all {
-		if have, known := f.opened[e.IP]; !known || !have.equal(plan[e.IP]) {
+		have, known := f.opened[e.IP]
+		if (!known || !have.equal(plan[e.IP])) && (all || e.IP == own || !f.planned[e.IP].equal(plan[e.IP])) {
 			change = append(change, e.IP)
 		}
 	}
+	f.planned = plan
 	f.mu.Unlock()
 	slices.SortFunc(change, netip.Addr.Compare)
 	errs := make([]error, len(change))
@@ -481,7 +487,7 @@ func (f *Firewall) setPeers(ctx context.Context, ip netip.Addr) error {
 	f.mu.Lock()
 	want := neighbourPlan(f.all)[ip]
 	have, known := f.opened[ip]
-	live := slices.ContainsFunc(slices.Collect(maps.Values(f.all)), func(e sandbox.Egress) bool { return e.IP == ip })
+	live := f.holds(ip)
 	f.mu.Unlock()
 	if !live || known && have.equal(want) {
 		return nil
@@ -498,11 +504,21 @@ func (f *Firewall) setPeers(ctx context.Context, ip netip.Addr) error {
 		delete(f.opened, ip)
 		return err
 	}
-	if slices.ContainsFunc(slices.Collect(maps.Values(f.all)), func(e sandbox.Egress) bool { return e.IP == ip }) {
+	if f.holds(ip) {
 		f.opened[ip] = want
 	}
 	f.log.DebugContext(ctx, "a sandbox pod's neighbours changed", "ip", ip, "reaches", want.reaches, "reachedBy", want.reachedBy)
 	return nil
+}
+
+// holds reports whether a sandbox's pod is at ip. The caller holds f.mu.
+func (f *Firewall) holds(ip netip.Addr) bool {
+	for _, e := range f.all {
+		if e.IP == ip {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeOfIP returns the node of this server's live sandbox pod at ip.

@@ -76,10 +76,10 @@ func neighbourPlan(all map[string]sandbox.Egress) map[netip.Addr]podPeers {
 			if !ok || to == id || all[to].TeamID != e.TeamID {
 				continue
 			}
-			from, at := plan[e.IP], plan[p.Addr()]
+			from := plan[e.IP]
 			from.reaches = append(from.reaches, p.Addr())
 			plan[e.IP] = from
-			at = plan[p.Addr()]
+			at := plan[p.Addr()]
 			at.reachedBy = append(at.reachedBy, e.IP)
 			plan[p.Addr()] = at
 		}
