@@ -93,7 +93,9 @@ it('no sandbox reaches another but one of its team naming its address', { timeou
       'naming the target opens nothing the other way')
 
     // Naming the address later, on the running sandbox, opens it; within the team only.
+    const t0 = Date.now()
     await Sandbox.updateNetwork(plain.sandboxId, { allowOut: [ip] })
+    console.log(`neighbours: updateNetwork naming the target took ${Date.now() - t0} ms`)
     assert.equal(await reaches(plain, url, 'named by PUT'), '200', 'same team, after PUT network names the IP')
     await Sandbox.updateNetwork(otherPlain.sandboxId, { allowOut: [ip] }, { apiKey: otherTeamKey })
     assert.match(await curl(otherPlain, url), /^exit /, 'another team, after PUT network names the IP')
@@ -140,7 +142,9 @@ it('gVisor pods: only a same-team sandbox naming the address reaches it', {
     assert.match(await curl(otherNamed, url), /^exit /, 'another team naming the IP reached the target')
     assert.match(await curl(target, `http://${await addressOf(named)}:3000/`), /^exit /,
       'naming the target opens nothing the other way')
+    const t0 = Date.now()
     await Sandbox.updateNetwork(plain.sandboxId, { allowOut: [ip] }, opts)
+    console.log(`neighbours: gVisor: updateNetwork naming the target took ${Date.now() - t0} ms`)
     assert.equal(await reaches(plain, url, 'gVisor named by PUT'), '200', 'same team, after PUT network names the IP')
     await Sandbox.updateNetwork(named.sandboxId, { allowOut: [] }, opts)
     assert.match(await curl(named, url), /^exit /, 'same team, after PUT network names the IP no more')
