@@ -65,7 +65,7 @@ type Firewall struct {
 	stop     context.CancelFunc
 	done     chan struct{}
 
-	mu    sync.Mutex            // guards rules, all and opened; serialises the sends
+	mu    sync.Mutex            // guards rules, all, opened and planned; serialises the sends
 	rules map[string]nodeEgress // by sandbox ID: the enforced ones
 	// all is every sandbox's settings, restricted or not, by ID: the
 	// neighbour pairs are read from them.
