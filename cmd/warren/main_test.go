@@ -37,6 +37,7 @@ func TestUsage(t *testing.T) {
 		// Refused before any rule is written (these tests run on the host's own network).
 		{name: "node isolate bad network", args: []string{"node", "isolate", "--refuse", "10.0.0.0/8,nowhere"}, wantUsage: true},
 		{name: "node isolate bad port", args: []string{"node", "isolate", "--agent-port", "70000"}, wantUsage: true},
+		{name: "node isolate bad neighbour", args: []string{"node", "isolate", "--reaches", "10.0.0.7,10.0.0.0/8"}, wantUsage: true},
 		{name: "node isolate bad backend", args: []string{"node", "isolate", "--backend", "pf"}, wantUsage: true},
 		{name: "version", args: []string{"version"}, wantOut: "warren "},
 		{name: "version extra argument", args: []string{"version", "x"}, wantUsage: true},

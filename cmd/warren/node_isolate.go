@@ -19,6 +19,11 @@ networks of podnet.DefaultRefused and of --refuse are refused in both directions
 but for the agent's port, DNS passes to the resolvers of --resolv-conf. It fails
 when it cannot, and then the pod never starts its agent.
 
+--reaches and --reached-by open the same-team neighbours the control plane
+picked: the pod may send anything to the first and take connections on any
+port from the second. Run again (an ephemeral container of the running pod,
+without --install-agent), it replaces the pod's rules whole.
+
 --backend nftables programs the kernel's nftables; iptables gVisor's netstack,
 which has only iptables (it takes CAP_NET_RAW too, and runsc's net-raw option);
 auto tries nftables, then iptables where the kernel has no nftables.`
@@ -26,11 +31,13 @@ auto tries nftables, then iptables where the kernel has no nftables.`
 // runIsolate is `warren node isolate`.
 func (m *Main) runIsolate(_ context.Context, args []string) error {
 	fs := m.newFlagSet("node isolate", "warren node isolate [flags]", isolateUsage)
-	var refuse, resolvConf, agentDest, backend string
+	var refuse, resolvConf, agentDest, backend, reaches, reachedBy string
 	var agentPort int
 	fs.StringVar(&refuse, "refuse", "", "comma-separated networks (CIDRs or addresses) refused beside the defaults: the cluster's own")
 	fs.StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "the pod's resolv.conf, whose nameservers get DNS")
 	fs.IntVar(&agentPort, "agent-port", 0, "the only TCP port that takes connections from outside the pod (0: none)")
+	fs.StringVar(&reaches, "reaches", "", "comma-separated addresses the pod may send anything to: the neighbours it reaches")
+	fs.StringVar(&reachedBy, "reached-by", "", "comma-separated addresses that may connect to any of the pod's ports: the neighbours that reach it")
 	fs.StringVar(&backend, "backend", "auto", "nftables, iptables (gVisor's netstack) or auto")
 	fs.StringVar(&agentDest, "install-agent", "", "once isolated, copy the warren-agent beside this binary there (\"\": do not)")
 	if err := parseFlags(fs, args); err != nil {
@@ -53,6 +60,13 @@ func (m *Main) runIsolate(_ context.Context, args []string) error {
 		}
 		rules.Refuse = append(rules.Refuse, p)
 	}
+	var err error
+	if rules.Reaches, err = parseAddrs("--reaches", reaches); err != nil {
+		return err
+	}
+	if rules.ReachedBy, err = parseAddrs("--reached-by", reachedBy); err != nil {
+		return err
+	}
 	b, err := os.ReadFile(resolvConf)
 	if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("--resolv-conf: %w", err)
@@ -62,7 +76,8 @@ func (m *Main) runIsolate(_ context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("cannot isolate the sandbox's pod, so it does not start: %w", err)
 	}
-	fmt.Fprintf(m.Stdout, "isolated with %s: %d networks refused, DNS to %v, agent port %d\n", used, len(rules.Refuse), rules.Resolvers, agentPort)
+	fmt.Fprintf(m.Stdout, "isolated with %s: %d networks refused, DNS to %v, agent port %d, reaches %v, reached by %v\n",
+		used, len(rules.Refuse), rules.Resolvers, agentPort, rules.Reaches, rules.ReachedBy)
 	if agentDest == "" {
 		return nil
 	}
@@ -95,4 +110,20 @@ func parseNetwork(s string) (netip.Prefix, error) {
 	}
 	p, err := netip.ParsePrefix(s)
 	return p.Masked(), err
+}
+
+// parseAddrs reads a flag's comma-separated addresses.
+func parseAddrs(flag, s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil || a.Zone() != "" {
+			return nil, usageError{fmt.Sprintf("%s: %q is not an address", flag, f)}
+		}
+		out = append(out, a.Unmap())
+	}
+	return out, nil
 }

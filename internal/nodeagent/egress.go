@@ -210,7 +210,7 @@ func (e *Egress) Set(r EgressRules) error {
 	maps.Copy(both, next)
 	e.byIP.Store(&both)
 	e.gw.SetShut(shut)
-	t := planTable(e.table, e.addr, e.ports, all)
+	t := planTable(e.table, e.addr, e.ports, all, shut)
 	if e.written == nil || !t.equal(*e.written) {
 		e.written = nil
 		write := func() error { return e.write(t) }

@@ -257,7 +257,7 @@ func FuzzEgressRules(f *testing.F) {
 		if json.Unmarshal(body, &r) != nil || r.validate() != nil {
 			return
 		}
-		tb := planTable("t", netip.MustParseAddr("10.9.9.9"), egress.Ports{Gateway: 1, DNS: 2}, r.Sandboxes)
+		tb := planTable("t", netip.MustParseAddr("10.9.9.9"), egress.Ports{Gateway: 1, DNS: 2}, r.Sandboxes, r.Refuse)
 		if len(tb.sandboxes) != len(r.Sandboxes) {
 			t.Fatalf("%d sandboxes planned of %d", len(tb.sandboxes), len(r.Sandboxes))
 		}
@@ -308,12 +308,15 @@ func TestWriteTable(t *testing.T) {
 	}
 	a := restricted("sbx-a", "10.1.0.2")
 	a.Network.AllowInternetAccess = false
-	tb := planTable("warren-egress-test", netip.MustParseAddr("10.1.0.1"), egress.Ports{Gateway: 49991, DNS: 49992}, []EgressSandbox{a})
+	a.Network.AllowOut = append(a.Network.AllowOut, "10.1.0.9", "10.1.0.0/24")
+	tb := planTable("warren-egress-test", netip.MustParseAddr("10.1.0.1"), egress.Ports{Gateway: 49991, DNS: 49992}, []EgressSandbox{a},
+		[]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")})
 	if err := inNS(func() error { return writeTable(tb) }); err != nil {
 		t.Fatal(err)
 	}
 	got := list()
 	for _, want := range []string{
+		"ip saddr 10.1.0.2 ip daddr 10.1.0.9 accept", // a neighbour: direct
 		"ip saddr 10.1.0.2 udp dport 53 dnat to 10.1.0.1:49992",
 		"ip saddr 10.1.0.2 tcp dport 53 dnat to 10.1.0.1:49992",
 		"ip saddr 10.1.0.2 meta l4proto tcp dnat to 10.1.0.1:49991",
@@ -329,8 +332,11 @@ func TestWriteTable(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, got)
 		}
 	}
+	if strings.Index(got, "ip daddr 10.1.0.9 accept") > strings.Index(got, "meta l4proto tcp dnat") || strings.Count(got, "ip daddr 10.1.0.0/24 accept") != 1 {
+		t.Errorf("only the named single address goes direct, before the gateway:\n%s", got)
+	}
 	// Written again with no sandbox: replaced whole, in one transaction.
-	empty := planTable("warren-egress-test", netip.MustParseAddr("10.1.0.1"), egress.Ports{Gateway: 49991, DNS: 49992}, nil)
+	empty := planTable("warren-egress-test", netip.MustParseAddr("10.1.0.1"), egress.Ports{Gateway: 49991, DNS: 49992}, nil, nil)
 	if err := inNS(func() error { return writeTable(empty) }); err != nil {
 		t.Fatal(err)
 	}

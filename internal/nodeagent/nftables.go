@@ -33,6 +33,11 @@ func TableName(node string) string {
 // packets forwarded out of the node are refused as its settings say
 // (allowOut beats denyOut, which beats allowInternetAccess), with a TCP
 // reset or an ICMP administratively prohibited, never a silent drop.
+// A single address allowOut names in a network the gateway never connects
+// into is left to go direct, neither sent to the gateway nor refused: a
+// same-team neighbour, which only the pods' own rules open (a named
+// address that is no such neighbour, the sender's pod refuses before its
+// packet gets here).
 type nodeTable struct {
 	name      string
 	node      netip.Addr
@@ -45,15 +50,22 @@ type tableSandbox struct {
 	ip          netip.Addr
 	allow, deny []netip.Prefix // IPv4 only: the pods have no other
 	internet    bool
+	direct      []netip.Addr // neighbours named in allowOut
 }
 
-// planTable renders the table of sandboxes.
-func planTable(name string, node netip.Addr, ports egress.Ports, sandboxes []EgressSandbox) nodeTable {
+// planTable renders the table of sandboxes, shut the networks the gateway
+// never connects into.
+func planTable(name string, node netip.Addr, ports egress.Ports, sandboxes []EgressSandbox, shut []netip.Prefix) nodeTable {
 	t := nodeTable{name: name, node: node, ports: ports}
 	for _, sb := range sortedSandboxes(sandboxes) {
 		ts := tableSandbox{ip: sb.IP, internet: sb.Network.AllowInternetAccess}
 		ts.allow = v4Targets(sb.Network.AllowOut)
 		ts.deny = v4Targets(sb.Network.DenyOut)
+		for _, p := range ts.allow {
+			if p.IsSingleIP() && slices.ContainsFunc(shut, func(s netip.Prefix) bool { return s.Contains(p.Addr()) }) {
+				ts.direct = append(ts.direct, p.Addr())
+			}
+		}
 		t.sandboxes = append(t.sandboxes, ts)
 	}
 	return t
@@ -135,6 +147,9 @@ func (t nodeTable) build(c *nftables.Conn) {
 	jumpRefuse := &expr.Verdict{Kind: expr.VerdictJump, Chain: refuse.Name}
 	for _, sb := range t.sandboxes {
 		from := addrMatch(12, netip.PrefixFrom(sb.ip, 32))
+		for _, a := range sb.direct {
+			c.AddRule(&nftables.Rule{Table: tb, Chain: nat, Exprs: concat(from, addrMatch(16, netip.PrefixFrom(a, 32)), []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}})})
+		}
 		for _, p := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 			c.AddRule(&nftables.Rule{Table: tb, Chain: nat, Exprs: concat(from, proto(p), dport(53), t.dnat(t.ports.DNS))})
 		}

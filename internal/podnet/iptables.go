@@ -15,7 +15,10 @@ package podnet
 // (a SYN without ACK to a refused network is refused first); into it, no
 // SYN without ACK but to the agent's port, then DNS answers from the
 // resolvers and ICMP (errors about the pod's own packets), and from
-// refused networks nothing else. A refusal is a TCP reset, else
+// refused networks nothing else. A neighbour of Rules.Reaches is sent
+// anything and answers anything but a connection's first segment; one of
+// Rules.ReachedBy may open connections to any port and is answered
+// anything but that. A refusal is a TCP reset, else
 // an ICMP port unreachable (netstack rejects with no other ICMP message),
 // so a probe fails at once.
 
@@ -89,12 +92,7 @@ func iptChains(r Rules, v6 bool) (input, output []iptRule) {
 			refuse = append(refuse, p.Masked())
 		}
 	}
-	var resolvers []netip.Prefix
-	for _, a := range r.Resolvers {
-		if a.Is6() == v6 {
-			resolvers = append(resolvers, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
+	resolvers := hosts(r.Resolvers, v6)
 	icmp := uint8(unix.IPPROTO_ICMP)
 	if v6 {
 		icmp = unix.IPPROTO_ICMPV6
@@ -112,11 +110,21 @@ func iptChains(r Rules, v6 bool) (input, output []iptRule) {
 			iptRule{dst: a, proto: unix.IPPROTO_UDP, dport: 53},
 			iptRule{dst: a, proto: unix.IPPROTO_TCP, dport: 53})
 	}
+	// To a neighbour it reaches anything goes, a connection's first
+	// segment included; to one that reaches it, all but that: the pod's
+	// answers.
+	reaches, reachedBy := hosts(r.Reaches, v6), hosts(r.ReachedBy, v6)
+	for _, a := range reaches {
+		output = append(output, iptRule{dst: a})
+	}
 	for _, p := range refuse {
 		output = append(output, iptRule{dst: p, proto: unix.IPPROTO_TCP, syn: true, target: iptRejectReset})
 	}
 	if r.AgentPort != 0 {
 		output = append(output, iptRule{proto: unix.IPPROTO_TCP, sport: r.AgentPort})
+	}
+	for _, a := range reachedBy {
+		output = append(output, iptRule{dst: a})
 	}
 	if v6 {
 		// Neighbour discovery goes to link-local and multicast addresses;
@@ -134,9 +142,15 @@ func iptChains(r Rules, v6 bool) (input, output []iptRule) {
 	if r.AgentPort != 0 {
 		input = append(input, iptRule{proto: unix.IPPROTO_TCP, dport: r.AgentPort})
 	}
-	// No connection opens from anywhere but to the agent's port, not
-	// even from a resolver's port 53.
+	for _, a := range reachedBy {
+		input = append(input, iptRule{src: a})
+	}
+	// No other connection opens from anywhere but to the agent's port, not
+	// even from a resolver's port 53 or a neighbour the pod reaches.
 	input = append(input, iptRule{proto: unix.IPPROTO_TCP, syn: true, target: iptRejectReset})
+	for _, a := range reaches {
+		input = append(input, iptRule{src: a})
+	}
 	for _, a := range resolvers {
 		input = append(input,
 			iptRule{src: a, proto: unix.IPPROTO_UDP, sport: 53},
@@ -150,6 +164,18 @@ func iptChains(r Rules, v6 bool) (input, output []iptRule) {
 		input = append(input, reject(netip.Prefix{}, p)...)
 	}
 	return input, output
+}
+
+// hosts are the addresses of one family (v6: IPv6) as prefixes of one
+// address.
+func hosts(addrs []netip.Addr, v6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	for _, a := range addrs {
+		if a.Is6() == v6 {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
 }
 
 // iptReplace encodes the filter table of chains input and output (FORWARD

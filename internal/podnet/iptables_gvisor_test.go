@@ -67,9 +67,13 @@ func checkIPTablesInGVisor(t *testing.T) {
 		Resolvers: []netip.Addr{netip.MustParseAddr("10.99.7.53")},
 		AgentPort: 49983,
 	}
-	// Twice: a second replaces the first.
-	for range 2 {
-		if err := ApplyIPTables(rules); err != nil {
+	// Twice: a second replaces the first; first with neighbours (which
+	// netstack must take too), then without.
+	withPeers := rules
+	withPeers.Reaches = []netip.Addr{netip.MustParseAddr("10.99.7.9"), netip.MustParseAddr("fd99::9")}
+	withPeers.ReachedBy = []netip.Addr{netip.MustParseAddr("10.99.7.8")}
+	for _, r := range []Rules{withPeers, rules} {
+		if err := ApplyIPTables(r); err != nil {
 			t.Fatal(err)
 		}
 	}

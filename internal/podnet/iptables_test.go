@@ -265,3 +265,42 @@ func TestIPTablesChains(t *testing.T) {
 		t.Errorf("INPUT accepts (-want +got):\n%s", diff)
 	}
 }
+
+// A neighbour the pod reaches is sent anything before any refusal and
+// answers anything but a connection's opening; one that reaches the pod
+// opens connections to any port and gets anything but an opening back.
+func TestIPTablesChainsNeighbours(t *testing.T) {
+	reach, by := netip.MustParsePrefix("10.1.0.7/32"), netip.MustParsePrefix("10.2.0.9/32")
+	r := Rules{
+		Refuse:    []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		AgentPort: 49983,
+		Reaches:   []netip.Addr{reach.Addr(), netip.MustParseAddr("fd00::7")},
+		ReachedBy: []netip.Addr{by.Addr()},
+	}
+	input, output := iptChains(r, false)
+	index := func(rules []iptRule, match func(iptRule) bool) int { return slices.IndexFunc(rules, match) }
+	accepts := func(rules []iptRule, field func(iptRule) netip.Prefix, p netip.Prefix) int {
+		return index(rules, func(x iptRule) bool { return field(x) == p && x.target == iptAccept && x.proto == 0 })
+	}
+	dst := func(x iptRule) netip.Prefix { return x.dst }
+	src := func(x iptRule) netip.Prefix { return x.src }
+	synOut := index(output, func(x iptRule) bool { return x.syn })
+	refuseOut := index(output, func(x iptRule) bool { return !x.syn && x.target != iptAccept })
+	if i := accepts(output, dst, reach); i < 0 || i > synOut {
+		t.Errorf("OUTPUT: the neighbour it reaches (at %d) must pass before openings are refused (%d): %+v", i, synOut, output)
+	}
+	if i := accepts(output, dst, by); i < synOut || i > refuseOut {
+		t.Errorf("OUTPUT: answers to the neighbour that reaches it (at %d) must pass after openings are refused (%d) and before the rest is (%d): %+v", i, synOut, refuseOut, output)
+	}
+	synIn := index(input, func(x iptRule) bool { return x.syn })
+	refuseIn := index(input, func(x iptRule) bool { return x.target != iptAccept && !x.syn })
+	if i := accepts(input, src, by); i < 0 || i > synIn {
+		t.Errorf("INPUT: the neighbour that reaches it (at %d) must pass before openings are refused (%d): %+v", i, synIn, input)
+	}
+	if i := accepts(input, src, reach); i < synIn || i > refuseIn {
+		t.Errorf("INPUT: answers of the neighbour it reaches (at %d) must pass after openings are refused (%d) and before the rest is (%d): %+v", i, synIn, refuseIn, input)
+	}
+	if in6, out6 := iptChains(r, true); accepts(out6, dst, netip.MustParsePrefix("fd00::7/128")) < 0 || accepts(in6, src, netip.MustParsePrefix("fd00::7/128")) < 0 {
+		t.Errorf("IPv6: the neighbour it reaches is not open: %+v %+v", in6, out6)
+	}
+}

@@ -17,6 +17,12 @@
 // and the agent's port pass (every other port is tunnelled through the
 // agent), everything else is refused the same way.
 //
+// Rules.Reaches and Rules.ReachedBy open a sandbox's named neighbours of
+// the same team (which the control plane picks): out of the pod to the
+// first, into it from the second, before any refusal. A running pod's
+// rules are replaced whole by a later run of the same command (the
+// Kubernetes engine's ephemeral containers).
+//
 // Under gVisor, whose kernel has no nftables, ApplyIPTables sets the
 // same Rules as gVisor's netstack's iptables tables (iptables.go).
 //
@@ -51,6 +57,14 @@ type Rules struct {
 	// AgentPort is the only TCP port that takes connections from outside
 	// the pod. 0: none.
 	AgentPort uint16
+	// Reaches are addresses the pod may send anything to (and get the
+	// replies), though Refuse covers them: the same-team sandboxes its
+	// allowOut names. Nil: none.
+	Reaches []netip.Addr
+	// ReachedBy are addresses that may open connections to any of the
+	// pod's ports: the same-team sandboxes whose allowOut names it. Nil:
+	// none.
+	ReachedBy []netip.Addr
 }
 
 // DefaultRefused are the networks no sandbox pod reaches, whatever the
@@ -138,6 +152,12 @@ func build(c *nftables.Conn, r Rules) {
 				verdict(expr.VerdictAccept))})
 		}
 	}
+	for _, a := range r.Reaches {
+		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: append(daddr(netip.PrefixFrom(a, a.BitLen())), verdict(expr.VerdictAccept))})
+	}
+	for _, a := range r.ReachedBy {
+		c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: append(saddr(netip.PrefixFrom(a, a.BitLen())), verdict(expr.VerdictAccept))})
+	}
 	for _, p := range r.Refuse {
 		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: append(daddr(p.Masked()),
 			&expr.Verdict{Kind: expr.VerdictJump, Chain: refuse.Name})})
@@ -171,10 +191,17 @@ func l4proto(p byte) []expr.Any {
 }
 
 // daddr matches packets whose destination is in p.
-func daddr(p netip.Prefix) []expr.Any {
-	f, off, n := byte(unix.NFPROTO_IPV4), uint32(16), uint32(4)
+func daddr(p netip.Prefix) []expr.Any { return addr(p, 16, 24) }
+
+// saddr matches packets whose source is in p.
+func saddr(p netip.Prefix) []expr.Any { return addr(p, 12, 8) }
+
+// addr matches packets whose address at offset (off4 in an IPv4 header,
+// off6 in an IPv6 one) is in p.
+func addr(p netip.Prefix, off4, off6 uint32) []expr.Any {
+	f, off, n := byte(unix.NFPROTO_IPV4), off4, uint32(4)
 	if p.Addr().Is6() {
-		f, off, n = unix.NFPROTO_IPV6, 24, 16
+		f, off, n = unix.NFPROTO_IPV6, off6, 16
 	}
 	out := append(family(f), &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n})
 	if p.Bits() < p.Addr().BitLen() {

@@ -194,3 +194,39 @@ func TestApply(t *testing.T) {
 		t.Errorf("DNS over TCP to the resolver: %v", err)
 	}
 }
+
+// A pair opened by Reaches and ReachedBy: the pod reaches one neighbour's
+// every port, is reached by the other on every port, and nothing else
+// changes: the neighbour it reaches still cannot open a connection to it.
+func TestApplyNeighbours(t *testing.T) {
+	pod, other := pair(t)
+	listen(t, other, 8080)
+	listen(t, pod, 8000)
+	peer := netip.MustParseAddr("10.99.7.2")
+	rules := Rules{Refuse: DefaultRefused(), AgentPort: 49983, Reaches: []netip.Addr{peer}}
+	if err := pod.run(t, func() error { return Apply(rules) }); err != nil {
+		if errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.ENOENT) {
+			t.Skipf("no nf_tables here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if err := dial(t, pod, "tcp", "10.99.7.2:8080"); err != nil {
+		t.Errorf("out to the neighbour it reaches: %v", err)
+	}
+	if err := dial(t, other, "tcp", "10.99.7.1:8000"); err == nil {
+		t.Error("the neighbour it reaches opened a connection to it")
+	}
+	if err := dial(t, pod, "tcp", "[fd99:7::2]:8080"); err == nil {
+		t.Error("the neighbour's other address is open")
+	}
+	rules.Reaches, rules.ReachedBy = nil, []netip.Addr{peer}
+	if err := pod.run(t, func() error { return Apply(rules) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(t, other, "tcp", "10.99.7.1:8000"); err != nil {
+		t.Errorf("in from the neighbour that reaches it: %v", err)
+	}
+	if err := dial(t, pod, "tcp", "10.99.7.2:8080"); err == nil {
+		t.Error("out to a neighbour that only reaches it")
+	}
+}

@@ -107,13 +107,13 @@ ready=$(k -n "$ns" get daemonset warren-node -o jsonpath='{.status.numberReady}'
 sa=system:serviceaccount:$ns:warren-control-plane
 can() { [ "$(k auth can-i --as="$sa" "$@" 2>/dev/null)" = yes ]; }
 for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get pods --subresource=log -n $ns" \
-  "patch pods --subresource=resize -n $ns" "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns" "list nodes" \
+  "patch pods --subresource=resize -n $ns" "update pods --subresource=ephemeralcontainers -n $ns" "get secret/warren-node-token -n $ns" "get runtimeclass/gvisor" "get namespace/$ns" "list nodes" \
   "create configmaps -n $ns" "list configmaps -n $ns" "update configmaps -n $ns" "delete configmaps -n $ns" \
   "create leases -n $ns" "get lease/warren -n $ns" "update lease/warren -n $ns" \
   "create persistentvolumeclaims -n $ns" "delete persistentvolumeclaims -n $ns" "get persistentvolumes"; do
   can $want || { say "RBAC: the control plane cannot: $want"; exit 1; }
 done
-for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods --subresource=exec -n $ns" "delete nodes" \
+for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods --subresource=exec -n $ns" "update pods --subresource=ephemeralcontainers -n default" "delete nodes" \
   "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces" "create configmaps -n default" \
   "update lease/other -n $ns" "delete lease/warren -n $ns" "create leases -n kube-system" \
   "create persistentvolumeclaims -n default" "create persistentvolumes" "delete persistentvolumes"; do
@@ -153,7 +153,7 @@ if [ $# -eq 0 ]; then
   set -- kube/kubernetes.test.mjs kube/isolation.test.mjs kube/egress.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
-    server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs server/egress-rules.test.mjs \
+    server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs server/egress-rules.test.mjs server/neighbours.test.mjs \
     server/volumes.test.mjs
 fi
 # The nodes' containerd, for the tests that look for images there (scripts/kube.sh's layout).

@@ -540,7 +540,13 @@ func (r *Runtime) Thaw(ctx context.Context, id string) error {
 	if err := r.cfg.Nodes.Thaw(ctx, p.Spec.NodeName, string(p.UID)); err != nil {
 		return err
 	}
-	return r.annotate(ctx, id, annotationFrozen, "")
+	if err := r.annotate(ctx, id, annotationFrozen, ""); err != nil {
+		return err
+	}
+	if f := r.afterThaw.Load(); f != nil {
+		(*f)(ctx)
+	}
+	return nil
 }
 
 // nodeOp reads the pod an operation of the node agent is for.

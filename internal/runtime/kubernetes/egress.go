@@ -11,10 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-
 	"github.com/warrenhq/warren/internal/egress"
 	"github.com/warrenhq/warren/internal/logkey"
 	"github.com/warrenhq/warren/internal/nodeagent"
@@ -53,6 +49,12 @@ func (n *NodeAgentPods) SetEgress(ctx context.Context, node string, r nodeagent.
 // secret of a team with sandboxes there changes (SecretsChanged), and
 // every tokenRefresh while one of them has workload-identity tokens, so
 // that the tokens the gateway sends are never older than that.
+//
+// It also opens named neighbours (neighbours.go): whenever the pairs of
+// same-team sandboxes whose allowOut names each other's address change,
+// the pods on both ends have their own rules replaced, and Apply returns
+// once they are; a pod whose change failed, or that was frozen, is tried
+// again at every Restore.
 type Firewall struct {
 	rt       *Runtime
 	agents   EgressAgents
@@ -63,8 +65,24 @@ type Firewall struct {
 	stop     context.CancelFunc
 	done     chan struct{}
 
-	mu    sync.Mutex            // guards rules; serialises the sends
+	mu    sync.Mutex            // guards rules, all, opened and planned; serialises the sends
 	rules map[string]nodeEgress // by sandbox ID: the enforced ones
+	// all is every sandbox's settings, restricted or not, by ID: the
+	// neighbour pairs are read from them.
+	all map[string]sandbox.Egress
+	// opened is what each sandbox pod's own rules open for neighbours, as
+	// last applied; a pod missing is not known (never applied since
+	// Sync, or its last change failed), and its rules are set again.
+	opened map[netip.Addr]podPeers
+	// planned is the pairs as last worked out: a change of them is what
+	// Apply and Remove act on (and wait for), the rest is Restore's.
+	planned map[netip.Addr]podPeers
+
+	// peers changes a pod's own rules (the Runtime; tests replace it).
+	peers interface {
+		setPeers(ctx context.Context, ip netip.Addr, p podPeers) error
+	}
+	podLocks sync.Map // netip.Addr → *sync.Mutex: one change at a time per pod
 }
 
 // FirewallConfig configures a Firewall.
@@ -100,7 +118,8 @@ var _ sandbox.Firewall = (*Firewall)(nil)
 // NewFirewall enforces egress settings through agents. Close stops its
 // token refresh.
 func NewFirewall(rt *Runtime, agents EgressAgents, cfg FirewallConfig) (*Firewall, error) {
-	f := &Firewall{rt: rt, agents: agents, cfg: cfg, log: logkey.For(cfg.Logger, "kubefirewall"), rules: map[string]nodeEgress{}, done: make(chan struct{})}
+	f := &Firewall{rt: rt, agents: agents, cfg: cfg, log: logkey.For(cfg.Logger, "kubefirewall"), rules: map[string]nodeEgress{},
+		all: map[string]sandbox.Egress{}, opened: map[netip.Addr]podPeers{}, planned: map[netip.Addr]podPeers{}, peers: rt, done: make(chan struct{})}
 	if ca := cfg.Authority; ca != nil {
 		key, err := ca.KeyPEM()
 		if err != nil {
@@ -108,6 +127,12 @@ func NewFirewall(rt *Runtime, agents EgressAgents, cfg FirewallConfig) (*Firewal
 		}
 		f.tls = &nodeagent.EgressTLS{CACert: string(ca.CertPEM()), CAKey: string(key), Roots: cfg.Roots}
 	}
+	thawed := func(ctx context.Context) {
+		if err := f.openPeers(ctx, netip.Addr{}, true); err != nil {
+			f.log.ErrorContext(ctx, "cannot set the neighbours of a thawed sandbox's pod: tried again at the next reconcile", "err", err)
+		}
+	}
+	rt.afterThaw.Store(&thawed)
 	var ctx context.Context
 	ctx, f.stop = context.WithCancel(context.Background())
 	go f.refreshTokens(ctx)
@@ -179,7 +204,10 @@ func (f *Firewall) resend(ctx context.Context, which func(sandbox.Egress) bool) 
 }
 
 // Apply sends the sandbox's rules to its pod's node, or takes them away
-// from it when they restrict nothing.
+// from it when they restrict nothing, then opens the neighbours its
+// allowOut names, and opens it to those whose allowOut names it. A
+// failure to change its own pod's rules fails it; another pod's is tried
+// again at Restore (its pair stays refused meanwhile).
 func (f *Firewall) Apply(ctx context.Context, id string, e sandbox.Egress) error {
 	if err := e.Network.ValidateEgress(); err != nil {
 		return err
@@ -187,6 +215,32 @@ func (f *Firewall) Apply(ctx context.Context, id string, e sandbox.Egress) error
 	if px := e.Network.EgressProxy; px != nil && f.cfg.PublicProxiesOnly && !egress.PublicProxy(px.Address) {
 		return sandbox.Errorf(sandbox.KindInvalid, "network.egressProxy.address '%s' is a private, loopback or link-local address, which this server does not take proxies at (warren serve --egress-proxy-private=false)", px.Address)
 	}
+	if err := f.applyNode(ctx, id, e); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	fresh := true
+	for other, o := range f.all {
+		if o.IP == e.IP {
+			fresh = false
+			if other != id {
+				delete(f.all, other) // a pool pod's, now the claim's
+			}
+		} else if other == id {
+			delete(f.opened, o.IP) // the sandbox has a new pod
+		}
+	}
+	if _, known := f.opened[e.IP]; fresh && !known {
+		f.opened[e.IP] = podPeers{} // a new pod: its init container opened none
+	}
+	f.all[id] = e
+	f.mu.Unlock()
+	return f.openPeers(ctx, e.IP, false)
+}
+
+// applyNode sends the sandbox's rules to its pod's node, or takes them
+// away from it when they restrict nothing.
+func (f *Firewall) applyNode(ctx context.Context, id string, e sandbox.Egress) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	prev, had := f.rules[id]
@@ -233,22 +287,41 @@ func (f *Firewall) Apply(ctx context.Context, id string, e sandbox.Egress) error
 	return nil
 }
 
-// Remove takes a sandbox's rules from its node.
+// Remove takes a sandbox's rules from its node, and closes its
+// neighbours' pods to its address, which its pod is giving up.
 func (f *Firewall) Remove(ctx context.Context, id string) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	prev, had := f.rules[id]
-	if !had {
-		return nil
+	if e, ok := f.all[id]; ok {
+		delete(f.all, id)
+		delete(f.opened, e.IP)
 	}
-	delete(f.rules, id)
-	return f.send(ctx, prev.node)
+	var err error
+	if prev, had := f.rules[id]; had {
+		delete(f.rules, id)
+		err = f.send(ctx, prev.node)
+	}
+	f.mu.Unlock()
+	if perr := f.openPeers(ctx, netip.Addr{}, false); perr != nil {
+		f.log.ErrorContext(ctx, "cannot close the neighbours of a sandbox that went", logkey.Sandbox, id, "err", perr)
+	}
+	return err
 }
 
 // Sync replaces every sandbox's rules and sends every node its set.
 func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) error {
+	f.syncNodes(ctx, rules)
+	if err := f.openPeers(ctx, netip.Addr{}, true); err != nil {
+		f.log.ErrorContext(ctx, "cannot set every sandbox pod's neighbours", "err", err)
+	}
+	return nil
+}
+
+// syncNodes replaces every sandbox's rules and sends every node its set;
+// every pod's neighbours are unknown until openPeers sets them.
+func (f *Firewall) syncNodes(ctx context.Context, rules map[string]sandbox.Egress) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.all, f.opened = maps.Clone(rules), map[netip.Addr]podPeers{}
 	f.rules = map[string]nodeEgress{}
 	for id, e := range rules {
 		if !nodeagent.NodeEnforced(e.Network) {
@@ -268,7 +341,6 @@ func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) er
 	if err := f.sendAll(ctx); err != nil {
 		f.log.ErrorContext(ctx, "cannot send every node its egress rules", "err", err)
 	}
-	return nil
 }
 
 // Restore sends every node its set again: a node agent that restarted
@@ -276,15 +348,16 @@ func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) er
 // names meanwhile).
 func (f *Firewall) Restore(ctx context.Context) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.sendAll(ctx)
+	err := f.sendAll(ctx)
+	f.mu.Unlock()
+	return errors.Join(err, f.openPeers(ctx, netip.Addr{}, true))
 }
 
 // Uninstall takes every sandbox's rules from every node.
 func (f *Firewall) Uninstall(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.rules = map[string]nodeEgress{}
+	f.rules, f.all, f.opened, f.planned = map[string]nodeEgress{}, map[string]sandbox.Egress{}, map[netip.Addr]podPeers{}, map[netip.Addr]podPeers{}
 	return f.sendAll(ctx)
 }
 
@@ -366,32 +439,96 @@ func (f *Firewall) resolve(ctx context.Context, id string, e sandbox.Egress) map
 	return out
 }
 
+// openPeers changes the rules of the sandbox pods whose neighbours are
+// not what their sandbox's and the others' settings say, in parallel, and
+// returns once each is done: with all, every such pod; else own's (the
+// sandbox being applied; the zero Addr: none) and those whose pairs
+// changed since the last call, leaving earlier failures to Restore. It
+// returns the error of own's pod and logs the others', except with no
+// own, when it returns them all. A frozen pod is left for a later call.
+func (f *Firewall) openPeers(ctx context.Context, own netip.Addr, all bool) error {
+	f.mu.Lock()
+	plan := neighbourPlan(f.all)
+	var change []netip.Addr
+	for _, e := range f.all {
+		have, known := f.opened[e.IP]
+		if (!known || !have.equal(plan[e.IP])) && (all || e.IP == own || !f.planned[e.IP].equal(plan[e.IP])) {
+			change = append(change, e.IP)
+		}
+	}
+	f.planned = plan
+	f.mu.Unlock()
+	slices.SortFunc(change, netip.Addr.Compare)
+	errs := make([]error, len(change))
+	var wg sync.WaitGroup
+	for i, ip := range change {
+		wg.Go(func() { errs[i] = f.setPeers(ctx, ip) })
+	}
+	wg.Wait()
+	var out []error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case !own.IsValid() || change[i] == own:
+			out = append(out, err)
+		default:
+			f.log.ErrorContext(ctx, "cannot change a sandbox pod's rules for its neighbours: tried again at the next reconcile", "ip", change[i], "err", err)
+		}
+	}
+	return errors.Join(out...)
+}
+
+// setPeers gives the pod at ip the neighbours the current settings give
+// it, unless it has them already.
+func (f *Firewall) setPeers(ctx context.Context, ip netip.Addr) error {
+	mu, _ := f.podLocks.LoadOrStore(ip, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	f.mu.Lock()
+	want := neighbourPlan(f.all)[ip]
+	have, known := f.opened[ip]
+	live := f.holds(ip)
+	f.mu.Unlock()
+	if !live || known && have.equal(want) {
+		return nil
+	}
+	err := f.peers.setPeers(ctx, ip, want)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case errors.Is(err, errFrozen):
+		f.log.InfoContext(ctx, "a frozen sandbox pod's neighbours change when it runs again", "ip", ip)
+		delete(f.opened, ip)
+		return nil
+	case err != nil:
+		delete(f.opened, ip)
+		return err
+	}
+	if f.holds(ip) {
+		f.opened[ip] = want
+	}
+	f.log.DebugContext(ctx, "a sandbox pod's neighbours changed", "ip", ip, "reaches", want.reaches, "reachedBy", want.reachedBy)
+	return nil
+}
+
+// holds reports whether a sandbox's pod is at ip. The caller holds f.mu.
+func (f *Firewall) holds(ip netip.Addr) bool {
+	for _, e := range f.all {
+		if e.IP == ip {
+			return true
+		}
+	}
+	return false
+}
+
 // nodeOfIP returns the node of this server's live sandbox pod at ip.
 func (r *Runtime) nodeOfIP(ctx context.Context, ip netip.Addr) (string, error) {
-	live := func(p *corev1.Pod) bool {
-		return p.Status.PodIP == ip.String() && p.Spec.NodeName != "" && p.DeletionTimestamp == nil &&
-			p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded
+	p, err := r.podAt(ctx, ip)
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return "", sandbox.Wrap(sandbox.KindInternal, err, err.Error())
 	}
-	sel, err := labels.Parse(r.selector())
 	if err != nil {
 		return "", err
 	}
-	if pods, err := r.pods.List(sel); err == nil {
-		for _, p := range pods {
-			if live(p) {
-				return p.Spec.NodeName, nil
-			}
-		}
-	}
-	// The informer may not have seen the pod's address yet.
-	list, err := r.cli.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: r.selector(), FieldSelector: "status.podIP=" + ip.String()})
-	if err != nil {
-		return "", classify(err, "cannot find the sandbox's pod")
-	}
-	for i := range list.Items {
-		if live(&list.Items[i]) {
-			return list.Items[i].Spec.NodeName, nil
-		}
-	}
-	return "", sandbox.Errorf(sandbox.KindInternal, "no live sandbox pod has the address %s", ip)
+	return p.Spec.NodeName, nil
 }

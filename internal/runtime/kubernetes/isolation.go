@@ -144,9 +144,21 @@ func (r *Runtime) isolate(pod *corev1.Pod, nets []netip.Prefix) {
 // initContainer returns the pod's init container, refusing nets beside
 // the defaults; gvisor: for a pod of the gVisor RuntimeClass.
 func (r *Runtime) initContainer(nets []netip.Prefix, gvisor bool) corev1.Container {
+	c := r.isolating(nets, gvisor)
+	c.Name = initContainer
+	c.Args = slices.Insert(c.Args, 4, "--install-agent", AgentMountPath) // after --agent-port, as ever
+	c.VolumeMounts = []corev1.VolumeMount{{Name: agentVolume, MountPath: path.Dir(AgentMountPath)}}
+	return c
+}
+
+// isolating returns a container of the agent's image that runs `warren
+// node isolate` refusing nets beside the defaults, with what it needs and
+// no more: root, CAP_NET_ADMIN (and under gVisor CAP_NET_RAW), a
+// read-only root, no escalation.
+func (r *Runtime) isolating(nets []netip.Prefix, gvisor bool) corev1.Container {
 	no, yes := false, true
 	root := int64(0)
-	args := []string{"node", "isolate", "--agent-port", strconv.Itoa(sandbox.AgentPort), "--install-agent", AgentMountPath}
+	args := []string{"node", "isolate", "--agent-port", strconv.Itoa(sandbox.AgentPort)}
 	caps := []corev1.Capability{"NET_ADMIN"}
 	if gvisor {
 		// gVisor's netstack takes iptables tables through a raw socket.
@@ -161,12 +173,10 @@ func (r *Runtime) initContainer(nets []netip.Prefix, gvisor bool) corev1.Contain
 		args = append(args, "--refuse", strings.Join(s, ","))
 	}
 	return corev1.Container{
-		Name:            initContainer,
 		Image:           r.cfg.AgentImage,
 		ImagePullPolicy: corev1.PullPolicy(r.cfg.PullPolicy),
 		Command:         []string{AgentImageBinary},
 		Args:            args,
-		VolumeMounts:    []corev1.VolumeMount{{Name: agentVolume, MountPath: path.Dir(AgentMountPath)}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsUser:                &root,
 			RunAsGroup:               &root,

@@ -140,7 +140,10 @@ type Runtime struct {
 	img      *nodeImages
 
 	giveWay atomic.Pointer[func(context.Context) bool] // see OnCrowded
-	cluster clusterNetworks                            // what sandboxes are refused; see refused
+	// afterThaw runs at the end of Thaw: the Firewall sets the neighbours
+	// of the pods it could not change while they were frozen.
+	afterThaw atomic.Pointer[func(context.Context)]
+	cluster   clusterNetworks // what sandboxes are refused; see refused
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // pod name → who waits for its next change

@@ -4,12 +4,13 @@
 // of the same team and its allowOut names the target's address itself. Another team's sandbox
 // never does, naming it or not; an allow-all, 0.0.0.0/0 or the network's CIDR opens no neighbour.
 // The second team's key is made with `warren keys create --team` on the server's state dir.
+// On Kubernetes (kube-run.sh) the same pairs open between pods, and again between gVisor pods.
 import { it } from 'node:test'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { Sandbox } from 'e2b'
-import { useServer, WARREN_BIN } from './harness.mjs'
-import { assert, startHttpServer, uid } from './helpers.mjs'
+import { useServer, WarrenServer, WARREN_BIN } from './harness.mjs'
+import { assert, startHttpServer, uid, kubectl } from './helpers.mjs'
 
 const srv = await useServer({ private: true })
 
@@ -92,11 +93,63 @@ it('no sandbox reaches another but one of its team naming its address', { timeou
       'naming the target opens nothing the other way')
 
     // Naming the address later, on the running sandbox, opens it; within the team only.
+    const t0 = Date.now()
     await Sandbox.updateNetwork(plain.sandboxId, { allowOut: [ip] })
+    console.log(`neighbours: updateNetwork naming the target took ${Date.now() - t0} ms`)
     assert.equal(await reaches(plain, url, 'named by PUT'), '200', 'same team, after PUT network names the IP')
     await Sandbox.updateNetwork(otherPlain.sandboxId, { allowOut: [ip] }, { apiKey: otherTeamKey })
     assert.match(await curl(otherPlain, url), /^exit /, 'another team, after PUT network names the IP')
+    // Naming it no more closes it again.
+    await Sandbox.updateNetwork(named.sandboxId, { allowOut: [] })
+    assert.match(await curl(named, url), /^exit /, 'same team, after PUT network names the IP no more')
   } finally {
     await Promise.all(made.map((s) => s.kill().catch(() => {})))
+  }
+})
+
+// On Kubernetes a gVisor pod's rules live in its netstack, changed by an ephemeral container
+// as a runc pod's are: the same pairs, both ways, and a runc neighbour of the same team
+// reaching a gVisor target.
+it('gVisor pods: only a same-team sandbox naming the address reaches it', {
+  timeout: 300_000,
+  skip: process.env.WARREN_ENGINE !== 'kubernetes' && 'Kubernetes only (on Docker the gVisor engine runs the file above)',
+}, async (t) => {
+  const classes = await kubectl('get', 'runtimeclass', '-o', 'name')
+  if (!classes.includes('runtimeclass.node.k8s.io/gvisor')) return t.skip('no RuntimeClass gvisor on this cluster')
+  const gv = new WarrenServer({ args: ['--runtime', 'gvisor'] })
+  await gv.start()
+  const metadata = { e2e: `neighbours-gvisor-${uid()}` }
+  const opts = { apiKey: gv.apiKey, apiUrl: gv.url, sandboxUrl: gv.url, domain: gv.domain, metadata }
+  const made = []
+  const create = async (o) => {
+    const s = await Sandbox.create({ ...opts, ...o })
+    made.push(s)
+    return s
+  }
+  try {
+    const target = await create({ secure: true, network: { allowPublicTraffic: false } })
+    await startHttpServer(target, 3000, '/tmp/www', { 'index.html': 'target' })
+    const ip = await addressOf(target)
+    const url = `http://${ip}:3000/`
+    const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, ...gv.storeFlags])
+    const [named, plain, otherNamed] = await Promise.all([
+      create({ network: { allowOut: [ip] } }),
+      create({}),
+      create({ apiKey: stdout.trim(), network: { allowOut: [ip] } }),
+    ])
+    assert.equal(await reaches(named, url, 'gVisor named'), '200', 'same team, allowOut names the IP')
+    assert.match(await curl(plain, url), /^exit /, 'plain reached the target')
+    assert.match(await curl(otherNamed, url), /^exit /, 'another team naming the IP reached the target')
+    assert.match(await curl(target, `http://${await addressOf(named)}:3000/`), /^exit /,
+      'naming the target opens nothing the other way')
+    const t0 = Date.now()
+    await Sandbox.updateNetwork(plain.sandboxId, { allowOut: [ip] }, opts)
+    console.log(`neighbours: gVisor: updateNetwork naming the target took ${Date.now() - t0} ms`)
+    assert.equal(await reaches(plain, url, 'gVisor named by PUT'), '200', 'same team, after PUT network names the IP')
+    await Sandbox.updateNetwork(named.sandboxId, { allowOut: [] }, opts)
+    assert.match(await curl(named, url), /^exit /, 'same team, after PUT network names the IP no more')
+  } finally {
+    await Promise.all(made.map((s) => s.kill().catch(() => {})))
+    await gv.dispose()
   }
 })

@@ -1,0 +1,234 @@
+package kubernetes
+
+// Named neighbours: a sandbox reaches another of its team when its
+// allowOut names that sandbox's address, as on the Docker engine. Both
+// pods' own rules refuse the pod networks (podnet), so both change while
+// they run: the pod of the one that names gets the other in its Reaches,
+// the named one gets it in its ReachedBy. Only a container in the pod with
+// CAP_NET_ADMIN can change them (under gVisor they live in the pod's
+// netstack), and the sandbox container must never hold it, so each change
+// is an ephemeral container of the agent's image running `warren node
+// isolate` once with the pod's whole rules, in a PID namespace of its own
+// (the sandbox's root, which may ptrace, never sees it), as the init
+// container did.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/warrenhq/warren/internal/sandbox"
+)
+
+// netContainerPrefix begins the names of the ephemeral containers that
+// change a running pod's rules: warren-net-1, warren-net-2, ...
+const netContainerPrefix = "warren-net-"
+
+// peersTimeout bounds the wait for a pod's ephemeral container to apply
+// its rules (a container start: ~2 s on the loaded test cluster).
+const peersTimeout = 60 * time.Second
+
+// podPeers is what a pod's rules open beside the agent's port: the
+// same-team sandboxes it reaches and those that reach it, sorted.
+type podPeers struct {
+	reaches, reachedBy []netip.Addr
+}
+
+func (p podPeers) equal(o podPeers) bool {
+	return slices.Equal(p.reaches, o.reaches) && slices.Equal(p.reachedBy, o.reachedBy)
+}
+
+func (p podPeers) empty() bool { return len(p.reaches) == 0 && len(p.reachedBy) == 0 }
+
+// neighbourPlan returns, by pod address, the peers of every sandbox in
+// all that has any: a sandbox reaches another when both have the same,
+// non-empty team and its allowOut names the other's address itself
+// (sandbox.Network.NamesHost), the Docker firewall's rule. Another team's
+// sandbox is never a peer, named or not.
+func neighbourPlan(all map[string]sandbox.Egress) map[netip.Addr]podPeers {
+	byIP := make(map[netip.Addr]string, len(all))
+	for id, e := range all {
+		if e.IP.IsValid() {
+			byIP[e.IP] = id
+		}
+	}
+	plan := map[netip.Addr]podPeers{}
+	for id, e := range all {
+		if !e.IP.IsValid() || e.TeamID == "" {
+			continue
+		}
+		for _, s := range e.Network.AllowOut {
+			p, err := sandbox.ParseEgressTarget(s)
+			if err != nil || !p.IsSingleIP() {
+				continue
+			}
+			to, ok := byIP[p.Addr()]
+			if !ok || to == id || all[to].TeamID != e.TeamID {
+				continue
+			}
+			from := plan[e.IP]
+			from.reaches = append(from.reaches, p.Addr())
+			plan[e.IP] = from
+			at := plan[p.Addr()]
+			at.reachedBy = append(at.reachedBy, e.IP)
+			plan[p.Addr()] = at
+		}
+	}
+	for ip, p := range plan {
+		slices.SortFunc(p.reaches, netip.Addr.Compare)
+		slices.SortFunc(p.reachedBy, netip.Addr.Compare)
+		plan[ip] = podPeers{reaches: slices.Compact(p.reaches), reachedBy: slices.Compact(p.reachedBy)}
+	}
+	return plan
+}
+
+// errFrozen says a pod is frozen: an ephemeral container would start in
+// its frozen cgroup and never run, so its rules change once it thaws.
+var errFrozen = errors.New("the sandbox's pod is frozen")
+
+// setPeers replaces the rules of this server's live pod at ip with the
+// isolation it was made with and peers, and returns once they are in
+// place: an ephemeral container runs `warren node isolate` in it. A
+// failure leaves the pod's last rules as they were (fail closed: a pair
+// not yet opened stays refused).
+func (r *Runtime) setPeers(ctx context.Context, ip netip.Addr, peers podPeers) error {
+	ctx, cancel := context.WithTimeout(ctx, peersTimeout)
+	defer cancel()
+	nets, err := r.refused(ctx)
+	if err != nil {
+		return err
+	}
+	var name, podName string
+	for try := 0; ; try++ {
+		p, err := r.podAt(ctx, ip)
+		if err != nil {
+			return err
+		}
+		if peers.empty() && !slices.ContainsFunc(p.Spec.EphemeralContainers, func(c corev1.EphemeralContainer) bool {
+			return strings.HasPrefix(c.Name, netContainerPrefix)
+		}) {
+			return nil // its init container's rules open none
+		}
+		if p.Annotations[annotationFrozen] == "true" {
+			return errFrozen
+		}
+		podName = p.Name
+		name = nextNetContainer(p)
+		gvisor := p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName == r.cfg.GVisorRuntimeClass
+		c := r.isolating(nets, gvisor)
+		c.Name = name
+		c.Args = append(c.Args, peerArgs(peers)...)
+		p = p.DeepCopy()
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon(c)})
+		_, err = r.cli.CoreV1().Pods(r.ns).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || try == 2 {
+			return classify(err, "cannot change the rules of the sandbox's pod for its neighbours")
+		}
+	}
+	return r.waitNetContainer(ctx, podName, name)
+}
+
+// peerArgs are the arguments of `warren node isolate` that open peers.
+func peerArgs(peers podPeers) []string {
+	join := func(as []netip.Addr) string {
+		s := make([]string, len(as))
+		for i, a := range as {
+			s[i] = a.String()
+		}
+		return strings.Join(s, ",")
+	}
+	var args []string
+	if len(peers.reaches) > 0 {
+		args = append(args, "--reaches", join(peers.reaches))
+	}
+	if len(peers.reachedBy) > 0 {
+		args = append(args, "--reached-by", join(peers.reachedBy))
+	}
+	return args
+}
+
+// nextNetContainer names the next of a pod's rule-changing ephemeral
+// containers.
+func nextNetContainer(p *corev1.Pod) string {
+	n := 0
+	for _, c := range p.Spec.EphemeralContainers {
+		var i int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(c.Name, netContainerPrefix), "%d", &i); err == nil && strings.HasPrefix(c.Name, netContainerPrefix) {
+			n = max(n, i)
+		}
+	}
+	return fmt.Sprintf("%s%d", netContainerPrefix, n+1)
+}
+
+// waitNetContainer waits until the pod's ephemeral container name ended,
+// and fails unless it succeeded.
+func (r *Runtime) waitNetContainer(ctx context.Context, pod, name string) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p, err := r.pods.Get(pod)
+		if apierrors.IsNotFound(err) {
+			p, err = r.cli.CoreV1().Pods(r.ns).Get(ctx, pod, metaGet)
+		}
+		if err != nil {
+			return classify(err, "the sandbox's pod went while its rules changed")
+		}
+		for _, s := range p.Status.EphemeralContainerStatuses {
+			if t := s.State.Terminated; s.Name == name && t != nil {
+				if t.ExitCode != 0 {
+					return sandbox.Errorf(sandbox.KindInternal, "the rules of the sandbox's pod for its neighbours did not apply (exit %d): %s",
+						t.ExitCode, cmp.Or(strings.TrimSpace(t.Message), t.Reason))
+				}
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return sandbox.Wrap(sandbox.KindUnavailable, ctx.Err(), fmt.Sprintf("the rules of the sandbox's pod for its neighbours did not apply within %v", peersTimeout))
+		case <-tick.C:
+		}
+	}
+}
+
+// podAt returns this server's live sandbox pod at ip.
+func (r *Runtime) podAt(ctx context.Context, ip netip.Addr) (*corev1.Pod, error) {
+	live := func(p *corev1.Pod) bool {
+		return p.Status.PodIP == ip.String() && p.Spec.NodeName != "" && p.DeletionTimestamp == nil &&
+			p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded
+	}
+	sel, err := labels.Parse(r.selector())
+	if err != nil {
+		return nil, err
+	}
+	if pods, err := r.pods.List(sel); err == nil {
+		for _, p := range pods {
+			if live(p) {
+				return p, nil
+			}
+		}
+	}
+	// The informer may not have seen the pod's address yet.
+	list, err := r.cli.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: r.selector(), FieldSelector: "status.podIP=" + ip.String()})
+	if err != nil {
+		return nil, classify(err, "cannot find the sandbox's pod")
+	}
+	for i := range list.Items {
+		if live(&list.Items[i]) {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, sandbox.Errorf(sandbox.KindNotFound, "no live sandbox pod has the address %s", ip)
+}
