@@ -183,7 +183,12 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [debug]
   address = "$GV_RUN/containerd/debug.sock"
 EOF
-	containerd --config "$GV_RUN/containerd.toml" >>"$GV_RUN/containerd.log" 2>&1 &
+	# Its temporary directories under the engine's root, emptied at each start: it unpacks every
+	# checkpoint a container starts from into one (ctrd-checkpoint*) and never removes it, a whole
+	# memory image for a restore that is not by reference.
+	rm -rf "$GV_ROOT/tmp"
+	mkdir -p -m 0700 "$GV_ROOT/tmp"
+	env -u XDG_RUNTIME_DIR TMPDIR="$GV_ROOT/tmp" containerd --config "$GV_RUN/containerd.toml" >>"$GV_RUN/containerd.log" 2>&1 &
 	echo $! >"$GV_RUN/containerd.pid"
 	for _ in $(seq 1 60); do
 		ctr --address "$CTRD_SOCK" version >/dev/null 2>&1 && return

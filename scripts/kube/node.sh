@@ -174,10 +174,13 @@ imagePullCredentialsVerificationPolicy: NeverVerify
 # never collect them.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+# The nodes' disk is the host's, shared with everything else the machine runs (CI's other lanes,
+# other users): a share of it would evict pods (node agents, sandboxes) whenever the host's disk
+# runs low for reasons of its own; pods are evicted only when it is nearly out.
 evictionHard:
   memory.available: 100Mi
-  nodefs.available: 2%
-  imagefs.available: 2%
+  nodefs.available: 512Mi
+  imagefs.available: 512Mi
 failSwapOn: false
 registerNode: true
 YAML

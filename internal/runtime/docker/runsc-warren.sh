@@ -14,9 +14,16 @@
 set -eu
 RUNSC=/usr/local/lib/warren/runsc
 [ "${1:-}" = --warren-image-refs ] && shift
-# in_place DIR: the directory DIR refers to, or DIR.
+# in_place DIR: the directory DIR refers to, or DIR. A reference containerd unpacked into a
+# temporary directory of its own (ctrd-checkpoint*) is removed once read: containerd never removes
+# those, one a restore, and runsc is given the image itself.
 in_place() {
-	if [ -f "$1/warren-image" ]; then cat "$1/warren-image"; else printf '%s' "$1"; fi
+	if [ -f "$1/warren-image" ]; then
+		cat "$1/warren-image"
+		case ${1##*/} in ctrd-checkpoint*) rm -rf "$1" ;; esac
+	else
+		printf '%s' "$1"
+	fi
 }
 n=$#
 next=

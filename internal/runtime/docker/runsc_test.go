@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,6 +120,14 @@ func TestRunscWrapper(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ref, imageRefFile), []byte(image), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// containerd's own copy of a reference, which it leaves behind.
+	copied := filepath.Join(dir, "ctrd-checkpoint123")
+	if err := os.MkdirAll(copied, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(copied, imageRefFile), []byte(image), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	plain := t.TempDir()
 	if _, err := RunscWrapper("/it's/runsc"); err == nil {
 		t.Error("a path the script cannot quote was taken")
@@ -132,6 +141,8 @@ func TestRunscWrapper(t *testing.T) {
 			[]string{"--overlay2=none", "--root", "/r", "restore", "--image-path", image, "--work-path", "/w", "c1"}},
 		{"restore by reference, one argument", []string{ImageRefsArg, "restore", "--image-path=" + ref, "c1"},
 			[]string{"restore", "--image-path=" + image, "c1"}},
+		{"restore by reference from containerd's copy", []string{ImageRefsArg, "restore", "--image-path", copied, "c1"},
+			[]string{"restore", "--image-path", image, "c1"}},
 		{"restore of a plain checkpoint", []string{ImageRefsArg, "restore", "--image-path", plain, "c1"},
 			[]string{"restore", "--image-path", plain, "c1"}},
 		{"another command", []string{ImageRefsArg, "--root", "/r", "state", "c 1"},
@@ -146,5 +157,13 @@ func TestRunscWrapper(t *testing.T) {
 				t.Errorf("runsc got %q, want %q", got, tc.want)
 			}
 		})
+	}
+	if _, err := os.Stat(copied); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("containerd's copy of a reference is left: %v", err)
+	}
+	for _, d := range []string{ref, plain} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("a checkpoint of Warren's own was removed: %v", err)
+		}
 	}
 }
