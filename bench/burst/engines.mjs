@@ -85,9 +85,13 @@ async function metrics(srv) {
   return r.text()
 }
 
+// createAndRun times Sandbox.create() → the first commands.run('true'), and create() alone
+// (createMs: the rest is the first command's way to the sandbox).
+const createMs = []
 async function createAndRun(template) {
   const t0 = now()
   const sbx = template ? await Sandbox.create(template) : await Sandbox.create()
+  createMs.push(now() - t0)
   await sbx.commands.run('true')
   return { sbx, ms: now() - t0 }
 }
@@ -132,8 +136,11 @@ async function measured(label, fn) {
     use(e)
     note(`${label} — ${e.key}`)
     const m0 = await metrics(e.srv)
+    createMs.length = 0
     out[e.key] = await fn(e)
     out[e.key].phases = phaseStats(m0, await metrics(e.srv))
+    out[e.key].create_only = stat(createMs)
+    note(`  of which Sandbox.create() alone: p50 ${out[e.key].create_only.p50?.toFixed(1)} ms, p95 ${out[e.key].create_only.p95?.toFixed(1)} ms`)
   }
   use(engines[0])
   return out
