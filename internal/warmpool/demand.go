@@ -172,10 +172,10 @@ func (d *demand) want(template string) int {
 // loop: the pool holds the creates of a span, one; the next create comes
 // while its replacement starts and misses; a miss takes a container's
 // whole start, which spaces the creates more than a span apart, so the
-// span never sees two and the pool stays at one (a Kubernetes pod starts
-// in 2-3 s: every other create of a template missed, 0.9 s p50). The
-// spare is claimed while the replacement starts, the creates then come
-// at the client's pace, and the span counts them.
+// span never sees two and the pool stays at one (with Kubernetes pods,
+// which start in 2-3 s, every other create of a loop a second apart would
+// miss). The spare is claimed while the replacement starts, the creates
+// then come at the client's pace, and the span counts them.
 func (d *demand) sizeLocked(template string, kd *kindDemand) int {
 	n := kd.wantLocked(d.spanLocked(template))
 	if n > 0 && d.refill[template] > rateSpan {
