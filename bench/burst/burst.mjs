@@ -46,6 +46,7 @@ import { WarrenServer } from '../../test/e2e/server/harness.mjs'
 import { removeSandboxContainers, sdk, startServer } from '../server.mjs'
 import { stat, fmt } from '../stats.mjs'
 import { containers, memory, pssKB } from '../containers.mjs'
+import { phaseOrder, phaseStats, phaseBounds0 } from '../phases.mjs'
 
 const parts = ['bursts', 'sequential', 'template', 'image', 'first', 'phases']
 const { values: opt } = parseArgs({
@@ -247,54 +248,6 @@ async function freshImage(name) {
   images.push(name)
   return name
 }
-
-// phaseHistograms parses warren_create_phase_seconds from a /metrics text:
-// { path: { phase: { buckets: [[le, cumulative]], sum, count } } }.
-function phaseHistograms(text) {
-  const h = {}
-  const get = (path, phase) => ((h[path] ??= {})[phase] ??= { buckets: [], sum: 0, count: 0 })
-  for (const m of text.matchAll(/^warren_create_phase_seconds_(bucket|sum|count)\{path="([^"]*)",phase="([^"]*)"(?:,le="([^"]*)")?\} (\S+)$/gm)) {
-    const s = get(m[2], m[3])
-    if (m[1] === 'bucket') s.buckets.push([m[4] === '+Inf' ? Infinity : Number(m[4]), Number(m[5])])
-    else s[m[1]] = Number(m[5])
-  }
-  return h
-}
-
-// phaseStats returns, per path and phase, the count, mean and p50 (interpolated within its
-// histogram bucket) in ms of the creates between two /metrics texts.
-function phaseStats(before, after) {
-  const a = phaseHistograms(after)
-  const b = phaseHistograms(before)
-  const out = {}
-  for (const [path, byPhase] of Object.entries(a)) {
-    for (const [phase, s] of Object.entries(byPhase)) {
-      const o = b[path]?.[phase]
-      const n = s.count - (o?.count ?? 0)
-      if (n <= 0) continue
-      const cum = s.buckets.map(([le, c], i) => [le, c - (o?.buckets[i]?.[1] ?? 0)])
-      let p50 = NaN
-      for (let i = 0, lo = 0, prev = 0; i < cum.length; i++) {
-        const [le, c] = cum[i]
-        if (c >= n / 2) {
-          p50 = le === Infinity ? lo : lo + ((le - lo) * (n / 2 - prev)) / Math.max(c - prev, 1)
-          break
-        }
-        lo = le
-        prev = c
-      }
-      ;(out[path] ??= {})[phase] = { n, p50_ms: p50 * 1000, mean_ms: ((s.sum - (o?.sum ?? 0)) / n) * 1000 }
-    }
-  }
-  return out
-}
-
-// The order phases happen in on each path (a path may lack some: egress without rules is ~0).
-const phaseOrder = ['resolve', 'image_id', 'pool_miss', 'gate', 'save', 'limits', 'engine_create', 'engine_start',
-  'engine_inspect', 'engine', 'egress', 'agent_wait', 'agent_init', 'agent', 'template', 'save_running', 'total']
-
-// The first bucket's bound (ms): a p50 in it is only known to be below it.
-const phaseBounds0 = 0.5
 
 // printPhases prints a table: a row per phase, a column per run (p50 / mean in ms), then the
 // runs' create → first command p50 and how many of their creates took their path.

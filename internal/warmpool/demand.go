@@ -18,7 +18,8 @@ import (
 // pool must hold since the containers claimed in that span are not
 // replaced before it ends: at least a second, about that on Docker, two or
 // more for a pod on a busy cluster), and never smaller than its floor (a
-// Builtin's Floor, 0 for the others). So a burst larger than the pool
+// Builtin's Floor, 0 for the others), plus one while its refill takes
+// longer than a second (spareLocked). So a burst larger than the pool
 // grows it for the next one, and when demand stops the pool drains back
 // to its floor after Window. What pools beyond their floors hold together is
 // bounded by Settings.BudgetMB, at the estimate of ContainerMB (or the
@@ -167,7 +168,26 @@ func (d *demand) want(template string) int {
 		return 0
 	}
 	kd.prune(time.Now())
-	return kd.wantLocked(d.spanLocked(template))
+	return d.sizeLocked(template, kd)
+}
+
+// sizeLocked is what template's pool should hold for its demand kd: its
+// largest burst, and a spare while a refill of its pool takes longer than
+// rateSpan. Without it, one client's loop of creates (one at a time, a
+// pause between them) starves a pool whose refill is slower than the
+// loop: the pool holds the creates of a span, one; the next create comes
+// while its replacement starts and misses; a miss takes a container's
+// whole start, which spaces the creates more than a span apart, so the
+// span never sees two and the pool stays at one (with Kubernetes pods,
+// which start in 2-3 s, every other create of a loop a second apart would
+// miss). The spare is claimed while the replacement starts, the creates
+// then come at the client's pace, and the span counts them.
+func (d *demand) sizeLocked(template string, kd *kindDemand) int {
+	n := kd.wantLocked(d.spanLocked(template))
+	if n > 0 && d.refill[template] > rateSpan {
+		n++
+	}
+	return n
 }
 
 // wantLocked is the kind's largest burst, counting the creates begun
@@ -308,7 +328,7 @@ func (d *demand) learned(builtin func(template string) bool) []kind {
 			continue
 		}
 		k := kd.kind
-		k.size = kd.wantLocked(d.spanLocked(id))
+		k.size = d.sizeLocked(id, kd)
 		out = append(out, k)
 	}
 	slices.SortFunc(out, func(a, b kind) int {

@@ -92,8 +92,8 @@ func TestDemandSpanFollowsRefillTime(t *testing.T) {
 			t.Errorf("want with no refill measured = %d, want 3 (those within a second)", got)
 		}
 		d.refilled("t", 2*time.Second)
-		if got := d.want("t"); got != 5 {
-			t.Errorf("want with 2 s refills = %d, want 5 (those within 2 s)", got)
+		if got := d.want("t"); got != 6 {
+			t.Errorf("want with 2 s refills = %d, want 6 (those within 2 s, and a spare)", got)
 		}
 		d.refilled("t", 10*time.Second) // one slow start moves it a quarter of the way
 		d.mu.Lock()
@@ -108,6 +108,32 @@ func TestDemandSpanFollowsRefillTime(t *testing.T) {
 		d.mu.Unlock()
 		if span != rateSpanMax {
 			t.Errorf("span = %v, want at most %v", span, rateSpanMax)
+		}
+	})
+}
+
+// A loop of creates one at a time, a second apart, of a template whose
+// refill takes longer than that: its pool keeps a spare beyond the creates
+// of a span, which a pool that refills within a second does not need.
+func TestDemandSpareForSlowRefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDemand()
+		k := kind{template: "t"}
+		for range 4 { // a miss's whole start between creates: 3 s apart
+			d.begin(k, team)()
+			time.Sleep(3 * time.Second)
+		}
+		d.refilled("t", 500*time.Millisecond)
+		if got := d.want("t"); got != 1 {
+			t.Errorf("want with 0.5 s refills = %d, want 1", got)
+		}
+		d.refilled("t", 2500*time.Millisecond)
+		d.refilled("t", 2500*time.Millisecond)
+		if got := d.want("t"); got != 2 {
+			t.Errorf("want with 2-3 s refills = %d, want 2 (one a span, and a spare)", got)
+		}
+		if got := newDemand().want("other"); got != 0 {
+			t.Errorf("want of a template never created = %d, want 0", got)
 		}
 	})
 }

@@ -10,6 +10,8 @@
 #   test/e2e/kube-run.sh kube/failover.test.mjs        its three replicas' failover alone (not yet
 #                                                      in the default run: 2 of its last 5 runs
 #                                                      saw an SDK-visible failure, issue 26)
+#   test/e2e/kube-run.sh --exec CMD [ARG...]           CMD instead of tests, with the environment
+#                                                      the servers get (bench/burst/kube.sh)
 #
 # It applies deploy/kubernetes/ (namespace, RBAC, gVisor RuntimeClass, the node agent
 # DaemonSet with a fresh token Secret), builds warren/node and imports it and the code
@@ -20,6 +22,13 @@
 # Afterwards no sandbox pod may be left; whatever happens, the namespace and the cluster-wide
 # objects it applied are deleted.
 set -euo pipefail
+
+exec_cmd=()
+if [ "${1:-}" = --exec ]; then
+  shift
+  exec_cmd=("$@")
+  set --
+fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -144,11 +153,11 @@ in_cluster() {
   kube/failover.test.mjs) WARREN_E2E_CP_REPLICAS=3 WARREN_E2E_KUBECTL="$kubectl" WARREN_NAMESPACE="$ns" test/e2e/kube-control-plane.sh "$1" ;;
   esac
 }
-if [ $# -eq 1 ] && { [ "$1" = kube/control-plane.test.mjs ] || [ "$1" = kube/failover.test.mjs ]; }; then
+if [ ${#exec_cmd[@]} -eq 0 ] && [ $# -eq 1 ] && { [ "$1" = kube/control-plane.test.mjs ] || [ "$1" = kube/failover.test.mjs ]; }; then
   in_cluster "$1" || rc=1
   exit "$rc"
 fi
-if [ $# -eq 0 ]; then
+if [ $# -eq 0 ] && [ ${#exec_cmd[@]} -eq 0 ]; then
   in_cluster kube/control-plane.test.mjs || rc=1
   set -- kube/kubernetes.test.mjs kube/isolation.test.mjs kube/egress.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
@@ -171,12 +180,14 @@ for f in "$@"; do
   *) other+=("$f") ;;
   esac
 done
-serve() {
+with_env() {
   WARREN_E2E_TEST_TIMEOUT=${WARREN_E2E_TEST_TIMEOUT:-900000} WARREN_ENGINE=kubernetes WARREN_KUBECONFIG="$work/sa.kubeconfig" WARREN_NAMESPACE="$ns" \
     WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" WARREN_E2E_KUBE_REGISTRY="$registry" \
     WARREN_E2E_CTR="${kubectl%/*}/ctr" WARREN_E2E_CONTAINERD="$(echo "$kube_dir"/node*/containerd.sock)" \
-    test/e2e/server-run.sh "$@"
+    "$@"
 }
+serve() { with_env test/e2e/server-run.sh "$@"; }
+[ ${#exec_cmd[@]} -eq 0 ] || with_env "${exec_cmd[@]}" || rc=1
 [ ${#other[@]} -eq 0 ] || serve "${other[@]}" || rc=1
 if [ ${#buildkit[@]} -gt 0 ]; then
   prefix=$registry/e2e-buildkit

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/warrenhq/warren/internal/logkey"
+	"github.com/warrenhq/warren/internal/phases"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -36,6 +37,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandb
 	if err != nil {
 		return sandbox.Container{}, err
 	}
+	phases.Mark(ctx, "image_place")
 	pod.Annotations[annotationImageID] = at.id
 	if at.pull != "" {
 		// A name by digest names one image for good.
@@ -63,9 +65,11 @@ func (r *Runtime) run(ctx context.Context, pod *corev1.Pod, pidsLimit int) (sand
 		}
 		return sandbox.Container{}, classify(err, "cannot create the sandbox's pod")
 	}
+	phases.Mark(ctx, "engine_create")
 	p, err := r.waitRunning(ctx, pod.Name)
 	if err == nil && pidsLimit > 0 {
 		err = r.applyPidsLimit(ctx, p, pidsLimit)
+		phases.Mark(ctx, "pids_limit")
 	}
 	if err != nil {
 		r.deletePodQuietly(ctx, pod.Name)
@@ -110,6 +114,7 @@ func pinnedTo(pod *corev1.Pod) []string {
 // waitRunning waits until the named pod's sandbox container runs and the
 // pod has an IP, following the informer; it fails at once when the pod
 // cannot get there (its image is missing, its agent failed to install).
+// It marks the steps of the start as the informer shows them (podSteps).
 func (r *Runtime) waitRunning(ctx context.Context, name string) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
 	defer cancel()
@@ -118,6 +123,7 @@ func (r *Runtime) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 	}
 	var last *corev1.Pod
 	var gaveWay time.Time
+	var steps podSteps
 	for {
 		var recheck <-chan time.Time // while unschedulable: give way again even if the pod does not change
 		changed := r.changed(name)
@@ -132,8 +138,11 @@ func (r *Runtime) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 		default:
 			last = p
 			if running(p) && p.Status.PodIP != "" {
+				steps.mark(ctx, p)
+				phases.Mark(ctx, "engine_start")
 				return p, nil
 			}
+			steps.mark(ctx, p)
 			if err := startFailure(p); err != nil {
 				if sandbox.KindOf(err) == sandbox.KindUnavailable && p.Spec.NodeName != "" {
 					r.forgetNode(p.Spec.NodeName) // its image is not there after all
@@ -161,6 +170,34 @@ func (r *Runtime) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 				r.cfg.StartTimeout, pending(last), claimHint(last))
 		}
 	}
+}
+
+// podSteps marks the steps of a pod's start the first time the informer
+// shows each done, in order: bound to a node ("pod_scheduled"), its init
+// container done ("pod_initialized"); the rest, up to the sandbox
+// container running with an address, is "engine_start". A step shown
+// together with a later one takes the time of both.
+type podSteps struct{ scheduled, initialized bool }
+
+func (s *podSteps) mark(ctx context.Context, p *corev1.Pod) {
+	if !s.scheduled && p.Spec.NodeName != "" {
+		s.scheduled = true
+		phases.Mark(ctx, "pod_scheduled")
+	}
+	if s.scheduled && !s.initialized && podCondition(p, corev1.PodInitialized) {
+		s.initialized = true
+		phases.Mark(ctx, "pod_initialized")
+	}
+}
+
+// podCondition reports whether pod p's condition of type t is true.
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // giveWayEvery spaces the warm pool pods one sandbox's pod asks to give

@@ -63,6 +63,9 @@ type ImagePusher interface {
 const (
 	// nodesTTL is how long the list of nodes with an agent is reused.
 	nodesTTL = 10 * time.Second
+	// imageIDTTL is how long the builder's answer to an image's ID is
+	// reused (builderImageID).
+	imageIDTTL = 5 * time.Second
 	// importTimeout bounds one image's import into one node.
 	importTimeout = 30 * time.Minute
 	// gcInterval is how often images no template uses any more are
@@ -84,9 +87,18 @@ type nodeImages struct {
 	copies map[chan struct{}]copyOf
 	// pushed names the builder's images pushed to Config.Registry by
 	// digest: name and ID → the name pods run.
-	pushed  map[string]string
+	pushed map[string]string
+	// ids are the builder's latest answers to image IDs, by normalized
+	// name (builderImageID).
+	ids     map[string]builderID
 	nodes   []string
 	nodesAt time.Time
+}
+
+// builderID is an image's ID as the builder said it, and when.
+type builderID struct {
+	id string
+	at time.Time
 }
 
 // copyOf is what a background copy copies, and how to stop it.
@@ -107,7 +119,7 @@ type importFlight struct {
 
 func newNodeImages() *nodeImages {
 	return &nodeImages{byNode: map[string]map[string]nodeagent.Image{}, imports: map[string]*importFlight{},
-		copies: map[chan struct{}]copyOf{}, pushed: map[string]string{}}
+		copies: map[chan struct{}]copyOf{}, pushed: map[string]string{}, ids: map[string]builderID{}}
 }
 
 // imageName is ref as containerd and the node agent name it:
@@ -267,12 +279,50 @@ func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
 // ImageID returns the ID of the image ref names: the builder's, or the
 // nodes' for an image committed there.
 func (r *Runtime) ImageID(ctx context.Context, ref string) (string, error) {
-	id, err := r.cfg.Images.ImageID(ctx, ref)
+	id, err := r.builderImageID(ctx, ref)
 	if sandbox.KindOf(err) != sandbox.KindNotFound {
 		return id, err
 	}
 	img, err := r.onNodes(ctx, ref)
 	return img.ID, err
+}
+
+// builderImageID is the builder's ImageID of ref, its answer reused for
+// imageIDTTL. Every create asks for its image's ID (a pooled pod of a
+// rebuilt image must not be claimed), and on this engine the builder's
+// Docker engine is no part of a pod's start: a busy one (a build, a
+// burst of another server's containers) held every create of a burst of
+// 50 for seconds (p50 7.5 s, the engines side by side), waiting in turn
+// for answers that had not changed. A build through this server
+// (Distribute) and a removal (RemoveImage) forget the name's answer; an
+// image rebuilt behind the server's back is seen within imageIDTTL. A
+// missing image is not remembered: its build is seen at once.
+func (r *Runtime) builderImageID(ctx context.Context, ref string) (string, error) {
+	key := imageName(ref)
+	r.img.mu.Lock()
+	c, ok := r.img.ids[key]
+	r.img.mu.Unlock()
+	if ok && time.Since(c.at) < imageIDTTL {
+		return c.id, nil
+	}
+	asked := time.Now()
+	id, err := r.cfg.Images.ImageID(ctx, ref)
+	r.img.mu.Lock()
+	defer r.img.mu.Unlock()
+	if err != nil {
+		delete(r.img.ids, key)
+	} else if r.img.ids[key].at.Before(asked) {
+		r.img.ids[key] = builderID{id: id, at: asked}
+	}
+	return id, err
+}
+
+// forgetImageID drops the builder's answer to ref's ID, which a build or
+// a removal changed.
+func (r *Runtime) forgetImageID(ref string) {
+	r.img.mu.Lock()
+	defer r.img.mu.Unlock()
+	delete(r.img.ids, imageName(ref))
 }
 
 // ImageLabels returns the labels of the image ref names.
@@ -309,6 +359,7 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 		return err
 	}
 	r.forgetPushed(ref)
+	defer r.forgetImageID(ref)
 	err := r.cfg.Images.RemoveImage(ctx, ref)
 	if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
 		return err
@@ -357,7 +408,7 @@ func (r *Runtime) placeImage(ctx context.Context, ref string) (placement, error)
 			return placement{nodes: hs, id: img.ID}, nil
 		}
 	}
-	id, err := r.cfg.Images.ImageID(ctx, ref)
+	id, err := r.builderImageID(ctx, ref)
 	switch {
 	case err == nil && r.cfg.Registry != "":
 		pull, err := r.push(ctx, ref, id)
@@ -465,6 +516,7 @@ func (r *Runtime) pushOnce(ctx context.Context, key, ref string) error {
 // failure is said on out, not returned: the image is built, and its first
 // pod tries again.
 func (r *Runtime) Distribute(ctx context.Context, ref string, out func(line string)) {
+	r.forgetImageID(ref) // just built
 	if r.cfg.Registry != "" {
 		r.distributeToRegistry(ctx, ref, out)
 		return

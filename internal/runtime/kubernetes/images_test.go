@@ -90,7 +90,7 @@ func TestARebuiltImageIsImportedAgain(t *testing.T) {
 	c := newCluster(t)
 	rt := c.runtime(t)
 	c.create(t, rt, "i1", "warren/base")
-	c.builder.set("warren/base", "sha256:rebuilt")
+	rebuild(c, rt, "warren/base", "sha256:rebuilt")
 	p := c.create(t, rt, "i2", "warren/base")
 	if n := len(c.nodes.importsDone()); n != 4 {
 		t.Errorf("%d imports, want 2 per build: %v", n, c.nodes.importsDone())
@@ -102,6 +102,56 @@ func TestARebuiltImageIsImportedAgain(t *testing.T) {
 	}
 	if p.Annotations[annotationImageID] != "sha256:rebuilt" {
 		t.Errorf("pod of image %s", p.Annotations[annotationImageID])
+	}
+}
+
+// rebuild gives the builder's image ref the ID id, as a build through the
+// server does: Distribute, its last step, forgets the builder's answer.
+func rebuild(c *cluster, rt *Runtime, ref, id string) {
+	c.builder.set(ref, id)
+	rt.forgetImageID(ref)
+}
+
+// The builder's answer to an image's ID is reused for imageIDTTL: an image
+// rebuilt behind the server's back is seen once it is older; one built
+// through the server, or removed, at once.
+func TestTheBuildersImageIDIsReused(t *testing.T) {
+	c := newCluster(t)
+	rt := c.runtime(t)
+	ctx := t.Context()
+	id := func() string {
+		t.Helper()
+		got, err := rt.ImageID(ctx, "warren/base")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := id(); got != "sha256:abc" {
+		t.Fatalf("ID %s", got)
+	}
+	c.builder.set("warren/base", "sha256:behind")
+	if got := id(); got != "sha256:abc" {
+		t.Errorf("ID just after a rebuild behind the server's back = %s, want the answer of a moment ago", got)
+	}
+	rt.img.mu.Lock()
+	e := rt.img.ids[imageName("warren/base")]
+	e.at = e.at.Add(-imageIDTTL)
+	rt.img.ids[imageName("warren/base")] = e
+	rt.img.mu.Unlock()
+	if got := id(); got != "sha256:behind" {
+		t.Errorf("ID once the answer is %v old = %s, want sha256:behind", imageIDTTL, got)
+	}
+	c.builder.set("warren/base", "sha256:built")
+	rt.Distribute(ctx, "warren/base", func(string) {})
+	if got := id(); got != "sha256:built" {
+		t.Errorf("ID after a build through the server = %s, want sha256:built", got)
+	}
+	if err := rt.RemoveImage(ctx, "warren/base"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.ImageID(ctx, "warren/base"); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("ID after the image's removal: %v, want not found", err)
 	}
 }
 
@@ -126,7 +176,7 @@ func TestANodeThatCannotImportIsAvoided(t *testing.T) {
 		t.Errorf("pod pinned to %v, on %s", pinnedTo(p), p.Spec.NodeName)
 	}
 	c.nodes.failImport["node-1"] = true
-	c.builder.set("warren/base", "sha256:rebuilt")
+	rebuild(c, rt, "warren/base", "sha256:rebuilt")
 	if err := c.createFails(t, rt, "i2", "warren/base"); sandbox.KindOf(err) != sandbox.KindUnavailable {
 		t.Errorf("a create no node can have the image of: %v, want unavailable", err)
 	}

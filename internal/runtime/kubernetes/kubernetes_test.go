@@ -139,7 +139,7 @@ func TestPodIsHardenedAndCarriesTheAgent(t *testing.T) {
 	if lim.Cpu().MilliValue() != 2000 || lim.Memory().Value() != 512<<20 || lim.StorageEphemeral().Value() != 1024<<20 {
 		t.Errorf("limits: %v", lim)
 	}
-	if req.Cpu().MilliValue() != 200 || req.Memory().Value() != 512<<20/10 {
+	if req.Cpu().MilliValue() != 200 || req.Memory().Value() != 512<<20/10 || req.StorageEphemeral().Value() != 1024<<20/10 {
 		t.Errorf("requests: %v", req)
 	}
 	if p.Annotations[annotationPids] != "100" {

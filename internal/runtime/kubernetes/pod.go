@@ -173,8 +173,14 @@ func (r *Runtime) resources(spec sandbox.ContainerSpec) corev1.ResourceRequireme
 	}
 	if spec.DiskMB > 0 {
 		// The kubelet evicts a pod whose writable layer and emptyDirs
-		// outgrow this: the closest the API comes to Docker's quota.
-		req.Limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(spec.DiskMB)<<20, resource.BinarySI)
+		// outgrow this: the closest the API comes to Docker's quota. The
+		// request is explicit: left out, it is the limit, and a node of
+		// 250 GB held 24 sandboxes of the default 10 GiB however little
+		// they wrote (a burst of 50, with its pool, did not fit on the
+		// test cluster's two nodes).
+		b := int64(spec.DiskMB) << 20
+		req.Limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(b, resource.BinarySI)
+		req.Requests[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(b*pct/100, resource.BinarySI)
 	}
 	return req
 }
