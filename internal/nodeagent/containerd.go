@@ -226,12 +226,25 @@ func (d *Containerd) Remove(ctx context.Context, ref string) error {
 
 // Export writes the image named ref, for the node's platform, as a tar
 // that Import and `docker load` take (an OCI layout with Docker's
-// manifest.json beside it).
+// manifest.json beside it). Layers the node no longer holds are left out:
+// containerd drops a pulled image's compressed layers once it has unpacked
+// them (the CRI's discard_unpacked_layers, on by default), and so those
+// of a commit on such an image. The index then names the registry
+// repositories the image came from (containerd's distribution-source
+// annotations, which a commit inherits from its base), where a registry
+// push finds the missing layers (registry.Store.LoadImage); an import
+// needs the whole image, and fails on such a tar saying a layer is missing.
 func (d *Containerd) Export(ctx context.Context, ref string, w io.Writer) error {
 	if _, err := d.get(ctx, ref); err != nil {
 		return err
 	}
-	err := d.c.Export(ctx, w, archive.WithImage(d.c.ImageService(), ref), archive.WithPlatform(platforms.DefaultStrict()))
+	cs := d.c.ContentStore()
+	held := func(desc ocispec.Descriptor) bool {
+		_, err := cs.Info(ctx, desc.Digest)
+		return err == nil
+	}
+	err := d.c.Export(ctx, w, archive.WithImage(d.c.ImageService(), ref), archive.WithPlatform(platforms.DefaultStrict()),
+		archive.WithBlobFilter(held))
 	if err != nil {
 		return wrapContainerd(err, "exporting "+ref+" failed")
 	}
