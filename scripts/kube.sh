@@ -18,8 +18,10 @@
 #   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes kube-proxy
 #                                    etcd containerd gvisor pause registry helm)
 #   scripts/kube.sh deps             only install the Debian packages it needs (up does too)
-#   scripts/kube.sh local-path       (re)install the local-path provisioner and its default
-#                                    StorageClass (up does too, once bin/warren is built)
+#   scripts/kube.sh local-path       (re)install the local-path provisioner and its
+#                                    StorageClasses (up does too, once bin/warren is built)
+#   scripts/kube.sh share-volumes    make the volumes' directory a shared mount in every
+#                                    node (node start does; for a cluster started before)
 #   scripts/kube.sh logs [NAME]      tails of the daemons' logs (etcd apiserver
 #                                    controller-manager scheduler node1-kubelet ...)
 #
@@ -151,6 +153,7 @@ local_path() {
 	[ -x "$repo/bin/warren" ] || kube_die "local-path: bin/warren is missing: run scripts/build.sh"
 	WARREN_NODE_IMAGE=warren/local-path:latest "$repo/scripts/kube-images.sh" >/dev/null
 	load warren/local-path:latest
+	kube_share_volumes
 	sed -e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" -e "s#image: warren/node:latest#image: warren/local-path:latest#" \
 		"$repo/scripts/kube/local-path-provisioner.yaml" | kctl apply -f - >/dev/null
 	kctl -n warren-local-path rollout restart daemonset/warren-local-path >/dev/null
@@ -167,6 +170,7 @@ build) exec "$KUBE_SCRIPTS/build.sh" "$@" ;;
 deploy | undeploy) exec "$KUBE_SCRIPTS/deploy.sh" "$cmd" "$@" ;;
 deps) kube_deps ;;
 local-path) local_path ;;
+share-volumes) kube_share_volumes ;;
 status) status ;;
 kubectl) kctl "$@" ;;
 load) load "$@" ;;
