@@ -110,8 +110,13 @@ func (d *Containerd) Import(ctx context.Context, tar io.Reader) ([]Image, error)
 		}
 		for _, img := range imgs {
 			if err := containerd.NewImage(d.c, img).Unpack(ctx, d.snapshotter); err != nil {
+				// No name may stay for an image that cannot run: the
+				// kubelet would take it for one the node has.
+				for _, i := range imgs {
+					_ = d.c.ImageService().Delete(context.WithoutCancel(ctx), i.Name)
+				}
 				if errdefs.IsNotFound(err) {
-					return sandbox.Wrap(sandbox.KindInvalid, err, "the archive has no "+platforms.DefaultString()+" image (or not all of its layers) for "+img.Name+": "+err.Error())
+					return sandbox.Wrap(sandbox.KindInvalid, err, "the archive has no "+platforms.DefaultString()+" image (or not all of its layers: an export of a pulled image may leave out what is in its registry) for "+img.Name+": "+err.Error())
 				}
 				return wrapContainerd(err, "containerd could not unpack "+img.Name+" for "+d.snapshotter)
 			}
@@ -226,10 +231,10 @@ func (d *Containerd) Remove(ctx context.Context, ref string) error {
 
 // Export writes the image named ref, for the node's platform, as a tar
 // that Import and `docker load` take (an OCI layout with Docker's
-// manifest.json beside it). Layers the node no longer holds are left out:
-// containerd drops a pulled image's compressed layers once it has unpacked
-// them (the CRI's discard_unpacked_layers, on by default), and so those
-// of a commit on such an image. The index then names the registry
+// manifest.json beside it). Layers the node does not hold are left out: a
+// pull does not fetch a layer whose snapshot containerd has already, and
+// the CRI's discard_unpacked_layers drops the others once unpacked, so a
+// pulled image, and a commit on one, may lack some. The index then names the registry
 // repositories the image came from (containerd's distribution-source
 // annotations, which a commit inherits from its base), where a registry
 // push finds the missing layers (registry.Store.LoadImage); an import

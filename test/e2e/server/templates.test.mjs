@@ -154,9 +154,10 @@ describe('templates', () => {
     sandboxes.push(a)
     assert.equal((await a.commands.run('cat /tmp/on-base; whoami')).stdout, 'on-base\nuser\n')
 
-    // On BuildKit the sandbox's image was pulled from the registry, and its node dropped the
-    // compressed layers once unpacked: the snapshot reaches the registry as its own layer, the
-    // base's mounted from the repository it was pulled from.
+    // On BuildKit the sandbox's image was pulled from the registry, and its node does not hold
+    // all of its compressed layers (containerd fetches no layer it has unpacked already): the
+    // snapshot reaches the registry as its own layer, the base's mounted from the repository it
+    // was pulled from.
     await a.files.write('/home/user/from-snapshot.txt', 'kept in the snapshot')
     const snap = await a.createSnapshot()
     const onSnap = `e2e-on-snap-${uid()}`
