@@ -156,8 +156,15 @@ local_path() {
 	kube_share_volumes
 	sed -e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" -e "s#image: warren/node:latest#image: warren/local-path:latest#" \
 		"$repo/scripts/kube/local-path-provisioner.yaml" | kctl apply -f - >/dev/null
-	kctl -n warren-local-path rollout restart daemonset/warren-local-path >/dev/null
-	kctl -n warren-local-path rollout status daemonset/warren-local-path --timeout=120s >/dev/null
+	# Its pods restarted only when they run another image than the one just loaded (a restart
+	# leaves the volumes' filesystems mounted on the nodes).
+	local want
+	want=$(docker image inspect -f '{{.Id}}' warren/local-path:latest)
+	if kctl -n warren-local-path get pods -l app.kubernetes.io/name=warren-local-path \
+		-o 'jsonpath={range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}' | grep . | grep -qvxF "$want"; then
+		kctl -n warren-local-path rollout restart daemonset/warren-local-path >/dev/null
+	fi
+	kctl -n warren-local-path rollout status daemonset/warren-local-path --timeout=300s >/dev/null
 	kube_log "local-path provisioner running; StorageClass warren-local-path is the default"
 }
 
