@@ -18,8 +18,10 @@
 #   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes kube-proxy
 #                                    etcd containerd gvisor pause registry helm)
 #   scripts/kube.sh deps             only install the Debian packages it needs (up does too)
-#   scripts/kube.sh local-path       (re)install the local-path provisioner and its default
-#                                    StorageClass (up does too, once bin/warren is built)
+#   scripts/kube.sh local-path       (re)install the local-path provisioner and its
+#                                    StorageClasses (up does too, once bin/warren is built)
+#   scripts/kube.sh share-volumes    make the volumes' directory a shared mount in every
+#                                    node (node start does; for a cluster started before)
 #   scripts/kube.sh logs [NAME]      tails of the daemons' logs (etcd apiserver
 #                                    controller-manager scheduler node1-kubelet ...)
 #
@@ -151,10 +153,18 @@ local_path() {
 	[ -x "$repo/bin/warren" ] || kube_die "local-path: bin/warren is missing: run scripts/build.sh"
 	WARREN_NODE_IMAGE=warren/local-path:latest "$repo/scripts/kube-images.sh" >/dev/null
 	load warren/local-path:latest
+	kube_share_volumes
 	sed -e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" -e "s#image: warren/node:latest#image: warren/local-path:latest#" \
 		"$repo/scripts/kube/local-path-provisioner.yaml" | kctl apply -f - >/dev/null
-	kctl -n warren-local-path rollout restart daemonset/warren-local-path >/dev/null
-	kctl -n warren-local-path rollout status daemonset/warren-local-path --timeout=120s >/dev/null
+	# Its pods restarted only when they run another image than the one just loaded (a restart
+	# leaves the volumes' filesystems mounted on the nodes).
+	local want
+	want=$(docker image inspect -f '{{.Id}}' warren/local-path:latest)
+	if kctl -n warren-local-path get pods -l app.kubernetes.io/name=warren-local-path \
+		-o 'jsonpath={range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}' | grep . | grep -qvxF "$want"; then
+		kctl -n warren-local-path rollout restart daemonset/warren-local-path >/dev/null
+	fi
+	kctl -n warren-local-path rollout status daemonset/warren-local-path --timeout=300s >/dev/null
 	kube_log "local-path provisioner running; StorageClass warren-local-path is the default"
 }
 
@@ -167,6 +177,7 @@ build) exec "$KUBE_SCRIPTS/build.sh" "$@" ;;
 deploy | undeploy) exec "$KUBE_SCRIPTS/deploy.sh" "$cmd" "$@" ;;
 deps) kube_deps ;;
 local-path) local_path ;;
+share-volumes) kube_share_volumes ;;
 status) status ;;
 kubectl) kctl "$@" ;;
 load) load "$@" ;;

@@ -13,8 +13,11 @@ Run a node's local-path provisioner (the DaemonSet of
 scripts/kube/local-path-provisioner.yaml): for every PersistentVolumeClaim
 of a StorageClass of --provisioner placed on this node, make a directory under
 --dir and a hostPath PersistentVolume of it, pinned to the node; delete both
-once the claim is deleted. Its volumes are ReadWriteOnce and their size is not
-enforced. Warren's node agent serves their content from the same directory.`
+once the claim is deleted. Its volumes are ReadWriteOnce. A class with the
+parameter enforceSize: "true" gets, for each volume, an ext4 filesystem of the
+claim's size loop-mounted on its directory (root, loop devices, and --dir on a
+shared mount that reaches the node); other classes' sizes are not enforced.
+Warren's node agent serves their content from the same directory.`
 
 func (m *Main) runLocalPath(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("local-path", "warren local-path [flags]", localPathUsage)

@@ -6,9 +6,18 @@
 // under the node's volumes directory, served as a hostPath volume pinned
 // to the node by node affinity; and it removes a volume's directory and
 // PersistentVolume once its claim is deleted (reclaim policy Delete). Its
-// volumes are ReadWriteOnce: a directory on one node. It enforces no size
-// (a claim's request is recorded as the volume's capacity), as other
-// local-path provisioners.
+// volumes are ReadWriteOnce: a directory on one node.
+//
+// A class with the parameter enforceSize: "true" gets volumes of the
+// claim's size: each its own ext4 filesystem in a sparse image beside the
+// directory, loop-mounted on it (internal/volume's, as the Docker engine's
+// volumes with --volume-size-mb), so that a write past the size fails
+// with ENOSPC. The mount must reach the node (the kubelet binds the
+// directory into pods) and the node agent: the provisioner runs
+// privileged with the volumes directory mounted Bidirectional, which needs
+// a shared mount on the node. A class without it enforces no size (the
+// request is recorded as the volume's capacity), as other local-path
+// provisioners.
 //
 // It does not serve the volumes' content; Warren's node agent does
 // (nodeagent.ServeVolumes), from the same directory.
@@ -22,7 +31,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -31,10 +43,16 @@ import (
 	"k8s.io/client-go/informers"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/warrenhq/warren/internal/volume"
 )
 
 // DefaultName is the provisioner's name, which its StorageClass names.
 const DefaultName = "warren.dev/local-path"
+
+// EnforceSize is the StorageClass parameter ("true" or "false", the
+// default) that makes each volume a filesystem of the claim's size.
+const EnforceSize = "enforceSize"
 
 // Annotations the provisioner reads and writes.
 const (
@@ -68,6 +86,9 @@ type Provisioner struct {
 	cli     k8s.Interface
 	log     *slog.Logger
 	classes func(name string) (*storagev1.StorageClass, error)
+	// loops is why this node cannot loop-mount filesystems, which
+	// classes that enforce a size need; nil = it can.
+	loops error
 }
 
 // New returns a Provisioner; Run runs it.
@@ -84,12 +105,25 @@ func New(cfg Config) (*Provisioner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provisioner{cfg: cfg, cli: cfg.Client, log: cfg.Logger.With("node", cfg.Node)}, nil
+	p := &Provisioner{cfg: cfg, cli: cfg.Client, log: cfg.Logger.With("node", cfg.Node)}
+	p.loops = volume.CheckLoops("a StorageClass with " + EnforceSize + ": \"true\" gives each volume its own ext4 filesystem on a loop device")
+	if p.loops == nil {
+		p.loops = checkShared(cfg.Dir)
+	}
+	if p.loops != nil {
+		p.log.Warn("volumes of classes that enforce a size cannot be made on this node", "err", p.loops)
+	}
+	return p, nil
 }
 
 // Run follows claims and volumes until ctx ends. Every event, and every
 // resync, looks at one object; what fails is tried again at the next.
 func (p *Provisioner) Run(ctx context.Context) error {
+	// Only root (the kubelet, the node agent) goes in: volumes hold what
+	// sandboxes' root made.
+	if err := os.MkdirAll(p.cfg.Dir, 0o700); err != nil {
+		return fmt.Errorf("volumes directory: %w", err)
+	}
 	f := informers.NewSharedInformerFactory(p.cli, p.cfg.Resync)
 	sc := f.Storage().V1().StorageClasses()
 	p.classes = sc.Lister().Get
@@ -143,15 +177,20 @@ func (p *Provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeC
 		}
 	}
 	name := VolumeName(c)
+	sized, err := enforcesSize(class)
+	if err != nil {
+		return err
+	}
 	if _, err := p.cli.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); err == nil {
 		return nil // made; the PV controller binds it
 	}
 	dir := filepath.Join(p.cfg.Dir, name)
-	// Sandboxes' users of any uid share the tree, as /tmp's do.
-	if err := os.Mkdir(dir, 0o777|os.ModeSticky); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+	if sized {
+		size := c.Spec.Resources.Requests[corev1.ResourceStorage]
+		if err := p.makeDisk(name, size.Value()); err != nil {
+			return err
+		}
+	} else if err := makeDir(dir); err != nil {
 		return err
 	}
 	reclaim := corev1.PersistentVolumeReclaimDelete
@@ -183,17 +222,100 @@ func (p *Provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeC
 	return nil
 }
 
-// volume deletes a released volume of this provisioner on this node, and
-// its directory.
+// makeDir makes a volume's directory, which sandboxes' users of any uid
+// share, as /tmp's.
+func makeDir(dir string) error {
+	if err := os.Mkdir(dir, 0o777|os.ModeSticky); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return os.Chmod(dir, 0o777|os.ModeSticky)
+}
+
+// enforcesSize reads the class's parameters: EnforceSize, and no other.
+func enforcesSize(class *storagev1.StorageClass) (bool, error) {
+	for k, v := range class.Parameters {
+		if k != EnforceSize {
+			return false, fmt.Errorf("StorageClass %s: unknown parameter %q (this provisioner knows %s only)", class.Name, k, EnforceSize)
+		}
+		if v != "true" && v != "false" {
+			return false, fmt.Errorf("StorageClass %s: %s is %q, want \"true\" or \"false\"", class.Name, EnforceSize, v)
+		}
+	}
+	return class.Parameters[EnforceSize] == "true", nil
+}
+
+// minDiskMB is the smallest filesystem a volume gets: below it ext4's own
+// metadata would be most of it.
+const minDiskMB = 8
+
+// makeDisk makes the volume name a filesystem in which size bytes of
+// files fit (rounded up to MiB), mounted on its directory: its image
+// written under a temporary name and renamed, so that a provisioner
+// stopped half way leaves no image that looks whole.
+func (p *Provisioner) makeDisk(name string, size int64) error {
+	if p.loops != nil {
+		return p.loops
+	}
+	img := p.image(name)
+	if _, err := os.Stat(img); errors.Is(err, os.ErrNotExist) {
+		mb := max(int((size+1<<20-1)>>20), minDiskMB)
+		if err := volume.MakeImage(img+".new", mb); err != nil {
+			return err
+		}
+		if err := os.Rename(img+".new", img); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	return volume.MountImage(img, filepath.Join(p.cfg.Dir, name))
+}
+
+// checkShared tells whether dir is on a shared mount, as a filesystem
+// mounted under it must be to reach the node (and from there the kubelet's
+// pods and the node agent): else the provisioner would mount it where
+// nobody but itself sees it.
+func checkShared(dir string) error {
+	mounts, err := mountinfo.GetMounts(mountinfo.ParentsFilter(dir))
+	if err != nil {
+		return fmt.Errorf("cannot read this process's mounts: %w", err)
+	}
+	var m *mountinfo.Info
+	for _, c := range mounts {
+		if m == nil || len(c.Mountpoint) > len(m.Mountpoint) {
+			m = c
+		}
+	}
+	if m == nil || !strings.Contains(" "+m.Optional, " shared:") {
+		return fmt.Errorf("the volumes directory %s is not on a shared mount here, so a volume's filesystem mounted by the provisioner would not reach the node: mount it with mountPropagation: Bidirectional (a privileged container), from a node whose mount of it is shared (mount --make-shared)", dir)
+	}
+	return nil
+}
+
+// image is where the filesystem of the volume name is kept: beside its
+// directory, a name no volume's directory has.
+func (p *Provisioner) image(name string) string { return filepath.Join(p.cfg.Dir, name+".img") }
+
+// volume looks at a volume of this provisioner on this node: a released
+// one is deleted with its directory (and filesystem); a filesystem not
+// mounted (the node restarted) is mounted again.
 func (p *Provisioner) volume(ctx context.Context, obj any) {
 	pv, ok := obj.(*corev1.PersistentVolume)
-	if !ok || pv.Annotations[annotationProvisionedBy] != p.cfg.Name || pv.DeletionTimestamp != nil ||
-		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete ||
-		(pv.Status.Phase != corev1.VolumeReleased && pv.Status.Phase != corev1.VolumeFailed) || nodeOf(pv) != p.cfg.Node ||
+	if !ok || pv.Annotations[annotationProvisionedBy] != p.cfg.Name || pv.DeletionTimestamp != nil || nodeOf(pv) != p.cfg.Node ||
 		pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != filepath.Join(p.cfg.HostDir, pv.Name) {
 		return
 	}
-	if err := os.RemoveAll(filepath.Join(p.cfg.Dir, pv.Name)); err != nil {
+	released := pv.Status.Phase == corev1.VolumeReleased || pv.Status.Phase == corev1.VolumeFailed
+	if !released {
+		if err := p.remount(pv.Name); err != nil {
+			p.log.Warn("cannot mount a volume's filesystem again", "volume", pv.Name, "err", err)
+		}
+		return
+	}
+	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		return
+	}
+	if err := p.remove(pv.Name); err != nil {
 		p.log.Warn("cannot remove a released volume's directory", "volume", pv.Name, "err", err)
 		return
 	}
@@ -203,6 +325,37 @@ func (p *Provisioner) volume(ctx context.Context, obj any) {
 		return
 	}
 	p.log.Info("deleted", "volume", pv.Name)
+}
+
+// remount mounts the filesystem of the volume name on its directory
+// unless it is there, or the volume has none.
+func (p *Provisioner) remount(name string) error {
+	img := p.image(name)
+	if _, err := os.Stat(img); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	dir := filepath.Join(p.cfg.Dir, name)
+	if on, err := volume.IsMountPoint(dir); err != nil || on {
+		return err
+	}
+	p.log.Info("mounting a volume's filesystem again", "volume", name)
+	return volume.MountImage(img, dir)
+}
+
+// remove removes the volume name's directory and, if it has one, its
+// filesystem: unmounted first, so that its files go with the image.
+func (p *Provisioner) remove(name string) error {
+	dir := filepath.Join(p.cfg.Dir, name)
+	if err := volume.Unmount(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(p.image(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // nodeOf is the one node a volume's node affinity names; "" = none.

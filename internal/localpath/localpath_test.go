@@ -1,8 +1,10 @@
 package localpath
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/warrenhq/warren/internal/volume"
 )
 
 func claimOn(node, class string, mode corev1.PersistentVolumeAccessMode) *corev1.PersistentVolumeClaim {
@@ -29,8 +33,9 @@ func newProvisioner(t *testing.T) (*Provisioner, *fake.Clientset, string) {
 		t.Fatal(err)
 	}
 	p.classes = func(name string) (*storagev1.StorageClass, error) {
-		prov := map[string]string{"local": DefaultName, "other": "example.com/x"}[name]
-		return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: prov}, nil
+		prov := map[string]string{"local": DefaultName, "sized": DefaultName, "odd": DefaultName, "other": "example.com/x"}[name]
+		params := map[string]map[string]string{"sized": {EnforceSize: "true"}, "odd": {"fsType": "xfs"}}[name]
+		return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: prov, Parameters: params}, nil
 	}
 	return p, cli, dir
 }
@@ -46,6 +51,7 @@ func TestProvisionsClaimsOfItsClassOnItsNode(t *testing.T) {
 		{"another node's", "n2", "local", corev1.ReadWriteOnce, false},
 		{"another class's", "n1", "other", corev1.ReadWriteOnce, false},
 		{"ReadWriteMany", "n1", "local", corev1.ReadWriteMany, false},
+		{"a class with a parameter it does not know", "n1", "odd", corev1.ReadWriteOnce, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, cli, dir := newProvisioner(t)
@@ -96,5 +102,79 @@ func TestDeletesReleasedVolumesAndTheirDirectories(t *testing.T) {
 	}
 	if _, err := cli.CoreV1().PersistentVolumes().Get(ctx, "pvc-u1", metav1.GetOptions{}); err == nil {
 		t.Error("volume left")
+	}
+}
+
+// A class that enforces a size gets a filesystem of the claim's size per
+// volume, mounted on its directory: a write past it fails with ENOSPC; a
+// filesystem found unmounted (a node restarted) is mounted again; a
+// released volume goes with its image. It makes loop-mounted filesystems:
+// it needs root and loop devices (CI's machine has both), as
+// internal/volume's disk tests.
+func TestSizedClassEnforcesTheClaimsSize(t *testing.T) {
+	p, cli, dir := newProvisioner(t)
+	ctx := t.Context()
+	// The temporary directory is no shared mount; this test's mounts
+	// need reach no node.
+	p.loops = volume.CheckLoops("the test")
+	if p.loops != nil {
+		t.Fatal(p.loops)
+	}
+	c := claimOn("n1", "sized", corev1.ReadWriteOnce)
+	c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("16Mi")
+	p.claim(ctx, c)
+	vol := filepath.Join(dir, "pvc-u1")
+	t.Cleanup(func() { volume.Unmount(vol) })
+	pv, err := cli.CoreV1().PersistentVolumes().Get(ctx, "pvc-u1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on, err := volume.IsMountPoint(vol); !on || err != nil {
+		t.Fatalf("the volume's directory is not a mount: %v %v", on, err)
+	}
+	fi, err := os.Stat(vol)
+	if err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
+		t.Errorf("the volume's root: %v %v, want drwxrwxrwt", fi, err)
+	}
+	if err := os.WriteFile(filepath.Join(vol, "fits"), make([]byte, 15<<20), 0o644); err != nil {
+		t.Fatalf("15 MiB into a 16 MiB volume: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(vol, "past"), make([]byte, 4<<20), 0o644); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a write past the size: %v, want ENOSPC", err)
+	}
+
+	if err := volume.Unmount(vol); err != nil {
+		t.Fatal(err)
+	}
+	pv.Status.Phase = corev1.VolumeBound
+	p.volume(ctx, pv)
+	if _, err := os.Stat(filepath.Join(vol, "fits")); err != nil {
+		t.Fatalf("a bound volume's filesystem was not mounted again: %v", err)
+	}
+
+	pv.Status.Phase = corev1.VolumeReleased
+	p.volume(ctx, pv)
+	for _, gone := range []string{vol, vol + ".img"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s left: %v", gone, err)
+		}
+	}
+	if _, err := cli.CoreV1().PersistentVolumes().Get(ctx, "pvc-u1", metav1.GetOptions{}); err == nil {
+		t.Error("volume left")
+	}
+}
+
+// A provisioner whose volumes directory is not on a shared mount would
+// mount volumes' filesystems where the node does not see them: it says so.
+func TestSizedClassNeedsASharedMount(t *testing.T) {
+	err := checkShared(t.TempDir())
+	if err == nil {
+		t.Skip("the temporary directory is on a shared mount here")
+	}
+	p, cli, _ := newProvisioner(t)
+	p.loops = err
+	p.claim(t.Context(), claimOn("n1", "sized", corev1.ReadWriteOnce))
+	if _, err := cli.CoreV1().PersistentVolumes().Get(t.Context(), "pvc-u1", metav1.GetOptions{}); err == nil {
+		t.Error("provisioned without a shared mount")
 	}
 }

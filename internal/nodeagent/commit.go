@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -56,7 +58,11 @@ func (d *Containerd) Commit(ctx context.Context, uid, container, ref string, ext
 			layer.MediaType = images.MediaTypeDockerSchema2LayerGzip // as the base's layers are
 		}
 		createdBy := fmt.Sprintf("warren commit of container %s of pod %s", container, uid)
-		target, err := d.writeCommit(ctx, base.Name, manifest, layer, diffID, createdBy, extra)
+		sources, err := d.sourceLabels(ctx, base.Target)
+		if err != nil {
+			return err
+		}
+		target, err := d.writeCommit(ctx, base.Name, manifest, layer, diffID, createdBy, extra, sources)
 		if err != nil {
 			return err
 		}
@@ -142,10 +148,29 @@ func (d *Containerd) diffLayer(ctx context.Context, ctr containers.Container) (o
 	return layer, diffID, nil
 }
 
+// sourceLabels are the distribution-source labels of the image whose
+// target is desc: the registry repositories containerd pulled it from,
+// which it records on what it pulls (none for an imported image).
+func (d *Containerd) sourceLabels(ctx context.Context, desc ocispec.Descriptor) (map[string]string, error) {
+	info, err := d.c.ContentStore().Info(ctx, desc.Digest)
+	if err != nil {
+		return nil, wrapContainerd(err, "the base image's manifest is unreadable")
+	}
+	out := map[string]string{}
+	for k, v := range info.Labels {
+		if strings.HasPrefix(k, labels.LabelDistributionSource+".") {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
 // writeCommit stores the config and manifest of the base image (named
 // base, its manifest) with layer on top, and returns the manifest's
-// descriptor.
-func (d *Containerd) writeCommit(ctx context.Context, base string, manifest ocispec.Manifest, layer ocispec.Descriptor, diffID digest.Digest, createdBy string, extra map[string]string) (ocispec.Descriptor, error) {
+// descriptor. The manifest keeps the base's distribution-source labels
+// (sources): its base layers are in those repositories, and a node that
+// dropped them (Export) leaves a registry push to find them there.
+func (d *Containerd) writeCommit(ctx context.Context, base string, manifest ocispec.Manifest, layer ocispec.Descriptor, diffID digest.Digest, createdBy string, extra, sources map[string]string) (ocispec.Descriptor, error) {
 	cs := d.c.ContentStore()
 	blob, err := content.ReadBlob(ctx, cs, manifest.Config)
 	if err != nil {
@@ -179,6 +204,7 @@ func (d *Containerd) writeCommit(ctx context.Context, base string, manifest ocis
 	// collector, as a pulled one does: they live as long as it does,
 	// whatever happens to the base image.
 	gc := map[string]string{"containerd.io/gc.ref.content.config": cfgDesc.Digest.String()}
+	maps.Copy(gc, sources)
 	for i, l := range manifest.Layers {
 		gc["containerd.io/gc.ref.content.l."+strconv.Itoa(i)] = l.Digest.String()
 	}

@@ -110,8 +110,13 @@ func (d *Containerd) Import(ctx context.Context, tar io.Reader) ([]Image, error)
 		}
 		for _, img := range imgs {
 			if err := containerd.NewImage(d.c, img).Unpack(ctx, d.snapshotter); err != nil {
+				// No name may stay for an image that cannot run: the
+				// kubelet would take it for one the node has.
+				for _, i := range imgs {
+					_ = d.c.ImageService().Delete(context.WithoutCancel(ctx), i.Name)
+				}
 				if errdefs.IsNotFound(err) {
-					return sandbox.Wrap(sandbox.KindInvalid, err, "the archive has no "+platforms.DefaultString()+" image (or not all of its layers) for "+img.Name+": "+err.Error())
+					return sandbox.Wrap(sandbox.KindInvalid, err, "the archive has no "+platforms.DefaultString()+" image (or not all of its layers: an export of a pulled image may leave out what is in its registry) for "+img.Name+": "+err.Error())
 				}
 				return wrapContainerd(err, "containerd could not unpack "+img.Name+" for "+d.snapshotter)
 			}
@@ -226,12 +231,25 @@ func (d *Containerd) Remove(ctx context.Context, ref string) error {
 
 // Export writes the image named ref, for the node's platform, as a tar
 // that Import and `docker load` take (an OCI layout with Docker's
-// manifest.json beside it).
+// manifest.json beside it). Layers the node does not hold are left out: a
+// pull does not fetch a layer whose snapshot containerd has already, and
+// the CRI's discard_unpacked_layers drops the others once unpacked, so a
+// pulled image, and a commit on one, may lack some. The index then names the registry
+// repositories the image came from (containerd's distribution-source
+// annotations, which a commit inherits from its base), where a registry
+// push finds the missing layers (registry.Store.LoadImage); an import
+// needs the whole image, and fails on such a tar saying a layer is missing.
 func (d *Containerd) Export(ctx context.Context, ref string, w io.Writer) error {
 	if _, err := d.get(ctx, ref); err != nil {
 		return err
 	}
-	err := d.c.Export(ctx, w, archive.WithImage(d.c.ImageService(), ref), archive.WithPlatform(platforms.DefaultStrict()))
+	cs := d.c.ContentStore()
+	held := func(desc ocispec.Descriptor) bool {
+		_, err := cs.Info(ctx, desc.Digest)
+		return err == nil
+	}
+	err := d.c.Export(ctx, w, archive.WithImage(d.c.ImageService(), ref), archive.WithPlatform(platforms.DefaultStrict()),
+		archive.WithBlobFilter(held))
 	if err != nil {
 		return wrapContainerd(err, "exporting "+ref+" failed")
 	}

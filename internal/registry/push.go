@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -29,9 +30,16 @@ const imageNameAnnotation = "io.containerd.image.name"
 // index) to the registry under their names. The archive is read once, in
 // order: its blobs go to the registry as they come, and its manifests,
 // which must follow their blobs in the registry, last.
+//
+// A layer the archive lacks is mounted from a repository of this registry
+// that the index names as the image's source (containerd's
+// distribution-source annotation): a node exports a commit on a pulled
+// image without the base's layers, which it dropped once unpacked and
+// which are in the registry it pulled them from.
 func (s *Store) LoadImage(ctx context.Context, archive io.Reader) error {
 	tr := tar.NewReader(archive)
 	small := map[digest.Digest][]byte{} // blobs that may be manifests
+	had := map[digest.Digest]bool{}     // the blobs of the archive
 	var index []byte
 	for {
 		h, err := tr.Next()
@@ -63,6 +71,7 @@ func (s *Store) LoadImage(ctx context.Context, archive io.Reader) error {
 			if err := s.blobs(ctx, d, h.Size, body); err != nil {
 				return err
 			}
+			had[d] = true
 		}
 	}
 	if index == nil {
@@ -78,7 +87,7 @@ func (s *Store) LoadImage(ctx context.Context, archive io.Reader) error {
 		if ref == "" {
 			continue
 		}
-		if err := s.putManifests(ctx, ref, m, small); err != nil {
+		if err := s.putManifests(ctx, ref, m, small, s.fromFor(had, m.Annotations)); err != nil {
 			return err
 		}
 		pushed++
@@ -107,10 +116,39 @@ func (s *Store) repoOf(p string) string {
 	return p
 }
 
+// sourceAnnotation starts the annotations (and containerd's content
+// labels) naming the repositories an image was pulled from: the
+// registry's host name (no port) follows it, and its value is a
+// comma-separated list of repositories.
+const sourceAnnotation = "containerd.io/distribution.source."
+
+// fromFor returns where putManifests mounts a blob from: the staging
+// repository when the archive had it (had), else this registry's
+// repositories that the image's index entry (annotations) names as its
+// sources.
+func (s *Store) fromFor(had map[digest.Digest]bool, annotations map[string]string) func(digest.Digest) []string {
+	host := s.host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	var sources []string
+	for _, repo := range strings.Split(annotations[sourceAnnotation+host], ",") {
+		if repo != "" {
+			sources = append(sources, repo)
+		}
+	}
+	return func(d digest.Digest) []string {
+		if had[d] {
+			return []string{s.repoOf(staging)}
+		}
+		return sources
+	}
+}
+
 // putManifests puts the manifest m (an image's or an index's) as ref,
 // with the manifests an index names first, after mounting every blob they
-// name from the staging repository into ref's.
-func (s *Store) putManifests(ctx context.Context, ref string, m ocispec.Descriptor, small map[digest.Digest][]byte) error {
+// name into ref's repository from the repositories from names.
+func (s *Store) putManifests(ctx context.Context, ref string, m ocispec.Descriptor, small map[digest.Digest][]byte, from func(digest.Digest) []string) error {
 	n, err := reference.ParseDockerRef(ref)
 	if err != nil {
 		return sandbox.Errorf(sandbox.KindInvalid, "the image archive names %q", ref)
@@ -146,7 +184,7 @@ func (s *Store) putManifests(ctx context.Context, ref string, m ocispec.Descript
 			blobs = append(blobs, *v.Config)
 		}
 		for _, b := range blobs {
-			if err := s.mount(ctx, repo, b.Digest); err != nil {
+			if err := s.mount(ctx, repo, b.Digest, from(b.Digest)); err != nil {
 				return err
 			}
 		}
@@ -165,27 +203,48 @@ func (s *Store) putManifests(ctx context.Context, ref string, m ocispec.Descript
 	return put(m, tag)
 }
 
-// mount makes repo have blob d, staged before: a cross-repository mount,
-// which the registry may answer with an upload session instead (202)
-// when it does not mount; the blob is then uploaded again from staging.
-func (s *Store) mount(ctx context.Context, repo string, d digest.Digest) error {
+// mount makes repo have blob d, mounted from the first repository of
+// from that has it (a cross-repository mount). A registry that cannot
+// mount it answers with an upload session instead (202), which is
+// cancelled.
+func (s *Store) mount(ctx context.Context, repo string, d digest.Digest, from []string) error {
 	if ok, err := s.hasBlob(ctx, repo, d); err != nil || ok {
 		return err
 	}
-	u := s.scheme + "://" + s.host + "/v2/" + repo + "/blobs/uploads/?mount=" + url.QueryEscape(d.String()) + "&from=" + url.QueryEscape(s.repoOf(staging))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if len(from) == 0 {
+		return sandbox.Errorf(sandbox.KindInvalid, "the image archive lacks blob %s and names no repository of registry %s it came from", d, s.host)
+	}
+	for _, src := range from {
+		u := s.scheme + "://" + s.host + "/v2/" + repo + "/blobs/uploads/?mount=" + url.QueryEscape(d.String()) + "&from=" + url.QueryEscape(src)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+		if err != nil {
+			return err
+		}
+		res, err := s.hc.Do(req)
+		if err != nil {
+			return sandbox.Wrap(sandbox.KindUnavailable, err, "the registry "+s.host+" does not answer")
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusCreated {
+			return nil
+		}
+		if loc, err := res.Location(); err == nil && res.StatusCode == http.StatusAccepted {
+			s.cancelUpload(ctx, loc.String())
+		}
+	}
+	return sandbox.Errorf(sandbox.KindUnavailable, "the registry %s did not mount blob %s into %s from %s", s.host, d, repo, strings.Join(from, " or "))
+}
+
+// cancelUpload ends the upload session at loc, which a mount that failed
+// opened; the registry purges sessions left behind anyway.
+func (s *Store) cancelUpload(ctx context.Context, loc string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, loc, nil)
 	if err != nil {
-		return err
+		return
 	}
-	res, err := s.hc.Do(req)
-	if err != nil {
-		return sandbox.Wrap(sandbox.KindUnavailable, err, "the registry "+s.host+" does not answer")
+	if res, err := s.hc.Do(req); err == nil {
+		res.Body.Close()
 	}
-	res.Body.Close()
-	if res.StatusCode == http.StatusCreated {
-		return nil
-	}
-	return sandbox.Errorf(sandbox.KindUnavailable, "the registry %s did not mount blob %s into %s: %s", s.host, d, repo, res.Status)
 }
 
 // hasBlob reports whether repo has blob d.

@@ -7,8 +7,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,36 +128,129 @@ func TestLoadInspectRemove(t *testing.T) {
 	}
 }
 
+// A commit on a pulled image, exported by a node that dropped the base's
+// layers once unpacked, names the repository it was pulled from: the
+// missing layer is mounted from there, and without a source the push
+// fails saying which blob is missing.
+func TestLoadImageMountsMissingLayers(t *testing.T) {
+	addr := testRegistry(t)
+	var nonce [6]byte
+	rand.Read(nonce[:])
+	prefix := "go-test-" + hex.EncodeToString(nonce[:])
+	s, err := New(addr+"/"+prefix, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The base is pushed by another (BuildKit): not staged by this store.
+	builder, err := New(addr+"/"+prefix+"-builder", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseLayer := tarOf(t, "base.txt", "base "+prefix)
+	base, _ := ociArchiveOf(t, "docker.io/warren/base:latest", nil, baseLayer)
+	if err := builder.LoadImage(ctx, bytes.NewReader(base)); err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ := strings.Cut(addr, ":")
+	source := map[string]string{sourceAnnotation + host: "elsewhere/x," + prefix + "-builder/warren/base"}
+	commit, cfg := ociArchiveOf(t, "docker.io/warren/snapshot:s1", source, baseLayer, tarOf(t, "new.txt", "new"))
+	commit = withoutBlob(t, commit, digest.FromBytes(baseLayer))
+	if err := s.LoadImage(ctx, bytes.NewReader(commit)); err != nil {
+		t.Fatal(err)
+	}
+	img, err := s.InspectImage(ctx, "warren/snapshot:s1")
+	if err != nil || img.ID != cfg.String() {
+		t.Fatalf("the commit in the registry: %+v, %v; want ID %s", img, err, cfg)
+	}
+	res, err := http.Head("http://" + addr + "/v2/" + prefix + "/warren/snapshot/blobs/" + digest.FromBytes(baseLayer).String())
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("the base layer in the commit's repository: %v %v", res, err)
+	}
+
+	orphan, _ := ociArchiveOf(t, "docker.io/warren/snapshot:s2", nil, tarOf(t, "other.txt", "not pushed "+prefix), tarOf(t, "new.txt", "new"))
+	orphan = withoutBlob(t, orphan, digest.FromBytes(tarOf(t, "other.txt", "not pushed "+prefix)))
+	err = s.LoadImage(ctx, bytes.NewReader(orphan))
+	if sandbox.KindOf(err) != sandbox.KindInvalid || !strings.Contains(err.Error(), "names no repository") {
+		t.Errorf("a missing layer without a source: %v, want invalid naming it", err)
+	}
+}
+
 // ociArchive is an OCI layout of one image named name, one empty layer.
 func ociArchive(t *testing.T, name string) ([]byte, digest.Digest) {
 	var layer bytes.Buffer
 	tar.NewWriter(&layer).Close()
+	return ociArchiveOf(t, name, nil, layer.Bytes())
+}
+
+// ociArchiveOf is an OCI layout of one image named name of layers, its
+// index entry annotated with annotations too.
+func ociArchiveOf(t *testing.T, name string, annotations map[string]string, layers ...[]byte) ([]byte, digest.Digest) {
+	t.Helper()
+	var diffIDs []string
+	var descs []ocispec.Descriptor
+	for _, l := range layers {
+		diffIDs = append(diffIDs, digest.FromBytes(l).String())
+		descs = append(descs, ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(l), Size: int64(len(l))})
+	}
 	cfg, _ := json.Marshal(map[string]any{"architecture": "amd64", "os": "linux",
 		"config": map[string]any{"Env": []string{"A=b"}, "Labels": map[string]string{"dev.warren.test": "yes"}},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{digest.FromBytes(layer.Bytes()).String()}}})
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs}})
 	man, _ := json.Marshal(ocispec.Manifest{Versioned: ocispecVersioned(), MediaType: ocispec.MediaTypeImageManifest,
 		Config: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))},
-		Layers: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(layer.Bytes()), Size: int64(layer.Len())}}})
+		Layers: descs})
+	ann := map[string]string{imageNameAnnotation: name}
+	maps.Copy(ann, annotations)
 	idx, _ := json.Marshal(ocispec.Index{Versioned: ocispecVersioned(), MediaType: ocispec.MediaTypeImageIndex,
 		Manifests: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(man), Size: int64(len(man)),
-			Annotations: map[string]string{imageNameAnnotation: name}}}})
+			Annotations: ann}}})
 	var out bytes.Buffer
 	tw := tar.NewWriter(&out)
-	for _, f := range []struct {
-		name string
-		body []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"blobs/sha256/" + digest.FromBytes(layer.Bytes()).Encoded(), layer.Bytes()},
-		{"blobs/sha256/" + digest.FromBytes(cfg).Encoded(), cfg},
-		{"blobs/sha256/" + digest.FromBytes(man).Encoded(), man},
-		{"index.json", idx},
-	} {
-		tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg})
-		tw.Write(f.body)
+	put := func(name string, body []byte) {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write(body)
 	}
+	put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
+	for _, b := range append(slices.Clone(layers), cfg, man) {
+		put("blobs/sha256/"+digest.FromBytes(b).Encoded(), b)
+	}
+	put("index.json", idx)
 	tw.Close()
 	return out.Bytes(), digest.FromBytes(cfg)
+}
+
+// tarOf is a layer of one file.
+func tarOf(t *testing.T, name, content string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
+	tw.Write([]byte(content))
+	tw.Close()
+	return b.Bytes()
+}
+
+// withoutBlob is the archive without blob d, as a node that dropped it
+// exports it.
+func withoutBlob(t *testing.T, archive []byte, d digest.Digest) []byte {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(archive))
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		body, _ := io.ReadAll(tr)
+		if h.Name == "blobs/sha256/"+d.Encoded() {
+			continue
+		}
+		tw.WriteHeader(h)
+		tw.Write(body)
+	}
+	tw.Close()
+	return out.Bytes()
 }
 
 func ocispecVersioned() specs.Versioned { return specs.Versioned{SchemaVersion: 2} }

@@ -26,13 +26,13 @@ import (
 // cannot be taken for a volume's directory.
 const imageExt = ".img"
 
-// checkLoops tells whether this host can loop-mount ext4 images, and what
-// to do when it cannot.
-func checkLoops() error {
-	hint := "--volume-size-mb gives each volume its own ext4 filesystem on a loop device"
+// CheckLoops tells whether this host can loop-mount ext4 images, and what
+// to do when it cannot; what (the error's start) says what needs them and
+// how to do without.
+func CheckLoops(what string) error {
 	for _, tool := range []string{"mkfs.ext4", "mount"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s, which needs %s (install e2fsprogs and util-linux), or run without --volume-size-mb: %w", hint, tool, err)
+			return fmt.Errorf("%s, which needs %s (install e2fsprogs and util-linux): %w", what, tool, err)
 		}
 	}
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
@@ -41,17 +41,17 @@ func checkLoops() error {
 		ctl.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("%s, and no loop device can be had here (%v): load the loop module (modprobe loop), run warren as root with /dev/loop-control (in a container: --privileged), or run without --volume-size-mb", hint, err)
+		return fmt.Errorf("%s, and no loop device can be had here (%v): load the loop module (modprobe loop), run as root with /dev/loop-control (in a container: privileged)", what, err)
 	}
 	return nil
 }
 
-// makeImage writes an empty ext4 image at img in which mb MiB of files
+// MakeImage writes an empty ext4 image at img in which mb MiB of files
 // fit, and not much more. ext4's journal and inode tables take 3–12 % of a filesystem (more
 // of a small one), so a first image of a guessed size is measured and
 // made again with the difference. The image is sparse: it takes host
 // disk only as the volume fills.
-func makeImage(img string, mb int) error {
+func MakeImage(img string, mb int) error {
 	// ext4 keeps back 2 % of its free space, at most 4096 blocks, for
 	// delayed allocation: files cannot use it.
 	want := int64(mb) << 20
@@ -145,14 +145,14 @@ func imageLimit(img string) (int64, error) {
 	return int64(mb) << 20, nil
 }
 
-// mountImage loop-mounts img on dir, unless something is mounted there
+// MountImage loop-mounts img on dir, unless something is mounted there
 // already (a server killed with -9 leaves its mounts), and makes the
 // filesystem's root a shared drwxrwxrwt tree.
-func mountImage(img, dir string) error {
+func MountImage(img, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("volume mount point: %w", err)
 	}
-	if on, err := isMountPoint(dir); err != nil || on {
+	if on, err := IsMountPoint(dir); err != nil || on {
 		return err
 	}
 	// mount(8) picks a free loop device and retries when another process
@@ -163,17 +163,17 @@ func mountImage(img, dir string) error {
 	// mkfs makes lost+found; a volume lists only what its users put in.
 	os.Remove(filepath.Join(dir, "lost+found"))
 	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
-		unmount(dir)
+		Unmount(dir)
 		return fmt.Errorf("volume mount point: %w", err)
 	}
 	return nil
 }
 
-// unmount takes a volume's filesystem off dir. A mount still in use (a
+// Unmount takes a volume's filesystem off dir. A mount still in use (a
 // container being torn down holds it a moment longer) is detached: the
 // kernel frees it, and its loop device, when the last user goes.
-func unmount(dir string) error {
-	on, err := isMountPoint(dir)
+func Unmount(dir string) error {
+	on, err := IsMountPoint(dir)
 	if err != nil || !on {
 		return err
 	}
@@ -187,10 +187,10 @@ func unmount(dir string) error {
 	return nil
 }
 
-// isMountPoint tells whether a filesystem is mounted on dir: statx says
+// IsMountPoint tells whether a filesystem is mounted on dir: statx says
 // it is a mount's root (a bind of a directory onto itself too), or, on
 // kernels before 5.8, its device differs from its parent's.
-func isMountPoint(dir string) (bool, error) {
+func IsMountPoint(dir string) (bool, error) {
 	var stx unix.Statx_t
 	if err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -215,7 +215,7 @@ func isMountPoint(dir string) (bool, error) {
 // mount they bind. A server that may not mount (not root) returns
 // errNoMount.
 func bindNoSuid(dir string) error {
-	if on, err := isMountPoint(dir); err != nil || on {
+	if on, err := IsMountPoint(dir); err != nil || on {
 		return err
 	}
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {

@@ -50,7 +50,7 @@ func TestDiskLimitHoldsForEveryWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if on, err := isMountPoint(s.Dir(v.ID)); !on || err != nil {
+	if on, err := IsMountPoint(s.Dir(v.ID)); !on || err != nil {
 		t.Fatalf("volume dir is not a mount point: %v %v", on, err)
 	}
 	fi, err := os.Stat(s.Dir(v.ID))
@@ -126,7 +126,7 @@ func TestDiskReconcile(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(cfg.Dir, "v"+strings.Repeat("y", 20)), nil, 0o644) // a file named as a volume's directory
 	for _, id := range []string{v.ID, orphan.ID} {
-		if err := unmount(s.Dir(id)); err != nil {
+		if err := Unmount(s.Dir(id)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -119,7 +119,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		cfg.SizeLimitMB = DefaultClaimMB
 	}
 	if cfg.SizeLimitMB > 0 && cfg.Claims == nil {
-		if err := checkLoops(); err != nil {
+		if err := CheckLoops("--volume-size-mb gives each volume its own ext4 filesystem on a loop device (or run without --volume-size-mb)"); err != nil {
 			return nil, err
 		}
 	}
@@ -156,7 +156,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		known[v.ID] = true
 		switch _, err := os.Stat(s.image(v.ID)); {
 		case err == nil:
-			if err := mountImage(s.image(v.ID), s.Dir(v.ID)); err != nil {
+			if err := MountImage(s.image(v.ID), s.Dir(v.ID)); err != nil {
 				return fmt.Errorf("volume %s (%s of team %s): %w", v.ID, v.Name, v.TeamID, err)
 			}
 		case !errors.Is(err, os.ErrNotExist):
@@ -262,10 +262,10 @@ func (s *Service) makeContent(ctx context.Context, id string) error {
 		return s.claims.CreateClaim(ctx, id, s.sizeMB)
 	}
 	if s.sizeMB > 0 {
-		if err := makeImage(s.image(id), s.sizeMB); err != nil {
+		if err := MakeImage(s.image(id), s.sizeMB); err != nil {
 			return err
 		}
-		return mountImage(s.image(id), s.Dir(id))
+		return MountImage(s.image(id), s.Dir(id))
 	}
 	if err := os.Mkdir(s.Dir(id), 0o777|os.ModeSticky); err != nil {
 		return fmt.Errorf("create volume dir: %w", err)
@@ -303,7 +303,7 @@ func (s *Service) removeContent(ctx context.Context, id string) error {
 	if s.claims != nil {
 		return s.claims.DeleteClaim(ctx, id)
 	}
-	if err := unmount(s.Dir(id)); err != nil {
+	if err := Unmount(s.Dir(id)); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(s.Dir(id)); err != nil {

@@ -87,13 +87,15 @@ postgresql:
 # scripts/kube.sh up made it.
 runtimeClass:
   create: false
-# Under the cluster's work dir, which scripts/kube.sh down removes.
+# The local-path provisioner's volumes (scripts/kube.sh local-path), under the cluster's work
+# dir, which scripts/kube.sh down removes; a shared mount in every node (kube_share_volumes).
 nodeAgent:
-  volumesDir: $KUBE_WORK/$ns-volumes
+  volumesDir: $KUBE_WORK/volumes
 YAML
 	# The control plane's node (its state's hostPath), as the chart's default selector asks; a
 	# null in the values would not do, since an upgrade with --reuse-values drops it.
 	kctl label node "$node" warren.dev/control-plane=true --overwrite >/dev/null
+	kube_share_volumes
 	kube_log "installing the chart in $ns: $replicas replica(s) on the bundled PostgreSQL, node agents on $KUBE_NODES nodes"
 	if ! khelm upgrade --install warren "$CHART" -n "$ns" -f "$values" --wait --timeout 5m >/dev/null; then
 		kctl -n "$ns" get pods -o wide >&2 || true

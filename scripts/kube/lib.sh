@@ -98,6 +98,29 @@ node_gw() { echo "$KUBE_POD_NET.$1.1"; }
 node_dir() { echo "$KUBE_WORK/node$1"; }
 node_kubelet_port() { echo $((KUBE_KUBELET_PORT_BASE + 10 * ($1 - 1))); }
 
+# share_volumes: in the calling mount namespace (a node's), makes $KUBE_WORK/volumes a shared
+# mount of its own, as a node whose / is shared (systemd's) has it: the local-path
+# provisioner's filesystems for sized volumes, mounted there from its pod (Bidirectional),
+# reach the node's kubelet and its node agent (HostToContainer), which the runtime refuses on a
+# private mount. Idempotent.
+share_volumes() {
+	local d=$KUBE_WORK/volumes
+	mkdir -p "$d"
+	mountpoint -q "$d" || mount --bind "$d" "$d"
+	mount --make-shared "$d"
+}
+
+# kube_share_volumes: share_volumes in every running node's mount namespace (a cluster made
+# before node.sh did it at start).
+kube_share_volumes() {
+	local i pid
+	for i in $(seq 1 "$KUBE_NODES"); do
+		pid=$(cat "$(node_dir "$i")/containerd.pid" 2>/dev/null) || kube_die "node $i: no containerd.pid: is the cluster up?"
+		nsenter -t "$pid" -m -- bash -c "$(declare -f share_volumes); KUBE_WORK='$KUBE_WORK' share_volumes" ||
+			kube_die "node $i: cannot make $KUBE_WORK/volumes a shared mount in its namespace"
+	done
+}
+
 # with_heartbeat LABEL COMMAND...: runs the command and prints a line every minute
 # while it runs, so a long silent step (a Go build) shows that it is alive.
 with_heartbeat() {

@@ -210,6 +210,7 @@ run() {
 	mount --bind "$dir/cni/cache" /var/lib/cni
 	mount --bind "$dir/kubelet" /var/lib/kubelet
 	mount --bind "$dir/run" /run/containerd
+	share_volumes
 
 	PATH=$KUBE_BIN:$PATH containerd --config "$dir/containerd.toml" >"$dir/containerd.log" 2>&1 &
 	echo $! >"$dir/containerd.pid"

@@ -307,6 +307,9 @@ ready_for_warren() {
 	(cd "$repo" && scripts/kube-images.sh)
 	kube_lock
 	"$repo/scripts/kube.sh" load warren/node
+	# Nodes started before node.sh shared the volumes' directory (the node agents see it
+	# HostToContainer).
+	kube_share_volumes
 	step "the chart's node side in the namespace warren (helm upgrade --install warren deploy/helm/warren)"
 	khelm upgrade --install warren "$repo/deploy/helm/warren" -n warren --create-namespace \
 		--set controlPlane.enabled=false --set runtimeClass.create=false \

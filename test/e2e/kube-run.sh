@@ -87,7 +87,16 @@ k apply -f "$deploy/namespace.yaml" -f "$deploy/rbac.yaml" -f "$deploy/runtimecl
 if ! k -n "$ns" get secret warren-node-token >/dev/null 2>&1; then
   k -n "$ns" create secret generic warren-node-token --from-literal=token="$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >/dev/null
 fi
-# The volumes' directory under the cluster's work dir, which scripts/kube.sh down removes.
+# The volumes' directory under the cluster's work dir, which scripts/kube.sh down removes,
+# a shared mount in every node (the node agent sees it HostToContainer; a cluster started
+# before node.sh did so at start gets it now). The volumes suite runs on the sized class of
+# this tree's local-path provisioner (each volume a filesystem of its size), installed first.
+if [ $# -eq 0 ] || [[ " $* " == *" server/volumes"* ]]; then
+  "${WARREN_KUBE_SH:-scripts/kube.sh}" local-path
+  export WARREN_VOLUME_STORAGE_CLASS=warren-local-path-sized
+else
+  "${WARREN_KUBE_SH:-scripts/kube.sh}" share-volumes
+fi
 sed "s#/var/lib/warren/volumes#${KUBECONFIG%/*}/volumes#" "$deploy/node-agent.yaml" | k apply -f - >/dev/null
 k apply -f "$deploy/sandbox-network-policy.yaml" >/dev/null
 # Node agents that scripts/kube.sh up left running keep their image when the apply changes

@@ -35,7 +35,11 @@ kctl -n "$NS" create serviceaccount warren-node >/dev/null
 token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 k create secret generic warren-node-token --from-literal=token="$token" >/dev/null
 # The manifest as it is, but for its namespace and image.
+# The volumes' directory under the cluster's work dir, a shared mount in every node (the agents
+# see it HostToContainer).
+kube_share_volumes
 sed -e "s/^  namespace: warren$/  namespace: $NS/" -e "s#image: warren/node:latest#image: $image#" \
+	-e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" \
 	deploy/kubernetes/node-agent.yaml | kctl apply -f - >/dev/null
 k rollout status daemonset/warren-node --timeout=180s
 ready=$(k get daemonset warren-node -o jsonpath='{.status.numberReady}')

@@ -2,11 +2,13 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"path"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,6 +156,13 @@ func (v *Volumes) DeleteClaim(ctx context.Context, id string) error {
 // ServeContent forwards a content API request to the node agent of the
 // node that holds volume id, which answers it from the volume's
 // directory; its answer (E2B's shapes already) is passed on as it is.
+//
+// It returns only once the forward has let go of the request's body: a
+// node agent may answer before it read all of a body (413 for a full
+// volume), while the transport is still sending it, and a transport
+// reading the body after its handler returned races the server, which
+// then reads the rest itself; the client's next request on that
+// connection failed so (its context cancelled).
 func (v *Volumes) ServeContent(w http.ResponseWriter, r *http.Request, id string) error {
 	node, dir, err := v.locate(r.Context(), id)
 	if err != nil {
@@ -165,11 +174,15 @@ func (v *Volumes) ServeContent(w http.ResponseWriter, r *http.Request, id string
 			h.Set(k, val)
 		}
 	}
+	ctx, cancel := context.WithCancel(r.Context())
 	var body io.Reader
 	if r.ContentLength != 0 {
-		body = r.Body
+		b := &forwardedBody{r: r.Body}
+		defer func() { cancel(); b.stop() }()
+		body = b
 	}
-	res, err := v.agents.ForwardVolume(r.Context(), node, r.Method, nodeagent.VolumesPrefix+dir+"/"+r.PathValue("op"), r.URL.RawQuery, h, body)
+	defer cancel()
+	res, err := v.agents.ForwardVolume(ctx, node, r.Method, nodeagent.VolumesPrefix+dir+"/"+r.PathValue("op"), r.URL.RawQuery, h, body)
 	if err != nil {
 		return err
 	}
@@ -183,6 +196,34 @@ func (v *Volumes) ServeContent(w http.ResponseWriter, r *http.Request, id string
 	io.Copy(w, res.Body) // a client that goes away ends the copy
 	return nil
 }
+
+// forwardedBody is a request's body as a forward sends it on, until the
+// handler stops it: an http.RoundTripper may go on reading a request's
+// body after it returned (its answer came early).
+type forwardedBody struct {
+	mu      sync.Mutex // held across a read
+	r       io.Reader
+	stopped bool
+}
+
+func (b *forwardedBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return 0, errForwardDone
+	}
+	return b.r.Read(p)
+}
+
+// stop waits for a read under way and fails every later one: an error,
+// not EOF, so that a transport still sending ends its request cut short.
+func (b *forwardedBody) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	b.mu.Unlock()
+}
+
+var errForwardDone = errors.New("the content request was answered: its body is not forwarded further")
 
 // UsedBytes asks the node agent of the volume's node for the size of its
 // files.

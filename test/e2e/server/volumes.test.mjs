@@ -8,9 +8,10 @@
 // with 413. Under gVisor (test.sh's gvisor_suite) a checkpoint of a sandbox with a volume
 // mounted; where engine restarts are allowed (CI, see helpers.mjs), one with volumes mounted in a
 // running and a paused sandbox. On the Kubernetes engine (test/e2e/kube-run.sh) each volume is a
-// PersistentVolumeClaim of the cluster's default class (the test cluster's local-path provisioner,
-// ReadWriteOnce, which does not enforce a size: the size tests are Docker's), its sandboxes are
-// asserted on the node that holds it, and a node agent restart keeps its content reachable.
+// PersistentVolumeClaim of the test cluster's local-path provisioner's class that enforces a size
+// (warren-local-path-sized: a loop-mounted filesystem per volume, ReadWriteOnce), so the size tests
+// run there too; its sandboxes are asserted on the node that holds it, and restarts of the node
+// agent and of the provisioner keep its content reachable.
 import { it, describe } from 'node:test'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
@@ -202,7 +203,7 @@ describe('volumes', () => {
   })
 
   it('size limit: a sandbox writing past it gets ENOSPC, the content API 413; freeing space lets both write', {
-    skip: kube && 'the test cluster\'s local-path volumes do not enforce their size (docs/volumes.md)',
+    skip: kube && !process.env.WARREN_VOLUME_STORAGE_CLASS && 'the cluster\'s default class does not enforce a size: kube-run.sh runs this on warren-local-path-sized (docs/volumes.md)',
   }, async () => {
     contentEnv()
     const vol = await Volume.create(`quota-${uid()}`)
@@ -345,6 +346,11 @@ sleep 0.5`)
       await kubectl('delete', 'pod', '-l', 'app.kubernetes.io/name=warren-node', '--field-selector', `spec.nodeName=${node}`, '--wait=true')
       await waitFor(async () => (await vol.readFile('/kept.txt').catch(() => '')) === 'kept',
         { timeoutMs: 60_000, intervalMs: 500, what: 'the content API through the new node agent' })
+      // Its node's provisioner restarted: the volume's filesystem stays mounted on the node (a
+      // pod's mounts do not go with it), its content where it was.
+      await kubectl('-n', 'warren-local-path', 'delete', 'pod', '-l', 'app.kubernetes.io/name=warren-local-path', '--field-selector', `spec.nodeName=${node}`, '--wait=true')
+      await kubectl('-n', 'warren-local-path', 'rollout', 'status', 'daemonset/warren-local-path', '--timeout=90s')
+      assert.equal(await vol.readFile('/kept.txt'), 'kept', 'the content after a provisioner restart')
 
       // A pause without memory deletes the pod; the resume makes it again with the claim.
       const st = await Sandbox.create('base', { volumeMounts: { '/s': vol }, timeoutMs: 60_000 })
