@@ -110,7 +110,8 @@ type Deps struct {
 	// placeholders with the server's secrets.
 	Firewall sandbox.Firewall
 	// CABundle is the CA every sandbox trusts, for the egress gateway's
-	// interception; "" = none.
+	// interception; "" = none. A Firewall with a CA of its own in the
+	// state dir (egressCA: the Kubernetes engine's) gives its CA instead.
 	CABundle string
 	// Builder builds templates; nil = no template registry, and so no
 	// template API (tests without an engine).
@@ -212,6 +213,10 @@ func (s *Server) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	caBundle, err := loadEgressCA(cfg, deps)
+	if err != nil {
+		return err
+	}
 	// Listening first gives the address, which is the default issuer of
 	// workload tokens, before anything is built; it is served last.
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -258,7 +263,7 @@ func (s *Server) open(ctx context.Context) error {
 	// the proxy routes through the manager: the streams are made first.
 	streams := proxy.NewStreams(log)
 	lc := lifecycle.Deps{Runtime: deps.Runtime, Agent: deps.Agent, Store: st, Logger: log, Firewall: deps.Firewall, Events: evs,
-		CABundle: deps.CABundle, OnStop: streams.Disconnect}
+		CABundle: caBundle, OnStop: streams.Disconnect}
 	if tpl != nil {
 		lc.Templates, lc.Commands = tpl, deps.Commands
 	}
