@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/warrenhq/warren/internal/identity"
+	"github.com/warrenhq/warren/internal/secretfile"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -203,26 +204,11 @@ func (k identityKeys) SwapKeys(ctx context.Context, next []byte) ([]byte, error)
 	return s.open(keysFile, kept)
 }
 
-// writeShared writes a shared file as its owner made it: readable by the
-// server alone.
+// writeShared writes a shared file as its owner made it (readable by the
+// server alone), unless it holds that already.
 func writeShared(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
 		return nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".shared-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return secretfile.Write(path, b)
 }
