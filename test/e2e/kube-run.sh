@@ -8,8 +8,8 @@
 #   test/e2e/kube-run.sh server/x.test.mjs
 #   test/e2e/kube-run.sh kube/control-plane.test.mjs   the control plane in the cluster alone
 #   test/e2e/kube-run.sh kube/failover.test.mjs        its three replicas' failover alone (not yet
-#                                                      in the default run: 2 of its last 5 runs
-#                                                      saw an SDK-visible failure, issue 26)
+#                                                      in the default run until it is green run
+#                                                      after run, issue 26; ~80 s)
 #
 # It applies deploy/kubernetes/ (namespace, RBAC, gVisor RuntimeClass, the node agent
 # DaemonSet with a fresh token Secret), builds warren/node and imports it and the code
