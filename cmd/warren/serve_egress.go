@@ -47,27 +47,22 @@ func parseFileList(list string) []string {
 	return out
 }
 
-// kubeEgressTLS is what the node agents' gateways intercept TLS with on
-// the Kubernetes engine: a CA of its own in <state-dir>/egress-ca, which
-// sandboxes trust, since its key is sent to the nodes that run sandboxes
-// with header rules (the CA of <state-dir>/tls also signs the server's
-// own certificate), and the PEM of the --egress-trust-ca files.
-func kubeEgressTLS(stateDir string, trustFiles []string) (*tlsca.Authority, string, error) {
-	ca, err := tlsca.LoadAuthority(filepath.Join(stateDir, "egress-ca"), nil)
-	if err != nil {
-		return nil, "", fmt.Errorf("egress gateway CA: %w", err)
-	}
+// kubeEgressRoots is the PEM of the --egress-trust-ca files, which the
+// node agents' gateways trust beside the system's on the Kubernetes
+// engine. Their CA is the firewall's own (kubernetes.Firewall.LoadCA),
+// loaded by the server once the replicas' shared files are pulled.
+func kubeEgressRoots(trustFiles []string) (string, error) {
 	var roots strings.Builder
 	for _, f := range trustFiles {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, "", usageError{fmt.Sprintf("--egress-trust-ca: %v", err)}
+			return "", usageError{fmt.Sprintf("--egress-trust-ca: %v", err)}
 		}
 		if !x509.NewCertPool().AppendCertsFromPEM(b) {
-			return nil, "", usageError{fmt.Sprintf("--egress-trust-ca: %s holds no PEM certificate", f)}
+			return "", usageError{fmt.Sprintf("--egress-trust-ca: %s holds no PEM certificate", f)}
 		}
 		roots.Write(b)
 		roots.WriteString("\n")
 	}
-	return ca, roots.String(), nil
+	return roots.String(), nil
 }

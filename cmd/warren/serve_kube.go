@@ -171,17 +171,14 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 	if agents, ok := kc.Nodes.(*kubernetes.NodeAgentPods); ok {
 		// Every sandbox pod's isolation is its own namespace's; what its
 		// egress settings refuse beyond that, its node's agent enforces.
-		ca, roots, err := kubeEgressTLS(cfg.StateDir, cfg.EgressTrustCA)
+		roots, err := kubeEgressRoots(cfg.EgressTrustCA)
 		if err != nil {
 			return server.Deps{}, nil, err
 		}
-		fw, err := kubernetes.NewFirewall(rt, agents, kubernetes.FirewallConfig{DNS: cfg.EgressDNS, Authority: ca, Roots: roots,
+		fw := kubernetes.NewFirewall(rt, agents, kubernetes.FirewallConfig{DNS: cfg.EgressDNS, Roots: roots,
 			PublicProxiesOnly: !cfg.EgressProxyPrivate, Logger: log})
-		if err != nil {
-			return server.Deps{}, nil, err
-		}
 		u.push(func() { fw.Close() })
-		deps.Firewall, deps.CABundle = fw, string(ca.CertPEM())
+		deps.Firewall = fw
 	} else {
 		const why = "it runs without node agents (--node-token-secret \"\"), which enforce egress settings on Kubernetes"
 		log.Warn("egress settings are refused: " + why)

@@ -13,10 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/warrenhq/warren/internal/secretfile"
 )
 
 // signingKey is one ES256 key of the issuer.
@@ -108,7 +109,7 @@ func saveKeys(path string, keys []signingKey) error {
 	if err != nil {
 		return err
 	}
-	return writeKeyFile(path, b)
+	return secretfile.Write(path, b)
 }
 
 // encodeKeys is keys in the key file's form.
@@ -122,29 +123,6 @@ func encodeKeys(keys []signingKey) ([]byte, error) {
 		stored = append(stored, storedKey{Created: k.created.UTC(), PKCS8: base64.StdEncoding.EncodeToString(der)})
 	}
 	return json.MarshalIndent(stored, "", "  ")
-}
-
-func writeKeyFile(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".oidc-keys-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // rotate brings the keys up to date and returns the one that signs now.

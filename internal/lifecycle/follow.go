@@ -27,15 +27,22 @@ const storeRead = 5 * time.Second
 func (m *Manager) Follow() { m.following.Store(true) }
 
 // Lead makes a follower the leader's Manager: it loads the store afresh,
-// adopts the engine's sandboxes and re-arms every timer (Start). Close it
-// as any other.
+// adopts the engine's sandboxes and re-arms every timer (as Start). Close
+// it as any other.
+//
+// The store is loaded while the Manager still follows: routes and reads
+// go on reading the store until the leader's cache holds every sandbox,
+// never an empty or partial cache (the failover e2e's proxied command
+// answered 502, "sandbox not found", as a follower became leader).
 func (m *Manager) Lead(ctx context.Context) error {
+	if err := m.readAll(ctx); err != nil {
+		return err
+	}
 	m.mu.Lock()
-	clear(m.sandboxes)
 	clear(m.pausing)
 	m.mu.Unlock()
 	m.following.Store(false)
-	return m.Start(ctx)
+	return m.start(ctx)
 }
 
 // Following reports whether the Manager is a follower's.
@@ -69,7 +76,8 @@ func (m *Manager) readThrough(id string) (sandbox.Sandbox, bool) {
 	return sb, true
 }
 
-// readAll replaces a follower's cache with the store's sandboxes.
+// readAll replaces the cache with the store's sandboxes: a follower's on
+// each list, a leader's as it starts.
 func (m *Manager) readAll(ctx context.Context) error {
 	all, err := m.cfg.Store.ListSandboxes(ctx, sandbox.SandboxFilter{})
 	if err != nil {

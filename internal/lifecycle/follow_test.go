@@ -94,6 +94,57 @@ func TestFollowerLeadsAdoptingWhatTheLeaderLeft(t *testing.T) {
 	}
 }
 
+// slowListStore is a store whose ListSandboxes waits for release once
+// listing is closed (a large store on a loaded PostgreSQL).
+type slowListStore struct {
+	sandbox.Store
+	listing, release chan struct{}
+}
+
+func (s *slowListStore) ListSandboxes(ctx context.Context, f sandbox.SandboxFilter) ([]sandbox.Sandbox, error) {
+	select {
+	case <-s.listing:
+	default:
+		close(s.listing)
+		<-s.release
+	}
+	return s.Store.ListSandboxes(ctx, f)
+}
+
+// A follower becoming leader routes and reads every running sandbox all
+// along, also while it loads the store.
+func TestFollowerRoutesWhileItBecomesLeader(t *testing.T) {
+	e := newEnv(t, nil)
+	st := &slowListStore{Store: e.store, listing: make(chan struct{}), release: make(chan struct{})}
+	f, err := New(Deps{Runtime: e.rt, Agent: e.agent, Store: st}, testSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Follow()
+	sb := e.create(t, CreateRequest{Timeout: time.Minute})
+	e.m.cancel()
+	e.m.wg.Wait()
+	lead := make(chan error, 1)
+	go func() { lead <- f.Lead(context.Background()) }()
+	<-st.listing
+	ctx := context.Background()
+	got, err := f.Route(ctx, sb.ID, nil)
+	if err != nil || got.ID != sb.ID {
+		t.Errorf("route while becoming leader = %q, %v; want the running sandbox", got.ID, err)
+	}
+	if _, err := f.Get(ctx, team, sb.ID); err != nil {
+		t.Errorf("get while becoming leader: %v", err)
+	}
+	close(st.release)
+	if err := <-lead; err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got, err := f.Route(ctx, sb.ID, nil); err != nil || got.ID != sb.ID {
+		t.Fatalf("route once leading = %q, %v; want the running sandbox", got.ID, err)
+	}
+}
+
 // awayStore is a store that cannot be read while away is set (a
 // PostgreSQL restart).
 type awayStore struct {

@@ -159,15 +159,14 @@ func (m *Manager) Settings() Settings { return m.cfg.Settings }
 // Start loads the store, reconciles it with the runtime and launches the
 // timer, reconcile, metrics and engine event loops, which run until Close.
 func (m *Manager) Start(ctx context.Context) error {
-	all, err := m.cfg.Store.ListSandboxes(ctx, sandbox.SandboxFilter{})
-	if err != nil {
+	if err := m.readAll(ctx); err != nil {
 		return fmt.Errorf("load sandboxes: %w", err)
 	}
-	m.mu.Lock()
-	for _, sb := range all {
-		m.sandboxes[sb.ID] = sb
-	}
-	m.mu.Unlock()
+	return m.start(ctx)
+}
+
+// start is Start once the store is loaded.
+func (m *Manager) start(ctx context.Context) error {
 	loops, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	// Subscribed before the first reconcile, so that nothing that happens
 	// after it goes unseen.

@@ -13,6 +13,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +111,8 @@ type Deps struct {
 	// placeholders with the server's secrets.
 	Firewall sandbox.Firewall
 	// CABundle is the CA every sandbox trusts, for the egress gateway's
-	// interception; "" = none.
+	// interception; "" = none. A Firewall with a CA of its own in the
+	// state dir (egressCA: the Kubernetes engine's) gives its CA instead.
 	CABundle string
 	// Builder builds templates; nil = no template registry, and so no
 	// template API (tests without an engine).
@@ -170,6 +172,10 @@ type Server struct {
 	// Tests shorten it.
 	leaderWait time.Duration
 	draining   atomic.Bool // set by Drain
+	idle       idleConns   // the HTTP port's idle connections, which Drain closes
+	// drainIdle is how long a draining server leaves a connection idle;
+	// 0 = drainIdle. Tests change it.
+	drainIdle time.Duration
 }
 
 // New returns a Server; it does nothing until Open.
@@ -209,6 +215,10 @@ func (s *Server) open(ctx context.Context) error {
 	st := deps.Store
 	s.st = st
 	shared, err := s.pullShared(ctx)
+	if err != nil {
+		return err
+	}
+	caBundle, err := loadEgressCA(cfg, deps)
 	if err != nil {
 		return err
 	}
@@ -258,7 +268,7 @@ func (s *Server) open(ctx context.Context) error {
 	// the proxy routes through the manager: the streams are made first.
 	streams := proxy.NewStreams(log)
 	lc := lifecycle.Deps{Runtime: deps.Runtime, Agent: deps.Agent, Store: st, Logger: log, Firewall: deps.Firewall, Events: evs,
-		CABundle: deps.CABundle, OnStop: streams.Disconnect}
+		CABundle: caBundle, OnStop: streams.Disconnect}
 	if tpl != nil {
 		lc.Templates, lc.Commands = tpl, deps.Commands
 	}
@@ -482,6 +492,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) err
 	s.onClose(sdk.Close)
 	s.sdk = sdk
 	s.http = newHTTPServer(s.cfg, guard, h, s.log)
+	s.http.ConnState = s.idle.track
 	go func() {
 		s.served = s.http.Serve(ln)
 		close(s.stopped)
@@ -503,11 +514,14 @@ func (s *Server) shutdown() {
 
 // Drain has every answer from now on close its connection, so that
 // clients open their next connections elsewhere (another replica behind
-// the Service) while the server goes on serving until Close. An idle
-// connection is left to its client's next call, answered and closed,
-// or to Close: closed now, it would cut a call its client is sending on
-// it at that moment (a client calling back to back nearly always is).
-func (s *Server) Drain() { s.draining.Store(true) }
+// the Service) while the server goes on serving until Close, and closes
+// the HTTP port's connections once idle for drainIdle (drain.go).
+func (s *Server) Drain() {
+	if s.draining.Swap(true) || s.http == nil {
+		return
+	}
+	go s.idle.closeWhileDraining(cmp.Or(s.drainIdle, drainIdle), s.stopped)
+}
 
 // drainable has h's answers close their connections once Drain is called.
 func (s *Server) drainable(h http.Handler) http.Handler {

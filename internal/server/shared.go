@@ -14,12 +14,14 @@ import (
 	"sync"
 
 	"github.com/warrenhq/warren/internal/identity"
+	"github.com/warrenhq/warren/internal/secretfile"
 	"github.com/warrenhq/warren/internal/store"
 )
 
-// The replicas of one control plane hold the same keys and CA: a
-// sandbox's workload tokens, volume tokens, sealed secrets and the
-// certificates it is shown verify whichever replica made them. The state
+// The replicas of one control plane hold the same keys and CAs: a
+// sandbox's workload tokens, volume tokens, sealed secrets, the
+// certificates it is shown and those its egress gateway intercepts TLS
+// with verify whichever replica made them. The state
 // dir's files that hold them are kept in the shared store, sealed with a
 // key derived from the secret the replicas share (the node agents'
 // token): a replica takes the store's before it loads them (pullShared),
@@ -27,13 +29,39 @@ import (
 
 // sharedFiles are the files of the state dir the replicas share; the
 // secrets' key only when it is the state dir's own (Config.SecretsKeyFile
-// unset).
+// unset). A file a replica does not have (the egress CA without an
+// egressCA firewall) is neither pushed nor pulled.
 func sharedFiles(cfg Config) []string {
-	files := []string{keysFile, "volume-token.key", filepath.Join("tls", "ca.pem"), filepath.Join("tls", "ca-key.pem")}
+	files := []string{keysFile, "volume-token.key", filepath.Join("tls", "ca.pem"), filepath.Join("tls", "ca-key.pem"),
+		filepath.Join(egressCADir, "ca.pem"), filepath.Join(egressCADir, "ca-key.pem")}
 	if cfg.SecretsKeyFile == "" {
 		files = append(files, "secrets.key")
 	}
 	return files
+}
+
+// egressCADir is the state dir's directory of an egressCA firewall's CA.
+const egressCADir = "egress-ca"
+
+// egressCA is a firewall that intercepts TLS with a CA of its own in the
+// state dir (the Kubernetes engine's node gateways, which get its key):
+// the replicas share it, so that a sandbox made under one leader trusts
+// the next one's gateways; Open loads it once the shared files are
+// pulled, and every sandbox trusts it (Deps.CABundle).
+type egressCA interface {
+	// LoadCA loads the CA in dir, making one there if it holds none, and
+	// returns its certificate (PEM).
+	LoadCA(dir string) (certPEM string, err error)
+}
+
+// loadEgressCA is the CA bundle sandboxes trust: an egressCA firewall's
+// CA, loaded from the state dir, or Deps.CABundle.
+func loadEgressCA(cfg Config, deps Deps) (string, error) {
+	fw, ok := deps.Firewall.(egressCA)
+	if !ok {
+		return deps.CABundle, nil
+	}
+	return fw.LoadCA(filepath.Join(cfg.StateDir, egressCADir))
 }
 
 // sharedState is how a replica keeps its shared files in the store.
@@ -176,26 +204,11 @@ func (k identityKeys) SwapKeys(ctx context.Context, next []byte) ([]byte, error)
 	return s.open(keysFile, kept)
 }
 
-// writeShared writes a shared file as its owner made it: readable by the
-// server alone.
+// writeShared writes a shared file as its owner made it (readable by the
+// server alone), unless it holds that already.
 func writeShared(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
 		return nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".shared-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return secretfile.Write(path, b)
 }

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/internal/firewall"
 	"github.com/warrenhq/warren/internal/store"
+	"github.com/warrenhq/warren/internal/tlsca"
 )
 
 // filesStore adds shared files, in memory, to a store no replicas share:
@@ -62,17 +64,38 @@ func (s *filesStore) LockSharedFiles(context.Context) (func(), error) {
 	return s.turn.Unlock, nil
 }
 
-// Replicas with state dirs of their own hold the same keys and CA: the
-// first one's, kept sealed in the store. One that made its own as another
-// stored theirs (they started together) refuses to start, and holds
-// theirs when it starts again.
+// caFirewall is a firewall with an egress CA of its own in the state dir,
+// as the Kubernetes engine's: it makes one where it is asked to load it.
+type caFirewall struct {
+	firewall.Off
+	loaded string // the CA LoadCA returned
+}
+
+func (f *caFirewall) LoadCA(dir string) (string, error) {
+	ca, err := tlsca.LoadAuthority(dir, nil)
+	if err != nil {
+		return "", err
+	}
+	f.loaded = string(ca.CertPEM())
+	return f.loaded, nil
+}
+
+// Replicas with state dirs of their own hold the same keys and CAs: the
+// first one's, kept sealed in the store, the egress CA among them, loaded
+// once pulled. One that made its own as another stored theirs (they
+// started together) refuses to start, and holds theirs when it starts
+// again.
 func TestReplicasShareKeysAndCA(t *testing.T) {
 	deps := testDeps(t)
+	var firewalls []*caFirewall
 	open := func(st store.Store, dir string, leads bool) error {
 		cfg := testConfig(t)
 		cfg.StateDir, cfg.TLSAddr, cfg.Domain = dir, "127.0.0.1:0", "warren.test"
 		d := deps
 		d.Store = st
+		fw := &caFirewall{}
+		firewalls = append(firewalls, fw)
+		d.Firewall = fw
 		d.Leadership, d.ForwardSecret = newFakeLeadership(leads), "a secret the replicas share"
 		d.LostLeadership = func() { t.Error("lost the leadership") }
 		srv := New(cfg, d)
@@ -104,6 +127,9 @@ func TestReplicasShareKeysAndCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	same(first, second)
+	if a, b := firewalls[0].loaded, firewalls[1].loaded; a == "" || a != b {
+		t.Errorf("the replicas' firewalls loaded egress CAs %.60q and %.60q; want the first's in both", a, b)
+	}
 	for _, name := range files {
 		plain, _ := os.ReadFile(filepath.Join(first, name))
 		if sealed := fs.files[name]; len(sealed) == 0 || bytes.Contains(sealed, plain) {
@@ -120,4 +146,7 @@ func TestReplicasShareKeysAndCA(t *testing.T) {
 		t.Fatalf("started again: %v", err)
 	}
 	same(first, third)
+	if got := firewalls[len(firewalls)-1].loaded; got != firewalls[0].loaded {
+		t.Errorf("the replica started again loaded the egress CA %.60q; want the first's", got)
+	}
 }

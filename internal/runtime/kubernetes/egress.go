@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -59,7 +60,7 @@ type Firewall struct {
 	rt       *Runtime
 	agents   EgressAgents
 	cfg      FirewallConfig
-	tls      *nodeagent.EgressTLS // nil: no CA, TLS to hosts with rules refused
+	tls      *nodeagent.EgressTLS // LoadCA's; nil: TLS to hosts with rules refused. Guarded by mu
 	log      *slog.Logger
 	expander atomic.Pointer[egress.Expander]
 	stop     context.CancelFunc
@@ -90,10 +91,6 @@ type FirewallConfig struct {
 	// DNS are the resolvers (host:port) the nodes' gateways forward to;
 	// nil: each node's.
 	DNS []string
-	// Authority is the CA sandboxes trust for intercepted TLS (one of its
-	// own, since its key goes to the nodes); nil: TLS to a host with
-	// header rules is refused.
-	Authority *tlsca.Authority
 	// Roots are PEM certificates the gateways trust beside the system's
 	// (--egress-trust-ca).
 	Roots string
@@ -117,16 +114,9 @@ var _ sandbox.Firewall = (*Firewall)(nil)
 
 // NewFirewall enforces egress settings through agents. Close stops its
 // token refresh.
-func NewFirewall(rt *Runtime, agents EgressAgents, cfg FirewallConfig) (*Firewall, error) {
+func NewFirewall(rt *Runtime, agents EgressAgents, cfg FirewallConfig) *Firewall {
 	f := &Firewall{rt: rt, agents: agents, cfg: cfg, log: logkey.For(cfg.Logger, "kubefirewall"), rules: map[string]nodeEgress{},
 		all: map[string]sandbox.Egress{}, opened: map[netip.Addr]podPeers{}, planned: map[netip.Addr]podPeers{}, peers: rt, done: make(chan struct{})}
-	if ca := cfg.Authority; ca != nil {
-		key, err := ca.KeyPEM()
-		if err != nil {
-			return nil, err
-		}
-		f.tls = &nodeagent.EgressTLS{CACert: string(ca.CertPEM()), CAKey: string(key), Roots: cfg.Roots}
-	}
 	thawed := func(ctx context.Context) {
 		if err := f.openPeers(ctx, netip.Addr{}, true); err != nil {
 			f.log.ErrorContext(ctx, "cannot set the neighbours of a thawed sandbox's pod: tried again at the next reconcile", "err", err)
@@ -136,7 +126,29 @@ func NewFirewall(rt *Runtime, agents EgressAgents, cfg FirewallConfig) (*Firewal
 	var ctx context.Context
 	ctx, f.stop = context.WithCancel(context.Background())
 	go f.refreshTokens(ctx)
-	return f, nil
+	return f
+}
+
+// LoadCA loads the CA that the nodes' gateways intercept TLS with from
+// dir, making one there if it holds none, and returns its certificate
+// (PEM), which sandboxes trust; until then TLS to a host with header
+// rules is refused. The CA is one of its own, not the server's, since its
+// key goes to the nodes. The server loads it once the state dir holds the
+// files the control plane's replicas share (<state-dir>/egress-ca is one),
+// so that a sandbox made under one leader trusts the gateways of the next.
+func (f *Firewall) LoadCA(dir string) (string, error) {
+	ca, err := tlsca.LoadAuthority(dir, nil)
+	if err != nil {
+		return "", fmt.Errorf("egress gateway CA: %w", err)
+	}
+	key, err := ca.KeyPEM()
+	if err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tls = &nodeagent.EgressTLS{CACert: string(ca.CertPEM()), CAKey: string(key), Roots: f.cfg.Roots}
+	return string(ca.CertPEM()), nil
 }
 
 // Close stops the token refresh.

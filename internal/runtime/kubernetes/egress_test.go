@@ -16,7 +16,6 @@ import (
 
 	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/sandbox"
-	"github.com/warrenhq/warren/internal/tlsca"
 )
 
 // egressAgents records what each node's agent was sent.
@@ -170,10 +169,7 @@ func TestFirewallRefusesWhatNodesCannotEnforce(t *testing.T) {
 
 func newFirewall(t *testing.T, rt *Runtime, agents EgressAgents, cfg FirewallConfig) *Firewall {
 	t.Helper()
-	fw, err := NewFirewall(rt, agents, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fw := NewFirewall(rt, agents, cfg)
 	t.Cleanup(func() { fw.Close() })
 	return fw
 }
@@ -216,11 +212,11 @@ func TestFirewallHeaderRules(t *testing.T) {
 	e.sandboxPod(t, "warren-a", "10.2.1.5", "node-a")
 	e.sandboxPod(t, "warren-b", "10.2.2.5", "node-b")
 	agents := &egressAgents{nodes: []string{"node-a", "node-b"}, got: map[string][]nodeagent.EgressRules{}, fail: map[string]error{}}
-	ca, err := tlsca.LoadAuthority(t.TempDir(), nil)
+	fw := newFirewall(t, e.rt, agents, FirewallConfig{Roots: "roots"})
+	caPEM, err := fw.LoadCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw := newFirewall(t, e.rt, agents, FirewallConfig{Authority: ca, Roots: "roots"})
 	ctx := t.Context()
 	rules := sandbox.Network{AllowInternetAccess: true, Rules: map[string][]sandbox.NetworkRule{
 		"api.example.com": {{Headers: map[string]string{"A": "Bearer ${e2b.secrets.k}", "B": "${e2b.secrets.gone}"}}}}}
@@ -248,7 +244,7 @@ func TestFirewallHeaderRules(t *testing.T) {
 		t.Errorf("resolved (-want +got):\n%s", diff)
 	}
 	last := agents.got["node-a"][len(agents.got["node-a"])-1]
-	if last.TLS == nil || last.TLS.CACert != string(ca.CertPEM()) || last.TLS.Roots != "roots" {
+	if last.TLS == nil || last.TLS.CACert != caPEM || last.TLS.Roots != "roots" {
 		t.Errorf("node-a's TLS: %+v", last.TLS)
 	}
 	if tls := agents.got["node-b"][0].TLS; tls != nil {

@@ -31,9 +31,15 @@ func (s *DB) CallAnswer(ctx context.Context, key string) (store.CallAnswer, bool
 // one kept stays), and drops those older than store.CallAnswerKept.
 func (s *DB) SaveCallAnswer(ctx context.Context, key string, a store.CallAnswer) error {
 	now := time.Now()
+	// pgx sends a nil slice as NULL, which the column refuses: an empty
+	// body (a 204) is an empty bytea.
+	body := a.Body
+	if body == nil {
+		body = []byte{}
+	}
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO call_answers (key, status, content_type, body, made_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (key) DO NOTHING`, key, a.Status, a.ContentType, a.Body, now.UnixNano())
+		ON CONFLICT (key) DO NOTHING`, key, a.Status, a.ContentType, body, now.UnixNano())
 	b.Queue(`DELETE FROM call_answers WHERE made_at < $1`, now.Add(-store.CallAnswerKept).UnixNano())
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("save call answer: %w", err)

@@ -35,6 +35,13 @@ func TestCallAnswers(t *testing.T) {
 	if _, ok, _ := s.CallAnswer(ctx, "k2"); ok {
 		t.Error("another key has an answer")
 	}
+	// A kill's or a pause's answer has no body.
+	if err := s.SaveCallAnswer(ctx, "k3", store.CallAnswer{Status: 204}); err != nil {
+		t.Fatalf("an answer without a body: %v", err)
+	}
+	if got, ok, err := s.CallAnswer(ctx, "k3"); !ok || err != nil || got.Status != 204 || len(got.Body) != 0 {
+		t.Errorf("the kept answer without a body: %+v, %v, %v", got, ok, err)
+	}
 }
 
 // The first file shared under a name is the one kept and returned to

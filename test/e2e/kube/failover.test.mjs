@@ -7,18 +7,20 @@
 // usable, or killed by the workload), no pod left without its sandbox. A call cut on a deleted
 // pod's own connection (still running at its kill, ~2 s after its SIGTERM, or sent on an idle
 // connection as its drain closed it) is the one failure allowed, counted and printed apart: the
-// SDK retries no connection error. It prints
+// SDK retries no connection error; so is a sandbox listed that the workload never made, one
+// for each create so cut (made by the leader the deleted pod forwarded it to). It prints
 // the longest gap between lifecycle calls and between commands into a running sandbox.
 //
 // Runs only under test/e2e/kube-control-plane.sh with WARREN_E2E_CP_REPLICAS=3 (kube-run.sh
 // does so), which sets E2B_* to the Service and WARREN_E2E_CP_INSTANCE.
-// WARREN_E2E_FAILOVER_SECONDS sets the workload's length (default 120).
+// WARREN_E2E_FAILOVER_SECONDS sets the workload's length (default 60: the three deletions at
+// 15, 45 and 70 % of it, a replica replaced and Ready within ~3 s of each).
 import { describe, it, before, after } from 'node:test'
 import { assert, waitFor, kubectl, listTagged, uid, SDKS } from '../server/helpers.mjs'
 
 const instance = process.env.WARREN_E2E_CP_INSTANCE
 const api = process.env.E2B_API_URL
-const seconds = Number(process.env.WARREN_E2E_FAILOVER_SECONDS || 120)
+const seconds = Number(process.env.WARREN_E2E_FAILOVER_SECONDS || 60)
 const [[, sdk]] = SDKS
 const tag = `failover-${uid()}`
 
@@ -222,6 +224,9 @@ describe('three control-plane replicas on PostgreSQL', () => {
     const atKill = (f) => /fetch failed|other side closed|ECONNRESET|socket hang up|terminated/i.test(f.err) &&
       deletions.some((t) => f.start + f.ms >= t && f.start + f.ms <= t + 4000)
     const elsewhere = rec.failures.filter((f) => !atKill(f))
+    // A create cut so may have made its sandbox (forwarded by the deleted pod to the leader,
+    // which went on): listed, and unknown to the workload. As many as such creates, no more.
+    const cutCreates = rec.failures.filter((f) => atKill(f) && f.what === 'create').length
     const report = {
       seconds: Math.round((end - start) / 1000),
       failovers,
@@ -240,7 +245,7 @@ describe('three control-plane replicas on PostgreSQL', () => {
 
     for (const f of failovers.filter((f) => !f.follower)) assert.ok(f.ms <= 15_000, `a new leader ${f.ms} ms after ${f.victim} was deleted (want ≤ 15 s)`)
     assert.deepEqual(lost, [], 'sandboxes lost')
-    assert.deepEqual(unknown, [], 'sandboxes listed the workload never made')
+    assert.ok(unknown.length <= cutCreates, `sandboxes listed the workload never made: ${unknown.join(', ')} (creates cut at a deleted pod's kill: ${cutCreates})`)
     assert.deepEqual(left, [], 'pods without their sandbox')
     assert.deepEqual(elsewhere, [], 'SDK calls that failed, other than cut by a deleted pod\'s kill')
   })
