@@ -79,13 +79,29 @@ func logText(t *testing.T, m *Manager, id string) string {
 	return b.String()
 }
 
+func newMemoryEngine(rt *fake.Runtime) *memoryEngine {
+	return &memoryEngine{Runtime: rt, images: map[string]bool{}}
+}
+
+// newGVisorMemoryEnv is an env whose sandboxes run under gVisor on a
+// memoryEngine, which it returns too.
+func newGVisorMemoryEnv(t *testing.T) (*env, *memoryEngine) {
+	var eng *memoryEngine
+	e := newEnv(t, func(c *config) {
+		eng = newMemoryEngine(c.Runtime.(*fake.Runtime))
+		c.Runtime = eng
+		c.SandboxRuntime = sandbox.RuntimeGVisor
+	})
+	return e, eng
+}
+
 // TestMemoryWhereNotKept: under runc (on an engine that could keep a
 // gVisor sandbox's memory) an explicit request for memory is refused
 // naming gVisor and changes nothing; a snapshot that did not ask, and a
 // fork, carry the filesystem and say so in the log.
 func TestMemoryWhereNotKept(t *testing.T) {
 	e := newEnv(t, func(c *config) {
-		c.Runtime = &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}
+		c.Runtime = newMemoryEngine(c.Runtime.(*fake.Runtime))
 	})
 	ctx := context.Background()
 	src := e.create(t, CreateRequest{})
@@ -120,12 +136,7 @@ func TestMemoryWhereNotKept(t *testing.T) {
 // every fork from it (each agent proving the source's identity to be given
 // its own), and deletes it; the source runs on, thawed.
 func TestForkWithMemory(t *testing.T) {
-	var eng *memoryEngine
-	e := newEnv(t, func(c *config) {
-		eng = &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}
-		c.Runtime = eng
-		c.SandboxRuntime = sandbox.RuntimeGVisor
-	})
+	e, eng := newGVisorMemoryEnv(t)
 	ctx := context.Background()
 	src := e.create(t, CreateRequest{Secure: true})
 	forks, err := e.m.Fork(ctx, team, src.ID, time.Minute, 3)
@@ -200,7 +211,7 @@ func TestForkCopiesFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var eng *filesEngine
 			e := newEnv(t, func(c *config) {
-				eng = &filesEngine{memoryEngine: &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}, filesErr: tc.filesErr}
+				eng = &filesEngine{memoryEngine: newMemoryEngine(c.Runtime.(*fake.Runtime)), filesErr: tc.filesErr}
 				c.Runtime = eng
 				c.SandboxRuntime = sandbox.RuntimeGVisor
 			})
@@ -232,12 +243,7 @@ func TestForkCopiesFiles(t *testing.T) {
 // TestForkOfCheckpointed: a sandbox paused to disk with its memory seeds
 // a fork with its checkpoint, without being resumed.
 func TestForkOfCheckpointed(t *testing.T) {
-	var eng *memoryEngine
-	e := newEnv(t, func(c *config) {
-		eng = &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}
-		c.Runtime = eng
-		c.SandboxRuntime = sandbox.RuntimeGVisor
-	})
+	e, eng := newGVisorMemoryEnv(t)
 	ctx := context.Background()
 	src := e.create(t, CreateRequest{})
 	if mode, err := e.m.Stop(ctx, team, src.ID); err != nil || mode != sandbox.PauseCheckpointed {
@@ -263,12 +269,7 @@ func TestForkOfCheckpointed(t *testing.T) {
 // no fork in flight holds (a fork's left by a killed server, a deleted
 // snapshot's) and keeps the rest.
 func TestMemorySnapshotAndPrune(t *testing.T) {
-	var eng *memoryEngine
-	e := newEnv(t, func(c *config) {
-		eng = &memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}
-		c.Runtime = eng
-		c.SandboxRuntime = sandbox.RuntimeGVisor
-	})
+	e, eng := newGVisorMemoryEnv(t)
 	ctx := context.Background()
 	src := e.create(t, CreateRequest{})
 	sn, err := e.m.Snapshot(ctx, team, src.ID, "", MemoryRequired)
@@ -309,7 +310,7 @@ func (failingSaves) SaveMemory(context.Context, string, string) error {
 // the filesystem and says why; a snapshot that requires memory fails.
 func TestMemoryThatCannotBeSaved(t *testing.T) {
 	e := newEnv(t, func(c *config) {
-		c.Runtime = failingSaves{&memoryEngine{Runtime: c.Runtime.(*fake.Runtime), images: map[string]bool{}}}
+		c.Runtime = failingSaves{newMemoryEngine(c.Runtime.(*fake.Runtime))}
 		c.SandboxRuntime = sandbox.RuntimeGVisor
 	})
 	ctx := context.Background()
