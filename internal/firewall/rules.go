@@ -139,31 +139,14 @@ func (c chains) ruleset(v6 bool, rules map[string]sandbox.Egress, ports egress.P
 // other's named pairs.
 func (c chains) neighbourRules(forward *chainRules, rules map[string]sandbox.Egress) {
 	ids := slices.Sorted(maps.Keys(rules))
-	byIP := make(map[netip.Addr]string, len(rules))
-	for _, id := range ids {
-		if ip := rules[id].IP; ip.Is4() {
-			byIP[ip] = id
-		}
-	}
 	// Both groups hold rules of one target each, in any order.
 	pairs, apart := forward.group("pairs", true), forward.group("apart", true)
-	for _, id := range ids {
-		e := rules[id]
-		if !e.IP.Is4() || e.TeamID == "" {
+	for _, n := range sandbox.Neighbours(rules) {
+		if !n.FromIP.Is4() || !n.ToIP.Is4() {
 			continue
 		}
-		for _, s := range e.Network.AllowOut {
-			p, err := sandbox.ParseEgressTarget(s)
-			if err != nil || !p.IsSingleIP() {
-				continue
-			}
-			to, ok := byIP[p.Addr()]
-			if !ok || to == id || rules[to].TeamID != e.TeamID {
-				continue
-			}
-			pairs.add("-i", c.bridge, "-s", e.IP.String()+"/32", "-d", p.String(), "-o", c.bridge, "-m comment --comment",
-				c.quoted("sandbox="+id+" reaches sandbox="+to+" (same team, named in allowOut)"), "-j RETURN")
-		}
+		pairs.add("-i", c.bridge, "-s", n.FromIP.String()+"/32", "-d", n.ToIP.String()+"/32", "-o", c.bridge, "-m comment --comment",
+			c.quoted("sandbox="+n.From+" reaches sandbox="+n.To+" (same team, named in allowOut)"), "-j RETURN")
 	}
 	for _, id := range ids {
 		if ip := rules[id].IP; ip.Is4() {

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -158,6 +160,48 @@ func (n Network) NamesHost(addr netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// Neighbour is a pair of sandboxes of which the first may reach the
+// second.
+type Neighbour struct {
+	From, To     string // sandbox IDs
+	FromIP, ToIP netip.Addr
+}
+
+// Neighbours returns the pairs of all (sandboxes by ID) in which one
+// reaches the other: both have the same, non-empty team and the first's
+// allowOut names the second's address itself (NamesHost). Another team's
+// sandbox is never a neighbour, named or not. The pairs come in the order
+// of the first's ID, then of its allowOut. Every engine's firewall opens
+// these pairs and no others.
+func Neighbours(all map[string]Egress) []Neighbour {
+	ids := slices.Sorted(maps.Keys(all))
+	byIP := make(map[netip.Addr]string, len(all))
+	for _, id := range ids {
+		if ip := all[id].IP; ip.IsValid() {
+			byIP[ip] = id
+		}
+	}
+	var out []Neighbour
+	for _, id := range ids {
+		e := all[id]
+		if !e.IP.IsValid() || e.TeamID == "" {
+			continue
+		}
+		for _, s := range e.Network.AllowOut {
+			p, err := ParseEgressTarget(s)
+			if err != nil || !p.IsSingleIP() {
+				continue
+			}
+			to, ok := byIP[p.Addr()]
+			if !ok || to == id || all[to].TeamID != e.TeamID {
+				continue
+			}
+			out = append(out, Neighbour{From: id, To: to, FromIP: e.IP, ToIP: p.Addr()})
+		}
+	}
+	return out
 }
 
 // Restricted reports whether the rules deny anything.

@@ -100,3 +100,33 @@ func TestAllowsAddr(t *testing.T) {
 		t.Error("without internet access only allowOut is reachable")
 	}
 }
+
+func TestNeighbours(t *testing.T) {
+	ip := netip.MustParseAddr
+	sb := func(addr, team string, allow ...string) Egress {
+		return Egress{IP: ip(addr), TeamID: team, Network: Network{AllowOut: allow, AllowInternetAccess: true}}
+	}
+	all := map[string]Egress{
+		"a":    sb("10.0.0.1", "t1", "10.0.0.2", "10.0.0.3/32", "10.0.0.4", "10.0.0.0/24", "10.0.0.1", "example.com"),
+		"b":    sb("10.0.0.2", "t1"),
+		"c":    sb("10.0.0.3", "t1", "::ffff:10.0.0.1"),
+		"d":    sb("10.0.0.4", "t2"),
+		"e":    sb("10.0.0.5", "", "10.0.0.6"),
+		"f":    sb("10.0.0.6", ""),
+		"none": {TeamID: "t1", Network: Network{AllowOut: []string{"10.0.0.1"}}},
+	}
+	want := []Neighbour{
+		{From: "a", To: "b", FromIP: ip("10.0.0.1"), ToIP: ip("10.0.0.2")},
+		{From: "a", To: "c", FromIP: ip("10.0.0.1"), ToIP: ip("10.0.0.3")},
+		{From: "c", To: "a", FromIP: ip("10.0.0.3"), ToIP: ip("10.0.0.1")},
+	}
+	got := Neighbours(all)
+	if len(got) != len(want) {
+		t.Fatalf("Neighbours = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("pair %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -51,38 +51,17 @@ func (p podPeers) equal(o podPeers) bool {
 func (p podPeers) empty() bool { return len(p.reaches) == 0 && len(p.reachedBy) == 0 }
 
 // neighbourPlan returns, by pod address, the peers of every sandbox in
-// all that has any: a sandbox reaches another when both have the same,
-// non-empty team and its allowOut names the other's address itself
-// (sandbox.Network.NamesHost), the Docker firewall's rule. Another team's
-// sandbox is never a peer, named or not.
+// all that has any: the pairs of sandbox.Neighbours, the Docker
+// firewall's too.
 func neighbourPlan(all map[string]sandbox.Egress) map[netip.Addr]podPeers {
-	byIP := make(map[netip.Addr]string, len(all))
-	for id, e := range all {
-		if e.IP.IsValid() {
-			byIP[e.IP] = id
-		}
-	}
 	plan := map[netip.Addr]podPeers{}
-	for id, e := range all {
-		if !e.IP.IsValid() || e.TeamID == "" {
-			continue
-		}
-		for _, s := range e.Network.AllowOut {
-			p, err := sandbox.ParseEgressTarget(s)
-			if err != nil || !p.IsSingleIP() {
-				continue
-			}
-			to, ok := byIP[p.Addr()]
-			if !ok || to == id || all[to].TeamID != e.TeamID {
-				continue
-			}
-			from := plan[e.IP]
-			from.reaches = append(from.reaches, p.Addr())
-			plan[e.IP] = from
-			at := plan[p.Addr()]
-			at.reachedBy = append(at.reachedBy, e.IP)
-			plan[p.Addr()] = at
-		}
+	for _, n := range sandbox.Neighbours(all) {
+		from := plan[n.FromIP]
+		from.reaches = append(from.reaches, n.ToIP)
+		plan[n.FromIP] = from
+		at := plan[n.ToIP]
+		at.reachedBy = append(at.reachedBy, n.FromIP)
+		plan[n.ToIP] = at
 	}
 	for ip, p := range plan {
 		slices.SortFunc(p.reaches, netip.Addr.Compare)
