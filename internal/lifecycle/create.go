@@ -59,6 +59,10 @@ type template struct {
 	// identity that image's agent holds; "" = they boot afresh.
 	memory   string
 	restored sandbox.AgentIdentity
+	// captured, when not nil, returns once the memory image is made, or
+	// why the sandbox cannot be restored from it: a fork's sandboxes are
+	// created while their source is being captured. nil = it is made.
+	captured func(context.Context) error
 }
 
 // agentStart is what the agent of a container that has just started
@@ -414,7 +418,7 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 	phases.Mark(ctx, "save")
 	var c sandbox.Container
 	if tpl.memory != "" {
-		c, err = m.caps.memory.CreateFromMemory(ctx, m.containerSpec(sb), tpl.memory)
+		c, err = m.caps.memory.CreateFromMemory(ctx, m.containerSpec(sb), tpl.memory, tpl.captured)
 	} else {
 		c, err = m.cfg.Runtime.Create(ctx, m.containerSpec(sb))
 	}

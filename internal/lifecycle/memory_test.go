@@ -32,15 +32,29 @@ func (e *memoryEngine) SaveMemory(ctx context.Context, id, key string) error {
 	return nil
 }
 
-func (e *memoryEngine) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSpec, key string) (sandbox.Container, error) {
-	e.mu.Lock()
-	ok := e.images[key]
-	e.restored = append(e.restored, key)
-	e.mu.Unlock()
-	if !ok {
-		return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "no memory image %s", key)
+// CreateFromMemory creates the container and removes it again when ready
+// fails or the image is missing, as the Docker engine's does.
+func (e *memoryEngine) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSpec, key string, ready func(context.Context) error) (sandbox.Container, error) {
+	c, err := e.Runtime.Create(ctx, spec)
+	if err != nil {
+		return sandbox.Container{}, err
 	}
-	return e.Runtime.Create(ctx, spec)
+	if ready != nil {
+		err = ready(ctx)
+	}
+	e.mu.Lock()
+	if err == nil && !e.images[key] {
+		err = sandbox.Errorf(sandbox.KindNotFound, "no memory image %s", key)
+	}
+	if err == nil {
+		e.restored = append(e.restored, key)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		e.Runtime.Remove(context.WithoutCancel(ctx), c.ID)
+		return sandbox.Container{}, err
+	}
+	return c, nil
 }
 
 func (e *memoryEngine) DeleteMemory(ctx context.Context, key string) error {
@@ -236,7 +250,33 @@ func TestForkCopiesFiles(t *testing.T) {
 			if len(eng.saved) != 1 || len(eng.restored) != 2 {
 				t.Errorf("saved %v, restored %v; want one image restored twice", eng.saved, eng.restored)
 			}
+			// The containers made during the capture for the source's
+			// image are gone where it committed.
+			if n := len(e.rt.Containers()); n != 3 {
+				t.Errorf("%d containers after the fork, want the source's and two forks'", n)
+			}
 		})
+	}
+}
+
+// TestForkCaptureFails: the containers a fork makes while capturing its
+// source are removed, with their sandboxes, when the capture fails.
+func TestForkCaptureFails(t *testing.T) {
+	e := newEnv(t, func(c *config) {
+		c.Runtime = &filesEngine{memoryEngine: newMemoryEngine(c.Runtime.(*fake.Runtime))}
+		c.SandboxRuntime = sandbox.RuntimeGVisor
+	})
+	ctx := context.Background()
+	src := e.create(t, CreateRequest{})
+	e.rt.Fail("Freeze", sandbox.Errorf(sandbox.KindInternal, "frozen solid"))
+	if _, err := e.m.Fork(ctx, team, src.ID, time.Minute, 3); err == nil {
+		t.Fatal("fork of a sandbox that cannot be frozen succeeded")
+	}
+	if n := len(e.rt.Containers()); n != 1 {
+		t.Errorf("%d containers after a failed fork, want the source's alone", n)
+	}
+	if all := e.m.snapshotAll(); len(all) != 1 || all[0].ID != src.ID {
+		t.Errorf("sandboxes after a failed fork: %v, want the source alone", all)
 	}
 }
 

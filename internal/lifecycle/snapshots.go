@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -125,6 +126,13 @@ type ForkResult struct {
 // count sandboxes from it, each running for timeout. A failure of one
 // fork is reported in its result; the others go on. Each fork's log says
 // whether it carries its source's memory (a "memory" field, and why not).
+//
+// Where the forks will run their source's own image (its memory kept, its
+// files copied with it: a sandbox.FileCopier), their containers are
+// created while the source is captured, and restored once it is: the
+// engine's create (~0.1-0.3 s under load) is then off the fork's path. A
+// capture that commits or loses the memory after all leaves those
+// containers for new ones of the right kind.
 func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Duration, count int) ([]ForkResult, error) {
 	if err := m.checkTimeout(timeout); err != nil {
 		return nil, err
@@ -150,11 +158,21 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 	}
 	ref := sandbox.ForkRepo + ":" + sandbox.NewID()
 	defer m.memoryFlights.begin(ref)()
+	f := forking{m: m, src: src, teamID: teamID, timeout: timeout, out: make([]ForkResult, count), sem: make(chan struct{}, m.pool.ColdSlots())}
+	early := key != "" && m.caps.files != nil
+	captured := &forkCapture{done: make(chan struct{})}
+	if early {
+		tpl := f.template(src.Image, key)
+		tpl.captured = captured.wait(src.Image)
+		f.start(ctx, tpl, func(int) bool { return true }, "")
+	}
 	captureCtx, cancel := engineWork(ctx, changeLimit)
 	image, lost, err := m.capture(captureCtx, src, ref, key, false, true)
 	cancel()
 	unlock()
+	captured.finish(image, lost, err)
 	if err != nil {
+		f.wg.Wait()
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "failed to fork sandbox")
 	}
 	if lost != "" {
@@ -164,9 +182,53 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 	if key != "" {
 		defer m.deleteMemory(ctx, key)
 	}
+	f.wg.Wait()
+	f.start(ctx, f.template(image, key), func(i int) bool { return !early || errors.Is(f.out[i].Err, errStaleFork) }, why)
+	f.wg.Wait()
+	// The source's own image, when the files went with the memory, stays.
+	if image == ref && !slices.ContainsFunc(f.out, func(r ForkResult) bool { return r.Err == nil }) {
+		m.removeImage(ctx, image)
+	}
+	return f.out, nil
+}
+
+// forking is the sandboxes of one fork being made.
+type forking struct {
+	m       *Manager
+	src     sandbox.Sandbox
+	teamID  string
+	timeout time.Duration // of each fork
+	out     []ForkResult
+	wg      sync.WaitGroup
+	// sem lets a fork's sandboxes go to the cold gate as many at once as
+	// it lets through, no more: the rest wait here, not at the gate,
+	// whose wait is bounded. Restores wait on the engine as much as they
+	// compute, so more at once overlap better: 10 forks took ~6.0 s with
+	// all the gate's 8 slots against ~8.3 s four at a time (load ~25, 2
+	// cores).
+	sem chan struct{}
+}
+
+// template returns what the fork's sandboxes run: image, restored from
+// the memory image key ("" = booted afresh).
+func (f *forking) template(image, key string) template {
+	src := f.src
+	tpl := template{id: src.TemplateID, alias: src.Alias, image: image, agentArgs: src.AgentArgs}
+	if key != "" {
+		// The memory image runs under gVisor whatever the server's default.
+		tpl.runtime, tpl.memory = src.Runtime, key
+		tpl.restored = sandbox.AgentIdentity{AgentSecret: src.AgentSecret, AccessToken: src.EnvdAccessToken}
+	}
+	return tpl
+}
+
+// start creates, in the background, the sandboxes of tpl in the results
+// which says; whyNoMemory is what their logs say they lack.
+func (f *forking) start(ctx context.Context, tpl template, which func(int) bool, whyNoMemory string) {
+	src := f.src
 	req := CreateRequest{
-		TeamID:    teamID,
-		Timeout:   timeout,
+		TeamID:    f.teamID,
+		Timeout:   f.timeout,
 		Metadata:  src.Metadata,
 		EnvVars:   src.EnvVars,
 		Secure:    src.EnvdAccessToken != "",
@@ -177,39 +239,59 @@ func (m *Manager) Fork(ctx context.Context, teamID, id string, timeout time.Dura
 		// the fork mounts the same volumes as its source.
 		VolumeMounts: slices.Clone(src.VolumeMounts),
 	}
-	tpl := template{id: src.TemplateID, alias: src.Alias, image: image, agentArgs: src.AgentArgs}
-	if key != "" {
-		// The memory image runs under gVisor whatever the server's default.
-		tpl.runtime, tpl.memory = src.Runtime, key
-		tpl.restored = sandbox.AgentIdentity{AgentSecret: src.AgentSecret, AccessToken: src.EnvdAccessToken}
-	}
-	out := make([]ForkResult, count)
-	var wg sync.WaitGroup
-	// A fork's sandboxes go to the cold gate as many at once as it lets
-	// through, no more: the rest wait here, not at the gate, whose wait
-	// is bounded. Restores wait on the engine as much as they compute, so
-	// more at once overlap better: 10 forks took ~6.0 s with all the
-	// gate's 8 slots against ~8.3 s four at a time (load ~25, 2 cores).
-	sem := make(chan struct{}, m.pool.ColdSlots())
-	for i := range out {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
+	for i := range f.out {
+		if !which(i) {
+			continue
+		}
+		f.wg.Go(func() {
+			f.sem <- struct{}{}
+			defer func() { <-f.sem }()
 			// Each fork's create is traced on its own (path "memory").
 			fctx, _ := phases.Start(ctx)
-			sb, err := m.create(fctx, req, tpl)
-			out[i] = ForkResult{Sandbox: sb, Err: err}
+			sb, err := f.m.create(fctx, req, tpl)
+			f.out[i] = ForkResult{Sandbox: sb, Err: err}
 			if err == nil {
-				m.reportFork(ctx, sb, id, why)
+				f.m.reportFork(ctx, sb, src.ID, whyNoMemory)
 			}
 		})
 	}
-	wg.Wait()
-	// The source's own image, when the files went with the memory, stays.
-	if image == ref && !slices.ContainsFunc(out, func(r ForkResult) bool { return r.Err == nil }) {
-		m.removeImage(ctx, image)
+}
+
+// errStaleFork is why a fork's container made during its source's capture
+// was left: the capture did not give the memory image with the source's
+// own image (it committed the files, or could not save the memory).
+var errStaleFork = errors.New("the capture gave another image than the fork's container was made for")
+
+// forkCapture is a fork's capture, which the forks' containers made
+// meanwhile wait for.
+type forkCapture struct {
+	done        chan struct{} // closed once the fields below are set
+	image, lost string
+	err         error
+}
+
+func (c *forkCapture) finish(image, lost string, err error) {
+	c.image, c.lost, c.err = image, lost, err
+	close(c.done)
+}
+
+// wait returns the sandbox.MemoryCloner's ready of a container made for
+// image and the fork's memory image.
+func (c *forkCapture) wait(image string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		switch {
+		case c.err != nil:
+			return sandbox.Wrap(sandbox.KindInternal, c.err, "the fork's source could not be captured")
+		case c.lost != "" || c.image != image:
+			return errStaleFork
+		}
+		return nil
 	}
-	return out, nil
 }
 
 // reportFork says in a fork's log what it carries of its source's.

@@ -320,8 +320,12 @@ type MemoryCloner interface {
 	// listening sockets go on in it, under its own hostname and address.
 	// spec must be the saved container's but for SandboxID, AgentSecret,
 	// labels and resources. It returns the container running with
-	// AgentAddr set; on failure nothing is left.
-	CreateFromMemory(ctx context.Context, spec ContainerSpec, key string) (Container, error)
+	// AgentAddr set; on failure nothing is left. ready, when not nil, is
+	// called once the container is created, before anything is read of
+	// the image: the image may still be in the making until it returns
+	// (a fork creates its containers while it captures its source), and
+	// an error from it ends the create.
+	CreateFromMemory(ctx context.Context, spec ContainerSpec, key string, ready func(context.Context) error) (Container, error)
 	// DeleteMemory removes the memory image key; none is no error.
 	DeleteMemory(ctx context.Context, key string) error
 	// MemoryImages returns the keys of the memory images kept.

@@ -119,9 +119,10 @@ func (r *Runtime) linkCheckpoint(ctx context.Context, id, dst string) error {
 
 // CreateFromMemory creates spec's container and starts it from the memory
 // image key, which stays, with the files SaveFiles kept in the image, if
-// any, copied into its writable layer. On any failure the container is
-// removed.
-func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSpec, key string) (sandbox.Container, error) {
+// any, copied into its writable layer. The container is created before
+// ready is asked whether the image is made: a fork's containers are made
+// while its source is captured. On any failure the container is removed.
+func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSpec, key string, ready func(context.Context) error) (sandbox.Container, error) {
 	if err := checkKey(key); err != nil {
 		return sandbox.Container{}, err
 	}
@@ -130,11 +131,17 @@ func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSp
 		return sandbox.Container{}, err
 	}
 	src := filepath.Join(dir, key)
-	if _, err := os.Stat(src); err != nil {
-		return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "memory image %s not found", key)
+	if ready == nil {
+		if _, err := os.Stat(src); err != nil {
+			return sandbox.Container{}, sandbox.Errorf(sandbox.KindNotFound, "memory image %s not found", key)
+		}
 	}
 	id, err := r.createContainer(ctx, spec)
 	if err != nil {
+		return sandbox.Container{}, err
+	}
+	if err := r.awaitImage(ctx, src, key, ready); err != nil {
+		r.removeQuietly(ctx, id)
 		return sandbox.Container{}, err
 	}
 	if err := r.restoreFiles(ctx, id, src); err != nil {
@@ -147,6 +154,22 @@ func (r *Runtime) CreateFromMemory(ctx context.Context, spec sandbox.ContainerSp
 		return sandbox.Container{}, err
 	}
 	return c, nil
+}
+
+// awaitImage returns once ready says the memory image key at src is made,
+// and it is there.
+func (r *Runtime) awaitImage(ctx context.Context, src, key string, ready func(context.Context) error) error {
+	if ready == nil {
+		return nil
+	}
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	phases.Mark(ctx, "image_wait")
+	if _, err := os.Stat(src); err != nil {
+		return sandbox.Errorf(sandbox.KindNotFound, "memory image %s not found", key)
+	}
+	return nil
 }
 
 // restoreInto hands the memory image at src to container id as its
