@@ -1,9 +1,13 @@
 package docker
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/moby/moby/client"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -52,5 +56,29 @@ func TestCheckpointDiskUsage(t *testing.T) {
 	}
 	if size, err := CheckpointSize(root, "c"); err == nil {
 		t.Errorf("CheckpointSize of a container without checkpoints = %d, nil; want an error", size)
+	}
+}
+
+func TestCloseRemovesOnlyAnEmptyMemoryDir(t *testing.T) {
+	root := t.TempDir()
+	cli, err := client.New(client.WithHost("unix:///nonexistent.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := &Runtime{cfg: Config{Instance: "once"}, cli: cli, dataRoot: root}
+	kept := &Runtime{cfg: Config{Instance: "kept"}, cli: cli, dataRoot: root}
+	if err := os.MkdirAll(empty.memoryDirIn(root), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(kept.memoryDirIn(root), "snap"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	empty.Close()
+	kept.Close()
+	if _, err := os.Stat(empty.memoryDirIn(root)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("empty memory dir after Close: %v, want it gone", err)
+	}
+	if _, err := os.Stat(filepath.Join(kept.memoryDirIn(root), "snap")); err != nil {
+		t.Errorf("a kept memory image after Close: %v", err)
 	}
 }

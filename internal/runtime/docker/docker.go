@@ -182,8 +182,12 @@ func Connect() (*client.Client, error) {
 	return cli, nil
 }
 
-// Close releases the engine connection, the Builders' included.
-func (r *Runtime) Close() error { return r.cli.Close() }
+// Close releases the engine connection, the Builders' included, and
+// removes this server's memory images' directory if it holds none.
+func (r *Runtime) Close() error {
+	r.removeEmptyMemoryDir()
+	return r.cli.Close()
+}
 
 // Ping checks that the engine answers and returns its API version.
 func (r *Runtime) Ping(ctx context.Context) (string, error) {

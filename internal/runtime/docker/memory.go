@@ -36,7 +36,25 @@ func (r *Runtime) memoryDir(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, "warren-memory", r.cfg.Instance), nil
+	return r.memoryDirIn(root), nil
+}
+
+func (r *Runtime) memoryDirIn(root string) string {
+	return filepath.Join(root, "warren-memory", r.cfg.Instance)
+}
+
+// removeEmptyMemoryDir removes this server's memory images' directory if
+// it holds none. It is made at the first image, and the instance names of
+// servers that run once (tests, benchmarks) would otherwise pile up empty
+// under the data root. A directory with images stays: they outlive the
+// server, and the next one of this instance finds them.
+func (r *Runtime) removeEmptyMemoryDir() {
+	r.mu.Lock()
+	root := r.dataRoot
+	r.mu.Unlock()
+	if root != "" {
+		os.Remove(r.memoryDirIn(root)) // refused, as meant, while it holds images
+	}
 }
 
 func checkKey(key string) error {
