@@ -14,6 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -281,3 +284,32 @@ func TestNetContainersAreCapped(t *testing.T) {
 	}
 }
 
+// A pod's neighbours are closed to its address before it is deleted:
+// once deleted, the cluster may give the address to any other pod.
+func TestNeighboursCloseBeforeTheDelete(t *testing.T) {
+	fw, pods := newNeighbourFirewall(t)
+	e := &env{rt: fw.rt, cli: fw.rt.cli.(*fake.Clientset)}
+	e.sandboxPod(t, "warren-a", "10.2.1.5", "node-a")
+	e.sandboxPod(t, "warren-b", "10.2.2.5", "node-a")
+	ctx := t.Context()
+	for id, eg := range map[string]sandbox.Egress{
+		"target": {IP: netip.MustParseAddr("10.2.1.5"), TeamID: "t", Network: open()},
+		"named":  {IP: netip.MustParseAddr("10.2.2.5"), TeamID: "t", Network: open("10.2.1.5")},
+	} {
+		if err := fw.Apply(ctx, id, eg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var atDelete map[string]string
+	e.cli.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		atDelete = pods.opens()
+		return false, nil, nil
+	})
+	if err := fw.rt.Remove(ctx, "warren-a"); err != nil {
+		t.Fatal(err)
+	}
+	// The deleted pod's own rules need no change: it is going.
+	if diff := cmp.Diff(map[string]string{"10.2.1.5": "by 10.2.2.5"}, atDelete); diff != "" {
+		t.Errorf("pods' rules when the pod was deleted (-want +got):\n%s", diff)
+	}
+}
