@@ -86,8 +86,8 @@ var errFrozen = errors.New("the sandbox's pod is frozen")
 
 // setPeers replaces the rules of this server's live pod at ip with the
 // isolation it was made with and peers, and returns once they are in
-// place: an ephemeral container runs `warren node isolate` in it. A
-// failure leaves the pod's last rules as they were (fail closed: a pair
+// place: an ephemeral container runs `warren node isolate` in it, and its
+// NetworkPolicy lets exactly peers through (policy.go). A failure leaves the pod's last rules as they were (fail closed: a pair
 // not yet opened stays refused).
 func (r *Runtime) setPeers(ctx context.Context, ip netip.Addr, peers podPeers) error {
 	ctx, cancel := context.WithTimeout(ctx, peersTimeout)
@@ -96,7 +96,8 @@ func (r *Runtime) setPeers(ctx context.Context, ip netip.Addr, peers podPeers) e
 	if err != nil {
 		return err
 	}
-	var name, podName string
+	var name string
+	var pod *corev1.Pod
 	for try := 0; ; try++ {
 		p, err := r.podAt(ctx, ip)
 		if err != nil {
@@ -113,7 +114,7 @@ func (r *Runtime) setPeers(ctx context.Context, ip netip.Addr, peers podPeers) e
 		if opens(lastPeers(p), peers) && netContainers(p) >= maxNetContainers {
 			return sandbox.Errorf(sandbox.KindConflict, "the sandbox's pod changed its rules for neighbours %d times, the most one pod takes (each change stays in its spec): name this neighbour from a new sandbox", maxNetContainers)
 		}
-		podName = p.Name
+		pod = p
 		name = nextNetContainer(p)
 		gvisor := p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName == r.cfg.GVisorRuntimeClass
 		c := r.isolating(nets, gvisor)
@@ -129,7 +130,10 @@ func (r *Runtime) setPeers(ctx context.Context, ip netip.Addr, peers podPeers) e
 			return classify(err, "cannot change the rules of the sandbox's pod for its neighbours")
 		}
 	}
-	return r.waitNetContainer(ctx, podName, name)
+	if err := r.setPeerPolicy(ctx, pod, peers); err != nil {
+		return err
+	}
+	return r.waitNetContainer(ctx, pod.Name, name)
 }
 
 // peerArgs are the arguments of `warren node isolate` that open peers.
