@@ -64,14 +64,15 @@ func (r *Runtime) setPeerPolicy(ctx context.Context, p *corev1.Pod, peers podPee
 
 // peerPolicy is pod p's NetworkPolicy for peers.
 func (r *Runtime) peerPolicy(ctx context.Context, p *corev1.Pod, peers podPeers) *networkingv1.NetworkPolicy {
-	yes := true
+	// Not blockOwnerDeletion: where admission enforces owner references,
+	// setting it takes updating the pods' finalizers, which the control
+	// plane may not.
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      peerPolicyPrefix + p.Name,
-			Namespace: r.ns,
-			Labels:    map[string]string{sandbox.LabelManaged: r.cfg.Instance},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID,
-				BlockOwnerDeletion: &yes}},
+			Name:            peerPolicyPrefix + p.Name,
+			Namespace:       r.ns,
+			Labels:          map[string]string{sandbox.LabelManaged: r.cfg.Instance},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{

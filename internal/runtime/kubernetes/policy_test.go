@@ -85,11 +85,10 @@ func TestPeerPolicyLetsExactlyThePairsThrough(t *testing.T) {
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: sandbox.LabelSandbox, Operator: metav1.LabelSelectorOpIn, Values: ids}},
 		}}}
 	}
-	yes := true
 	want := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "warren-peers-warren-a", Namespace: DefaultNamespace,
 			Labels:          map[string]string{sandbox.LabelManaged: sandbox.DefaultInstance},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "warren-a", UID: "uid-warren-a", BlockOwnerDeletion: &yes}}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "warren-a", UID: "uid-warren-a"}}},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{sandbox.LabelManaged: sandbox.DefaultInstance, sandbox.LabelSandbox: "sbx-warren-a"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
