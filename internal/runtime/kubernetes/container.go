@@ -474,8 +474,14 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// deletePod deletes pod p at once, thawing it first.
+// deletePod deletes pod p at once, thawing it first, once its neighbours'
+// pods are closed to its address.
 func (r *Runtime) deletePod(ctx context.Context, p *corev1.Pod) error {
+	if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil {
+		if f := r.beforeDelete.Load(); f != nil {
+			(*f)(ctx, ip)
+		}
+	}
 	if p.Annotations[annotationFrozen] == "true" && r.cfg.Nodes != nil {
 		if err := r.cfg.Nodes.Thaw(ctx, p.Spec.NodeName, string(p.UID)); err != nil {
 			r.log.WarnContext(ctx, "thawing a frozen pod before deleting it", logkey.Container, p.Name, "err", err)

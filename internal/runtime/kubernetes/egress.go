@@ -123,6 +123,8 @@ func NewFirewall(rt *Runtime, agents EgressAgents, cfg FirewallConfig) *Firewall
 		}
 	}
 	rt.afterThaw.Store(&thawed)
+	deleting := f.closeTo
+	rt.beforeDelete.Store(&deleting)
 	var ctx context.Context
 	ctx, f.stop = context.WithCancel(context.Background())
 	go f.refreshTokens(ctx)
@@ -317,6 +319,31 @@ func (f *Firewall) Remove(ctx context.Context, id string) error {
 		f.log.ErrorContext(ctx, "cannot close the neighbours of a sandbox that went", logkey.Sandbox, id, "err", perr)
 	}
 	return err
+}
+
+// closeTo closes the neighbours' pods to ip, whose pod is being deleted,
+// and returns once they are: the cluster may give the address to another
+// pod, of any workload, as soon as it is deleted. The sandbox there is
+// forgotten (Remove follows; a stopped one's new pod is applied anew);
+// a peer whose change fails keeps the pair open until it is tried again
+// at the next reconcile, as in Remove.
+func (f *Firewall) closeTo(ctx context.Context, ip netip.Addr) {
+	f.mu.Lock()
+	held := false
+	for id, e := range f.all {
+		if e.IP == ip {
+			delete(f.all, id)
+			held = true
+		}
+	}
+	delete(f.opened, ip)
+	f.mu.Unlock()
+	if !held {
+		return
+	}
+	if err := f.openPeers(ctx, netip.Addr{}, false); err != nil {
+		f.log.ErrorContext(ctx, "cannot close the neighbours of a sandbox pod being deleted: tried again at the next reconcile", "ip", ip, "err", err)
+	}
 }
 
 // Sync replaces every sandbox's rules and sends every node its set.

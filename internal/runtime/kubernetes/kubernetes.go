@@ -143,7 +143,11 @@ type Runtime struct {
 	// afterThaw runs at the end of Thaw: the Firewall sets the neighbours
 	// of the pods it could not change while they were frozen.
 	afterThaw atomic.Pointer[func(context.Context)]
-	cluster   clusterNetworks // what sandboxes are refused; see refused
+	// beforeDelete runs before a sandbox pod at an address is deleted:
+	// the Firewall closes its neighbours' pods to that address, which the
+	// cluster may give another pod once it is deleted.
+	beforeDelete atomic.Pointer[func(context.Context, netip.Addr)]
+	cluster      clusterNetworks // what sandboxes are refused; see refused
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // pod name → who waits for its next change

@@ -34,6 +34,15 @@ import (
 // change a running pod's rules: warren-net-1, warren-net-2, ...
 const netContainerPrefix = "warren-net-"
 
+// maxNetContainers is how many rule-changing ephemeral containers one
+// pod takes. The API deletes none: each stays in the pod's spec and
+// status, ~1.5 KiB with its managed fields (measured: a pod of 64 is 98
+// KB), and etcd refuses an object past 1.5 MiB. Past the cap a change
+// that opens a peer fails (409) and the pair stays refused; one that only
+// closes still runs, since a pair must close when its peer goes (at most
+// one such change per peer the capped ones opened).
+const maxNetContainers = 100
+
 // peersTimeout bounds the wait for a pod's ephemeral container to apply
 // its rules (a container start: ~2 s on the loaded test cluster).
 const peersTimeout = 60 * time.Second
@@ -77,8 +86,8 @@ var errFrozen = errors.New("the sandbox's pod is frozen")
 
 // setPeers replaces the rules of this server's live pod at ip with the
 // isolation it was made with and peers, and returns once they are in
-// place: an ephemeral container runs `warren node isolate` in it. A
-// failure leaves the pod's last rules as they were (fail closed: a pair
+// place: an ephemeral container runs `warren node isolate` in it, and its
+// NetworkPolicy lets exactly peers through (policy.go). A failure leaves the pod's last rules as they were (fail closed: a pair
 // not yet opened stays refused).
 func (r *Runtime) setPeers(ctx context.Context, ip netip.Addr, peers podPeers) error {
 	ctx, cancel := context.WithTimeout(ctx, peersTimeout)
@@ -87,7 +96,8 @@ func (r *Runtime) setPeers(ctx context.Context, ip netip.Addr, peers podPeers) e
 	if err != nil {
 		return err
 	}
-	var name, podName string
+	var name string
+	var pod *corev1.Pod
 	for try := 0; ; try++ {
 		p, err := r.podAt(ctx, ip)
 		if err != nil {
@@ -101,7 +111,10 @@ func (r *Runtime) setPeers(ctx context.Context, ip netip.Addr, peers podPeers) e
 		if p.Annotations[annotationFrozen] == "true" {
 			return errFrozen
 		}
-		podName = p.Name
+		if opens(lastPeers(p), peers) && netContainers(p) >= maxNetContainers {
+			return sandbox.Errorf(sandbox.KindConflict, "the sandbox's pod changed its rules for neighbours %d times, the most one pod takes (each change stays in its spec): name this neighbour from a new sandbox", maxNetContainers)
+		}
+		pod = p
 		name = nextNetContainer(p)
 		gvisor := p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName == r.cfg.GVisorRuntimeClass
 		c := r.isolating(nets, gvisor)
@@ -117,7 +130,10 @@ func (r *Runtime) setPeers(ctx context.Context, ip netip.Addr, peers podPeers) e
 			return classify(err, "cannot change the rules of the sandbox's pod for its neighbours")
 		}
 	}
-	return r.waitNetContainer(ctx, podName, name)
+	if err := r.setPeerPolicy(ctx, pod, peers); err != nil {
+		return err
+	}
+	return r.waitNetContainer(ctx, pod.Name, name)
 }
 
 // peerArgs are the arguments of `warren node isolate` that open peers.
@@ -137,6 +153,58 @@ func peerArgs(peers podPeers) []string {
 		args = append(args, "--reached-by", join(peers.reachedBy))
 	}
 	return args
+}
+
+// netContainers counts a pod's rule-changing ephemeral containers.
+func netContainers(p *corev1.Pod) int {
+	n := 0
+	for _, c := range p.Spec.EphemeralContainers {
+		if strings.HasPrefix(c.Name, netContainerPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// lastPeers returns what the pod's last rule-changing ephemeral container
+// opened (none: the init container's, which open nothing).
+func lastPeers(p *corev1.Pod) podPeers {
+	var out podPeers
+	for _, c := range p.Spec.EphemeralContainers {
+		if !strings.HasPrefix(c.Name, netContainerPrefix) {
+			continue
+		}
+		out = podPeers{}
+		for i := 0; i+1 < len(c.Args); i++ {
+			switch c.Args[i] {
+			case "--reaches":
+				out.reaches = peerAddrs(c.Args[i+1])
+			case "--reached-by":
+				out.reachedBy = peerAddrs(c.Args[i+1])
+			}
+		}
+	}
+	return out
+}
+
+// peerAddrs reads peerArgs' comma-separated addresses.
+func peerAddrs(s string) []netip.Addr {
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// opens reports whether going from have to want opens a peer have does
+// not.
+func opens(have, want podPeers) bool {
+	missing := func(want, have []netip.Addr) bool {
+		return slices.ContainsFunc(want, func(a netip.Addr) bool { return !slices.Contains(have, a) })
+	}
+	return missing(want.reaches, have.reaches) || missing(want.reachedBy, have.reachedBy)
 }
 
 // nextNetContainer names the next of a pod's rule-changing ephemeral

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -225,5 +229,87 @@ func TestSetNoPeersOnAnUntouchedPod(t *testing.T) {
 	}
 	if p, _ := e.cli.CoreV1().Pods(DefaultNamespace).Get(t.Context(), "warren-a", metav1.GetOptions{}); len(p.Spec.EphemeralContainers) != 0 {
 		t.Errorf("ephemeral containers: %+v", p.Spec.EphemeralContainers)
+	}
+}
+
+// A pod's spec keeps every rule-changing container, so past
+// maxNetContainers a change that opens a peer is refused (the pair stays
+// refused), while one that only closes still runs: a pair must close
+// when its peer goes.
+func TestNetContainersAreCapped(t *testing.T) {
+	e := newEnv(t)
+	e.sandboxPod(t, "warren-a", "10.2.1.5", "node-a")
+	ctx := t.Context()
+	p, err := e.cli.CoreV1().Pods(DefaultNamespace).Get(ctx, "warren-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxNetContainers {
+		c := corev1.EphemeralContainer{}
+		c.Name = fmt.Sprintf("%s%d", netContainerPrefix, i+1)
+		c.Args = []string{"node", "isolate", "--reaches", "10.2.2.5,10.2.2.6"}
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, c)
+		p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, corev1.ContainerStatus{Name: c.Name,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}})
+	}
+	if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) { // the informer's copy
+		if p, err := e.rt.pods.Get("warren-a"); err == nil && len(p.Spec.EphemeralContainers) == maxNetContainers {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal("the informer never saw the pod's containers")
+		}
+	}
+	ip, b, c := netip.MustParseAddr("10.2.1.5"), netip.MustParseAddr("10.2.2.5"), netip.MustParseAddr("10.2.2.7")
+	err = e.rt.setPeers(ctx, ip, podPeers{reaches: []netip.Addr{b, c}})
+	if sandbox.KindOf(err) != sandbox.KindConflict || !strings.Contains(err.Error(), "new sandbox") {
+		t.Errorf("a change opening a peer past the cap: %v", err)
+	}
+	go func() { // the kubelet runs the closing change
+		for ctx.Err() == nil {
+			p, err := e.cli.CoreV1().Pods(DefaultNamespace).Get(ctx, "warren-a", metav1.GetOptions{})
+			if err == nil && len(p.Spec.EphemeralContainers) > maxNetContainers {
+				p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, corev1.ContainerStatus{Name: p.Spec.EphemeralContainers[maxNetContainers].Name,
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}})
+				e.cli.CoreV1().Pods(DefaultNamespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	if err := e.rt.setPeers(ctx, ip, podPeers{reaches: []netip.Addr{b}}); err != nil {
+		t.Errorf("a change that only closes, past the cap: %v", err)
+	}
+}
+
+// A pod's neighbours are closed to its address before it is deleted:
+// once deleted, the cluster may give the address to any other pod.
+func TestNeighboursCloseBeforeTheDelete(t *testing.T) {
+	fw, pods := newNeighbourFirewall(t)
+	e := &env{rt: fw.rt, cli: fw.rt.cli.(*fake.Clientset)}
+	e.sandboxPod(t, "warren-a", "10.2.1.5", "node-a")
+	e.sandboxPod(t, "warren-b", "10.2.2.5", "node-a")
+	ctx := t.Context()
+	for id, eg := range map[string]sandbox.Egress{
+		"target": {IP: netip.MustParseAddr("10.2.1.5"), TeamID: "t", Network: open()},
+		"named":  {IP: netip.MustParseAddr("10.2.2.5"), TeamID: "t", Network: open("10.2.1.5")},
+	} {
+		if err := fw.Apply(ctx, id, eg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var atDelete map[string]string
+	e.cli.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		atDelete = pods.opens()
+		return false, nil, nil
+	})
+	if err := fw.rt.Remove(ctx, "warren-a"); err != nil {
+		t.Fatal(err)
+	}
+	// The deleted pod's own rules need no change: it is going.
+	if diff := cmp.Diff(map[string]string{"10.2.1.5": "by 10.2.2.5"}, atDelete); diff != "" {
+		t.Errorf("pods' rules when the pod was deleted (-want +got):\n%s", diff)
 	}
 }

@@ -4,7 +4,9 @@
 // of the same team and its allowOut names the target's address itself. Another team's sandbox
 // never does, naming it or not; an allow-all, 0.0.0.0/0 or the network's CIDR opens no neighbour.
 // The second team's key is made with `warren keys create --team` on the server's state dir.
-// On Kubernetes (kube-run.sh) the same pairs open between pods, and again between gVisor pods.
+// On Kubernetes (kube-run.sh) the same pairs open between pods, and again between gVisor pods,
+// the named neighbour on the other node than the target's; a kill closes the target's pod to the
+// killed one's address.
 import { it } from 'node:test'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
@@ -40,6 +42,52 @@ async function rulesNaming(ip) {
   return stdout.split('\n').filter((l) => l.includes(`${ip}/32`)).join('\n')
 }
 
+const kube = process.env.WARREN_ENGINE === 'kubernetes'
+
+/** The pods of server's sandboxes, by sandbox ID. */
+async function podsOf(server) {
+  const list = JSON.parse(await kubectl('get', 'pods', '-l', `dev.warren.managed=${server.name}`, '-o', 'json'))
+  return new Map(list.items.map((p) => [p.metadata.labels['dev.warren.sandbox'], p]))
+}
+
+/**
+ * On Kubernetes, s when its pod is on another node than target's, else the first of up to five
+ * more of make's that is: the scheduler spreads pods by preference only. On Docker, s.
+ */
+async function onOtherNode(server, target, s, make) {
+  for (let i = 0; kube; i++) {
+    const pods = await podsOf(server)
+    if (pods.get(s.sandboxId).spec.nodeName !== pods.get(target.sandboxId).spec.nodeName) {
+      console.log(`neighbours: a neighbour on the other node than the target's after ${i + 1} tries`)
+      break
+    }
+    assert.ok(i < 5, 'no neighbour on the other node than the target\'s after 6 tries')
+    s = await make()
+  }
+  return s
+}
+
+/** The peers (--reaches, --reached-by) the last rule change of sandbox id's pod opened. */
+async function lastPeers(server, id) {
+  const p = (await podsOf(server)).get(id)
+  const c = (p.spec.ephemeralContainers ?? []).filter((e) => e.name.startsWith('warren-net-')).at(-1)
+  const st = p.status.ephemeralContainerStatuses?.find((e) => e.name === c?.name)?.state?.terminated
+  assert.equal(st?.exitCode, 0, `the rule change ${c?.name} of ${id}'s pod ended`)
+  const from = c.args.findIndex((a) => a === '--reaches' || a === '--reached-by')
+  return from < 0 ? '' : c.args.slice(from).join(' ')
+}
+
+/**
+ * What the NetworkPolicy of sandbox id's pod lets in (JSON), beside the chart's sandbox policy;
+ * undefined without the chart's policy, when none is written.
+ */
+async function policyIngress(server, id) {
+  const list = JSON.parse(await kubectl('get', 'networkpolicies', '-o', 'json')).items
+  if (!list.some((p) => p.metadata.name === 'warren-sandboxes')) return undefined
+  const name = `warren-peers-${(await podsOf(server)).get(id).metadata.name}`
+  return JSON.stringify(list.find((p) => p.metadata.name === name)?.spec.ingress ?? [])
+}
+
 /**
  * curl for a request that must get through: up to three tries a second apart, each one that
  * failed reported, since CI once saw a named pair refused once under load (the cause is not
@@ -61,6 +109,7 @@ async function reaches(sbx, url, what) {
 }
 
 it('no sandbox reaches another but one of its team naming its address', { timeout: 240_000 }, async () => {
+  const t = Date.now()
   const metadata = { e2e: `neighbours-${uid()}` }
   const otherTeamKey = await otherTeam()
   const target = await Sandbox.create({ metadata, secure: true, network: { allowPublicTraffic: false } })
@@ -74,8 +123,9 @@ it('no sandbox reaches another but one of its team naming its address', { timeou
     await startHttpServer(target, 3000, '/tmp/www', { 'index.html': 'target' })
     const ip = await addressOf(target)
     const url = `http://${ip}:3000/`
-    const [named, named32, plain, allowAll, allowAllClosed, wide, otherNamed, otherPlain] = await Promise.all([
-      create({ network: { allowOut: [ip] } }),
+    const nameIt = () => create({ network: { allowOut: [ip] } })
+    let [named, named32, plain, allowAll, allowAllClosed, wide, otherNamed, otherPlain] = await Promise.all([
+      nameIt(),
       create({ network: { allowOut: [`${ip}/32`], denyOut: ['0.0.0.0/0'] } }),
       create({}),
       create({ network: { allowOut: ['0.0.0.0/0'] } }),
@@ -84,6 +134,8 @@ it('no sandbox reaches another but one of its team naming its address', { timeou
       create({ apiKey: otherTeamKey, network: { allowOut: [ip] } }),
       create({ apiKey: otherTeamKey }),
     ])
+    console.log(`neighbours: the target and eight others made in ${Date.now() - t} ms`)
+    named = await onOtherNode(srv.server, target, named, nameIt)
     assert.equal(await reaches(named, url, 'named'), '200', 'same team, allowOut names the IP')
     assert.equal(await reaches(named32, url, 'named /32'), '200', 'same team, allowOut names the IP as a /32, all else denied')
     for (const [what, sbx] of Object.entries({ plain, allowAll, allowAllClosed, wide, otherNamed, otherPlain })) {
@@ -102,6 +154,23 @@ it('no sandbox reaches another but one of its team naming its address', { timeou
     // Naming it no more closes it again.
     await Sandbox.updateNetwork(named.sandboxId, { allowOut: [] })
     assert.match(await curl(named, url), /^exit /, 'same team, after PUT network names the IP no more')
+
+    // Killing a neighbour closes the target's pod to its address before the kill returns (before
+    // its pod is deleted: TestNeighboursCloseBeforeTheDelete), so no pod given it later is a peer.
+    if (kube) {
+      const plainIP = new RegExp(`\\b${(await addressOf(plain)).replaceAll('.', '\\.')}\\b`)
+      assert.match(await lastPeers(srv.server, target.sandboxId), plainIP)
+      const lets = await policyIngress(srv.server, target.sandboxId)
+      if (lets !== undefined) assert.match(lets, new RegExp(`"${plain.sandboxId}"`), 'the target\'s NetworkPolicy lets the neighbour in')
+      const t1 = Date.now()
+      await plain.kill()
+      console.log(`neighbours: killing a neighbour took ${Date.now() - t1} ms`)
+      assert.doesNotMatch(await lastPeers(srv.server, target.sandboxId), plainIP)
+      if (lets !== undefined) {
+        assert.doesNotMatch(await policyIngress(srv.server, target.sandboxId), new RegExp(`"${plain.sandboxId}"`),
+          'the target\'s NetworkPolicy lets a killed neighbour in')
+      }
+    }
   } finally {
     await Promise.all(made.map((s) => s.kill().catch(() => {})))
   }
@@ -132,11 +201,13 @@ it('gVisor pods: only a same-team sandbox naming the address reaches it', {
     const ip = await addressOf(target)
     const url = `http://${ip}:3000/`
     const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, ...gv.storeFlags])
-    const [named, plain, otherNamed] = await Promise.all([
-      create({ network: { allowOut: [ip] } }),
+    const nameIt = () => create({ network: { allowOut: [ip] } })
+    let [named, plain, otherNamed] = await Promise.all([
+      nameIt(),
       create({}),
       create({ apiKey: stdout.trim(), network: { allowOut: [ip] } }),
     ])
+    named = await onOtherNode(gv, target, named, nameIt)
     assert.equal(await reaches(named, url, 'gVisor named'), '200', 'same team, allowOut names the IP')
     assert.match(await curl(plain, url), /^exit /, 'plain reached the target')
     assert.match(await curl(otherNamed, url), /^exit /, 'another team naming the IP reached the target')
