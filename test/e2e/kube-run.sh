@@ -69,6 +69,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The desktop's image (1.3 GB): for a file (or the command of --exec) that asks for its
+# template, and for the default run when it is built (test.sh builds it beside the Go tests).
+desktop=
+case " $* ${exec_cmd[*]} " in *desktop*) desktop=${WARREN_DESKTOP_IMAGE:-warren/desktop} ;; esac
+if [ $# -eq 0 ] && [ ${#exec_cmd[@]} -eq 0 ] && docker image inspect "${WARREN_DESKTOP_IMAGE:-warren/desktop}" >/dev/null 2>&1; then
+  desktop=${WARREN_DESKTOP_IMAGE:-warren/desktop}
+fi
 [ -x bin/warren ] && [ -x bin/warren-agent ] || scripts/build.sh
 scripts/kube-images.sh
 # scripts/kube.sh up imported warren/base; WARREN_E2E_KUBE_LOADED=1 says the rest is there too
@@ -78,8 +85,7 @@ if [ "${WARREN_E2E_KUBE_LOADED:-}" != 1 ]; then
   for i in warren/code-interpreter warren/mcp-gateway; do
     docker image inspect "$i" >/dev/null 2>&1 && images+=("$i")
   done
-  # The desktop's image (1.3 GB) only when a file asks for its template.
-  case " $* " in *desktop*) images+=(warren/desktop) ;; esac
+  [ -z "$desktop" ] || images+=("$desktop")
   say "importing ${images[*]} into the nodes"
   "${WARREN_KUBE_SH:-scripts/kube.sh}" load "${images[@]}"
 fi
@@ -175,7 +181,7 @@ if [ $# -eq 0 ] && [ ${#exec_cmd[@]} -eq 0 ]; then
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
     server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs server/egress-rules.test.mjs server/neighbours.test.mjs \
-    server/volumes.test.mjs
+    server/volumes.test.mjs ${desktop:+server/desktop.test.mjs}
 fi
 # The nodes' containerd, for the tests that look for images there (scripts/kube.sh's layout).
 # A file may take longer than on Docker: each template build ends by importing its image into

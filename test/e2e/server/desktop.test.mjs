@@ -4,7 +4,9 @@
 // comes through Warren's proxy: vnc.html and the WebSocket carrying RFB, both by
 // https://6080-<id>.<domain> (the URL stream.getUrl() gives) and by the routing headers of the
 // plain mode, behind the traffic token of a sandbox closed to public traffic, with and without
-// the stream's password. The server is private to the file because it also serves TLS.
+// the stream's password; and the dashboard's screen of the desktop, whose WebSocket relays the
+// pixels of a VNC server the dashboard starts in the sandbox. The server is private to the file
+// because it also serves TLS.
 import { it, describe, before, after } from 'node:test'
 import http from 'node:http'
 import https from 'node:https'
@@ -136,6 +138,40 @@ async function rfbSecurityTypes(open, headers) {
   }
 }
 
+/**
+ * Reads a byte stream carried by WebSocket messages (the dashboard's relay cuts it wherever its
+ * reads of the VNC server did): read(n) resolves the next n bytes.
+ */
+function wsStream(ws) {
+  let buf = Buffer.alloc(0)
+  return {
+    async read(n) {
+      while (buf.length < n) buf = Buffer.concat([buf, await ws.next()])
+      const out = buf.subarray(0, n)
+      buf = buf.subarray(n)
+      return out
+    },
+  }
+}
+
+/**
+ * Logs into the dashboard with the API key and opens the screen of sandboxId through its
+ * WebSocket as the dashboard's page does (session cookie, CSRF token, this server's Origin).
+ */
+async function dashboardScreen(sandboxId, apiKey) {
+  const base = new URL(process.env.E2B_API_URL)
+  const login = await fetch(new URL('/dashboard/api/login', base), {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ apiKey }),
+  })
+  assert.equal(login.status, 200, await login.clone().text())
+  const { csrfToken } = await login.json()
+  const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ')
+  const path = `/dashboard/api/sandboxes/${sandboxId}/screen?csrf=${encodeURIComponent(csrfToken)}`
+  return request(http, {
+    host: base.hostname, port: base.port, path, headers: { Cookie: cookie, Origin: base.origin },
+  }, true)
+}
+
 describe('desktop template with @e2b/desktop', { timeout: 600_000 }, () => {
   const tag = `e2e-${uid()}`
   const ids = []
@@ -227,6 +263,43 @@ describe('desktop template with @e2b/desktop', { timeout: 600_000 }, () => {
     assert.equal(viewOnly.searchParams.get('view_only'), 'true')
     assert.equal((await tlsRequest(viewOnly.href, { headers: token })).status, 200)
     await desktop.stream.stop()
+  })
+
+  it("shows the desktop's screen in the dashboard: its WebSocket carries the desktop's pixels", async () => {
+    const t0 = Date.now()
+    const { status, socket, head } = await dashboardScreen(desktop.sandboxId, h.apiKey)
+    assert.equal(status, 101)
+    const ws = wsFrames(socket, head)
+    try {
+      const rfb = wsStream(ws)
+      assert.match((await rfb.read(12)).toString(), /^RFB 003\.00\d\n$/, 'the screen does not speak RFB')
+      ws.send(Buffer.from('RFB 003.008\n'))
+      const n = (await rfb.read(1))[0]
+      assert.ok([...(await rfb.read(n))].includes(1), 'the dashboard\'s VNC server asks for a password')
+      ws.send(Buffer.from([1]))
+      assert.equal((await rfb.read(4)).readUInt32BE(0), 0, 'the security handshake failed')
+      ws.send(Buffer.from([1])) // ClientInit, shared
+      const init = await rfb.read(24)
+      assert.deepEqual({ width: init.readUInt16BE(0), height: init.readUInt16BE(2) }, { width: 1024, height: 768 })
+      const bpp = init[4]
+      await rfb.read(init.readUInt32BE(20)) // the desktop's name
+      // FramebufferUpdateRequest of the whole screen, not incremental: raw pixels, the only
+      // encoding a client that sets none gets.
+      ws.send(Buffer.from([3, 0, 0, 0, 0, 0, 4, 0, 3, 0]))
+      const update = await rfb.read(4)
+      assert.equal(update[0], 0, 'the first message is not a FramebufferUpdate')
+      const rect = await rfb.read(12)
+      const [w, hgt, encoding] = [rect.readUInt16BE(4), rect.readUInt16BE(6), rect.readInt32BE(8)]
+      assert.equal(encoding, 0)
+      assert.ok(w * hgt > 0, 'an empty rectangle')
+      const pixels = await rfb.read(w * hgt * bpp / 8)
+      console.log(`# dashboard screen: ${w}x${hgt} of raw pixels ${Date.now() - t0} ms after the WebSocket's request`)
+      const colours = new Set()
+      for (let i = 0; i < pixels.length && colours.size < 2; i += bpp / 8) colours.add(pixels.readUIntLE(i, bpp / 8))
+      assert.ok(colours.size > 1, 'the screen is one colour: no desktop on it')
+    } finally {
+      ws.close()
+    }
   })
 
   it('streams with a password: getUrl({ authKey }) and VNC authentication', async () => {
