@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -88,3 +89,67 @@ func TestFairAdmission(t *testing.T) {
 		burst.Wait()
 	})
 }
+
+// heldEngine is a fake engine whose container starts wait until let
+// closes.
+type heldEngine struct {
+	*fake.Runtime
+	let chan struct{}
+}
+
+func (e *heldEngine) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandbox.Container, error) {
+	<-e.let
+	return e.Runtime.Create(ctx, spec)
+}
+
+// creates counts the engine's container creates so far.
+func creates(rt *fake.Runtime) int {
+	n := 0
+	for _, c := range rt.Calls() {
+		if strings.HasPrefix(c, "Create ") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestGoneClientStartsNothing: a create whose client went away while it
+// waited at the full cold gate starts no container when its turn comes
+// (it used to start one, and kill it once up), and is refused.
+func TestGoneClientStartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		held := &heldEngine{let: make(chan struct{})}
+		e := newEnv(t, func(c *config) {
+			held.Runtime = c.Runtime.(*fake.Runtime)
+			c.Runtime = held
+		})
+		slots := e.m.pool.ColdSlots()
+		var burst sync.WaitGroup
+		for range slots {
+			burst.Go(func() {
+				if _, err := e.m.Create(context.Background(), CreateRequest{TeamID: "a", Timeout: time.Hour}); err != nil {
+					t.Errorf("a's create: %v", err)
+				}
+			})
+		}
+		synctest.Wait() // the gate is full
+
+		client, leave := context.WithCancel(context.Background())
+		gone := make(chan error, 1)
+		go func() {
+			_, err := e.m.Create(client, CreateRequest{TeamID: "a", Timeout: time.Hour})
+			gone <- err
+		}()
+		synctest.Wait() // it waits at the gate
+		leave()
+		close(held.let)
+		burst.Wait()
+		if err := <-gone; sandbox.KindOf(err) != sandbox.KindUnavailable {
+			t.Errorf("the gone client's create: %v, want unavailable", err)
+		}
+		if n := creates(e.rt); n != slots {
+			t.Errorf("the engine created %d containers, want %d: the gone client's create started one", n, slots)
+		}
+	})
+}
+
