@@ -364,3 +364,35 @@ func TestClaimLeavesOneForLighterTeams(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimKeepsALighterTeamsRate: a claim of a bursting team leaves as
+// many containers as the lighter team began within a refill's time (one
+// a second, the rate it asks for), not one, which its next create would
+// find gone.
+func TestClaimKeepsALighterTeamsRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &Pool{cold: newColdGate(), stock: newStock()}
+		for range 10 {
+			defer p.cold.teams.begin("a")()
+		}
+		for range 3 { // b's creates within the last refill span (rateSpan, with no demand kept)
+			p.cold.teams.begin("b")()
+			time.Sleep(rateSpan / 4)
+		}
+		for range 4 {
+			p.stock.put(pooled{kind: "base", sandboxID: sandbox.NewID(), imageID: "img"}, 10)
+		}
+		taken := 0
+		for {
+			c, ok := p.Claim("a", "base", "img", "")
+			if !ok {
+				break
+			}
+			c.Done()
+			taken++
+		}
+		if taken != 1 {
+			t.Errorf("a's claims took %d of the 4 containers, want 1: 3 are b's, which began 3 creates within a refill", taken)
+		}
+	})
+}
