@@ -323,6 +323,7 @@ func (m *Manager) create(client context.Context, req CreateRequest, tpl template
 		return sb, err
 	}
 	m.log.Warn("the client went away before its sandbox was up; killing it", logkey.Sandbox, sb.ID)
+	defer m.pool.AdmitRemoval(ctx, req.TeamID)()
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()
 	if err := m.kill(ctx, sb, "client went away"); err != nil {

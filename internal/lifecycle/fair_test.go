@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -153,3 +154,61 @@ func TestGoneClientStartsNothing(t *testing.T) {
 	})
 }
 
+// TestKillYieldsToLighterTeam: while team a's burst fills the cold gate
+// and team b's one create waits for its turn, a's kill does not remove
+// its sandbox's container on the engine b's create needs: the removal
+// waits for a slot of a's share of the gate, which b's create has first
+// (it used to remove it at once, beside the gate's full slots).
+func TestKillYieldsToLighterTeam(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		held := &heldEngine{let: make(chan struct{})}
+		e := newEnv(t, func(c *config) {
+			held.Runtime = c.Runtime.(*fake.Runtime)
+			c.Runtime = held
+		})
+		done := make(chan struct{})
+		var old sandbox.Sandbox
+		go func() {
+			defer close(done)
+			old = e.create(t, CreateRequest{TeamID: "a"})
+		}()
+		synctest.Wait()
+		held.let <- struct{}{}
+		<-done
+
+		slots := e.m.pool.ColdSlots()
+		var burst sync.WaitGroup
+		for range 2 * slots {
+			burst.Go(func() {
+				if _, err := e.m.Create(context.Background(), CreateRequest{TeamID: "a", Timeout: time.Hour}); err != nil {
+					t.Errorf("a's create: %v", err)
+				}
+			})
+		}
+		synctest.Wait() // a's burst fills the gate and queues
+		bDone := make(chan sandbox.Sandbox, 1)
+		go func() { bDone <- e.create(t, CreateRequest{TeamID: "b"}) }()
+		synctest.Wait() // b's create waits for its turn
+		killed := make(chan error, 1)
+		go func() { killed <- e.m.Kill(context.Background(), "a", old.ID) }()
+		synctest.Wait()
+		if removed(e.rt, old.ContainerID) {
+			t.Error("a's kill removed its container while b's create waited to start")
+		}
+		close(held.let)
+		b := <-bDone
+		if err := <-killed; err != nil {
+			t.Fatalf("a's kill: %v", err)
+		}
+		calls := e.rt.Calls()
+		if r, c := slices.Index(calls, "Remove "+old.ContainerID), slices.Index(calls, "Create "+b.ID); r < c {
+			t.Errorf("a's kill removed its container (call %d) before b's create made its own (call %d)", r, c)
+		}
+		burst.Wait()
+	})
+}
+
+// removed reports whether the engine was asked to remove container id.
+func removed(rt *fake.Runtime, id string) bool {
+	return slices.Contains(rt.Calls(), "Remove "+id)
+}

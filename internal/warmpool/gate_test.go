@@ -396,3 +396,59 @@ func TestClaimKeepsALighterTeamsRate(t *testing.T) {
 		}
 	})
 }
+
+// TestRemovalTakesTheTeamsShare: a removal of a team alone goes at once,
+// whatever the gate holds; while another team creates, it waits for a
+// slot of its own team's share, ahead of that team's creates.
+func TestRemovalTakesTheTeamsShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &Pool{cold: newColdGate(), stock: newStock()}
+		none := func() bool { return false }
+		defer p.cold.teams.begin("a")()
+		var releases []func()
+		for range p.cold.size {
+			release, _, err := p.AdmitCold(context.Background(), "a", none)
+			if err != nil {
+				t.Fatalf("a's create: %v", err)
+			}
+			releases = append(releases, release)
+		}
+		p.AdmitRemoval(context.Background(), "a")() // a alone: at once
+
+		p.cold.teams.begin("b")() // b creates from the pool
+		queued := make(chan struct{})
+		go func() {
+			_, _, err := p.AdmitCold(context.Background(), "a", none)
+			if err != nil {
+				t.Errorf("a's queued create: %v", err)
+			}
+			close(queued)
+		}()
+		admitted := make(chan func())
+		go func() { admitted <- p.AdmitRemoval(context.Background(), "a") }()
+		synctest.Wait()
+		share := p.cold.size / 2
+		for i := range p.cold.size - share + 1 {
+			select {
+			case <-admitted:
+				t.Fatalf("a's removal went with %d of a's slots held, more than its share of %d", p.cold.size-i, share)
+			default:
+			}
+			releases[i]()
+			synctest.Wait()
+		}
+		var release func()
+		select {
+		case release = <-admitted:
+		default:
+			t.Fatalf("a's removal still waits with %d of a's slots held, within its share of %d", share-1, share)
+		}
+		select {
+		case <-queued:
+			t.Error("a's create went before a's removal")
+		default:
+		}
+		release()
+		<-queued // the removal's slot goes on to it
+	})
+}
