@@ -311,7 +311,8 @@ func (m *Manager) createLimit() time.Duration {
 
 // create makes the sandbox to the end even when the client has gone away
 // meanwhile (see engineWork); then, as no one has its ID or tokens, it
-// kills it.
+// kills it. A create whose client went away while it waited to start
+// (AdmitCold) starts nothing.
 func (m *Manager) create(client context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
 	cpus, memoryMB := m.resourcesOf(tpl)
 	client, release, err := m.admitCreate(client, req.TeamID, cpus, memoryMB, m.cfg.DiskSizeMB)
@@ -321,11 +322,12 @@ func (m *Manager) create(client context.Context, req CreateRequest, tpl template
 	defer release()
 	ctx, cancel := engineWork(client, m.createLimit())
 	defer cancel()
-	sb, err := m.createSandbox(ctx, req, tpl)
+	sb, err := m.createSandbox(ctx, client, req, tpl)
 	if err != nil || client.Err() == nil {
 		return sb, err
 	}
 	m.log.Warn("the client went away before its sandbox was up; killing it", logkey.Sandbox, sb.ID)
+	defer m.pool.AdmitRemoval(ctx, req.TeamID)()
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()
 	if err := m.kill(ctx, sb, "client went away"); err != nil {
@@ -334,7 +336,11 @@ func (m *Manager) create(client context.Context, req CreateRequest, tpl template
 	return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindUnavailable, client.Err(), "the client went away before the sandbox was up")
 }
 
-func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
+// createSandbox makes sb in ctx, the engine's work; client is the
+// client's request, which a create that must wait for the cold gate
+// waits in: one whose client has gone by its turn claims no pooled
+// container and starts none, but gives its turn to the next.
+func (m *Manager) createSandbox(ctx, client context.Context, req CreateRequest, tpl template) (sandbox.Sandbox, error) {
 	now := time.Now().UTC()
 	sb := sandbox.Sandbox{
 		ID:          cmp.Or(req.id, sandbox.NewID()),
@@ -392,8 +398,8 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		claim    sandbox.Sandbox
 		claimErr error
 	)
-	release, claimed, err := m.pool.AdmitCold(ctx, sb.TeamID, func() bool {
-		if !fromPool {
+	release, claimed, err := m.pool.AdmitCold(client, sb.TeamID, func() bool {
+		if !fromPool || client.Err() != nil {
 			return false
 		}
 		phases.Mark(ctx, "gate")
@@ -408,6 +414,9 @@ func (m *Manager) createSandbox(ctx context.Context, req CreateRequest, tpl temp
 		return claim, claimErr
 	}
 	defer release()
+	if err := client.Err(); err != nil { // it went as the slot came
+		return sandbox.Sandbox{}, sandbox.Wrap(sandbox.KindUnavailable, err, "the create was cancelled while waiting to start")
+	}
 	phases.Mark(ctx, "gate")
 	unlock := m.locks.lock(sb.ID)
 	defer unlock()

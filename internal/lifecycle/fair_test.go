@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"context"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -87,4 +89,126 @@ func TestFairAdmission(t *testing.T) {
 		}
 		burst.Wait()
 	})
+}
+
+// heldEngine is a fake engine whose container starts wait until let
+// closes.
+type heldEngine struct {
+	*fake.Runtime
+	let chan struct{}
+}
+
+func (e *heldEngine) Create(ctx context.Context, spec sandbox.ContainerSpec) (sandbox.Container, error) {
+	<-e.let
+	return e.Runtime.Create(ctx, spec)
+}
+
+// creates counts the engine's container creates so far.
+func creates(rt *fake.Runtime) int {
+	n := 0
+	for _, c := range rt.Calls() {
+		if strings.HasPrefix(c, "Create ") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestGoneClientStartsNothing: a create whose client went away while it
+// waited at the full cold gate starts no container when its turn comes
+// (it used to start one, and kill it once up), and is refused.
+func TestGoneClientStartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		held := &heldEngine{let: make(chan struct{})}
+		e := newEnv(t, func(c *config) {
+			held.Runtime = c.Runtime.(*fake.Runtime)
+			c.Runtime = held
+		})
+		slots := e.m.pool.ColdSlots()
+		var burst sync.WaitGroup
+		for range slots {
+			burst.Go(func() {
+				if _, err := e.m.Create(context.Background(), CreateRequest{TeamID: "a", Timeout: time.Hour}); err != nil {
+					t.Errorf("a's create: %v", err)
+				}
+			})
+		}
+		synctest.Wait() // the gate is full
+
+		client, leave := context.WithCancel(context.Background())
+		gone := make(chan error, 1)
+		go func() {
+			_, err := e.m.Create(client, CreateRequest{TeamID: "a", Timeout: time.Hour})
+			gone <- err
+		}()
+		synctest.Wait() // it waits at the gate
+		leave()
+		close(held.let)
+		burst.Wait()
+		if err := <-gone; sandbox.KindOf(err) != sandbox.KindUnavailable {
+			t.Errorf("the gone client's create: %v, want unavailable", err)
+		}
+		if n := creates(e.rt); n != slots {
+			t.Errorf("the engine created %d containers, want %d: the gone client's create started one", n, slots)
+		}
+	})
+}
+
+// TestKillYieldsToLighterTeam: while team a's burst fills the cold gate
+// and team b's one create waits for its turn, a's kill does not remove
+// its sandbox's container on the engine b's create needs: the removal
+// waits for a slot of a's share of the gate, which b's create has first
+// (it used to remove it at once, beside the gate's full slots).
+func TestKillYieldsToLighterTeam(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		held := &heldEngine{let: make(chan struct{})}
+		e := newEnv(t, func(c *config) {
+			held.Runtime = c.Runtime.(*fake.Runtime)
+			c.Runtime = held
+		})
+		done := make(chan struct{})
+		var old sandbox.Sandbox
+		go func() {
+			defer close(done)
+			old = e.create(t, CreateRequest{TeamID: "a"})
+		}()
+		synctest.Wait()
+		held.let <- struct{}{}
+		<-done
+
+		slots := e.m.pool.ColdSlots()
+		var burst sync.WaitGroup
+		for range 2 * slots {
+			burst.Go(func() {
+				if _, err := e.m.Create(context.Background(), CreateRequest{TeamID: "a", Timeout: time.Hour}); err != nil {
+					t.Errorf("a's create: %v", err)
+				}
+			})
+		}
+		synctest.Wait() // a's burst fills the gate and queues
+		bDone := make(chan sandbox.Sandbox, 1)
+		go func() { bDone <- e.create(t, CreateRequest{TeamID: "b"}) }()
+		synctest.Wait() // b's create waits for its turn
+		killed := make(chan error, 1)
+		go func() { killed <- e.m.Kill(context.Background(), "a", old.ID) }()
+		synctest.Wait()
+		if removed(e.rt, old.ContainerID) {
+			t.Error("a's kill removed its container while b's create waited to start")
+		}
+		close(held.let)
+		b := <-bDone
+		if err := <-killed; err != nil {
+			t.Fatalf("a's kill: %v", err)
+		}
+		calls := e.rt.Calls()
+		if r, c := slices.Index(calls, "Remove "+old.ContainerID), slices.Index(calls, "Create "+b.ID); r < c {
+			t.Errorf("a's kill removed its container (call %d) before b's create made its own (call %d)", r, c)
+		}
+		burst.Wait()
+	})
+}
+
+// removed reports whether the engine was asked to remove container id.
+func removed(rt *fake.Runtime, id string) bool {
+	return slices.Contains(rt.Calls(), "Remove "+id)
 }

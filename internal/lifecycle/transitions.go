@@ -20,10 +20,14 @@ func (m *Manager) live(teamID, id string) (sandbox.Sandbox, error) {
 	return sb, nil
 }
 
-// Kill removes a running or paused sandbox.
+// Kill removes a running or paused sandbox. While other teams create,
+// the removal takes a slot of the team's share of the engine
+// (warmpool.Pool.AdmitRemoval): a burst's kills are late rather than
+// another team's create.
 func (m *Manager) Kill(ctx context.Context, teamID, id string) error {
 	ctx, cancel := engineWork(ctx, changeLimit)
 	defer cancel()
+	defer m.pool.AdmitRemoval(ctx, teamID)()
 	defer m.locks.lock(id)()
 	sb, err := m.live(teamID, id)
 	if err != nil {

@@ -32,13 +32,14 @@ type Claim struct {
 
 // Claim takes for a create of team the oldest container of kind (KindOf)
 // that runs imageID under rt, if one waits, and unless it is one of the
-// last few kept for other teams: a claim leaves one for each team
-// creating now (Begin) that has fewer creates in flight than team, so
-// that a team's burst does not take every container the refill readies
-// while another team creates one at a time. A miss too wakes the refill:
-// the pool may need refilling with a new image.
+// last few kept for other teams: a claim leaves, for each team creating
+// now (Begin) that has fewer creates in flight than team, as many as
+// that team began within a refill of the pool (teams.kept), so that a
+// team's burst does not take every container the refill readies while
+// another team creates one at a time. A miss too wakes the refill: the
+// pool may need refilling with a new image.
 func (p *Pool) Claim(team, kind, imageID string, rt sandbox.OCIRuntime) (*Claim, bool) {
-	e, ok := p.stock.take(kind, imageID, rt, p.cold.teams.lighter(team))
+	e, ok := p.stock.take(kind, imageID, rt, p.cold.teams.kept(team, p.refillSpan(kind)))
 	if !ok {
 		return nil, false
 	}

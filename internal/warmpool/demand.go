@@ -112,6 +112,17 @@ func (d *demand) refilled(template string, took time.Duration) {
 	d.refill[template] = took
 }
 
+// refillSpan is the time a refill of template's pool takes (spanLocked);
+// rateSpan with no demand kept (tests).
+func (p *Pool) refillSpan(template string) time.Duration {
+	if p.demand == nil {
+		return rateSpan
+	}
+	p.demand.mu.Lock()
+	defer p.demand.mu.Unlock()
+	return p.demand.spanLocked(template)
+}
+
 // spanLocked is the span within which template's creates count as one
 // burst: the time a refill of its pool takes, within bounds.
 func (d *demand) spanLocked(template string) time.Duration {

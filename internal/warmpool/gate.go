@@ -64,6 +64,7 @@ type coldWaiter struct {
 	team     string
 	admitted chan struct{}
 	claiming bool // trying to claim a readied container; guarded by coldGate.mu
+	removal  bool // a removal's (AdmitRemoval), which claims none
 }
 
 // newColdGate admits 4 creates per CPU at once: the engine serialises
@@ -238,7 +239,7 @@ func (g *coldGate) startClaim(w *coldWaiter) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, o := range g.queues[w.team] {
-		if o.claiming {
+		if o.claiming || o.removal {
 			continue
 		}
 		if o != w {
@@ -397,4 +398,99 @@ func (p *Pool) holdForCreates(ctx context.Context, until time.Time) {
 		}
 		t.Stop()
 	}
+}
+
+// RemovalHold bounds how long a removal waits for a slot of its team's
+// share (AdmitRemoval): removals come late while another team creates,
+// but never starve.
+const RemovalHold = 30 * time.Second
+
+// AdmitRemoval waits, before the removal of a container of team's on
+// this machine's engine, for a slot of team's share of the cold gate, and
+// returns the function that gives it back: while another team within its
+// share creates beside team (lightCreating), a removal
+// takes the engine's time as a container's start does, and counts in
+// team's share as its creates do. A burst's sandboxes, killed as their
+// clients are done with them (or gave up on them), then come out of the
+// burst's own share of the engine, not on top of the gate's size, where
+// the other team's start waited behind them. The removal goes first among
+// team's waiting creates; after RemovalHold, or when ctx ends, it goes
+// without a slot. Otherwise, and on an engine that starts containers
+// elsewhere (sandbox.ParallelStarter), it goes at once.
+func (p *Pool) AdmitRemoval(ctx context.Context, team string) (release func()) {
+	none := func() {}
+	if _, elsewhere := p.deps.Runtime.(sandbox.ParallelStarter); elsewhere || !p.cold.lightCreating(team) {
+		return none
+	}
+	g := &p.cold
+	w := g.enterRemoval(team)
+	if w == nil {
+		return g.removalSlot(team)
+	}
+	t := time.NewTimer(RemovalHold)
+	defer t.Stop()
+	select {
+	case <-w.admitted:
+		return g.removalSlot(team)
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	g.leave(w)
+	return none
+}
+
+// enterRemoval takes a slot for a removal of team's at once (nil waiter)
+// when one is free and team is within its share, or queues a waiter for
+// it ahead of team's creates.
+func (g *coldGate) enterRemoval(team string) *coldWaiter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.used < g.size && g.held[team] < g.share(team) {
+		g.used++
+		g.held[team]++
+		return nil
+	}
+	w := &coldWaiter{team: team, admitted: make(chan struct{}), removal: true}
+	if len(g.queues[team]) == 0 {
+		g.turns = append(g.turns, team)
+	}
+	g.queues[team] = append([]*coldWaiter{w}, g.queues[team]...)
+	g.waiting++
+	g.dispatch()
+	return w
+}
+
+// removalSlot returns the function that gives back a slot a removal of
+// team's holds.
+func (g *coldGate) removalSlot(team string) (release func()) {
+	return sync.OnceFunc(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.free(team)
+	})
+}
+
+// lightCreating reports whether, while several teams create (through
+// the gate or from the pool, teams.active), one of them but except holds
+// and waits for no more than its share of the slots: its creates are
+// those that a burst of another team's must not slow.
+func (g *coldGate) lightCreating(except string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at := g.teams.active()
+	for team := range g.held {
+		at[team] = true
+	}
+	for team := range g.queues {
+		at[team] = true
+	}
+	if len(at) < 2 {
+		return false
+	}
+	for team := range at {
+		if team != except && g.held[team]+len(g.queues[team]) < g.share(team) {
+			return true
+		}
+	}
+	return false
 }

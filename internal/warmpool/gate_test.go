@@ -364,3 +364,91 @@ func TestClaimLeavesOneForLighterTeams(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimKeepsALighterTeamsRate: a claim of a bursting team leaves as
+// many containers as the lighter team began within a refill's time (one
+// a second, the rate it asks for), not one, which its next create would
+// find gone.
+func TestClaimKeepsALighterTeamsRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &Pool{cold: newColdGate(), stock: newStock()}
+		for range 10 {
+			defer p.cold.teams.begin("a")()
+		}
+		for range 3 { // b's creates within the last refill span (rateSpan, with no demand kept)
+			p.cold.teams.begin("b")()
+			time.Sleep(rateSpan / 4)
+		}
+		for range 4 {
+			p.stock.put(pooled{kind: "base", sandboxID: sandbox.NewID(), imageID: "img"}, 10)
+		}
+		taken := 0
+		for {
+			c, ok := p.Claim("a", "base", "img", "")
+			if !ok {
+				break
+			}
+			c.Done()
+			taken++
+		}
+		if taken != 1 {
+			t.Errorf("a's claims took %d of the 4 containers, want 1: 3 are b's, which began 3 creates within a refill", taken)
+		}
+	})
+}
+
+// TestRemovalTakesTheTeamsShare: a removal of a team alone goes at once,
+// whatever the gate holds; while another team creates, it waits for a
+// slot of its own team's share, ahead of that team's creates.
+func TestRemovalTakesTheTeamsShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &Pool{cold: newColdGate(), stock: newStock()}
+		none := func() bool { return false }
+		defer p.cold.teams.begin("a")()
+		var releases []func()
+		for range p.cold.size {
+			release, _, err := p.AdmitCold(context.Background(), "a", none)
+			if err != nil {
+				t.Fatalf("a's create: %v", err)
+			}
+			releases = append(releases, release)
+		}
+		p.AdmitRemoval(context.Background(), "a")() // a alone: at once
+
+		p.cold.teams.begin("b")() // b creates from the pool
+		queued := make(chan struct{})
+		go func() {
+			_, _, err := p.AdmitCold(context.Background(), "a", none)
+			if err != nil {
+				t.Errorf("a's queued create: %v", err)
+			}
+			close(queued)
+		}()
+		admitted := make(chan func())
+		go func() { admitted <- p.AdmitRemoval(context.Background(), "a") }()
+		synctest.Wait()
+		share := p.cold.size / 2
+		for i := range p.cold.size - share + 1 {
+			select {
+			case <-admitted:
+				t.Fatalf("a's removal went with %d of a's slots held, more than its share of %d", p.cold.size-i, share)
+			default:
+			}
+			releases[i]()
+			synctest.Wait()
+		}
+		var release func()
+		select {
+		case release = <-admitted:
+		default:
+			t.Fatalf("a's removal still waits with %d of a's slots held, within its share of %d", share-1, share)
+		}
+		select {
+		case <-queued:
+			t.Error("a's create went before a's removal")
+		default:
+		}
+		release()
+		<-queued // the removal's slot goes on to it
+	})
+}

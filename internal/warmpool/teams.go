@@ -7,9 +7,10 @@ import (
 
 // Which teams create sandboxes now, so that the engine's start slots and
 // the pool's containers are shared between them while several do: a team
-// that bursts gets its share of the gate's slots (coldGate), and leaves a
-// pooled container for each team that creates fewer at once (Claim). One
-// team alone is never held back.
+// that bursts gets its share of the gate's slots (coldGate), and leaves
+// pooled containers for each team that creates fewer at once, as many as
+// that team creates while the pool refills (Claim). One team alone is
+// never held back.
 
 // ActiveWindow is how long a team counts as creating after its latest
 // create began. A team that creates one sandbox a second from the pool is
@@ -25,7 +26,8 @@ type teams struct {
 
 type teamCreates struct {
 	inFlight int
-	latest   time.Time // when its latest create began
+	latest   time.Time   // when its latest create began
+	begun    []time.Time // when its creates began, within the last rateSpanMax
 }
 
 // begin counts a create of team in, and returns the function that counts
@@ -49,6 +51,11 @@ func (t *teams) begin(team string) (end func()) {
 	}
 	c.inFlight++
 	c.latest = now
+	i := 0
+	for i < len(c.begun) && now.Sub(c.begun[i]) > rateSpanMax {
+		i++
+	}
+	c.begun = append(c.begun[i:], now)
 	return sync.OnceFunc(func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -75,9 +82,13 @@ func (t *teams) active() map[string]bool {
 	return out
 }
 
-// lighter returns how many other teams creating now have fewer creates in
-// flight than team: those a claim of team leaves a pooled container for.
-func (t *teams) lighter(team string) int {
+// kept returns how many pooled containers a claim of team leaves for the
+// other teams creating now with fewer creates in flight: for each, as
+// many as it began within span (the time a refill of the pool takes), at
+// least one. A team that creates one a second needs that many ready while
+// the refill replaces the one it claims: one alone is gone at its next
+// create, which then waits for a container's start.
+func (t *teams) kept(team string, span time.Duration) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
@@ -87,9 +98,16 @@ func (t *teams) lighter(team string) int {
 	}
 	n := 0
 	for name, c := range t.by {
-		if name != team && c.active(now) && c.inFlight < mine {
-			n++
+		if name == team || !c.active(now) || c.inFlight >= mine {
+			continue
 		}
+		recent := 0
+		for _, at := range c.begun {
+			if now.Sub(at) <= span {
+				recent++
+			}
+		}
+		n += max(recent, 1)
 	}
 	return n
 }
