@@ -195,6 +195,17 @@ func TestKillYieldsToLighterTeam(t *testing.T) {
 		if removed(e.rt, old.ContainerID) {
 			t.Error("a's kill removed its container while b's create waited to start")
 		}
+		unknown := make(chan error, 1)
+		go func() { unknown <- e.m.Kill(context.Background(), "a", "no-such-sandbox") }()
+		synctest.Wait()
+		select {
+		case err := <-unknown:
+			if sandbox.KindOf(err) != sandbox.KindNotFound {
+				t.Errorf("kill of an unknown sandbox: %v, want not found", err)
+			}
+		default:
+			t.Error("a kill of an unknown sandbox waited for a removal slot")
+		}
 		close(held.let)
 		b := <-bDone
 		if err := <-killed; err != nil {

@@ -23,8 +23,11 @@ func (m *Manager) live(teamID, id string) (sandbox.Sandbox, error) {
 // Kill removes a running or paused sandbox. While other teams create,
 // the removal takes a slot of the team's share of the engine
 // (warmpool.Pool.AdmitRemoval): a burst's kills are late rather than
-// another team's create.
+// another team's create. A sandbox that is not there is answered at once.
 func (m *Manager) Kill(ctx context.Context, teamID, id string) error {
+	if _, err := m.live(teamID, id); err != nil {
+		return err
+	}
 	ctx, cancel := engineWork(ctx, changeLimit)
 	defer cancel()
 	defer m.pool.AdmitRemoval(ctx, teamID)()
