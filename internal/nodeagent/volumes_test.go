@@ -59,7 +59,7 @@ func TestServesItsNodesVolumesWithTheToken(t *testing.T) {
 			}
 		})
 	}
-	if n, err := c.VolumeUsage(t.Context(), addr, "pvc-1"); err != nil || n != int64(len("hi")+len("new")) {
+	if n, err := c.VolumeUsage(t.Context(), addr, VolumesPrefix, "pvc-1"); err != nil || n != int64(len("hi")+len("new")) {
 		t.Errorf("usage %d, %v", n, err)
 	}
 	req, _ := http.NewRequest(http.MethodGet, ts.URL+VolumesPrefix+"pvc-1/file?path=/hello.txt", nil)
