@@ -92,10 +92,16 @@ fi
 # a shared mount in every node (the node agent sees it HostToContainer; a cluster started
 # before node.sh did so at start gets it now). The volumes suite runs on the sized class of
 # this tree's local-path provisioner (each volume a filesystem of its size), installed first.
+# The ReadWriteMany volumes' file needs SeaweedFS (scripts/kube.sh shared, which installs the
+# provisioner too; a cold build of weed took 44 min on the shared 2-core machine at load ~25, then
+# it is restored from the cache in seconds).
+if [ $# -eq 0 ] || [[ " $* " == *" kube/volumes-shared"* ]]; then
+  "${WARREN_KUBE_SH:-scripts/kube.sh}" shared
+fi
 if [ $# -eq 0 ] || [[ " $* " == *" server/volumes"* ]]; then
   "${WARREN_KUBE_SH:-scripts/kube.sh}" local-path
   export WARREN_VOLUME_STORAGE_CLASS=warren-local-path-sized
-else
+elif [[ " $* " != *" kube/volumes-shared"* ]]; then
   "${WARREN_KUBE_SH:-scripts/kube.sh}" share-volumes
 fi
 sed "s#/var/lib/warren/volumes#${KUBECONFIG%/*}/volumes#" "$deploy/node-agent.yaml" | k apply -f - >/dev/null
@@ -173,7 +179,7 @@ if [ $# -eq 0 ] && [ ${#exec_cmd[@]} -eq 0 ]; then
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
     server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs server/egress-rules.test.mjs server/neighbours.test.mjs \
-    server/volumes.test.mjs
+    server/volumes.test.mjs kube/volumes-shared.test.mjs
 fi
 # The nodes' containerd, for the tests that look for images there (scripts/kube.sh's layout).
 # A file may take longer than on Docker: each template build ends by importing its image into
