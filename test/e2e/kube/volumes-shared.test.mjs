@@ -4,8 +4,8 @@
 // every node. Two sandboxes on different nodes mount one volume at once: a write in one is read
 // in the other, and in the content API (served by a node agent from its node's mount); a file
 // the content API writes is read in both; the data outlives a sandbox's kill and is there for a
-// new sandbox. Prints create → first command with a shared volume (p50, n=5) and the content
-// API's write and read MiB/s (64 MiB) on it.
+// new sandbox; no sandbox reaches SeaweedFS's servers. Prints create → first command with a
+// shared volume (p50, n=5) and the content API's write and read MiB/s (64 MiB) on it.
 //
 // Runs only under kube-run.sh (WARREN_ENGINE=kubernetes), which installs SeaweedFS first.
 import { it, before, describe } from 'node:test'
@@ -60,6 +60,14 @@ describe('ReadWriteMany volumes', () => {
         { timeoutMs: 15_000, intervalMs: 200, what: `b's append on ${nodeB} in a on ${nodeA}` })
       assert.equal((await a.commands.run('sha256sum < /shared/b.bin')).stdout, sumB, "b's 8 MiB read whole in a")
       assert.equal(await vol.readFile('/a.txt'), `from ${nodeA}\nfrom ${nodeB}\n`, 'the content API reads what the sandboxes wrote')
+
+      // SeaweedFS takes no credentials: no sandbox may reach it, by its Service or its pod.
+      const svc = (await kubectl('-n', 'warren-seaweedfs', 'get', 'service', 'seaweedfs', '-o', 'jsonpath={.spec.clusterIP}')).trim()
+      const pod = (await kubectl('-n', 'warren-seaweedfs', 'get', 'pods', '-l', 'app.kubernetes.io/name=seaweedfs', '-o', 'jsonpath={.items[0].status.podIP}')).trim()
+      for (const target of [`${svc}/8888`, `${pod}/8888`, `${pod}/8080`]) {
+        const r = await a.commands.run(`timeout 3 bash -c '</dev/tcp/${target}' && echo open || echo refused`)
+        assert.equal(r.stdout.trim(), 'refused', `a sandbox reached SeaweedFS at ${target}`)
+      }
 
       // Killed, the sandboxes leave the data: a new sandbox and the content API see it.
       for (const s of [...made]) await Sandbox.kill(s.sandboxId)
