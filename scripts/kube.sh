@@ -16,7 +16,8 @@
 #   scripts/kube.sh load IMAGE...    copy images from the Docker engine into every node's
 #                                    containerd (pods use them with imagePullPolicy: Never)
 #   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes kube-proxy
-#                                    etcd containerd gvisor pause registry helm)
+#                                    etcd containerd gvisor pause registry helm buildkit
+#                                    seaweedfs)
 #   scripts/kube.sh deps             only install the Debian packages it needs (up does too)
 #   scripts/kube.sh local-path       (re)install the local-path provisioner and its
 #                                    StorageClasses (up does too, once bin/warren is built)
