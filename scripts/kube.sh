@@ -16,10 +16,13 @@
 #   scripts/kube.sh load IMAGE...    copy images from the Docker engine into every node's
 #                                    containerd (pods use them with imagePullPolicy: Never)
 #   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes kube-proxy
-#                                    etcd containerd gvisor pause registry helm)
+#                                    etcd containerd gvisor pause registry helm buildkit
+#                                    seaweedfs)
 #   scripts/kube.sh deps             only install the Debian packages it needs (up does too)
 #   scripts/kube.sh local-path       (re)install the local-path provisioner and its
 #                                    StorageClasses (up does too, once bin/warren is built)
+#   scripts/kube.sh shared           (re)install SeaweedFS and its FUSE mount on every node, and
+#                                    the StorageClass warren-shared (ReadWriteMany volumes)
 #   scripts/kube.sh share-volumes    make the volumes' directory a shared mount in every
 #                                    node (node start does; for a cluster started before)
 #   scripts/kube.sh logs [NAME]      tails of the daemons' logs (etcd apiserver
@@ -168,6 +171,32 @@ local_path() {
 	kube_log "local-path provisioner running; StorageClass warren-local-path is the default"
 }
 
+# shared: SeaweedFS (scripts/kube/seaweedfs.yaml) for the StorageClass warren-shared, whose
+# ReadWriteMany volumes the local-path provisioner (installed first) makes on it. weed is built
+# from the Go module proxy and cached (scripts/kube/build.sh seaweedfs); its image is
+# warren/base with weed.
+shared() {
+	local repo ctx want
+	repo=$(cd "$(dirname "$0")/.." && pwd)
+	local_path
+	"$KUBE_SCRIPTS/build.sh" seaweedfs
+	ctx=$(mktemp -d)
+	cp "$KUBE_BIN/weed" "$ctx/"
+	printf 'FROM warren/base:latest\nCOPY weed /usr/local/bin/weed\n' >"$ctx/Dockerfile"
+	docker build -q -t warren/seaweedfs:latest "$ctx" >/dev/null || { rm -rf "$ctx"; kube_die "shared: docker build of warren/seaweedfs failed"; }
+	rm -rf "$ctx"
+	load warren/seaweedfs:latest
+	sed -e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" "$repo/scripts/kube/seaweedfs.yaml" | kctl apply -f - >/dev/null
+	want=$(docker image inspect -f '{{.Id}}' warren/seaweedfs:latest)
+	if kctl -n warren-seaweedfs get pods -o 'jsonpath={range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}' |
+		grep . | grep -qvxF "$want"; then
+		kctl -n warren-seaweedfs rollout restart deployment/seaweedfs daemonset/seaweedfs-mount >/dev/null
+	fi
+	kctl -n warren-seaweedfs rollout status deployment/seaweedfs --timeout=300s >/dev/null
+	kctl -n warren-seaweedfs rollout status daemonset/seaweedfs-mount --timeout=300s >/dev/null
+	kube_log "SeaweedFS running and mounted on every node; StorageClass warren-shared is ReadWriteMany"
+}
+
 cmd=${1:-}
 [ $# -eq 0 ] || shift
 case $cmd in
@@ -177,6 +206,7 @@ build) exec "$KUBE_SCRIPTS/build.sh" "$@" ;;
 deploy | undeploy) exec "$KUBE_SCRIPTS/deploy.sh" "$cmd" "$@" ;;
 deps) kube_deps ;;
 local-path) local_path ;;
+shared) shared ;;
 share-volumes) kube_share_volumes ;;
 status) status ;;
 kubectl) kctl "$@" ;;

@@ -17,7 +17,10 @@ once the claim is deleted. Its volumes are ReadWriteOnce. A class with the
 parameter enforceSize: "true" gets, for each volume, an ext4 filesystem of the
 claim's size loop-mounted on its directory (root, loop devices, and --dir on a
 shared mount that reaches the node); other classes' sizes are not enforced.
-Warren's node agent serves their content from the same directory.`
+A class with the parameter shared: "true" gets ReadWriteMany volumes, each a
+directory of the shared filesystem that every node mounts at --shared-host-dir
+(SeaweedFS, scripts/kube/seaweedfs.yaml), pinned to no node.
+Warren's node agent serves their content from the same directories.`
 
 func (m *Main) runLocalPath(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("local-path", "warren local-path [flags]", localPathUsage)
@@ -28,6 +31,8 @@ func (m *Main) runLocalPath(ctx context.Context, args []string) error {
 	e.String(&cfg.Node, "node-name", "", "this node's name (the DaemonSet gives spec.nodeName)")
 	e.String(&cfg.Dir, "dir", "", "this node's volumes directory, as mounted into the provisioner")
 	e.String(&cfg.HostDir, "host-dir", "", "the same directory on the node (the volumes' hostPath)")
+	e.String(&cfg.SharedDir, "shared-dir", "", "the shared filesystem's mount, as mounted into the provisioner (\"\": none, claims of a shared class fail)")
+	e.String(&cfg.SharedHostDir, "shared-host-dir", "", "the same directory on every node (the shared volumes' hostPath)")
 	e.String(&cfg.Name, "provisioner", localpath.DefaultName, "the provisioner's name, which its StorageClass names")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -37,6 +42,9 @@ func (m *Main) runLocalPath(ctx context.Context, args []string) error {
 	}
 	if cfg.Node == "" || cfg.Dir == "" || cfg.HostDir == "" {
 		return usageError{"--node-name, --dir and --host-dir are required"}
+	}
+	if (cfg.SharedDir == "") != (cfg.SharedHostDir == "") {
+		return usageError{"--shared-dir and --shared-host-dir go together"}
 	}
 	cli, err := kubernetes.ClientFromKubeconfig(kubeconfig)
 	if err != nil {

@@ -30,7 +30,8 @@ image; with --node-ip (in the node's network namespace, with NET_ADMIN), enforce
 the egress settings of the node's sandbox pods with an egress gateway on that
 address and an nftables table of its own; with --volume-dir, serve the content
 of the node's local-path volumes (the directories warren local-path makes
-there) to the control plane's volume content API. It serves HTTPS with a key derived from
+there) to the control plane's volume content API, and with --shared-volume-dir
+that of the ReadWriteMany volumes of the shared filesystem mounted there. It serves HTTPS with a key derived from
 the token; every call but /healthz needs the token (WARREN_NODE_TOKEN, from the
 warren-node-token Secret): access to containerd's socket is root on the node.
 
@@ -51,7 +52,7 @@ func (m *Main) runNode(ctx context.Context, args []string) error {
 	}
 	fs := m.newFlagSet("node", "warren node [flags]", nodeUsage)
 	e := &envFlags{fs: fs, getenv: m.Getenv}
-	var addr, root, tokenFile, socket, snapshotter, nodeName, nodeIP, volumeDir string
+	var addr, root, tokenFile, socket, snapshotter, nodeName, nodeIP, volumeDir, sharedDir string
 	e.String(&addr, "node-addr", "", "address the node agent listens on (default: --node-ip, else every address, at port "+strconv.Itoa(nodeagent.Port)+")")
 	e.String(&nodeName, "node-name", "", "the node's name (the DaemonSet gives spec.nodeName); names its egress table")
 	e.String(&nodeIP, "node-ip", "", "the node's address, which the node agent shares (hostNetwork): its egress gateway listens there and sandbox pods with egress settings are sent to it (\"\": no egress enforcement)")
@@ -60,6 +61,7 @@ func (m *Main) runNode(ctx context.Context, args []string) error {
 	e.String(&socket, "containerd-socket", "/run/containerd/containerd.sock", "the node's containerd socket, as mounted into the node agent (\"\": no image API)")
 	e.String(&snapshotter, "snapshotter", "overlayfs", "the containerd snapshotter the kubelet's pods use")
 	e.String(&volumeDir, "volume-dir", "", "this node's local-path volumes directory, as mounted into the node agent (the --dir of warren local-path): its volumes' content is served to the control plane (\"\": none)")
+	e.String(&sharedDir, "shared-volume-dir", "", "the shared filesystem's mount, as mounted into the node agent (the --shared-dir of warren local-path): the ReadWriteMany volumes' content is served to the control plane (\"\": none)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -93,6 +95,9 @@ func (m *Main) runNode(ctx context.Context, args []string) error {
 	}
 	if volumeDir != "" {
 		srv.ServeVolumes(volumeDir)
+	}
+	if sharedDir != "" {
+		srv.ServeSharedVolumes(sharedDir)
 	}
 	if nodeIP != "" {
 		ip, err := netip.ParseAddr(nodeIP)

@@ -43,6 +43,9 @@ type kubeConfig struct {
 	// VolumeStorageClass is the StorageClass of volumes' claims; "" =
 	// the cluster's default.
 	VolumeStorageClass string
+	// VolumeAccessMode is the access mode of volumes' claims:
+	// ReadWriteOnce ("" too) or ReadWriteMany.
+	VolumeAccessMode string
 	// BuildKit is the address of the buildkitd that builds templates
 	// (tcp://host:port); "" = the local Docker engine builds them.
 	BuildKit string
@@ -68,7 +71,8 @@ func addKubeFlags(e *envFlags, cfg *serveConfig) {
 	e.String(&k.BuildKit, "buildkit", "", "with --engine kubernetes: address of the buildkitd that builds templates (tcp://host:port; deploy/kubernetes/buildkitd.yaml), which pushes them to --registry; no Docker engine is used (default: none, the local Docker engine builds them)")
 	e.String(&k.BuildKitRegistry, "buildkit-registry", "", "with --buildkit: the host[:port] of --registry as buildkitd reaches it, where that differs (default: --registry's)")
 	e.String(&k.PodName, "pod-name", "", "with --engine kubernetes and a PostgreSQL --store: this replica's pod name, its identity in the leader election (the Deployment sets it from the downward API; default: hostname and process ID)")
-	e.String(&k.VolumeStorageClass, "volume-storage-class", "", "with --engine kubernetes: StorageClass of the volumes' PersistentVolumeClaims, ReadWriteOnce, of --volume-size-mb each (default: the cluster's default class)")
+	e.String(&k.VolumeStorageClass, "volume-storage-class", "", "with --engine kubernetes: StorageClass of the volumes' PersistentVolumeClaims, of --volume-size-mb each (default: the cluster's default class)")
+	e.String(&k.VolumeAccessMode, "volume-access-mode", "ReadWriteOnce", "with --engine kubernetes: access mode of the volumes' claims: ReadWriteOnce (a volume's sandboxes run on its node) or ReadWriteMany (they spread over the nodes; a class whose volumes every node mounts, as warren-shared)")
 	e.Int(&k.RequestPercent, "request-percent", kubernetes.DefaultRequestPercent, "with --engine kubernetes: share of a sandbox's CPU and memory limits its pod requests from the scheduler (1-100)")
 }
 
@@ -76,6 +80,9 @@ func addKubeFlags(e *envFlags, cfg *serveConfig) {
 func checkKubernetes(cfg serveConfig) error {
 	if cfg.Kube.RequestPercent < 1 || cfg.Kube.RequestPercent > 100 {
 		return usageError{"--request-percent must be 1 to 100"}
+	}
+	if _, err := kubernetes.AccessMode(cfg.Kube.VolumeAccessMode); err != nil {
+		return usageError{"--volume-access-mode: " + err.Error()}
 	}
 	if r := cfg.Kube.Registry; r != "" {
 		if _, err := reference.ParseNormalizedNamed(r + "/image:tag"); err != nil || strings.HasSuffix(r, "/") {
@@ -191,7 +198,8 @@ func openKubernetes(ctx context.Context, cfg serveConfig, log *slog.Logger) (_ s
 	if agents, ok := kc.Nodes.(*kubernetes.NodeAgentPods); ok {
 		volAgents = agents
 	}
-	deps.VolumeClaims = kubernetes.NewVolumes(cli, cfg.Kube.Namespace, cfg.Kube.VolumeStorageClass, cfg.Instance, volAgents, log)
+	mode, _ := kubernetes.AccessMode(cfg.Kube.VolumeAccessMode) // checked by checkKubernetes
+	deps.VolumeClaims = kubernetes.NewVolumes(cli, cfg.Kube.Namespace, cfg.Kube.VolumeStorageClass, mode, cfg.Instance, volAgents, log)
 	return deps, u.run, nil
 }
 

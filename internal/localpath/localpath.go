@@ -19,8 +19,17 @@
 // request is recorded as the volume's capacity), as other local-path
 // provisioners.
 //
+// A class with the parameter shared: "true" gets ReadWriteMany volumes:
+// each a directory of a distributed filesystem (SeaweedFS, scripts/kube/
+// seaweedfs.yaml) that a DaemonSet mounts with FUSE at the same path on
+// every node (Config.SharedDir), served as a hostPath volume pinned to no
+// node, so that pods on several nodes mount it at once. The provisioner
+// makes and removes such a directory only where the filesystem is mounted
+// (a FUSE mount): never a directory of the node's own disk in its place.
+//
 // It does not serve the volumes' content; Warren's node agent does
-// (nodeagent.ServeVolumes), from the same directory.
+// (nodeagent.ServeVolumes and ServeSharedVolumes), from the same
+// directories.
 package localpath
 
 import (
@@ -35,6 +44,7 @@ import (
 	"time"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -54,6 +64,11 @@ const DefaultName = "warren.dev/local-path"
 // default) that makes each volume a filesystem of the claim's size.
 const EnforceSize = "enforceSize"
 
+// Shared is the StorageClass parameter ("true" or "false", the default)
+// that makes each volume a directory of the shared filesystem under
+// Config.SharedDir, which every node mounts: ReadWriteMany.
+const Shared = "shared"
+
 // Annotations the provisioner reads and writes.
 const (
 	annotationSelectedNode  = "volume.kubernetes.io/selected-node"
@@ -71,6 +86,12 @@ type Config struct {
 	// HostDir is the same directory as the kubelet sees it (a
 	// hostPath volume's path); required.
 	HostDir string
+	// SharedDir is where the shared filesystem is mounted, as the
+	// provisioner sees it; "" = none, a claim of a shared class fails.
+	SharedDir string
+	// SharedHostDir is the same directory as the kubelet sees it, on
+	// every node; required with SharedDir.
+	SharedHostDir string
 	// Name is the provisioner's name; "" = DefaultName.
 	Name string
 	// Resync is how often every claim and volume is looked at again,
@@ -95,6 +116,9 @@ type Provisioner struct {
 func New(cfg Config) (*Provisioner, error) {
 	if cfg.Client == nil || cfg.Node == "" || cfg.Dir == "" || cfg.HostDir == "" {
 		return nil, errors.New("localpath: Client, Node, Dir and HostDir are required")
+	}
+	if (cfg.SharedDir == "") != (cfg.SharedHostDir == "") {
+		return nil, errors.New("localpath: SharedDir and SharedHostDir go together")
 	}
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
@@ -171,27 +195,44 @@ func (p *Provisioner) claim(ctx context.Context, obj any) {
 func VolumeName(c *corev1.PersistentVolumeClaim) string { return "pvc-" + string(c.UID) }
 
 func (p *Provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeClaim, class *storagev1.StorageClass) error {
-	for _, m := range c.Spec.AccessModes {
-		if m != corev1.ReadWriteOnce && m != corev1.ReadWriteOncePod {
-			return fmt.Errorf("access mode %s: a local-path volume is a directory on one node, ReadWriteOnce", m)
-		}
-	}
-	name := VolumeName(c)
-	sized, err := enforcesSize(class)
+	params, err := parameters(class)
 	if err != nil {
 		return err
 	}
+	if !params.shared {
+		for _, m := range c.Spec.AccessModes {
+			if m != corev1.ReadWriteOnce && m != corev1.ReadWriteOncePod {
+				return fmt.Errorf("access mode %s: a local-path volume is a directory on one node, ReadWriteOnce (a class with %s: \"true\" has ReadWriteMany volumes)", m, Shared)
+			}
+		}
+	}
+	name := VolumeName(c)
 	if _, err := p.cli.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); err == nil {
 		return nil // made; the PV controller binds it
 	}
+	hostDir := filepath.Join(p.cfg.HostDir, name)
+	affinity := &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{p.cfg.Node}}},
+	}}}}
 	dir := filepath.Join(p.cfg.Dir, name)
-	if sized {
+	switch {
+	case params.shared:
+		if err := p.sharedMounted(); err != nil {
+			return err
+		}
+		if err := makeDir(filepath.Join(p.cfg.SharedDir, name)); err != nil {
+			return err
+		}
+		hostDir, affinity = filepath.Join(p.cfg.SharedHostDir, name), nil
+	case params.sized:
 		size := c.Spec.Resources.Requests[corev1.ResourceStorage]
 		if err := p.makeDisk(name, size.Value()); err != nil {
 			return err
 		}
-	} else if err := makeDir(dir); err != nil {
-		return err
+	default:
+		if err := makeDir(dir); err != nil {
+			return err
+		}
 	}
 	reclaim := corev1.PersistentVolumeReclaimDelete
 	if class.ReclaimPolicy != nil {
@@ -209,10 +250,8 @@ func (p *Provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeC
 			VolumeMode:                    &fsMode,
 			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: c.Namespace, Name: c.Name,
 				UID: c.UID, ResourceVersion: c.ResourceVersion},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(p.cfg.HostDir, name), Type: &must}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{p.cfg.Node}}},
-			}}}},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostDir, Type: &must}},
+			NodeAffinity:           affinity,
 		},
 	}
 	if _, err := p.cli.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -231,17 +270,45 @@ func makeDir(dir string) error {
 	return os.Chmod(dir, 0o777|os.ModeSticky)
 }
 
-// enforcesSize reads the class's parameters: EnforceSize, and no other.
-func enforcesSize(class *storagev1.StorageClass) (bool, error) {
+// classParams are a class's parameters.
+type classParams struct{ sized, shared bool }
+
+// parameters reads the class's parameters: EnforceSize and Shared, not
+// both, and no other.
+func parameters(class *storagev1.StorageClass) (classParams, error) {
 	for k, v := range class.Parameters {
-		if k != EnforceSize {
-			return false, fmt.Errorf("StorageClass %s: unknown parameter %q (this provisioner knows %s only)", class.Name, k, EnforceSize)
+		if k != EnforceSize && k != Shared {
+			return classParams{}, fmt.Errorf("StorageClass %s: unknown parameter %q (this provisioner knows %s and %s only)", class.Name, k, EnforceSize, Shared)
 		}
 		if v != "true" && v != "false" {
-			return false, fmt.Errorf("StorageClass %s: %s is %q, want \"true\" or \"false\"", class.Name, EnforceSize, v)
+			return classParams{}, fmt.Errorf("StorageClass %s: %s is %q, want \"true\" or \"false\"", class.Name, k, v)
 		}
 	}
-	return class.Parameters[EnforceSize] == "true", nil
+	c := classParams{sized: class.Parameters[EnforceSize] == "true", shared: class.Parameters[Shared] == "true"}
+	if c.sized && c.shared {
+		return classParams{}, fmt.Errorf("StorageClass %s: %s and %s together: a shared volume is a directory of the shared filesystem, whose size this provisioner does not enforce", class.Name, EnforceSize, Shared)
+	}
+	return c, nil
+}
+
+// fuseMagic is a FUSE filesystem's statfs type (linux/magic.h).
+const fuseMagic = 0x65735546
+
+// sharedMounted tells whether the shared filesystem is mounted at
+// SharedDir: a shared volume made or removed on the directory under it
+// would be the node's own disk, which no other node sees.
+func (p *Provisioner) sharedMounted() error {
+	if p.cfg.SharedDir == "" {
+		return fmt.Errorf("a StorageClass with %s: \"true\": this provisioner has no shared filesystem (--shared-dir)", Shared)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(p.cfg.SharedDir, &st); err != nil {
+		return fmt.Errorf("the shared filesystem at %s: %w", p.cfg.SharedDir, err)
+	}
+	if st.Type != fuseMagic {
+		return fmt.Errorf("the shared filesystem is not mounted at %s on this node (a FUSE mount, of the SeaweedFS mount DaemonSet): no shared volume is made or removed here until it is", p.cfg.SharedDir)
+	}
+	return nil
 }
 
 // minDiskMB is the smallest filesystem a volume gets: below it ext4's own
@@ -301,8 +368,14 @@ func (p *Provisioner) image(name string) string { return filepath.Join(p.cfg.Dir
 // mounted (the node restarted) is mounted again.
 func (p *Provisioner) volume(ctx context.Context, obj any) {
 	pv, ok := obj.(*corev1.PersistentVolume)
-	if !ok || pv.Annotations[annotationProvisionedBy] != p.cfg.Name || pv.DeletionTimestamp != nil || nodeOf(pv) != p.cfg.Node ||
-		pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != filepath.Join(p.cfg.HostDir, pv.Name) {
+	if !ok || pv.Annotations[annotationProvisionedBy] != p.cfg.Name || pv.DeletionTimestamp != nil || pv.Spec.HostPath == nil {
+		return
+	}
+	if p.cfg.SharedHostDir != "" && pv.Spec.NodeAffinity == nil && pv.Spec.HostPath.Path == filepath.Join(p.cfg.SharedHostDir, pv.Name) {
+		p.sharedVolume(ctx, pv)
+		return
+	}
+	if nodeOf(pv) != p.cfg.Node || pv.Spec.HostPath.Path != filepath.Join(p.cfg.HostDir, pv.Name) {
 		return
 	}
 	released := pv.Status.Phase == corev1.VolumeReleased || pv.Status.Phase == corev1.VolumeFailed
@@ -319,6 +392,30 @@ func (p *Provisioner) volume(ctx context.Context, obj any) {
 		p.log.Warn("cannot remove a released volume's directory", "volume", pv.Name, "err", err)
 		return
 	}
+	p.deleteVolume(ctx, pv)
+}
+
+// sharedVolume deletes a released shared volume with its directory. Any
+// node's provisioner may (the node that made it may be gone); each one
+// that tries after the first finds nothing left to do.
+func (p *Provisioner) sharedVolume(ctx context.Context, pv *corev1.PersistentVolume) {
+	if pv.Status.Phase != corev1.VolumeReleased && pv.Status.Phase != corev1.VolumeFailed ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		return
+	}
+	if err := p.sharedMounted(); err != nil {
+		p.log.Warn("cannot remove a released shared volume's directory", "volume", pv.Name, "err", err)
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(p.cfg.SharedDir, pv.Name)); err != nil {
+		p.log.Warn("cannot remove a released shared volume's directory", "volume", pv.Name, "err", err)
+		return
+	}
+	p.deleteVolume(ctx, pv)
+}
+
+// deleteVolume deletes a released volume whose content is gone.
+func (p *Provisioner) deleteVolume(ctx context.Context, pv *corev1.PersistentVolume) {
 	err := p.cli.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		p.log.Warn("cannot delete a released volume", "volume", pv.Name, "err", err)

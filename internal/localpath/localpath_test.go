@@ -33,8 +33,9 @@ func newProvisioner(t *testing.T) (*Provisioner, *fake.Clientset, string) {
 		t.Fatal(err)
 	}
 	p.classes = func(name string) (*storagev1.StorageClass, error) {
-		prov := map[string]string{"local": DefaultName, "sized": DefaultName, "odd": DefaultName, "other": "example.com/x"}[name]
-		params := map[string]map[string]string{"sized": {EnforceSize: "true"}, "odd": {"fsType": "xfs"}}[name]
+		prov := map[string]string{"local": DefaultName, "sized": DefaultName, "odd": DefaultName, "shared": DefaultName, "both": DefaultName, "other": "example.com/x"}[name]
+		params := map[string]map[string]string{"sized": {EnforceSize: "true"}, "odd": {"fsType": "xfs"}, "shared": {Shared: "true"},
+			"both": {Shared: "true", EnforceSize: "true"}}[name]
 		return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: prov, Parameters: params}, nil
 	}
 	return p, cli, dir
@@ -176,5 +177,46 @@ func TestSizedClassNeedsASharedMount(t *testing.T) {
 	p.claim(t.Context(), claimOn("n1", "sized", corev1.ReadWriteOnce))
 	if _, err := cli.CoreV1().PersistentVolumes().Get(t.Context(), "pvc-u1", metav1.GetOptions{}); err == nil {
 		t.Error("provisioned without a shared mount")
+	}
+}
+
+// A shared class's volume is a directory of the shared filesystem, made
+// only where that filesystem is mounted: on a plain directory (no FUSE
+// mount: the mount DaemonSet is not running) nothing is made, and a
+// released volume's directory is not removed either.
+func TestSharedClassNeedsTheSharedFilesystem(t *testing.T) {
+	cli := fake.NewSimpleClientset()
+	shared := t.TempDir()
+	p, err := New(Config{Client: cli, Node: "n1", Dir: t.TempDir(), HostDir: "/host/volumes/n1", SharedDir: shared, SharedHostDir: "/host/shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, _, _ := newProvisioner(t)
+	p.classes = np.classes
+	ctx := t.Context()
+	for _, class := range []string{"shared", "both"} {
+		p.claim(ctx, claimOn("n1", class, corev1.ReadWriteMany))
+		if pv, err := cli.CoreV1().PersistentVolumes().Get(ctx, "pvc-u1", metav1.GetOptions{}); err == nil {
+			t.Errorf("%s: provisioned on a plain directory: %+v", class, pv.Spec)
+		}
+		if _, err := os.Stat(filepath.Join(shared, "pvc-u1")); !os.IsNotExist(err) {
+			t.Errorf("%s: made a directory outside the shared filesystem: %v", class, err)
+		}
+	}
+	os.Mkdir(filepath.Join(shared, "pvc-u2"), 0o777)
+	must := corev1.HostPathDirectory
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-u2", Annotations: map[string]string{annotationProvisionedBy: DefaultName}},
+		Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/host/shared/pvc-u2", Type: &must}}},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased}}
+	if _, err := cli.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.volume(ctx, pv)
+	if _, err := os.Stat(filepath.Join(shared, "pvc-u2")); err != nil {
+		t.Errorf("removed a directory where the shared filesystem is not mounted: %v", err)
+	}
+	if _, err := cli.CoreV1().PersistentVolumes().Get(ctx, "pvc-u2", metav1.GetOptions{}); err != nil {
+		t.Errorf("deleted the volume without removing its directory: %v", err)
 	}
 }

@@ -227,11 +227,12 @@ func (c *Client) Forward(ctx context.Context, addr, method, path, rawQuery strin
 }
 
 // VolumeUsage is the size of the files of the node's volume name (a
-// directory under the node agent's volumes directory).
-func (c *Client) VolumeUsage(ctx context.Context, addr, name string) (int64, error) {
+// directory under the node agent's volumes directory), served at prefix
+// (VolumesPrefix or SharedVolumesPrefix).
+func (c *Client) VolumeUsage(ctx context.Context, addr, prefix, name string) (int64, error) {
 	var out struct {
 		UsedBytes int64 `json:"usedBytes"`
 	}
-	err := c.call(ctx, c.http, http.MethodGet, addr, VolumesPrefix+url.PathEscape(name)+"/usage", nil, nil, &out)
+	err := c.call(ctx, c.http, http.MethodGet, addr, prefix+url.PathEscape(name)+"/usage", nil, nil, &out)
 	return out.UsedBytes, err
 }

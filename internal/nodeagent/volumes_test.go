@@ -59,7 +59,7 @@ func TestServesItsNodesVolumesWithTheToken(t *testing.T) {
 			}
 		})
 	}
-	if n, err := c.VolumeUsage(t.Context(), addr, "pvc-1"); err != nil || n != int64(len("hi")+len("new")) {
+	if n, err := c.VolumeUsage(t.Context(), addr, VolumesPrefix, "pvc-1"); err != nil || n != int64(len("hi")+len("new")) {
 		t.Errorf("usage %d, %v", n, err)
 	}
 	req, _ := http.NewRequest(http.MethodGet, ts.URL+VolumesPrefix+"pvc-1/file?path=/hello.txt", nil)
@@ -71,5 +71,50 @@ func TestServesItsNodesVolumesWithTheToken(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a wrong token: %d", res.StatusCode)
+	}
+}
+
+// The shared volumes are served from their own directory at their own
+// prefix: a name is looked up there only, never under the node's
+// local-path volumes.
+func TestServesSharedVolumesFromTheirDirectory(t *testing.T) {
+	cg, err := NewCgroups(v1Tree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(cg, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, shared := t.TempDir(), t.TempDir()
+	write(t, local, "pvc-1/where.txt", "local")
+	write(t, shared, "pvc-2/where.txt", "shared")
+	srv.ServeVolumes(local)
+	srv.ServeSharedVolumes(shared)
+	ts := tlsServer(t, srv)
+	defer ts.Close()
+	addr := strings.TrimPrefix(ts.URL, "https://")
+	c := NewClient(token)
+	for _, tc := range []struct {
+		prefix, name string
+		want         int
+		body         string
+	}{
+		{SharedVolumesPrefix, "pvc-2", 200, "shared"},
+		{SharedVolumesPrefix, "pvc-1", 404, ""},
+		{VolumesPrefix, "pvc-2", 404, ""},
+	} {
+		res, err := c.Forward(t.Context(), addr, "GET", tc.prefix+tc.name+"/file", "path=/where.txt", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.want || (tc.body != "" && string(b) != tc.body) {
+			t.Errorf("%s%s: %d %q, want %d %q", tc.prefix, tc.name, res.StatusCode, b, tc.want, tc.body)
+		}
+	}
+	if n, err := c.VolumeUsage(t.Context(), addr, SharedVolumesPrefix, "pvc-2"); err != nil || n != int64(len("shared")) {
+		t.Errorf("usage %d, %v", n, err)
 	}
 }

@@ -244,11 +244,12 @@ func (n *NodeAgentPods) ForwardVolume(ctx context.Context, node, method, path, r
 	return res, err
 }
 
-// VolumeUsage is the size of the files of node's volume name.
-func (n *NodeAgentPods) VolumeUsage(ctx context.Context, node, name string) (int64, error) {
+// VolumeUsage is the size of the files of node's volume name, served at
+// prefix (nodeagent.VolumesPrefix or SharedVolumesPrefix).
+func (n *NodeAgentPods) VolumeUsage(ctx context.Context, node, prefix, name string) (int64, error) {
 	var used int64
 	err := n.call(ctx, node, func(a string) (err error) {
-		used, err = n.client.VolumeUsage(ctx, a, name)
+		used, err = n.client.VolumeUsage(ctx, a, prefix, name)
 		return err
 	})
 	return used, err

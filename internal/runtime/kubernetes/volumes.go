@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -35,19 +36,24 @@ const annotationSelectedNode = "volume.kubernetes.io/selected-node"
 type VolumeAgents interface {
 	Nodes(ctx context.Context) ([]string, error)
 	ForwardVolume(ctx context.Context, node, method, path, rawQuery string, header http.Header, body io.Reader) (*http.Response, error)
-	VolumeUsage(ctx context.Context, node, name string) (int64, error)
+	VolumeUsage(ctx context.Context, node, prefix, name string) (int64, error)
 }
 
-// Volumes keeps Warren's volumes as PersistentVolumeClaims (ReadWriteOnce)
-// in the namespace of the sandboxes, of StorageClass Class (the cluster's
-// default when ""), and answers their content API through the node agent
-// of the node that holds a claim's PersistentVolume: a hostPath or local
-// volume, as the local-path provisioner (package localpath) makes them,
-// whose directory the node agent serves (nodeagent.ServeVolumes).
+// Volumes keeps Warren's volumes as PersistentVolumeClaims in the
+// namespace of the sandboxes, of StorageClass Class (the cluster's default
+// when ""), and answers their content API through a node agent: for a
+// ReadWriteOnce volume, the agent of the node that holds the claim's
+// PersistentVolume, a hostPath or local volume as the local-path
+// provisioner (package localpath) makes them, whose directory the node
+// agent serves (nodeagent.ServeVolumes); for a ReadWriteMany one, a
+// hostPath volume on no node in particular (a directory of the
+// distributed filesystem every node mounts), the agent of the node the
+// claim was placed on (nodeagent.ServeSharedVolumes).
 type Volumes struct {
 	cli      k8s.Interface
 	ns       string
 	class    string
+	mode     corev1.PersistentVolumeAccessMode
 	instance string
 	agents   VolumeAgents
 	log      *slog.Logger
@@ -59,19 +65,24 @@ type Volumes struct {
 var _ volume.Claims = (*Volumes)(nil)
 
 // NewVolumes returns the claims of volumes in namespace ns, of the
-// StorageClass class ("" = the default), labelled for instance. Without
-// agents (nil) the claims are made and mounted, and the content API is
-// unavailable.
-func NewVolumes(cli k8s.Interface, ns, class, instance string, agents VolumeAgents, log *slog.Logger) *Volumes {
-	return &Volumes{cli: cli, ns: cmpOr(ns, DefaultNamespace), class: class, instance: cmpOr(instance, sandbox.DefaultInstance),
-		agents: agents, log: logkey.For(log, "volumes")}
+// StorageClass class ("" = the default) and access mode ("" =
+// ReadWriteOnce; ReadWriteMany for a class whose volumes every node
+// mounts, which lets a volume's sandboxes spread over the nodes),
+// labelled for instance. Without agents (nil) the claims are made and
+// mounted, and the content API is unavailable.
+func NewVolumes(cli k8s.Interface, ns, class string, mode corev1.PersistentVolumeAccessMode, instance string, agents VolumeAgents, log *slog.Logger) *Volumes {
+	return &Volumes{cli: cli, ns: cmp.Or(ns, DefaultNamespace), class: class, mode: cmp.Or(mode, corev1.ReadWriteOnce),
+		instance: cmp.Or(instance, sandbox.DefaultInstance), agents: agents, log: logkey.For(log, "volumes")}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// AccessMode reads an access mode as --volume-access-mode takes it: ""
+// (ReadWriteOnce), ReadWriteOnce or ReadWriteMany.
+func AccessMode(s string) (corev1.PersistentVolumeAccessMode, error) {
+	switch m := corev1.PersistentVolumeAccessMode(s); m {
+	case "", corev1.ReadWriteOnce, corev1.ReadWriteMany:
+		return m, nil
 	}
-	return b
+	return "", sandbox.Errorf(sandbox.KindInvalid, "volume access mode %q: want ReadWriteOnce or ReadWriteMany", s)
 }
 
 // ClaimName is the PersistentVolumeClaim of volume id.
@@ -97,7 +108,7 @@ func (v *Volumes) CreateClaim(ctx context.Context, id string, sizeMB int) error 
 			Annotations: map[string]string{},
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			AccessModes: []corev1.PersistentVolumeAccessMode{v.mode},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceStorage: *resource.NewQuantity(int64(sizeMB)<<20, resource.BinarySI),
 			}},
@@ -164,7 +175,7 @@ func (v *Volumes) DeleteClaim(ctx context.Context, id string) error {
 // then reads the rest itself; the client's next request on that
 // connection failed so (its context cancelled).
 func (v *Volumes) ServeContent(w http.ResponseWriter, r *http.Request, id string) error {
-	node, dir, err := v.locate(r.Context(), id)
+	loc, err := v.locate(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -182,7 +193,7 @@ func (v *Volumes) ServeContent(w http.ResponseWriter, r *http.Request, id string
 		body = b
 	}
 	defer cancel()
-	res, err := v.agents.ForwardVolume(ctx, node, r.Method, nodeagent.VolumesPrefix+dir+"/"+r.PathValue("op"), r.URL.RawQuery, h, body)
+	res, err := v.agents.ForwardVolume(ctx, loc.node, r.Method, loc.prefix+loc.dir+"/"+r.PathValue("op"), r.URL.RawQuery, h, body)
 	if err != nil {
 		return err
 	}
@@ -228,18 +239,22 @@ var errForwardDone = errors.New("the content request was answered: its body is n
 // UsedBytes asks the node agent of the volume's node for the size of its
 // files.
 func (v *Volumes) UsedBytes(ctx context.Context, id string) (int64, error) {
-	node, dir, err := v.locate(ctx, id)
+	loc, err := v.locate(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	return v.agents.VolumeUsage(ctx, node, dir)
+	return v.agents.VolumeUsage(ctx, loc.node, loc.prefix, loc.dir)
 }
 
-// locate returns the node that holds volume id's PersistentVolume and the
-// name of its directory there, waiting for a new claim to be bound.
-func (v *Volumes) locate(ctx context.Context, id string) (node, dir string, err error) {
+// location is where a node agent serves a volume: the agent of node, at
+// prefix+dir (nodeagent.VolumesPrefix or SharedVolumesPrefix).
+type location struct{ node, prefix, dir string }
+
+// locate returns where volume id's content is served, waiting for a new
+// claim to be bound.
+func (v *Volumes) locate(ctx context.Context, id string) (location, error) {
 	if v.agents == nil {
-		return "", "", sandbox.Errorf(sandbox.KindUnavailable, "the volume content API goes through the node agents, and this server has none (--node-token-secret is empty)")
+		return location{}, sandbox.Errorf(sandbox.KindUnavailable, "the volume content API goes through the node agents, and this server has none (--node-token-secret is empty)")
 	}
 	wait := v.bindWait
 	if wait == 0 {
@@ -248,28 +263,57 @@ func (v *Volumes) locate(ctx context.Context, id string) (node, dir string, err 
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var pvc *corev1.PersistentVolumeClaim
+	var err error
 	for {
 		pvc, err = v.cli.CoreV1().PersistentVolumeClaims(v.ns).Get(ctx, v.ClaimName(id), metaGet)
 		if apierrors.IsNotFound(err) {
-			return "", "", sandbox.Errorf(sandbox.KindNotFound, "volume %s has no PersistentVolumeClaim %s: deleted behind the server's back?", id, v.ClaimName(id))
+			return location{}, sandbox.Errorf(sandbox.KindNotFound, "volume %s has no PersistentVolumeClaim %s: deleted behind the server's back?", id, v.ClaimName(id))
 		}
 		if err != nil {
-			return "", "", classify(err, "cannot read the volume's PersistentVolumeClaim")
+			return location{}, classify(err, "cannot read the volume's PersistentVolumeClaim")
 		}
 		if pvc.Spec.VolumeName != "" {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return "", "", sandbox.Errorf(sandbox.KindUnavailable, "the volume's PersistentVolumeClaim %s is not bound to a volume after %v: is the StorageClass's provisioner running?", pvc.Name, wait)
+			return location{}, sandbox.Errorf(sandbox.KindUnavailable, "the volume's PersistentVolumeClaim %s is not bound to a volume after %v: is the StorageClass's provisioner running?", pvc.Name, wait)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 	pv, err := v.cli.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metaGet)
 	if err != nil {
-		return "", "", classify(err, "cannot read the volume's PersistentVolume")
+		return location{}, classify(err, "cannot read the volume's PersistentVolume")
 	}
-	return volumeLocation(pv)
+	if shared(pv) {
+		return v.sharedLocation(ctx, pvc, pv)
+	}
+	node, dir, err := volumeLocation(pv)
+	return location{node, nodeagent.VolumesPrefix, dir}, err
+}
+
+// shared tells a ReadWriteMany volume of the local-path provisioner's
+// shared class: a hostPath volume that names no node, a directory of the
+// distributed filesystem that every node mounts at its path.
+func shared(pv *corev1.PersistentVolume) bool {
+	return pv.Spec.HostPath != nil && pv.Spec.NodeAffinity == nil && slices.Contains(pv.Spec.AccessModes, corev1.ReadWriteMany)
+}
+
+// sharedLocation serves a shared volume from the node its claim was
+// placed on (which made it), else from any node with an agent.
+func (v *Volumes) sharedLocation(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (location, error) {
+	nodes, err := v.agents.Nodes(ctx)
+	if err != nil {
+		return location{}, err
+	}
+	if len(nodes) == 0 {
+		return location{}, sandbox.Errorf(sandbox.KindUnavailable, "no node agent runs to serve volume %s", pv.Name)
+	}
+	node := slices.Min(nodes)
+	if n := pvc.Annotations[annotationSelectedNode]; slices.Contains(nodes, n) {
+		node = n
+	}
+	return location{node, nodeagent.SharedVolumesPrefix, path.Base(pv.Spec.HostPath.Path)}, nil
 }
 
 // volumeLocation is the node of a hostPath or local PersistentVolume

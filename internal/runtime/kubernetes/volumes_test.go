@@ -34,12 +34,14 @@ func (f *fakeVolumeAgents) ForwardVolume(_ context.Context, node, method, path, 
 	return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"path":"/f"}`))}, nil
 }
 
-func (f *fakeVolumeAgents) VolumeUsage(context.Context, string, string) (int64, error) { return 7, nil }
+func (f *fakeVolumeAgents) VolumeUsage(context.Context, string, string, string) (int64, error) {
+	return 7, nil
+}
 
 func TestCreateClaimSpreadsOverNodesAndCountsItsSize(t *testing.T) {
 	cli := fake.NewSimpleClientset()
 	agents := &fakeVolumeAgents{nodes: []string{"n2", "n1"}}
-	v := NewVolumes(cli, "", "fast", "i1", agents, nil)
+	v := NewVolumes(cli, "", "fast", "", "i1", agents, nil)
 	ctx := t.Context()
 	for _, id := range []string{"va", "vb", "vc"} {
 		if err := v.CreateClaim(ctx, id, 64); err != nil {
@@ -75,7 +77,7 @@ func TestServeContentForwardsToTheVolumesNode(t *testing.T) {
 	ctx := t.Context()
 	cli := fake.NewSimpleClientset()
 	agents := &fakeVolumeAgents{}
-	v := NewVolumes(cli, "", "", "", agents, nil)
+	v := NewVolumes(cli, "", "", "", "", agents, nil)
 	v.bindWait = 300 * time.Millisecond
 	if err := v.CreateClaim(ctx, "va", 8); err != nil {
 		t.Fatal(err)
@@ -117,6 +119,53 @@ func TestServeContentForwardsToTheVolumesNode(t *testing.T) {
 	}
 	if n, err := v.UsedBytes(ctx, "va"); err != nil || n != 7 {
 		t.Errorf("used %d, %v", n, err)
+	}
+}
+
+func TestAReadWriteManyVolumeIsServedFromItsClaimsNode(t *testing.T) {
+	ctx := t.Context()
+	cli := fake.NewSimpleClientset()
+	agents := &fakeVolumeAgents{nodes: []string{"n2", "n1"}}
+	v := NewVolumes(cli, "", "warren-shared", corev1.ReadWriteMany, "", agents, nil)
+	if err := v.CreateClaim(ctx, "va", 8); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := cli.CoreV1().PersistentVolumeClaims(DefaultNamespace).Get(ctx, "warren-va", metav1.GetOptions{})
+	if len(c.Spec.AccessModes) != 1 || c.Spec.AccessModes[0] != corev1.ReadWriteMany {
+		t.Errorf("access modes %v, want ReadWriteMany", c.Spec.AccessModes)
+	}
+	// As the provisioner makes it: a directory of the shared filesystem, on no node in particular.
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1"}, Spec: corev1.PersistentVolumeSpec{
+		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/warren/shared/fs/pvc-1"}},
+	}}
+	if _, err := cli.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.VolumeName = "pvc-1"
+	if _, err := cli.CoreV1().PersistentVolumeClaims(DefaultNamespace).Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := v.locate(ctx, "va")
+	if want := (location{c.Annotations[annotationSelectedNode], "/v1/shared-volumes/", "pvc-1"}); err != nil || loc != want || loc.node == "" {
+		t.Errorf("located at %+v, %v; want %+v", loc, err, want)
+	}
+	agents.nodes = []string{"n3"} // the claim's node has no agent now: another serves it
+	if loc, err := v.locate(ctx, "va"); err != nil || loc.node != "n3" {
+		t.Errorf("located at %+v, %v; want n3's agent", loc, err)
+	}
+}
+
+func TestAccessModeTakesOnlyWhatTheClaimsMayBe(t *testing.T) {
+	for _, s := range []string{"", "ReadWriteOnce", "ReadWriteMany"} {
+		if _, err := AccessMode(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	for _, s := range []string{"ReadOnlyMany", "ReadWriteOncePod", "rwx"} {
+		if _, err := AccessMode(s); sandbox.KindOf(err) != sandbox.KindInvalid {
+			t.Errorf("%q: %v, want invalid", s, err)
+		}
 	}
 }
 
