@@ -195,7 +195,7 @@ kube_lane() {
 		step "Kubernetes: the node agent's image API: import, commit (runc, gVisor), export to the other node, remove (test/kube/node-images.sh)" 900 test/kube/node-images.sh
 		# After node-images.sh, whose node agents would meet these on the nodes' port.
 		step "Kubernetes: ready for warren serve on the host: warren/node imported, the chart's node side installed (scripts/kube.sh up)" 300 scripts/kube.sh up
-		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes, and the control plane in the cluster (test/e2e/kube-run.sh)" 2400 \
+		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes, and the control plane in the cluster, three replicas failing over (test/e2e/kube-run.sh)" 2400 \
 			test/e2e/kube-run.sh
 		step "Kubernetes: the Helm chart linted, rendered, installed with two replicas on its PostgreSQL (scripts/kube.sh deploy), an SDK sandbox through it, uninstalled (test/e2e/kube-helm.sh)" 900 \
 			test/e2e/kube-helm.sh
