@@ -197,7 +197,7 @@ kube_lane() {
 		step "Kubernetes: ready for warren serve on the host: warren/node imported, the chart's node side installed (scripts/kube.sh up)" 300 scripts/kube.sh up
 		# The suite runs the desktop's file when its image is there (built in the Docker lane).
 		await desktop || echo "test.sh: no desktop image: the Kubernetes suite runs without server/desktop.test.mjs"
-		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes, and the control plane in the cluster (test/e2e/kube-run.sh)" 2400 \
+		step "Kubernetes: the SDK end-to-end suite against warren serve --engine kubernetes, pods on both nodes, and the control plane in the cluster, three replicas failing over (test/e2e/kube-run.sh)" 2400 \
 			test/e2e/kube-run.sh
 		step "Kubernetes: the Helm chart linted, rendered, installed with two replicas on its PostgreSQL (scripts/kube.sh deploy), an SDK sandbox through it, uninstalled (test/e2e/kube-helm.sh)" 900 \
 			test/e2e/kube-helm.sh

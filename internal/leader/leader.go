@@ -26,16 +26,24 @@ import (
 	"github.com/warrenhq/warren/internal/logkey"
 )
 
-// The Lease's timing. A leader that stops renewing (its pod or node gone
-// before it could hand the Lease on) is replaced at most LeaseDuration
-// and a retry (RetryPeriod, jittered up to 2.2 times) later: ~12 s, within
-// the 15 s a failover may take; one that hands it on, within a retry. One
-// that cannot renew for RenewDeadline stops leading before its Lease can
-// pass to another.
+// The Lease's timing. A holder that stops renewing without handing the
+// Lease on (its pod killed while a change still ran on it, ~2 s after the
+// signal of a forced deletion; its node gone) is replaced within
+// LeaseDuration and two tries of a follower's (one to see its last
+// renewal, one once it ran out; RetryPeriod jittered up to 2.2 times):
+// ~9.2 s, 11.2 s from a forced deletion, within the 15 s a failover may
+// take (10 s and 1 s here took up to ~15.7 s). One that hands it on is
+// replaced within a try, 0.5-1.1 s. One that cannot renew stops leading
+// RetryPeriod and RenewDeadline after its last renewal at most, 1.5 s
+// before the Lease can pass; the Lease's calls took at most 0.66 s (p99
+// 0.24 s) in 20 minutes on the test cluster's shared machine at load
+// 9-33 (docs/kubernetes.md). The leader updates the Lease twice a second,
+// each follower reads it about once a second: ~4.3 calls a second to the
+// API server for three replicas.
 const (
-	LeaseDuration = 10 * time.Second
-	RenewDeadline = 7 * time.Second
-	RetryPeriod   = time.Second
+	LeaseDuration = 7 * time.Second
+	RenewDeadline = 5 * time.Second
+	RetryPeriod   = 500 * time.Millisecond
 )
 
 // DefaultLease is the Lease's name.

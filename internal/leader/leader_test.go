@@ -3,12 +3,16 @@ package leader
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func pod(name, ip string) *corev1.Pod {
@@ -102,4 +106,54 @@ func TestLeaderWithoutAPod(t *testing.T) {
 			}
 		})
 	}
+}
+
+// killFloor is how long the kubelet gives a pod deleted with
+// --grace-period=0 --force before it kills it: a leader that still runs a
+// change then holds the Lease to its kill.
+const killFloor = 2 * time.Second
+
+// A holder that vanishes without handing the Lease on (killed while a
+// change ran on it, or its node gone) is replaced within the failover's
+// goal, 15 s from a forced deletion; and it stops leading before another
+// can take the Lease, so that two never lead at once.
+func TestVanishedHolderReplacedInTime(t *testing.T) {
+	worst := LeaseDuration + 2*time.Duration(2.2*float64(RetryPeriod))
+	if worst+killFloor > 15*time.Second-time.Second {
+		t.Fatalf("a vanished holder is replaced up to %v after it stopped, %v after a forced deletion: want at least 1 s within the 15 s goal", worst, worst+killFloor)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		for i := range 20 {
+			cli := fake.NewClientset(pod("a", "10.0.0.1"), pod("b", "10.0.0.2"))
+			// a reaches the API server through its own client, which the
+			// kill cuts.
+			var killed atomic.Bool
+			aCli := fake.NewClientset()
+			aCli.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				if killed.Load() {
+					return true, nil, errors.New("killed")
+				}
+				return k8stesting.ObjectReaction(cli.Tracker())(action)
+			})
+			_, aLeads, aLost, stopA := elector(t, aCli, "a")
+			<-aLeads
+			_, bLeads, _, stopB := elector(t, cli, "b")
+			// Each kill at another moment of a's and b's tries.
+			time.Sleep(3*time.Second + time.Duration(i)*113*time.Millisecond)
+			killed.Store(true)
+			start := time.Now()
+			<-aLost
+			stopped := time.Since(start)
+			<-bLeads
+			took := time.Since(start)
+			if took > worst {
+				t.Errorf("kill %d: b led %v after a was killed, want ≤ %v", i, took, worst)
+			}
+			if stopped > took-time.Second {
+				t.Errorf("kill %d: a stopped leading %v after its kill, b led %v after it: want a second between", i, stopped, took)
+			}
+			stopB()
+			stopA()
+		}
+	})
 }

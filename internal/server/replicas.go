@@ -47,7 +47,7 @@ type Leadership interface {
 
 const (
 	// leaderWait is how long a call that needs the leader waits for one
-	// (a failover takes up to ~12 s) before it is answered 503 with
+	// (a failover takes up to ~11 s) before it is answered 503 with
 	// Retry-After.
 	leaderWait = 20 * time.Second
 	// headerForwarded carries a follower's proof (forwardProof) on what it
@@ -181,7 +181,7 @@ func (rp *replicas) serveLeading(w http.ResponseWriter, r *http.Request, next ht
 // changes it serves, holding the Lease: under the manifest's 45 s grace.
 // A pod deleted with --grace-period=0 is killed ~2 s after its signal:
 // a change still running then dies with it, and its Lease runs out (a
-// failover of ~12 s instead of one), but a next leader never takes over
+// failover of ~10 s instead of one), but a next leader never takes over
 // beside a change that goes on (the failover e2e's seventh run lost a
 // sandbox to a create finished after a 1.5 s bound: the next leader had
 // removed its half-made pod).

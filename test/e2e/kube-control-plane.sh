@@ -81,8 +81,10 @@ cleanup() {
   if [ -n "$pg_url" ]; then
     k delete --ignore-not-found secret warren-store lease warren >/dev/null 2>&1 || true
     psql -X -q -d "$pg_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-    env "${pg_env[@]}" scripts/ensure-postgres.sh stop >/dev/null 2>&1 || true
   fi
+  # Stopped even when its start failed: one that could not bind 127.0.0.1 (a port another
+  # connection held a moment) runs on the bridge alone, and every later start would fail on it.
+  [ "$replicas" -le 1 ] || env "${pg_env[@]}" scripts/ensure-postgres.sh stop >/dev/null 2>&1 || true
   "$kubectl" label node "$node" warren.dev/control-plane- >/dev/null 2>&1 || true
   rm -rf "$state" "$work"
   say "done in $((SECONDS - start))s"

@@ -2,15 +2,12 @@
 # kube-run.sh: the end-to-end suite with the official SDKs against `warren serve --engine
 # kubernetes` on the real cluster scripts/kube.sh brought up (KUBECONFIG: its admin).
 #
-#   test/e2e/kube-run.sh                  the control plane in the cluster (one replica), the
-#                                         core files (below), kube/kubernetes.test.mjs and
-#                                         kube/registry.test.mjs
+#   test/e2e/kube-run.sh                  the control plane in the cluster (one replica, then
+#                                         three failing over, ~75 s), the core files (below),
+#                                         kube/kubernetes.test.mjs and kube/registry.test.mjs
 #   test/e2e/kube-run.sh server/x.test.mjs
 #   test/e2e/kube-run.sh kube/control-plane.test.mjs   the control plane in the cluster alone
-#   test/e2e/kube-run.sh kube/failover.test.mjs        its three replicas' failover alone (not yet
-#                                                      in the default run: a leader killed during a
-#                                                      change fails over in up to ~15.7 s, past the
-#                                                      test's 15 s, issue 26)
+#   test/e2e/kube-run.sh kube/failover.test.mjs        its three replicas' failover alone
 #   test/e2e/kube-run.sh --exec CMD [ARG...]           CMD instead of tests, with the environment
 #                                                      the servers get (bench/burst/kube.sh)
 #
@@ -184,6 +181,7 @@ if [ ${#exec_cmd[@]} -eq 0 ] && [ $# -eq 1 ] && { [ "$1" = kube/control-plane.te
 fi
 if [ $# -eq 0 ] && [ ${#exec_cmd[@]} -eq 0 ]; then
   in_cluster kube/control-plane.test.mjs || rc=1
+  in_cluster kube/failover.test.mjs || rc=1
   set -- kube/kubernetes.test.mjs kube/isolation.test.mjs kube/egress.test.mjs kube/registry.test.mjs server/sandbox.test.mjs server/proxy.test.mjs server/pause.test.mjs server/codeinterp.test.mjs \
     server/snapshots.test.mjs server/templates.test.mjs server/events.test.mjs server/secrets.test.mjs \
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
