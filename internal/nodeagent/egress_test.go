@@ -219,14 +219,7 @@ func TestEgressHeaderRules(t *testing.T) {
 
 // TestSetEgressOverTLS sends rules as the control plane does.
 func TestSetEgressOverTLS(t *testing.T) {
-	cg, err := NewCgroups(v1Tree(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(cg, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newTestServer(t)
 	e, k := testEgress(t)
 	srv.ServeEgress(e)
 	ts := tlsServer(t, srv)

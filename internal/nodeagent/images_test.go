@@ -112,14 +112,7 @@ func (f *fakeImages) Commit(_ context.Context, podUID, container, ref string, la
 
 func imageServer(t *testing.T) (*fakeImages, *httptest.Server) {
 	t.Helper()
-	cg, err := NewCgroups(v1Tree(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(cg, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newTestServer(t)
 	f := newFakeImages()
 	srv.ServeImages(f)
 	ts := tlsServer(t, srv)

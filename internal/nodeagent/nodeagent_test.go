@@ -52,6 +52,20 @@ func v1Tree(t *testing.T) string {
 	return root
 }
 
+// newTestServer is a node agent on a v1Tree of its own, taking token.
+func newTestServer(t *testing.T) *Server {
+	t.Helper()
+	cg, err := NewCgroups(v1Tree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(cg, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
 // v2Tree is a cgroup v2 root with the pod as the systemd driver names it.
 func v2Tree(t *testing.T) string {
 	root := t.TempDir()

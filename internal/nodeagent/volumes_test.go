@@ -10,14 +10,7 @@ import (
 )
 
 func TestServesItsNodesVolumesWithTheToken(t *testing.T) {
-	cg, err := NewCgroups(v1Tree(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(cg, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newTestServer(t)
 	dir := t.TempDir()
 	write(t, dir, "pvc-1/hello.txt", "hi")
 	write(t, dir, "secret", "outside any volume")
@@ -78,14 +71,7 @@ func TestServesItsNodesVolumesWithTheToken(t *testing.T) {
 // prefix: a name is looked up there only, never under the node's
 // local-path volumes.
 func TestServesSharedVolumesFromTheirDirectory(t *testing.T) {
-	cg, err := NewCgroups(v1Tree(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(cg, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newTestServer(t)
 	local, shared := t.TempDir(), t.TempDir()
 	write(t, local, "pvc-1/where.txt", "local")
 	write(t, shared, "pvc-2/where.txt", "shared")
