@@ -155,6 +155,17 @@ function wsStream(ws) {
 }
 
 /**
+ * Stops the SDK's stream and waits for its x11vnc to be gone: stop() sends `pkill x11vnc` and
+ * returns before the server has exited, and start() refuses while `pgrep -x x11vnc` finds it
+ * ("Stream is already running", seen once in a full run).
+ */
+async function stopStream(desktop) {
+  await desktop.stream.stop()
+  await waitFor(async () => (await desktop.commands.run('pgrep -x x11vnc || true')).stdout.trim() === '',
+    { timeoutMs: 15_000, what: "the stream's x11vnc to exit after stop()" })
+}
+
+/**
  * Logs into the dashboard with the API key and opens the screen of sandboxId through its
  * WebSocket as the dashboard's page does (session cookie, CSRF token, this server's Origin).
  */
@@ -262,7 +273,7 @@ describe('desktop template with @e2b/desktop', { timeout: 600_000 }, () => {
     const viewOnly = new URL(desktop.stream.getUrl({ viewOnly: true }))
     assert.equal(viewOnly.searchParams.get('view_only'), 'true')
     assert.equal((await tlsRequest(viewOnly.href, { headers: token })).status, 200)
-    await desktop.stream.stop()
+    await stopStream(desktop)
   })
 
   it("shows the desktop's screen in the dashboard: its WebSocket carries the desktop's pixels", async () => {
@@ -311,6 +322,6 @@ describe('desktop template with @e2b/desktop', { timeout: 600_000 }, () => {
     const token = { 'E2b-Traffic-Access-Token': desktop.trafficAccessToken }
     const plainOpen = (path, o) => headerRequest(desktop.sandboxId, path, o)
     assert.deepEqual(await rfbSecurityTypes(plainOpen, token), [2], 'a stream with a password offers only VNC authentication')
-    await desktop.stream.stop()
+    await stopStream(desktop)
   })
 })
