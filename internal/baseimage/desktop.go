@@ -10,6 +10,10 @@ var (
 	desktopXvfb []byte
 	//go:embed desktop/startxfce4
 	desktopStartXfce4 []byte
+	//go:embed desktop/xdpyinfo
+	desktopXdpyinfo []byte
+	//go:embed desktop/desktop.sh
+	desktopLib []byte
 )
 
 // DesktopRecipe is the recipe for warren/desktop, the "desktop" template
@@ -35,7 +39,10 @@ var (
 // session at boot (desktop/desktop-up), so that a sandbox from the warm
 // pool has them before the SDK asks; the Xvfb and startxfce4 in
 // /usr/local/bin, first on PATH, take a running one started with the same
-// arguments for the one asked for, and replace it otherwise.
+// arguments for the one asked for, and replace it otherwise. They decide
+// under one lock per display, and xdpyinfo there waits while a server is
+// being replaced, so the SDK goes on with the server it asked for
+// (desktop/desktop.sh).
 func DesktopRecipe() LayerRecipe {
 	return LayerRecipe{
 		Packages: []string{
@@ -50,6 +57,8 @@ func DesktopRecipe() LayerRecipe {
 			{Path: "/usr/local/lib/warren/desktop-up", Mode: 0o755, Data: desktopUp},
 			{Path: "/usr/local/bin/Xvfb", Mode: 0o755, Data: desktopXvfb},
 			{Path: "/usr/local/bin/startxfce4", Mode: 0o755, Data: desktopStartXfce4},
+			{Path: "/usr/local/bin/xdpyinfo", Mode: 0o755, Data: desktopXdpyinfo},
+			{Path: "/usr/local/lib/warren/desktop.sh", Mode: 0o644, Data: desktopLib},
 		},
 		Script: desktopScript,
 	}
