@@ -321,31 +321,6 @@ func (f *Firewall) Remove(ctx context.Context, id string) error {
 	return err
 }
 
-// closeTo closes the neighbours' pods to ip, whose pod is being deleted,
-// and returns once they are: the cluster may give the address to another
-// pod, of any workload, as soon as it is deleted. The sandbox there is
-// forgotten (Remove follows; a stopped one's new pod is applied anew);
-// a peer whose change fails keeps the pair open until it is tried again
-// at the next reconcile, as in Remove.
-func (f *Firewall) closeTo(ctx context.Context, ip netip.Addr) {
-	f.mu.Lock()
-	held := false
-	for id, e := range f.all {
-		if e.IP == ip {
-			delete(f.all, id)
-			held = true
-		}
-	}
-	delete(f.opened, ip)
-	f.mu.Unlock()
-	if !held {
-		return
-	}
-	if err := f.openPeers(ctx, netip.Addr{}, false); err != nil {
-		f.log.ErrorContext(ctx, "cannot close the neighbours of a sandbox pod being deleted: tried again at the next reconcile", "ip", ip, "err", err)
-	}
-}
-
 // Sync replaces every sandbox's rules and sends every node its set.
 func (f *Firewall) Sync(ctx context.Context, rules map[string]sandbox.Egress) error {
 	f.syncNodes(ctx, rules)
@@ -476,88 +451,6 @@ func (f *Firewall) resolve(ctx context.Context, id string, e sandbox.Egress) map
 		out[p.Text] = nodeagent.Resolution{Value: v}
 	}
 	return out
-}
-
-// openPeers changes the rules of the sandbox pods whose neighbours are
-// not what their sandbox's and the others' settings say, in parallel, and
-// returns once each is done: with all, every such pod; else own's (the
-// sandbox being applied; the zero Addr: none) and those whose pairs
-// changed since the last call, leaving earlier failures to Restore. It
-// returns the error of own's pod and logs the others', except with no
-// own, when it returns them all. A frozen pod is left for a later call.
-func (f *Firewall) openPeers(ctx context.Context, own netip.Addr, all bool) error {
-	f.mu.Lock()
-	plan := neighbourPlan(f.all)
-	var change []netip.Addr
-	for _, e := range f.all {
-		have, known := f.opened[e.IP]
-		if (!known || !have.equal(plan[e.IP])) && (all || e.IP == own || !f.planned[e.IP].equal(plan[e.IP])) {
-			change = append(change, e.IP)
-		}
-	}
-	f.planned = plan
-	f.mu.Unlock()
-	slices.SortFunc(change, netip.Addr.Compare)
-	errs := make([]error, len(change))
-	var wg sync.WaitGroup
-	for i, ip := range change {
-		wg.Go(func() { errs[i] = f.setPeers(ctx, ip) })
-	}
-	wg.Wait()
-	var out []error
-	for i, err := range errs {
-		switch {
-		case err == nil:
-		case !own.IsValid() || change[i] == own:
-			out = append(out, err)
-		default:
-			f.log.ErrorContext(ctx, "cannot change a sandbox pod's rules for its neighbours: tried again at the next reconcile", "ip", change[i], "err", err)
-		}
-	}
-	return errors.Join(out...)
-}
-
-// setPeers gives the pod at ip the neighbours the current settings give
-// it, unless it has them already.
-func (f *Firewall) setPeers(ctx context.Context, ip netip.Addr) error {
-	mu, _ := f.podLocks.LoadOrStore(ip, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
-	f.mu.Lock()
-	want := neighbourPlan(f.all)[ip]
-	have, known := f.opened[ip]
-	live := f.holds(ip)
-	f.mu.Unlock()
-	if !live || known && have.equal(want) {
-		return nil
-	}
-	err := f.peers.setPeers(ctx, ip, want)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch {
-	case errors.Is(err, errFrozen):
-		f.log.InfoContext(ctx, "a frozen sandbox pod's neighbours change when it runs again", "ip", ip)
-		delete(f.opened, ip)
-		return nil
-	case err != nil:
-		delete(f.opened, ip)
-		return err
-	}
-	if f.holds(ip) {
-		f.opened[ip] = want
-	}
-	f.log.DebugContext(ctx, "a sandbox pod's neighbours changed", "ip", ip, "reaches", want.reaches, "reachedBy", want.reachedBy)
-	return nil
-}
-
-// holds reports whether a sandbox's pod is at ip. The caller holds f.mu.
-func (f *Firewall) holds(ip netip.Addr) bool {
-	for _, e := range f.all {
-		if e.IP == ip {
-			return true
-		}
-	}
-	return false
 }
 
 // nodeOfIP returns the node of this server's live sandbox pod at ip.
