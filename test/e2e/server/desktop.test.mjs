@@ -217,7 +217,10 @@ describe('desktop template with @e2b/desktop', { timeout: 600_000 }, () => {
     assert.deepEqual(await other.getScreenSize(), { width: 1280, height: 800 })
     assert.deepEqual(pngSize(await other.screenshot()), { width: 1280, height: 800 })
     const procs = await other.commands.run('pgrep -c -x Xvfb; pgrep -c -x xfce4-session')
-    assert.equal(procs.stdout, '1\n1\n', 'one X server and one XFCE session')
+    if (procs.stdout !== '1\n1\n') {
+      const ps = await other.commands.run('ps -eo pid,sid,stat,etimes,args')
+      assert.fail(`one X server and one XFCE session, not ${JSON.stringify(procs.stdout)}; the processes:\n${ps.stdout}`)
+    }
     await other.kill()
   })
 
