@@ -16,12 +16,11 @@
 #   scripts/kube.sh load IMAGE...    copy images from the Docker engine into every node's
 #                                    containerd (pods use them with imagePullPolicy: Never)
 #   scripts/kube.sh build [COMP...]  only build/restore the binaries (kubernetes kube-proxy
-#                                    etcd containerd gvisor pause registry helm buildkit
-#                                    seaweedfs)
+#                                    etcd containerd gvisor pause registry helm buildkit)
 #   scripts/kube.sh deps             only install the Debian packages it needs (up does too)
 #   scripts/kube.sh local-path       (re)install the local-path provisioner and its
 #                                    StorageClasses (up does too, once bin/warren is built)
-#   scripts/kube.sh shared           (re)install SeaweedFS and its FUSE mount on every node, and
+#   scripts/kube.sh shared           (re)install MooseFS and its FUSE mount on every node, and
 #                                    the StorageClass warren-shared (ReadWriteMany volumes)
 #   scripts/kube.sh share-volumes    make the volumes' directory a shared mount in every
 #                                    node (node start does; for a cluster started before)
@@ -171,30 +170,41 @@ local_path() {
 	kube_log "local-path provisioner running; StorageClass warren-local-path is the default"
 }
 
-# shared: SeaweedFS (scripts/kube/seaweedfs.yaml) for the StorageClass warren-shared, whose
-# ReadWriteMany volumes the local-path provisioner (installed first) makes on it. weed is built
-# from the Go module proxy and cached (scripts/kube/build.sh seaweedfs); its image is
-# warren/base with weed.
+# shared: MooseFS (scripts/kube/moosefs.yaml) for the StorageClass warren-shared, whose
+# ReadWriteMany volumes the local-path provisioner (installed first) makes on it. Its image,
+# warren/moosefs, is warren/base with Debian's MooseFS packages (master, chunk server, FUSE
+# client: ~3 MB), built by the Docker engine as warren/postgres is (an unchanged recipe is the
+# engine's build cache); the master's password is a Secret made once.
 shared() {
-	local repo ctx want
+	local repo want secret
 	repo=$(cd "$(dirname "$0")/.." && pwd)
 	local_path
-	"$KUBE_SCRIPTS/build.sh" seaweedfs
-	ctx=$(mktemp -d)
-	cp "$KUBE_BIN/weed" "$ctx/"
-	printf 'FROM warren/base:latest\nCOPY weed /usr/local/bin/weed\n' >"$ctx/Dockerfile"
-	docker build -q -t warren/seaweedfs:latest "$ctx" >/dev/null || { rm -rf "$ctx"; kube_die "shared: docker build of warren/seaweedfs failed"; }
-	rm -rf "$ctx"
-	load warren/seaweedfs:latest
-	sed -e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" "$repo/scripts/kube/seaweedfs.yaml" | kctl apply -f - >/dev/null
-	want=$(docker image inspect -f '{{.Id}}' warren/seaweedfs:latest)
-	if kctl -n warren-seaweedfs get pods -o 'jsonpath={range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}' |
+	docker image inspect warren/base:latest >/dev/null 2>&1 || kube_die "shared: warren/base is missing: bin/warren image build"
+	docker build -q -t warren/moosefs:latest - >/dev/null <<-'DOCKERFILE' || kube_die "shared: docker build of warren/moosefs failed"
+		FROM warren/base:latest
+		RUN apt-get update \
+		 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends moosefs-master moosefs-chunkserver moosefs-client \
+		 && apt-get clean \
+		 && rm -rf /var/lib/apt/lists/*
+	DOCKERFILE
+	load warren/moosefs:latest
+	# The password is made once, and applied with the manifest so that its pods find it.
+	secret=
+	kctl -n warren-moosefs get secret moosefs-password >/dev/null 2>&1 ||
+		secret=$(kctl -n warren-moosefs create secret generic moosefs-password --dry-run=client -o yaml \
+			--from-literal=password="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')")
+	{
+		sed -e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" "$repo/scripts/kube/moosefs.yaml"
+		[ -z "$secret" ] || printf -- '---\n%s\n' "$secret"
+	} | kctl apply -f - >/dev/null
+	want=$(docker image inspect -f '{{.Id}}' warren/moosefs:latest)
+	if kctl -n warren-moosefs get pods -o 'jsonpath={range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}' |
 		grep . | grep -qvxF "$want"; then
-		kctl -n warren-seaweedfs rollout restart deployment/seaweedfs daemonset/seaweedfs-mount >/dev/null
+		kctl -n warren-moosefs rollout restart deployment/moosefs daemonset/moosefs-mount >/dev/null
 	fi
-	kctl -n warren-seaweedfs rollout status deployment/seaweedfs --timeout=300s >/dev/null
-	kctl -n warren-seaweedfs rollout status daemonset/seaweedfs-mount --timeout=300s >/dev/null
-	kube_log "SeaweedFS running and mounted on every node; StorageClass warren-shared is ReadWriteMany"
+	kctl -n warren-moosefs rollout status deployment/moosefs --timeout=300s >/dev/null
+	kctl -n warren-moosefs rollout status daemonset/moosefs-mount --timeout=300s >/dev/null
+	kube_log "MooseFS running and mounted on every node; StorageClass warren-shared is ReadWriteMany"
 }
 
 cmd=${1:-}

@@ -19,7 +19,7 @@ claim's size loop-mounted on its directory (root, loop devices, and --dir on a
 shared mount that reaches the node); other classes' sizes are not enforced.
 A class with the parameter shared: "true" gets ReadWriteMany volumes, each a
 directory of the shared filesystem that every node mounts at --shared-host-dir
-(SeaweedFS, scripts/kube/seaweedfs.yaml), pinned to no node.
+(MooseFS, scripts/kube/moosefs.yaml), pinned to no node.
 Warren's node agent serves their content from the same directories.`
 
 func (m *Main) runLocalPath(ctx context.Context, args []string) error {

@@ -20,8 +20,8 @@
 // provisioners.
 //
 // A class with the parameter shared: "true" gets ReadWriteMany volumes:
-// each a directory of a distributed filesystem (SeaweedFS, scripts/kube/
-// seaweedfs.yaml) that a DaemonSet mounts with FUSE at the same path on
+// each a directory of a distributed filesystem (MooseFS, scripts/kube/
+// moosefs.yaml) that a DaemonSet mounts with FUSE at the same path on
 // every node (Config.SharedDir), served as a hostPath volume pinned to no
 // node, so that pods on several nodes mount it at once. The provisioner
 // makes and removes such a directory only where the filesystem is mounted
@@ -306,7 +306,7 @@ func (p *Provisioner) sharedMounted() error {
 		return fmt.Errorf("the shared filesystem at %s: %w", p.cfg.SharedDir, err)
 	}
 	if st.Type != fuseMagic {
-		return fmt.Errorf("the shared filesystem is not mounted at %s on this node (a FUSE mount, of the SeaweedFS mount DaemonSet): no shared volume is made or removed here until it is", p.cfg.SharedDir)
+		return fmt.Errorf("the shared filesystem is not mounted at %s on this node (a FUSE mount, of the shared filesystem's mount DaemonSet): no shared volume is made or removed here until it is", p.cfg.SharedDir)
 	}
 	return nil
 }

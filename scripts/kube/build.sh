@@ -2,9 +2,7 @@
 # build.sh — the test cluster's binaries, built from the Go module proxy and cached.
 #
 #   scripts/kube/build.sh [COMPONENT...]     kubernetes kube-proxy etcd containerd gvisor pause registry helm
-#                                            buildkit seaweedfs
-#                                            (default: all but seaweedfs, which scripts/kube.sh
-#                                            shared builds when a test asks for it)
+#                                            buildkit (default: all)
 #
 # Each component is cached as $KUBE_CACHE/<component>-<version>-r<recipe>.tar.zst and unpacked
 # into $KUBE_CACHE/bin. A cache hit restores in about a second; a miss builds (a cold
@@ -29,7 +27,6 @@ PAUSE_REV=1
 REGISTRY_REV=1
 HELM_REV=1
 BUILDKIT_REV=1
-SEAWEEDFS_REV=1
 
 P=${KUBE_BUILD_P:-1}
 
@@ -45,8 +42,7 @@ version_of() {
 	registry) echo "$DISTRIBUTION_VERSION-r$REGISTRY_REV" ;;
 	helm) echo "$HELM_VERSION-r$HELM_REV" ;;
 	buildkit) echo "$BUILDKIT_VERSION-r$BUILDKIT_REV" ;;
-	seaweedfs) echo "$SEAWEEDFS_VERSION-r$SEAWEEDFS_REV" ;;
-	*) kube_die "unknown component '$1' (known: kubernetes kube-proxy etcd containerd gvisor pause registry helm buildkit seaweedfs)" ;;
+	*) kube_die "unknown component '$1' (known: kubernetes kube-proxy etcd containerd gvisor pause registry helm buildkit)" ;;
 	esac
 }
 
@@ -61,7 +57,6 @@ binaries_of() {
 	registry) echo registry ;;
 	helm) echo helm ;;
 	buildkit) echo buildkitd ;;
-	seaweedfs) echo weed ;;
 	esac
 }
 
@@ -204,21 +199,6 @@ build_buildkit() {
 	kube_log "buildkit: compiling buildkitd (~5 min on 2 free cores; 33 min at load 30)"
 	(cd "$dir" && with_heartbeat "compiling buildkitd" gobuild build -p "$P" -trimpath \
 		-ldflags "-s -w -X $m/version.Version=$BUILDKIT_VERSION" -o "$OUT/buildkitd" "$m/cmd/buildkitd")
-}
-
-# build_seaweedfs: SeaweedFS's one binary, weed (master, volume server, filer and FUSE mount),
-# for the ReadWriteMany volumes (scripts/kube.sh shared). Its go.mod has a replace, which go
-# install refuses: the scratch module repeats it.
-build_seaweedfs() {
-	local dir=$SCRATCH/seaweedfs m=github.com/seaweedfs/seaweedfs gomod
-	scratch_module "$dir" "$m" "$SEAWEEDFS_VERSION" "$m/weed"
-	gomod=$(cd "$dir" && gobuild mod download -json "$m@$SEAWEEDFS_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
-	[ -f "$gomod" ] || kube_die "seaweedfs: could not download $m@$SEAWEEDFS_VERSION from the Go module proxy (check GOPROXY and the network)"
-	grep '^replace ' "$gomod" >>"$dir/go.mod" || true
-	kube_log "seaweedfs: resolving $m@$SEAWEEDFS_VERSION (~1 GB download)"
-	(cd "$dir" && with_heartbeat "resolving seaweedfs modules" tidy)
-	kube_log "seaweedfs: compiling weed"
-	(cd "$dir" && with_heartbeat "compiling weed" gobuild build -p "$P" -trimpath -ldflags "-s -w" -o "$OUT/weed" "$m/weed")
 }
 
 build_pause() {

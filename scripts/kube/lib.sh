@@ -15,9 +15,6 @@ DISTRIBUTION_VERSION=${DISTRIBUTION_VERSION:-v3.1.2}
 HELM_VERSION=${HELM_VERSION:-v4.3.2}
 # BuildKit: the daemon that builds templates in the cluster (no Docker socket).
 BUILDKIT_VERSION=${BUILDKIT_VERSION:-v0.34.2}
-# SeaweedFS, the distributed filesystem of the ReadWriteMany volumes (scripts/kube.sh shared):
-# the proxy serves a pseudo-version of it, no release.
-SEAWEEDFS_VERSION=${SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}
 
 KUBE_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KUBE_REPO=$(cd "$KUBE_SCRIPTS/../.." && pwd)

@@ -1,13 +1,13 @@
 // ReadWriteMany volumes on the Kubernetes engine, against the real two-node cluster: the server
 // runs with --volume-storage-class warren-shared --volume-access-mode ReadWriteMany, so a volume
-// is a directory of SeaweedFS (scripts/kube.sh shared), which a DaemonSet mounts with FUSE on
+// is a directory of MooseFS (scripts/kube.sh shared), which a DaemonSet mounts with FUSE on
 // every node. Two sandboxes on different nodes mount one volume at once: a write in one is read
 // in the other, and in the content API (served by a node agent from its node's mount); a file
 // the content API writes is read in both; the data outlives a sandbox's kill and is there for a
-// new sandbox; no sandbox reaches SeaweedFS's servers. Prints create → first command with a
+// new sandbox; no sandbox reaches MooseFS's servers. Prints create → first command with a
 // shared volume (p50, n=5) and the content API's write and read MiB/s (64 MiB) on it.
 //
-// Runs only under kube-run.sh (WARREN_ENGINE=kubernetes), which installs SeaweedFS first.
+// Runs only under kube-run.sh (WARREN_ENGINE=kubernetes), which installs MooseFS first.
 import { it, before, describe } from 'node:test'
 import { Sandbox, Volume } from 'e2b'
 import { useServer } from '../server/harness.mjs'
@@ -49,7 +49,7 @@ describe('ReadWriteMany volumes', () => {
       const nodeB = await nodeOf(b.sandboxId)
 
       // Each sees the content API's file, and the other's writes (a FUSE mount on each node: the
-      // other node's mount learns of a new file from the filer within moments).
+      // other node's mount learns of a new file from the master within moments).
       for (const s of [a, b]) assert.equal((await s.commands.run('cat /shared/from-api.txt')).stdout, 'api')
       await a.commands.run(`echo "from ${nodeA}" > /shared/a.txt`)
       await waitFor(async () => (await b.commands.run('cat /shared/a.txt').catch(() => ({ stdout: '' }))).stdout === `from ${nodeA}\n`,
@@ -61,12 +61,14 @@ describe('ReadWriteMany volumes', () => {
       assert.equal((await a.commands.run('sha256sum < /shared/b.bin')).stdout, sumB, "b's 8 MiB read whole in a")
       assert.equal(await vol.readFile('/a.txt'), `from ${nodeA}\nfrom ${nodeB}\n`, 'the content API reads what the sandboxes wrote')
 
-      // SeaweedFS takes no credentials: no sandbox may reach it, by its Service or its pod.
-      const svc = (await kubectl('-n', 'warren-seaweedfs', 'get', 'service', 'seaweedfs', '-o', 'jsonpath={.spec.clusterIP}')).trim()
-      const pod = (await kubectl('-n', 'warren-seaweedfs', 'get', 'pods', '-l', 'app.kubernetes.io/name=seaweedfs', '-o', 'jsonpath={.items[0].status.podIP}')).trim()
-      for (const target of [`${svc}/8888`, `${pod}/8888`, `${pod}/8080`]) {
+      // MooseFS's chunk server takes no credentials: no sandbox may reach its servers, by the
+      // Service or the pod (the master's ports for clients, chunk servers and metaloggers, the
+      // chunk server's).
+      const svc = (await kubectl('-n', 'warren-moosefs', 'get', 'service', 'moosefs', '-o', 'jsonpath={.spec.clusterIP}')).trim()
+      const pod = (await kubectl('-n', 'warren-moosefs', 'get', 'pods', '-l', 'app.kubernetes.io/name=moosefs', '-o', 'jsonpath={.items[0].status.podIP}')).trim()
+      for (const target of [`${svc}/9421`, `${pod}/9419`, `${pod}/9420`, `${pod}/9421`, `${pod}/9422`]) {
         const r = await a.commands.run(`timeout 3 bash -c '</dev/tcp/${target}'; echo $?`)
-        assert.equal(r.stdout.trim(), '1', `a sandbox's connection to SeaweedFS at ${target}: want refused at once (1), got ${r.stdout.trim()} (0 open, 124 hung)`)
+        assert.equal(r.stdout.trim(), '1', `a sandbox's connection to MooseFS at ${target}: want refused at once (1), got ${r.stdout.trim()} (0 open, 124 hung)`)
       }
 
       // Killed, the sandboxes leave the data: a new sandbox and the content API see it.
@@ -101,14 +103,14 @@ describe('ReadWriteMany volumes', () => {
       for await (const part of await vol.readFile('/tp.bin', { format: 'stream' })) got += part.length
       const rd = mib / ((performance.now() - t0) / 1000)
       assert.equal(got, mib << 20)
-      console.log(`# ReadWriteMany volumes (SeaweedFS) on Kubernetes: create → first command with a volume p50 ${ms[2].toFixed(0)} ms (min ${ms[0].toFixed(0)}, max ${ms[4].toFixed(0)}, n=5, on ${[...nodes].join(' ')}); content API write ${wr.toFixed(1)} MiB/s, read ${rd.toFixed(1)} MiB/s (64 MiB)`)
+      console.log(`# ReadWriteMany volumes (MooseFS) on Kubernetes: create → first command with a volume p50 ${ms[2].toFixed(0)} ms (min ${ms[0].toFixed(0)}, max ${ms[4].toFixed(0)}, n=5, on ${[...nodes].join(' ')}); content API write ${wr.toFixed(1)} MiB/s, read ${rd.toFixed(1)} MiB/s (64 MiB)`)
 
       const pv = claim.spec.volumeName || (await kubectl('get', 'pvc', `warren-${vol.volumeId}`, '-o', 'jsonpath={.spec.volumeName}')).trim()
       assert.equal(await Volume.destroy(vol.volumeId), true)
       await waitFor(async () => !(await kubectl('get', 'pv', '-o', 'name')).includes(pv),
         { timeoutMs: 60_000, intervalMs: 500, what: 'the volume\'s PersistentVolume to go with it' })
-      const left = await kubectl('-n', 'warren-seaweedfs', 'exec', 'daemonset/seaweedfs-mount', '--', 'ls', '/volumes/_shared')
-      assert.ok(!left.split('\n').includes(pv), `its directory ${pv} is gone from SeaweedFS`)
+      const left = await kubectl('-n', 'warren-moosefs', 'exec', 'daemonset/moosefs-mount', '--', 'ls', '/volumes/_shared')
+      assert.ok(!left.split('\n').includes(pv), `its directory ${pv} is gone from MooseFS`)
     } finally {
       for (const s of made) await Sandbox.kill(s.sandboxId).catch(() => {})
       await Volume.destroy(vol.volumeId).catch(() => {})
