@@ -39,10 +39,12 @@ const BusyRetry = 5 * time.Second
 // turn (round-robin), each team's creates in their order. While several
 // teams create, each holds at most its share of the slots (share): a slot
 // a team beyond its share would take is kept for another team's next
-// create, and meanwhile lent to the pool's refill (takeSpare), whose
-// containers serve the other teams first (Claim). One team's
-// burst of hundreds delays another team's create by a slot's turn at
-// most, not by the whole burst; a team alone has every slot.
+// create, and meanwhile lent to the pool's refill of the containers kept
+// for the other teams (takeSpare; Claim keeps them); the refill's
+// containers for the bursting team's claims take slots of its share
+// (takeShare), as its removals do. One team's burst of hundreds delays
+// another team's create by a slot's turn at most, not by the whole
+// burst; a team alone has every slot.
 type coldGate struct {
 	size    int    // creates let through at once
 	running gauge  // the creates let through
