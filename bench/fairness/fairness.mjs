@@ -5,7 +5,8 @@
 //   loaded    team A bursts --burst creates at once (each killed once up, so that the machine
 //             holds no more than the engine is starting) while team B goes on creating one a
 //             second until A's burst is over (at least --n);
-// and prints B's p50 and max in both, their ratio, and A's burst: its time to the last sandbox,
+// and prints B's p50 and max in both, their ratio (and, apart, the p50 of the create and of the
+// first command), and A's burst: its time to the last sandbox,
 // and its failures (a create refused when it waited past the server's 30 s, or its queue full).
 // Team B runs in a process of its own, as another team's client would: in one process its
 // requests would queue behind A's in the client's own connection pool, not at the server.
@@ -44,27 +45,37 @@ const note = (m) => !opt.json && console.log(m)
 // The sandboxes' metadata, for removeSandboxContainers; team B's process gets it from the env.
 const meta = { bench: process.env.FAIRNESS_BENCH ?? '' }
 
-/** once creates a sandbox of apiKey's team, runs a command, kills it: the time to the command. */
+/**
+ * once creates a sandbox of apiKey's team, runs a command, kills it: the time to the command
+ * (ms), and of it the create's (create) and the command's (command).
+ */
 async function once(apiKey) {
   const t0 = now()
   const sbx = await Sandbox.create({ apiKey, metadata: meta, retries: 0 })
+  const t1 = now()
   await sbx.commands.run('true')
-  const ms = now() - t0
+  const t2 = now()
   sbx.kill().catch(() => {})
-  return ms
+  return { ms: t2 - t0, create: t1 - t0, command: t2 - t1 }
 }
 
 /** everySecond creates one sandbox a second until done() and at least n: times, errors. */
 async function everySecond(apiKey, done) {
   const lat = []
+  const creates = []
+  const commands = []
   const errors = []
   const pending = []
   for (let i = 0; i < n || !done(); i++) {
-    pending.push(once(apiKey).then((ms) => lat.push(ms), (e) => errors.push(String(e?.message ?? e))))
+    pending.push(once(apiKey).then((t) => {
+      lat.push(t.ms)
+      creates.push(t.create)
+      commands.push(t.command)
+    }, (e) => errors.push(String(e?.message ?? e))))
     await sleep(1000)
   }
   await Promise.all(pending)
-  return { lat, errors }
+  return { lat, creates, commands, errors }
 }
 
 if (opt['as-b']) {
@@ -95,6 +106,9 @@ async function teamB(apiKey, until) {
   return JSON.parse(stdout.trim().split('\n').pop())
 }
 
+/** parts is the p50 of B's creates and of their first commands, apart. */
+const parts = (b) => ({ create_p50: stat(b.creates).p50, command_p50: stat(b.commands).p50 })
+
 const results = {}
 const scratch = await mkdtemp(join(tmpdir(), 'fairness-'))
 try {
@@ -104,6 +118,7 @@ try {
   note(`team B alone: ${n} creates, one a second`)
   const alone = await teamB(b)
   results.b_unloaded = stat(alone.lat)
+  results.b_unloaded_parts = parts(alone)
   note(`  B unloaded   ${fmt(results.b_unloaded)}${alone.errors.length ? `  failures ${alone.errors.length}` : ''}`)
 
   note(`team A bursts ${burstSize} creates; team B goes on, one a second`)
@@ -119,12 +134,14 @@ try {
   const loaded = await teamB(b, until)
   await burst
   results.b_loaded = stat(loaded.lat)
+  results.b_loaded_parts = parts(loaded)
   results.b_failures = loaded.errors.length
   results.a_failures = aErrors.length
   results.a_errors = [...new Set(aErrors)].slice(0, 3)
   results.p50_ratio = results.b_loaded.p50 / results.b_unloaded.p50
   results.max_ratio = results.b_loaded.max / results.b_unloaded.p50
   note(`  B loaded     ${fmt(results.b_loaded)}${loaded.errors.length ? `  failures ${loaded.errors.length}: ${loaded.errors[0]}` : ''}`)
+  note(`  B's create / first command, p50: ${results.b_unloaded_parts.create_p50.toFixed(1)} / ${results.b_unloaded_parts.command_p50.toFixed(1)} ms alone, ${results.b_loaded_parts.create_p50.toFixed(1)} / ${results.b_loaded_parts.command_p50.toFixed(1)} ms loaded`)
   note(`  B's p50 loaded/unloaded: ${results.p50_ratio.toFixed(2)}x; max loaded / p50 unloaded: ${results.max_ratio.toFixed(2)}x`)
   note(`  A's burst: ${results.a_burst_s.toFixed(1)} s for ${burstSize}, ${aErrors.length} failed${aErrors.length ? ` (${results.a_errors[0]})` : ''}`)
   if (opt.json) console.log(JSON.stringify(results, null, 2))

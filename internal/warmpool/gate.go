@@ -39,10 +39,12 @@ const BusyRetry = 5 * time.Second
 // turn (round-robin), each team's creates in their order. While several
 // teams create, each holds at most its share of the slots (share): a slot
 // a team beyond its share would take is kept for another team's next
-// create, and meanwhile lent to the pool's refill (takeSpare), whose
-// containers serve the other teams first (Claim). One team's
-// burst of hundreds delays another team's create by a slot's turn at
-// most, not by the whole burst; a team alone has every slot.
+// create, and meanwhile lent to the pool's refill of the containers kept
+// for the other teams (takeSpare; Claim keeps them); the refill's
+// containers for the bursting team's claims take slots of its share
+// (takeShare), as its removals do. One team's burst of hundreds delays
+// another team's create by a slot's turn at most, not by the whole
+// burst; a team alone has every slot.
 type coldGate struct {
 	size    int    // creates let through at once
 	running gauge  // the creates let through
@@ -425,13 +427,13 @@ func (p *Pool) AdmitRemoval(ctx context.Context, team string) (release func()) {
 	g := &p.cold
 	w := g.enterRemoval(team)
 	if w == nil {
-		return g.removalSlot(team)
+		return g.teamSlot(team)
 	}
 	t := time.NewTimer(RemovalHold)
 	defer t.Stop()
 	select {
 	case <-w.admitted:
-		return g.removalSlot(team)
+		return g.teamSlot(team)
 	case <-t.C:
 	case <-ctx.Done():
 	}
@@ -445,9 +447,7 @@ func (p *Pool) AdmitRemoval(ctx context.Context, team string) (release func()) {
 func (g *coldGate) enterRemoval(team string) *coldWaiter {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.used < g.size && g.held[team] < g.share(team) {
-		g.used++
-		g.held[team]++
+	if g.takeLocked(team) {
 		return nil
 	}
 	w := &coldWaiter{team: team, admitted: make(chan struct{}), removal: true}
@@ -460,14 +460,64 @@ func (g *coldGate) enterRemoval(team string) *coldWaiter {
 	return w
 }
 
-// removalSlot returns the function that gives back a slot a removal of
-// team's holds.
-func (g *coldGate) removalSlot(team string) (release func()) {
+// takeLocked takes a slot for team when one is free and team holds less
+// than its share, and reports whether it did. The caller holds g.mu.
+func (g *coldGate) takeLocked(team string) bool {
+	if g.used >= g.size || g.held[team] >= g.share(team) {
+		return false
+	}
+	g.used++
+	g.held[team]++
+	return true
+}
+
+// teamSlot returns the function that gives back a slot held for work of
+// team's other than a create: a removal, a refill for its claims.
+func (g *coldGate) teamSlot(team string) (release func()) {
 	return sync.OnceFunc(func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.free(team)
 	})
+}
+
+// takeShare takes a slot of team's share, for the refill's container
+// that team's claims will take (pass.slot), when one is free now; it
+// returns the function that gives it back.
+func (g *coldGate) takeShare(team string) (release func(), ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.takeLocked(team) {
+		return nil, false
+	}
+	return g.teamSlot(team), true
+}
+
+// heaviest returns the team that holds and waits for the most of the
+// gate's slots while another team creates within its share
+// (lightCreating): the team whose burst the engine's work beyond the
+// lighter teams' is for. "" when no team holds or waits for a slot, or
+// none creates beside it.
+func (g *coldGate) heaviest() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	load := map[string]int{}
+	for team, n := range g.held {
+		load[team] += n
+	}
+	for team, q := range g.queues {
+		load[team] += len(q)
+	}
+	heavy, most := "", 0
+	for team, n := range load {
+		if n > most || n == most && team < heavy {
+			heavy, most = team, n
+		}
+	}
+	if heavy == "" || !g.lightCreatingLocked(heavy) {
+		return ""
+	}
+	return heavy
 }
 
 // lightCreating reports whether, while several teams create (through
@@ -477,6 +527,11 @@ func (g *coldGate) removalSlot(team string) (release func()) {
 func (g *coldGate) lightCreating(except string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.lightCreatingLocked(except)
+}
+
+// lightCreatingLocked is lightCreating; the caller holds g.mu.
+func (g *coldGate) lightCreatingLocked(except string) bool {
 	at := g.teams.active()
 	for team := range g.held {
 		at[team] = true

@@ -183,24 +183,25 @@ func (r *pass) takeUp(k kind) {
 // run makes containers until every kind is full or failed, or ctx ends.
 func (r *pass) run() {
 	for more := true; more && r.ctx.Err() == nil; {
-		if more = r.startMakes(); more {
-			continue
-		}
-		if r.busy() {
+		started, refused := r.startMakes()
+		switch {
+		case started:
+		case r.busy():
 			r.awaitChange()
-			more = true
-			continue
+		case refused:
+			r.awaitShare()
+		default:
+			// Nothing in flight: claims may have taken what was made.
+			more = r.short()
 		}
-		// Nothing in flight: claims may have taken what was made.
-		more = r.short()
 	}
 	r.wg.Wait()
 }
 
 // startMakes starts making a container of each kind that is not full,
-// and reports whether it started any.
-func (r *pass) startMakes() bool {
-	started := false
+// and reports whether it started any, and whether a make was refused
+// a slot of a bursting team's share (slot).
+func (r *pass) startMakes() (started, refused bool) {
 	for _, f := range r.fills {
 		if !r.reserve(f.kind) {
 			continue
@@ -209,27 +210,78 @@ func (r *pass) startMakes() bool {
 			r.holdUntil = time.Now().Add(ClaimHold)
 		}
 		r.p.holdForCreates(r.ctx, r.holdUntil)
-		release, ok := r.slot()
+		release, ok, share := r.slot(f.kind)
 		if !ok {
 			r.unreserve(f.kind)
+			refused = refused || share
 			continue
 		}
 		started = true
 		r.wg.Go(func() { r.make(f, release) })
 	}
-	return started
+	return started, refused
 }
 
-// slot takes a slot for one make: one of the pass's own (fillers), else
-// one the cold gate's shares leave free (takeSpare); ok is false when
-// neither is free.
-func (r *pass) slot() (release func(), ok bool) {
+// slot takes a slot for a make of k, reserved: one of the pass's own
+// (fillers), else one the cold gate's shares leave free (takeSpare); ok
+// is false when neither is free. While several teams create, a make
+// beyond the containers kept for the teams besides the one that holds
+// the most of the gate (heaviest) is for that team's claims, which take
+// every other: it takes a slot of that team's share as the team's creates
+// and removals do (share is true), or none. A burst then keeps to its
+// share of the engine, refill included, instead of starting containers
+// for itself in the fillers' and the other teams' slots on top of it,
+// which the other teams' claims, commands and starts waited behind.
+func (r *pass) slot(k kind) (release func(), ok, share bool) {
+	if heavy := r.p.cold.heaviest(); heavy != "" && r.beyond(k, heavy) {
+		release, ok = r.p.cold.takeShare(heavy)
+		return release, ok, true
+	}
 	select {
 	case r.slots <- struct{}{}:
-		return func() { <-r.slots }, true
+		return func() { <-r.slots }, true, false
 	default:
 	}
-	return r.p.cold.takeSpare()
+	release, ok = r.p.cold.takeSpare()
+	return release, ok, false
+}
+
+// beyond reports whether k's pool holds, ready and in the making, what
+// it keeps for the teams creating besides heavy: ready, the creates they
+// began within a refill of k's pool, and a spare while a refill takes
+// longer than rateSpan (as the demand's size has, and for the same
+// reason: a team whose rate has just begun to count would find the one
+// kept for it claimed and its replacement not yet made); and as many in
+// the making, which is what a steady rate claims within a refill.
+func (r *pass) beyond(k kind, heavy string) bool {
+	r.mu.Lock()
+	making := r.making[k.template] - 1 // this make's own reservation
+	r.mu.Unlock()
+	span := r.p.refillSpan(k.template)
+	kept := r.p.cold.teams.besides(heavy, span)
+	if span > rateSpan {
+		kept++
+	}
+	return r.p.stock.count(k.template)+making >= 2*kept
+}
+
+// SharePoll is how often a pass that the shares left no slot, with
+// nothing in flight, asks again: a slot that a team's create or removal
+// gives back tells no one.
+const SharePoll = 100 * time.Millisecond
+
+// awaitShare waits, when the shares left the pass no slot and nothing is
+// in flight, until claims take some, the gate has slots to lend, or
+// SharePoll has passed.
+func (r *pass) awaitShare() {
+	t := time.NewTimer(SharePoll)
+	defer t.Stop()
+	select {
+	case <-r.p.stock.kick:
+	case <-r.p.cold.spared:
+	case <-t.C:
+	case <-r.ctx.Done():
+	}
 }
 
 // reserve counts a container of k in the making unless k is full; it

@@ -385,3 +385,66 @@ func TestPoolRefillHoldsForClaims(t *testing.T) {
 		})
 	}
 }
+
+// TestRefillKeepsToTheBurstsShare: while team a's burst holds its share of
+// the gate, with more of its creates waiting, beside team b, which
+// creates one a second from the pool, the refill makes b's containers (as
+// many as b begins within a refill and a spare, ready and as many in the
+// making) in its own slots and none for a: a's share is full. It made them
+// on top of a's share, in the fillers' and the gate's spare slots, and
+// filled the pool for a's claims. Once a's burst is through, the pool
+// fills up.
+func TestRefillKeepsToTheBurstsShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, settings(32, 0), func(d *Deps) {
+			d.Runtime = &slowStarts{Runtime: d.Runtime.(*fake.Runtime), start: 2 * time.Second}
+		})
+		b := func() bool {
+			sb := e.sandboxOf(t, "base")
+			sb.TeamID = "b"
+			defer e.p.Begin(sb)()
+			c, ok := e.claim(t, sb)
+			if ok {
+				c.Settled()
+				c.Done()
+			}
+			return ok
+		}
+		b()
+		burstOver := make(chan struct{})
+		var through sync.WaitGroup
+		for range e.p.ColdSlots() + 4 {
+			through.Go(func() {
+				release, _, err := e.p.AdmitCold(context.Background(), "a", func() bool { return false })
+				if err != nil {
+					t.Errorf("a's create: %v", err)
+					return
+				}
+				<-burstOver
+				release()
+			})
+		}
+		advance(5 * time.Second) // what the refill began before a's burst is made
+		missed := 0
+		for range 20 {
+			if !b() {
+				missed++
+			}
+			advance(time.Second)
+		}
+		// b's creates within a refill's span (2 s: three, a second apart)
+		// and a spare, twice.
+		if got, most := e.p.Ready(), 8; got > most {
+			t.Errorf("during a's burst the pool holds %d, want at most %d", got, most)
+		}
+		if missed > 0 {
+			t.Errorf("%d of b's 20 creates found no pooled container", missed)
+		}
+		close(burstOver)
+		through.Wait()
+		advance(time.Minute)
+		if got := e.p.Ready(); got != 32 {
+			t.Errorf("after a's burst the pool holds %d, want 32", got)
+		}
+	})
+}

@@ -98,16 +98,38 @@ func (t *teams) kept(team string, span time.Duration) int {
 	}
 	n := 0
 	for name, c := range t.by {
-		if name == team || !c.active(now) || c.inFlight >= mine {
-			continue
+		if name != team && c.active(now) && c.inFlight < mine {
+			n += c.rate(now, span)
 		}
-		recent := 0
-		for _, at := range c.begun {
-			if now.Sub(at) <= span {
-				recent++
-			}
-		}
-		n += max(recent, 1)
 	}
 	return n
+}
+
+// besides returns how many pooled containers are kept for the teams
+// creating now other than heavy, whose claims the refill makes them for
+// in slots of its own (pass.beyond): for each, as many as it began within
+// span, at least one, as a claim of heavy's leaves them (kept).
+func (t *teams) besides(heavy string, span time.Duration) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for name, c := range t.by {
+		if name != heavy && c.active(now) {
+			n += c.rate(now, span)
+		}
+	}
+	return n
+}
+
+// rate returns how many creates c began within span before now, at
+// least one.
+func (c *teamCreates) rate(now time.Time, span time.Duration) int {
+	recent := 0
+	for _, at := range c.begun {
+		if now.Sub(at) <= span {
+			recent++
+		}
+	}
+	return max(recent, 1)
 }
