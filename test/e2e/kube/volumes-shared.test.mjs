@@ -11,7 +11,7 @@
 import { it, before, describe } from 'node:test'
 import { Sandbox, Volume } from 'e2b'
 import { useServer } from '../server/harness.mjs'
-import { assert, waitFor, uid, kubectl } from '../server/helpers.mjs'
+import { assert, waitFor, uid, kubectl, volumeFigures } from '../server/helpers.mjs'
 
 const srv = await useServer({ private: true, args: ['--volume-storage-class', 'warren-shared', '--volume-access-mode', 'ReadWriteMany'] })
 
@@ -78,31 +78,13 @@ describe('ReadWriteMany volumes', () => {
       assert.equal((await c.commands.run('sha256sum < /shared/b.bin')).stdout, sumB)
       await Sandbox.kill(c.sandboxId)
 
-      // create → first command with the volume mounted, n=5.
-      const ms = []
       const nodes = new Set()
-      for (let i = 0; i < 5; i++) {
-        const t0 = performance.now()
+      const { ms, write: wr, read: rd } = await volumeFigures(vol, async () => {
         const s = await create()
         assert.equal((await s.commands.run('cat /shared/from-api.txt')).stdout, 'api')
-        ms.push(performance.now() - t0)
         nodes.add(await nodeOf(s.sandboxId))
-        await Sandbox.kill(s.sandboxId)
-      }
-      ms.sort((x, y) => x - y)
-      // Content API throughput, 64 MiB each way.
-      const mib = 64
-      const chunk = new Uint8Array(1 << 20).fill(7)
-      let sent = 0
-      const body = new ReadableStream({ pull(ctl) { if (sent >= mib) return ctl.close(); ctl.enqueue(chunk); sent++ } })
-      let t0 = performance.now()
-      await vol.writeFile('/tp.bin', body)
-      const wr = mib / ((performance.now() - t0) / 1000)
-      t0 = performance.now()
-      let got = 0
-      for await (const part of await vol.readFile('/tp.bin', { format: 'stream' })) got += part.length
-      const rd = mib / ((performance.now() - t0) / 1000)
-      assert.equal(got, mib << 20)
+        return s
+      })
       console.log(`# ReadWriteMany volumes (MooseFS) on Kubernetes: create → first command with a volume p50 ${ms[2].toFixed(0)} ms (min ${ms[0].toFixed(0)}, max ${ms[4].toFixed(0)}, n=5, on ${[...nodes].join(' ')}); content API write ${wr.toFixed(1)} MiB/s, read ${rd.toFixed(1)} MiB/s (64 MiB)`)
 
       const pv = claim.spec.volumeName || (await kubectl('get', 'pvc', `warren-${vol.volumeId}`, '-o', 'jsonpath={.spec.volumeName}')).trim()

@@ -17,7 +17,7 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { Sandbox, Volume, VolumeError, VolumeNotFoundError, VolumePathNotFoundError } from 'e2b'
 import { useServer, WARREN_BIN } from './harness.mjs'
-import { assert, uid, waitFor, dockerd, restartDockerd, kubectl } from './helpers.mjs'
+import { assert, uid, waitFor, dockerd, restartDockerd, kubectl, volumeFigures } from './helpers.mjs'
 
 const kube = process.env.WARREN_ENGINE === 'kubernetes'
 /** The node a sandbox's pod runs on (Kubernetes). */
@@ -363,30 +363,12 @@ sleep 0.5`)
       assert.equal(await nodeOf(st.sandboxId), node, 'resumed on the volume\'s node')
       await Sandbox.kill(st.sandboxId)
 
-      // create → first command with the volume mounted, n=5.
-      const ms = []
-      for (let i = 0; i < 5; i++) {
-        const t0 = performance.now()
+      const { ms, write: wr, read: rd } = await volumeFigures(vol, async () => {
         const sbx = await Sandbox.create('base', { volumeMounts: { '/v': vol }, timeoutMs: 60_000 })
         made.push(sbx)
         assert.equal((await sbx.commands.run('cat /v/kept.txt')).stdout, 'kept')
-        ms.push(performance.now() - t0)
-        await Sandbox.kill(sbx.sandboxId)
-      }
-      ms.sort((x, y) => x - y)
-      // Content API throughput, 64 MiB each way.
-      const mib = 64
-      const chunk = new Uint8Array(1 << 20).fill(7)
-      let sent = 0
-      const body = new ReadableStream({ pull(c) { if (sent >= mib) return c.close(); c.enqueue(chunk); sent++ } })
-      let t0 = performance.now()
-      await vol.writeFile('/tp.bin', body)
-      const wr = mib / ((performance.now() - t0) / 1000)
-      t0 = performance.now()
-      let got = 0
-      for await (const part of await vol.readFile('/tp.bin', { format: 'stream' })) got += part.length
-      const rd = mib / ((performance.now() - t0) / 1000)
-      assert.equal(got, mib << 20)
+        return sbx
+      })
       console.log(`# volumes on Kubernetes: create → first command with a volume p50 ${ms[2].toFixed(0)} ms (min ${ms[0].toFixed(0)}, max ${ms[4].toFixed(0)}, n=5); content API write ${wr.toFixed(1)} MiB/s, read ${rd.toFixed(1)} MiB/s (64 MiB)`)
 
       const pv = (await kubectl('get', 'pvc', `warren-${vol.volumeId}`, '-o', 'jsonpath={.spec.volumeName}')).trim()
