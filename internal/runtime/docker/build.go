@@ -29,6 +29,7 @@ import (
 type Builder struct {
 	cli     *client.Client
 	network string
+	built   func() // called after every build and removal, of whatever outcome; nil: none
 }
 
 // Builder returns a Builder on the runtime's engine connection whose build
@@ -36,7 +37,9 @@ type Builder struct {
 // it); "" is the engine's default bridge, which nothing isolates: only for
 // builds whose Dockerfiles are trusted. Closing the runtime closes it.
 func (r *Runtime) Builder(network string) *Builder {
-	return NewBuilder(r.cli, network)
+	b := NewBuilder(r.cli, network)
+	b.built = r.imagesChanged
+	return b
 }
 
 // NewBuilder returns a Builder on an engine connection from Connect, for
@@ -50,6 +53,9 @@ func NewBuilder(cli *client.Client, network string) *Builder {
 // line of the engine's output goes to out as it comes. A failed step
 // returns a *sandbox.BuildFailure.
 func (b *Builder) Build(ctx context.Context, contextTar io.Reader, tag string, noCache bool, out func(string)) error {
+	if b.built != nil {
+		defer b.built()
+	}
 	res, err := b.cli.ImageBuild(ctx, contextTar, client.ImageBuildOptions{
 		Tags:        []string{tag},
 		NoCache:     noCache,
@@ -133,6 +139,9 @@ func (b *Builder) ImageEnv(ctx context.Context, ref string) ([]string, error) {
 // RemoveImage removes the reference and, with the image, the step layers
 // no other image builds on. An image already gone is not an error.
 func (b *Builder) RemoveImage(ctx context.Context, ref string) error {
+	if b.built != nil {
+		defer b.built()
+	}
 	err := removeImage(ctx, b.cli, ref)
 	if sandbox.KindOf(err) == sandbox.KindNotFound {
 		return nil

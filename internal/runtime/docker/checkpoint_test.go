@@ -65,8 +65,8 @@ func TestCloseRemovesOnlyAnEmptyMemoryDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	empty := &Runtime{cfg: Config{Instance: "once"}, cli: cli, dataRoot: root}
-	kept := &Runtime{cfg: Config{Instance: "kept"}, cli: cli, dataRoot: root}
+	empty := &Runtime{cfg: Config{Instance: "once"}, cli: cli, dataRoot: root, stop: func() {}}
+	kept := &Runtime{cfg: Config{Instance: "kept"}, cli: cli, dataRoot: root, stop: func() {}}
 	if err := os.MkdirAll(empty.memoryDirIn(root), 0o700); err != nil {
 		t.Fatal(err)
 	}

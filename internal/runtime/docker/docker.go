@@ -104,6 +104,11 @@ type Runtime struct {
 
 	diskQuotas atomic.Int32 // quotasUnknown or quotasAbsent
 
+	// ctx ends with Close: the watch of images' events (imageIDs) stops.
+	ctx    context.Context
+	stop   context.CancelFunc
+	images imageIDs
+
 	mu        sync.Mutex             // guards samples, ncpu, dataRoot and networkOK
 	samples   map[string]statsSample // last stats sample per container ID
 	ncpu      int                    // the engine's CPUs; 0 = not asked yet
@@ -167,7 +172,9 @@ func Open(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker runtime: %w", err)
 	}
-	return &Runtime{cfg: cfg, cli: cli, log: logkey.For(cfg.Logger, "docker"), samples: map[string]statsSample{}}, nil
+	r := &Runtime{cfg: cfg, cli: cli, log: logkey.For(cfg.Logger, "docker"), samples: map[string]statsSample{}}
+	r.ctx, r.stop = context.WithCancel(context.Background())
+	return r, nil
 }
 
 // Connect returns a connection to the engine named by the DOCKER_*
@@ -185,6 +192,7 @@ func Connect() (*client.Client, error) {
 // Close releases the engine connection, the Builders' included, and
 // removes this server's memory images' directory if it holds none.
 func (r *Runtime) Close() error {
+	r.stop()
 	r.removeEmptyMemoryDir()
 	return r.cli.Close()
 }

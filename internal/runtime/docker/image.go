@@ -54,6 +54,7 @@ func (r *Runtime) Commit(ctx context.Context, id, ref string) (string, error) {
 	if user != "" {
 		changes = append(changes, "USER "+user)
 	}
+	defer r.imagesChanged()
 	_, err = r.cli.ContainerCommit(ctx, id, client.ContainerCommitOptions{
 		Reference: ref,
 		Comment:   "warren snapshot of " + ci.Container.Name,
@@ -77,6 +78,7 @@ func jsonArray(args []string) string {
 // RemoveImage removes an image reference. An image still used by a
 // container is a conflict.
 func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
+	defer r.imagesChanged()
 	return removeImage(ctx, r.cli, ref)
 }
 
@@ -102,6 +104,7 @@ func (r *Runtime) SaveImage(ctx context.Context, ref string) (io.ReadCloser, err
 // load`): how the Kubernetes engine brings a snapshot committed on a node
 // here, where templates are built on it.
 func (r *Runtime) LoadImage(ctx context.Context, tar io.Reader) error {
+	defer r.imagesChanged()
 	res, err := r.cli.ImageLoad(ctx, tar, client.ImageLoadWithQuiet(true))
 	if err != nil {
 		return classify(err, "cannot load the image")
@@ -190,15 +193,6 @@ func (r *Runtime) ImageLabels(ctx context.Context, ref string) (map[string]strin
 		return nil, nil
 	}
 	return res.Config.Labels, nil
-}
-
-// ImageID returns the ID of the image ref names now.
-func (r *Runtime) ImageID(ctx context.Context, ref string) (string, error) {
-	res, err := r.cli.ImageInspect(ctx, ref)
-	if err != nil {
-		return "", classify(err, "cannot inspect the image")
-	}
-	return res.ID, nil
 }
 
 // InspectImage implements sandbox.Runtime.
