@@ -29,7 +29,9 @@
 // would hurt the rest of the machine: with the host's threads above 85% of kernel.pid_max, or
 // less than 2 GiB of memory available. The server is private
 // (test/e2e/server/harness.mjs: free port, fresh state dir, its own container label) and
-// everything it made is removed at the end, also on failure or Ctrl-C.
+// everything it made is removed at the end, also on failure or Ctrl-C. The server runs with
+// --server-memory-mb=0: idle sandboxes use a few MiB of their 512, and the default admission (the
+// machine's memory) would refuse the 48th create here (a --serve-arg after it overrides it).
 import { createRequire } from 'node:module'
 import { readFile } from 'node:fs/promises'
 import { parseArgs } from 'node:util'
@@ -60,7 +62,7 @@ const note = (m) => !opt.json && console.log(m)
 const mib = (kb) => kb / 1024
 const load = () => os.loadavg().map((x) => x.toFixed(1)).join(' ')
 
-const server = new WarrenServer({ name: `warren-idle-${process.pid}`, args: opt['serve-arg'] })
+const server = new WarrenServer({ name: `warren-idle-${process.pid}`, args: ['--server-memory-mb=0', ...opt['serve-arg']] })
 const results = { n: N, parallel: PAR, serve_args: opt['serve-arg'], load: {} }
 
 // cleanup removes everything the run made, once, whether it ended, failed or was interrupted;

@@ -123,6 +123,7 @@ type Main struct {
 	fs     *filesystem.Service
 	ci     *codeInterpreter  // nil unless CodeInterpreter
 	guard  *limitguard.Guard // nil without cgroup files (gVisor) or LimitGuard
+	trim   *idleTrimmer      // nil until Run
 	failed chan error        // receives a server's error if it stops on its own
 }
 
@@ -185,6 +186,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.loadSettings(st); err != nil {
 		return err
 	}
+	m.trim = newIdleTrimmer(freeOSMemory)
 	m.proc = process.New(st, m.Log)
 	m.fs = filesystem.New(st, m.Log)
 	m.srv = server.New(server.Config{
@@ -194,6 +196,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Filesystem:   m.fs,
 		Files:        files.New(st, m.Log),
 		ServerSecret: m.ServerSecret,
+		OnRequest:    m.trim.busy,
 		Initialised: func(secret string) {
 			if err := keepSettings(m.Root, keptSettings{Settings: st.Save(), ServerSecret: secret}); err != nil {
 				m.Log.Warn("cannot keep the settings: an agent that ends will not be started again", "err", err)
@@ -279,6 +282,9 @@ func (m *Main) Failed() <-chan error { return m.failed }
 // processes they started.
 func (m *Main) Close() error {
 	var err error
+	if m.trim != nil {
+		m.trim.stop()
+	}
 	m.guard.Close() // nil-safe
 	if m.ci != nil {
 		err = m.ci.Close()

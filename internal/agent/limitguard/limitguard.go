@@ -30,7 +30,6 @@ package limitguard
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -105,6 +104,7 @@ type Config struct {
 type Guard struct {
 	cfg    Config
 	pids   string // the pids cgroup directory
+	files  files  // reads the cgroup's files for the checks
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -115,7 +115,7 @@ func Start(cfg Config) *Guard {
 	cfg = withDefaults(cfg)
 	g := &Guard{cfg: cfg}
 	for _, d := range cfg.PidsDirs {
-		if _, _, err := readPids(d); err == nil {
+		if _, _, err := g.files.readPids(d); err == nil {
 			g.pids = d
 			break
 		}
@@ -126,7 +126,7 @@ func Start(cfg Config) *Guard {
 	}
 	var readable []Counter
 	for _, c := range cfg.Counters {
-		if _, err := c.read(); err == nil {
+		if _, err := g.files.count(c); err == nil {
 			readable = append(readable, c)
 		}
 	}
@@ -191,9 +191,9 @@ func fighting(prev, cur sample, interval time.Duration) bool {
 
 func (g *Guard) sample() sample {
 	s := sample{at: time.Now()}
-	s.tasks, s.max, _ = readPids(g.pids)
+	s.tasks, s.max, _ = g.files.readPids(g.pids)
 	for _, c := range g.cfg.Counters {
-		v, _ := c.read()
+		v, _ := g.files.count(c)
 		s.events += v
 	}
 	return s
@@ -240,40 +240,6 @@ func (g *Guard) killbiggest(cur sample) {
 	}
 	g.cfg.Log.Warn("the sandbox stayed crowded against its limits: ended the process group holding the most of its tasks",
 		"pgid", pgid, "share", share, "tasks", cur.tasks, "limit", cur.max, "patience", g.cfg.Patience.String())
-}
-
-// readPids reads pids.current and pids.max of dir; max is 0 for "max".
-func readPids(dir string) (tasks, limit uint64, err error) {
-	cur, err := os.ReadFile(filepath.Join(dir, "pids.current"))
-	if err != nil {
-		return 0, 0, err
-	}
-	lim, err := os.ReadFile(filepath.Join(dir, "pids.max"))
-	if err != nil {
-		return 0, 0, err
-	}
-	tasks, err = strconv.ParseUint(strings.TrimSpace(string(cur)), 10, 64)
-	if err != nil {
-		return 0, 0, err
-	}
-	limit, _ = strconv.ParseUint(strings.TrimSpace(string(lim)), 10, 64) // "max": 0
-	return tasks, limit, nil
-}
-
-func (c Counter) read() (uint64, error) {
-	b, err := os.ReadFile(c.File)
-	if err != nil {
-		return 0, err
-	}
-	if c.Key == "" {
-		return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), c.Key+" "); ok {
-			return strconv.ParseUint(v, 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("%s has no %s count", c.File, c.Key)
 }
 
 // biggest returns the process group holding the most tasks among a random

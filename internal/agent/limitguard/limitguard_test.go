@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -186,5 +187,27 @@ func TestNoCgroupNoGuard(t *testing.T) {
 	if g := Start(Config{PidsDirs: []string{t.TempDir()}}); g != nil {
 		g.Close()
 		t.Fatal("Start found a pids cgroup in an empty directory")
+	}
+}
+
+// A check makes next to no garbage: the guard checks twice a second for the
+// whole life of an idle sandbox, and what it drops stays resident until
+// the heap reaches the collector's 4 MiB (bench/idle).
+func TestCheckGarbage(t *testing.T) {
+	cg := newCgroup(t)
+	g := &Guard{cfg: withDefaults(Config{Counters: cg.counters()[1:]}), pids: cg.dir}
+	want := sample{tasks: 200, max: 200}
+	if got := g.sample(); got.tasks != want.tasks || got.max != want.max {
+		t.Fatalf("sample = %+v, want tasks and max %+v", got, want)
+	}
+	const checks = 100
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range checks {
+		g.sample()
+	}
+	runtime.ReadMemStats(&after)
+	if perCheck := (after.TotalAlloc - before.TotalAlloc) / checks; perCheck > 512 {
+		t.Errorf("a check allocates %d bytes, want at most 512", perCheck)
 	}
 }

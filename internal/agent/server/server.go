@@ -53,6 +53,9 @@ type Config struct {
 	// Initialised, if set, is called after each /init that changed the
 	// settings, with the server secret then in force.
 	Initialised func(secret string)
+	// OnRequest, if set, is called as each request starts, before any
+	// other handling: the agent's idle memory trim (cmd/warren-agent).
+	OnRequest func()
 }
 
 // Server is the agent's HTTP server. It is an http.Handler; Serve runs it
@@ -117,6 +120,9 @@ func (s *Server) serverSecret() string { return *s.secret.Load() }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.OnRequest != nil {
+		s.cfg.OnRequest()
+	}
 	s.handler.ServeHTTP(w, r)
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,5 +279,28 @@ func TestServe(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("Serve returned %v after Close", err)
+	}
+}
+
+// OnRequest sees every request as it starts, refused ones too: the agent's
+// idle trim must never take a busy agent for an idle one.
+func TestOnRequest(t *testing.T) {
+	var n atomic.Int32
+	srv := New(Config{
+		State:      state.New(),
+		Log:        slog.New(slog.DiscardHandler),
+		Process:    processconnect.UnimplementedProcessHandler{},
+		Filesystem: filesystemconnect.UnimplementedFilesystemHandler{},
+		Files:      http.NotFoundHandler(),
+		TrustRoot:  t.TempDir(),
+		OnRequest:  func() { n.Add(1) },
+	})
+	defer srv.Close()
+	for _, path := range []string{"/health", "/envs", "/nowhere"} {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	}
+	if got := n.Load(); got != 3 {
+		t.Errorf("OnRequest called %d times for 3 requests", got)
 	}
 }
