@@ -32,10 +32,12 @@ func (g *Guard) servePaced(h http.Handler, w http.ResponseWriter, r *http.Reques
 	h.ServeHTTP(tw, r)
 	cut := b.finish()
 	if !cut {
-		b.dropRest(tw)
+		if b.dropRest(tw) {
+			g.log.InfoContext(r.Context(), "request answered before its body ended; the connection closes after the answer", "remote", r.RemoteAddr, "path", r.URL.Path)
+		}
 		return
 	}
-	g.log.DebugContext(r.Context(), "request body too slow; cut", "remote", r.RemoteAddr, "path", r.URL.Path)
+	g.log.InfoContext(r.Context(), "request body too slow; cut", "remote", r.RemoteAddr, "path", r.URL.Path)
 	if !tw.wrote.Load() {
 		clear(w.Header()) // the handler's, for the answer it did not send
 		w.Header().Set("Connection", "close")
@@ -138,8 +140,8 @@ func (b *pacedBody) finish() bool {
 // read, maxDrain of one read in part); if more is to come, the answer
 // says Connection: close (when the handler has not sent its header) and
 // the server's own reads of the rest fail at once, so the connection
-// closes after the answer.
-func (b *pacedBody) dropRest(tw *trackingWriter) {
+// closes after the answer; dropRest then reports true.
+func (b *pacedBody) dropRest(tw *trackingWriter) (closes bool) {
 	b.mu.Lock()
 	ended, grace, most := b.ended, dropGrace, int64(maxUnread)
 	if b.started {
@@ -147,22 +149,23 @@ func (b *pacedBody) dropRest(tw *trackingWriter) {
 	}
 	b.mu.Unlock()
 	if ended {
-		return
+		return false
 	}
 	// Not a past deadline: the body's end starts net/http's background
 	// read of the connection, which must not fail before the deadline is
 	// cleared below.
 	if err := b.rc.SetReadDeadline(time.Now().Add(grace)); err != nil {
-		return // no deadlines here (not a net/http connection)
+		return false // no deadlines here (not a net/http connection)
 	}
 	if _, err := io.CopyN(io.Discard, b.body, most+1); err == io.EOF {
 		_ = b.rc.SetReadDeadline(time.Time{})
-		return
+		return false
 	}
 	_ = b.rc.SetReadDeadline(time.Now())
 	if !tw.wrote.Load() {
 		tw.Header().Set("Connection", "close")
 	}
+	return true
 }
 
 // dropGrace is how long dropRest waits for the bytes of a body the

@@ -406,7 +406,7 @@ export async function engineAnswers() {
  * gets its own server. Must be called at the top level of a test file (it registers hooks).
  */
 export async function useServer({ private: own = false, args, env } = {}) {
-  const { before, after } = await import('node:test')
+  const { before, after, afterEach } = await import('node:test')
   const handle = { server: undefined, apiKey: process.env.E2B_API_KEY, url: process.env.E2B_API_URL }
   before(engineAnswers)
   if (process.env.WARREN_E2E_SHARED === '1' && !own) return handle
@@ -419,8 +419,14 @@ export async function useServer({ private: own = false, args, env } = {}) {
     handle.apiKey = server.apiKey
     handle.url = server.url
   })
+  // A failed test's cause may be only in the server's log, which dispose removes: print its end.
+  let failed = false
+  afterEach((t) => {
+    failed ||= !t.passed
+  })
   after(async () => {
     await reportErrors(server)
+    if (failed) console.error(`harness: ${server.name}: a test failed; the end of its log (${server.logPath}):\n${await server.logTail(80)}`)
     const problems = await server.dispose()
     if (problems.length) console.error(`harness: ${server.name}: ${problems.join('; ')}`)
   })
