@@ -91,18 +91,11 @@ func (t *teams) active() map[string]bool {
 func (t *teams) kept(team string, span time.Duration) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := time.Now()
 	mine := 0
 	if c := t.by[team]; c != nil {
 		mine = c.inFlight
 	}
-	n := 0
-	for name, c := range t.by {
-		if name != team && c.active(now) && c.inFlight < mine {
-			n += c.rate(now, span)
-		}
-	}
-	return n
+	return t.ratesBesides(team, span, func(c *teamCreates) bool { return c.inFlight < mine })
 }
 
 // besides returns how many pooled containers are kept for the teams
@@ -112,10 +105,16 @@ func (t *teams) kept(team string, span time.Duration) int {
 func (t *teams) besides(heavy string, span time.Duration) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.ratesBesides(heavy, span, func(*teamCreates) bool { return true })
+}
+
+// ratesBesides sums the rates within span of the teams creating now
+// other than except that counts. The caller holds t.mu.
+func (t *teams) ratesBesides(except string, span time.Duration, counts func(*teamCreates) bool) int {
 	now := time.Now()
 	n := 0
 	for name, c := range t.by {
-		if name != heavy && c.active(now) {
+		if name != except && c.active(now) && counts(c) {
 			n += c.rate(now, span)
 		}
 	}
