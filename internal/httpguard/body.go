@@ -72,19 +72,24 @@ type pacedBody struct {
 }
 
 func (b *pacedBody) Read(p []byte) (int, error) {
+	// The wait is counted from the deadline's own base: a deadline that
+	// expired then always leaves nothing of the allowance (counted from a
+	// later instant, a read preempted between the two could find a few
+	// milliseconds left, and pass the timeout to the handler as a broken
+	// body instead of cutting it).
+	start := time.Now()
 	b.mu.Lock()
 	paced := !b.done
 	if paced {
 		if !b.started {
 			b.started, b.left = true, b.timeout
 		}
-		if err := b.rc.SetReadDeadline(time.Now().Add(b.left)); err != nil {
+		if err := b.rc.SetReadDeadline(start.Add(b.left)); err != nil {
 			// Not a net/http server's writer: no deadlines, no pace.
 			b.done, paced = true, false
 		}
 	}
 	b.mu.Unlock()
-	start := time.Now()
 	n, err := b.body.Read(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
