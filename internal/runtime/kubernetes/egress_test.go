@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/warrenhq/warren/internal/nodeagent"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -54,11 +55,12 @@ func (a *egressAgents) last(node string) ([]string, int) {
 	return ids, len(rs)
 }
 
-// sandboxPod makes a running pod of this server at ip on node.
+// sandboxPod makes a running pod of this server at ip on node, the pod of
+// sandbox sbx-NAME with the UID uid-NAME.
 func (e *env) sandboxPod(t *testing.T, name, ip, node string) {
 	t.Helper()
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace,
-		Labels: map[string]string{sandbox.LabelManaged: sandbox.DefaultInstance}},
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: DefaultNamespace, UID: types.UID("uid-" + name),
+		Labels: map[string]string{sandbox.LabelManaged: sandbox.DefaultInstance, sandbox.LabelSandbox: "sbx-" + name}},
 		Spec:   corev1.PodSpec{NodeName: node},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip}}
 	if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {

@@ -10,7 +10,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -44,13 +43,6 @@ func TestPeerPolicyLetsExactlyThePairsThrough(t *testing.T) {
 	e.sandboxPod(t, "warren-b", "10.2.2.5", "node-b")
 	e.sandboxPod(t, "warren-c", "10.2.2.6", "node-b")
 	ctx := t.Context()
-	for _, name := range []string{"warren-a", "warren-b", "warren-c"} {
-		p, _ := e.cli.CoreV1().Pods(DefaultNamespace).Get(ctx, name, metav1.GetOptions{})
-		p.Labels[sandbox.LabelSandbox], p.UID = "sbx-"+name, types.UID("uid-"+name)
-		if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	e.runNetContainers(t, "warren-a")
 	a := netip.MustParseAddr("10.2.1.5")
 	peers := podPeers{reaches: []netip.Addr{netip.MustParseAddr("10.2.2.6"), netip.MustParseAddr("10.2.2.5")},
