@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -107,6 +108,26 @@ var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprintf(w, "read %d", n)
 })
+
+// Each HTTP/1 response says how long the server keeps the idle
+// connection; none says it when idle connections are never closed.
+func TestResponsesHintTheIdleTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		idle time.Duration
+		want string
+	}{{testIdle, "timeout=0"}, {90 * time.Second, "timeout=90"}, {-1, ""}} {
+		srv := httptest.NewServer(newHTTPServer(Config{IdleTimeout: tc.idle}, httpguard.New(httpguard.Config{}), echo, slog.New(slog.DiscardHandler)).Handler)
+		res, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		srv.Close()
+		if got := res.Header.Get("Keep-Alive"); got != tc.want {
+			t.Errorf("idle timeout %v: Keep-Alive %q, want %q", tc.idle, got, tc.want)
+		}
+	}
+}
 
 func TestIdleKeepAliveConnectionClosed(t *testing.T) {
 	c := dialRaw(t, guardedServer(t, 0, echo))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -37,11 +38,30 @@ func route(domain string, px, volumes, dashboard, control http.Handler) http.Han
 // connection may stay silent as long as it needs.
 func newHTTPServer(cfg Config, guard *httpguard.Guard, h http.Handler, log *slog.Logger) *http.Server {
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           keepAliveHint(cfg.IdleTimeout, h),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	guard.Configure(srv)
 	return srv
+}
+
+// keepAliveHint tells HTTP/1 clients, in each response's Keep-Alive
+// header, how long the server keeps their idle connection (in whole
+// seconds, rounded down). A client that reuses an idle connection just as
+// the server closes it loses the request it sent (a reset, mid-body for
+// an upload) and may not retry it; with the hint, clients that read it
+// (undici, behind E2B's JS SDK) stop reusing the connection before that.
+func keepAliveHint(idle time.Duration, h http.Handler) http.Handler {
+	if idle <= 0 {
+		return h
+	}
+	hint := fmt.Sprintf("timeout=%d", int64(idle/time.Second))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Keep-Alive", hint)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
