@@ -87,6 +87,17 @@ func (a *fakeAgent) listen(t *testing.T, port int, h http.Handler) *httptest.Ser
 	return srv
 }
 
+// listenTLS makes port inside the sandbox answer with h over TLS, with a
+// self-signed certificate.
+func (a *fakeAgent) listenTLS(t *testing.T, port int, h http.Handler) *httptest.Server {
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
+	a.mu.Lock()
+	a.ports[port] = srv.Listener.Addr().String()
+	a.mu.Unlock()
+	return srv
+}
+
 func (a *fakeAgent) addr() string { return a.srv.Listener.Addr().String() }
 
 func (a *fakeAgent) tunnel(w http.ResponseWriter, r *http.Request) {

@@ -4,6 +4,9 @@
 //
 // Port 49983 goes straight to the agent's published address; every other
 // port is tunnelled through the agent, which dials it inside the sandbox.
+// A port the sandbox's network settings list in httpsPorts is spoken to
+// over TLS, its certificate not verified (E2B's rule: self-signed ones
+// work); the client's side is whatever it connected with.
 // Bodies stream both ways unbuffered and upgrades (WebSocket) pass through.
 // The proxy enforces traffic tokens and keeps the agent's internal paths
 // private, answers E2B's 502/403 JSON errors, and cuts a sandbox's open
@@ -17,6 +20,7 @@ package proxy
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +29,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +97,7 @@ func New(cfg Config) (*Proxy, error) {
 	transport := &http.Transport{
 		Proxy:                 nil, // sandboxes are local; never go through HTTP_PROXY
 		DialContext:           p.dial,
+		DialTLSContext:        p.dialTLS,
 		MaxIdleConnsPerHost:   32,
 		IdleConnTimeout:       60 * time.Second,
 		ExpectContinueTimeout: time.Second,
@@ -118,6 +124,10 @@ type target struct {
 	secret    string
 	port      int
 	mask      string // the sandbox's maskRequestHost, "" = keep the host
+	tls       bool   // the port is one of the sandbox's httpsPorts
+	// serverName is the name a TLS port is asked for: the host the
+	// service sees, without its port.
+	serverName string
 }
 
 type targetKey struct{}
@@ -160,6 +170,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t := target{sandboxID: sb.ID, agentAddr: sb.AgentAddr, secret: sb.AgentSecret, port: dst.port}
 	if dst.port != sandbox.AgentPort {
 		t.mask = sb.Network.MaskRequestHost
+		if t.tls = slices.Contains(sb.Network.HTTPSPorts, dst.port); t.tls {
+			t.serverName = upstreamHost(r.Host, t.mask, t.port)
+			if h, _, err := net.SplitHostPort(t.serverName); err == nil {
+				t.serverName = h
+			}
+		}
 	}
 	// Let a streaming response and the request body flow at once.
 	_ = http.NewResponseController(w).EnableFullDuplex()
@@ -248,15 +264,25 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	t := pr.In.Context().Value(targetKey{}).(target)
 	// The URL host is only a connection-pool key (one pool per sandbox
 	// and port); the dialer takes the real address from the context.
-	pr.SetURL(&url.URL{Scheme: "http", Host: fmt.Sprintf("%d-%s.sandbox.invalid", t.port, t.sandboxID)})
-	pr.SetXForwarded()
-	pr.Out.Host = pr.In.Host
-	if t.mask != "" {
-		pr.Out.Host = strings.ReplaceAll(t.mask, "${PORT}", strconv.Itoa(t.port))
+	scheme := "http"
+	if t.tls {
+		scheme = "https"
 	}
+	pr.SetURL(&url.URL{Scheme: scheme, Host: fmt.Sprintf("%d-%s.sandbox.invalid", t.port, t.sandboxID)})
+	pr.SetXForwarded()
+	pr.Out.Host = upstreamHost(pr.In.Host, t.mask, t.port)
 	for _, h := range []string{headerSandboxID, headerSandboxPort, "E2b-Traffic-Access-Token"} {
 		pr.Out.Header.Del(h)
 	}
+}
+
+// upstreamHost is the Host a sandbox's service sees: the client's, or the
+// sandbox's maskRequestHost with its ${PORT}.
+func upstreamHost(client, mask string, port int) string {
+	if mask == "" {
+		return client
+	}
+	return strings.ReplaceAll(mask, "${PORT}", strconv.Itoa(port))
 }
 
 // dial connects to the sandbox named in ctx: the agent itself for its own
@@ -282,6 +308,31 @@ func (p *Proxy) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 		return nil, err
 	}
 	return p.conns.track(t.sandboxID, c), nil
+}
+
+// dialTLS connects to an httpsPorts port of the sandbox named in ctx and
+// makes the TLS handshake over the tunnel, offering the name the service
+// is asked for (the Host it sees) and HTTP/1.1 only, which upgrades need.
+func (p *Proxy) dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := p.dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{
+		InsecureSkipVerify: true, // E2B's httpsPorts: a sandbox's certificate is not verified
+		NextProtos:         []string{"http/1.1"},
+	}
+	if t, ok := ctx.Value(targetKey{}).(target); ok {
+		cfg.ServerName = t.serverName
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	defer cancel()
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("TLS handshake with the sandbox's port: %w", err)
+	}
+	return tc, nil
 }
 
 // upstreamError answers a request whose upstream could not be reached or

@@ -324,6 +324,39 @@ func TestMaskRequestHost(t *testing.T) {
 	}
 }
 
+// A port listed in the sandbox's httpsPorts is spoken to over TLS, its
+// self-signed certificate taken, the name asked for the host the service
+// sees; any other port is plain HTTP, so an HTTPS service there answers
+// the proxy's plain request with its own 400.
+func TestHTTPSPorts(t *testing.T) {
+	secure := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "secure host=%s sni=%s", r.Host, r.TLS.ServerName)
+	})
+	env := newTestEnv(t, echo("agent"), func(sb *sandbox.Sandbox) { sb.Network.HTTPSPorts = []int{8443} })
+	env.agent.listenTLS(t, 8443, secure)
+	env.agent.listenTLS(t, 9443, secure)
+	env.agent.listen(t, 3000, echo("app"))
+
+	code, body := do(t, env.request(t, "GET", env.host(8443), "/", nil))
+	if want := "secure host=" + env.host(8443) + " sni=" + env.host(8443); code != http.StatusOK || body != want {
+		t.Errorf("an httpsPorts port: %d %q, want 200 %q", code, body, want)
+	}
+	if code, body := do(t, env.request(t, "GET", env.host(9443), "/", nil)); code != http.StatusBadRequest {
+		t.Errorf("an HTTPS port not listed: %d %q, want the service's 400", code, body)
+	}
+	if code, body := do(t, env.request(t, "GET", env.host(3000), "/", nil)); code != http.StatusOK || !strings.HasPrefix(body, "app /") {
+		t.Errorf("a plain port: %d %q", code, body)
+	}
+
+	masked := newTestEnv(t, echo("agent"), func(sb *sandbox.Sandbox) {
+		sb.Network.HTTPSPorts, sb.Network.MaskRequestHost = []int{8443}, "localhost:${PORT}"
+	})
+	masked.agent.listenTLS(t, 8443, secure)
+	if _, body := do(t, masked.request(t, "GET", masked.host(8443), "/", nil)); body != "secure host=localhost:8443 sni=localhost" {
+		t.Errorf("an httpsPorts port behind maskRequestHost: %q", body)
+	}
+}
+
 func TestIsSandboxRequest(t *testing.T) {
 	tests := []struct {
 		host    string
