@@ -123,6 +123,16 @@ async function wsConnect(sandboxId, port) {
   }
 }
 
+// An HTTPS file server for inside a sandbox (cert.pem and key.pem in its directory), on Python's
+// standard library.
+const HTTPS_SERVER = `import http.server, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain('cert.pem', 'key.pem')
+s = http.server.HTTPServer(('0.0.0.0', int(sys.argv[1])), http.server.SimpleHTTPRequestHandler)
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+s.serve_forever()
+`
+
 describeEachSdk('data plane through the proxy', (ctx) => {
   let sbx
   before(async () => {
@@ -328,6 +338,21 @@ describeEachSdk('traffic token and signed URLs', (ctx) => {
     })
     assert.equal(byHost.status, 200)
     assert.equal((await sbx.commands.run('echo envd-ok')).stdout, 'envd-ok\n')
+  })
+
+  it('httpsPorts: a server inside that speaks HTTPS with a self-signed certificate answers through the proxy', async () => {
+    const sbx = await ctx.create({ network: { httpsPorts: [8443] } })
+    const dir = `/home/user/tls-${uid()}`
+    const body = `secure ${uid()}`
+    await sbx.files.write(`${dir}/index.txt`, body)
+    await sbx.files.write(`${dir}/serve.py`, HTTPS_SERVER)
+    await sbx.commands.run('openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=inside -keyout key.pem -out cert.pem', { cwd: dir })
+    await sbx.commands.run('python3 serve.py 8443', { background: true, cwd: dir, timeoutMs: 0 })
+    const res = await waitFor(async () => {
+      const r = await proxyFetch(sbx.sandboxId, 8443, '/index.txt').catch(() => null)
+      return r?.status === 200 ? r : null
+    }, { timeoutMs: 20_000, intervalMs: 200, what: 'the HTTPS server inside, through the proxy' })
+    assert.equal(await res.text(), body)
   })
 
   it('a public sandbox has no traffic token and its ports need none', async () => {
