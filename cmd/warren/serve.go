@@ -298,7 +298,7 @@ func (m *Main) sharedServeFlags(e *envFlags, cfg *serveConfig) {
 	e.String(&cfg.Addr, "addr", "127.0.0.1:3000", "address to listen on")
 	e.String(&cfg.StateDir, "state-dir", m.defaultStateDir(), "directory of Warren's database")
 	e.String(&cfg.AgentPath, "agent", defaultAgentPath(), "path of the warren-agent binary mounted into sandboxes")
-	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules, and keep template builds from the host and sandboxes (needs root; with --engine kubernetes only the builds: sandbox pods isolate themselves and the node agents enforce egress settings); off: none of it, and egress rules are refused")
+	e.String(&cfg.Firewall, "firewall", "iptables", "iptables: isolate sandboxes from the host and each other's agent and enforce egress rules, and keep template builds from the host and sandboxes (needs root; with --engine kubernetes only the builds: sandbox pods isolate themselves and the node agents enforce egress settings); off: none of it, and egress rules are refused (with --engine kubernetes: the local builds go unguarded; pods and egress rules are as before)")
 	e.String(&cfg.Runtime, "runtime", string(sandbox.RuntimeRunc), "what sandboxes run under: runc, or gvisor (stronger isolation; "+
 		"frozen sandboxes are demoted to checkpointed, keeping their memory on disk; set up with: warren runtime setup gvisor)")
 	e.String(&cfg.GVisorName, "gvisor-runtime-name", docker.DefaultGVisorRuntime, "the Docker engine's name of the gVisor runtime (its daemon.json \"runtimes\" key)")
