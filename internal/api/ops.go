@@ -95,15 +95,31 @@ func (s *server) stop(w http.ResponseWriter, r *http.Request, team string) error
 }
 
 // resume is E2B's deprecated resume (SDK 2.0–2.5): 409 when running.
+// memory: false reboots on the filesystem, as connect's does. The
+// deprecated autoPause is accepted only when it is what the sandbox
+// already does on timeout: that action is fixed at create.
 func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) error {
 	var req struct {
-		Timeout *int64 `json:"timeout"`
+		Timeout   *int64 `json:"timeout"`
+		AutoPause *bool  `json:"autoPause"`
+		Memory    *bool  `json:"memory"`
 	}
 	id, err := sandboxRequest(r, &req)
 	if err != nil {
 		return err
 	}
-	sb, err := s.m.Resume(r.Context(), team, id, timeoutOr(req.Timeout, 15*time.Second))
+	if req.AutoPause != nil {
+		sb, err := s.m.Get(r.Context(), team, id)
+		if err != nil {
+			return err
+		}
+		if pauses := sb.Lifecycle.OnTimeout == sandbox.TimeoutPause; *req.AutoPause != pauses {
+			return sandbox.Errorf(sandbox.KindInvalid,
+				"autoPause %v cannot be set on resume: the sandbox's action on timeout is fixed when it is created (autoPause %v)", *req.AutoPause, pauses)
+		}
+	}
+	keep := req.Memory == nil || *req.Memory
+	sb, err := s.m.Resume(r.Context(), team, id, timeoutOr(req.Timeout, 15*time.Second), keep)
 	if err != nil {
 		return err
 	}
@@ -164,7 +180,7 @@ func (s *server) updateNetwork(w http.ResponseWriter, r *http.Request, team stri
 	if err != nil {
 		return err
 	}
-	if err := req.validate(); err != nil {
+	if err := req.validateUpdate(); err != nil {
 		return err
 	}
 	sb, err := s.m.Get(r.Context(), team, id)

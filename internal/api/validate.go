@@ -18,6 +18,9 @@ const (
 
 // validate checks a create body against the limits E2B states.
 func (req newSandboxJSON) validate(v2 bool) error {
+	if v2 && req.Secure != nil && !*req.Secure {
+		return sandbox.Errorf(sandbox.KindInvalid, "secure false is not available on /v2/sandboxes: every sandbox it creates is secured")
+	}
 	if req.Network != nil {
 		if err := req.Network.validate(); err != nil {
 			return err
@@ -77,6 +80,25 @@ func (n *networkJSON) validate() error {
 		}
 	}
 	return nil
+}
+
+// validateUpdate refuses the settings E2B's network update does not
+// carry (SandboxNetworkUpdateConfig): they are fixed when the sandbox is
+// created, and a PUT that named them would otherwise change nothing.
+func (n *networkJSON) validateUpdate() error {
+	fixed := func(field string) error {
+		return sandbox.Errorf(sandbox.KindInvalid,
+			"network.%s cannot be changed by a network update: it is fixed when the sandbox is created (an update carries allowOut, denyOut, egressProxy, rules and allow_internet_access)", field)
+	}
+	switch {
+	case n.AllowPublicTraffic != nil:
+		return fixed("allowPublicTraffic")
+	case n.MaskRequestHost != "":
+		return fixed("maskRequestHost")
+	case n.HTTPSPorts != nil:
+		return fixed("httpsPorts")
+	}
+	return n.validate()
 }
 
 // networkRules puts n's rules in normal form and checks that each of

@@ -165,7 +165,7 @@ func TestTransitions(t *testing.T) {
 	if err != nil || resumed || res2.EndAt.Before(res.EndAt) {
 		t.Errorf("connect running: resumed=%v err=%v endAt %v -> %v", resumed, err, res.EndAt, res2.EndAt)
 	}
-	_, err = e.m.Resume(ctx, team, sb.ID, time.Minute)
+	_, err = e.m.Resume(ctx, team, sb.ID, time.Minute, true)
 	wantKind(t, "resume running", err, sandbox.KindConflict)
 
 	// SetTimeout may shorten; Refresh may not.
@@ -189,7 +189,7 @@ func TestTransitions(t *testing.T) {
 	if c, _ := e.container(t, sb.ContainerID); c.Running {
 		t.Error("container still running after stop-pause")
 	}
-	res, err = e.m.Resume(ctx, team, sb.ID, time.Minute)
+	res, err = e.m.Resume(ctx, team, sb.ID, time.Minute, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,34 +279,51 @@ func TestUpdateNetwork(t *testing.T) {
 	}
 }
 
-// Connect with keepMemory false reboots a paused sandbox on its
+// Connect and Resume with keepMemory false reboot a paused sandbox on its
 // filesystem: the frozen container is stopped and started afresh, and its
 // agent is initialised again.
-func TestConnectWithoutMemoryReboots(t *testing.T) {
-	e := newEnv(t, nil)
-	ctx := context.Background()
-	sb := e.create(t, CreateRequest{Template: "base", Timeout: time.Hour})
-	if err := e.m.Pause(ctx, team, sb.ID, true); err != nil {
-		t.Fatal(err)
-	}
-	calls := len(e.rt.Calls())
-	res, resumed, err := e.m.Connect(ctx, team, sb.ID, time.Minute, false)
-	if err != nil || !resumed {
-		t.Fatalf("connect: resumed=%v err=%v", resumed, err)
-	}
-	var ops []string
-	for _, c := range e.rt.Calls()[calls:] {
-		op, _, _ := strings.Cut(c, " ")
-		ops = append(ops, op)
-	}
-	if want := []string{"Stop", "Start"}; !slices.Equal(ops, want) {
-		t.Errorf("runtime calls = %v, want %v (no thaw: memory is discarded)", ops, want)
-	}
-	if _, ok := e.agent.Inited(res.AgentAddr); !ok {
-		t.Error("agent not initialised after the reboot")
-	}
-	if got := e.state(t, sb.ID); got.State != sandbox.StateRunning || got.PauseMode != "" {
-		t.Errorf("state %s mode %q after reboot", got.State, got.PauseMode)
+func TestResumeWithoutMemoryReboots(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resume func(e *env, id string) (sandbox.Sandbox, error)
+	}{
+		{"connect", func(e *env, id string) (sandbox.Sandbox, error) {
+			sb, resumed, err := e.m.Connect(context.Background(), team, id, time.Minute, false)
+			if err == nil && !resumed {
+				err = errors.New("not resumed")
+			}
+			return sb, err
+		}},
+		{"resume", func(e *env, id string) (sandbox.Sandbox, error) {
+			return e.m.Resume(context.Background(), team, id, time.Minute, false)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			sb := e.create(t, CreateRequest{Template: "base", Timeout: time.Hour})
+			if err := e.m.Pause(context.Background(), team, sb.ID, true); err != nil {
+				t.Fatal(err)
+			}
+			calls := len(e.rt.Calls())
+			res, err := tc.resume(e, sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ops []string
+			for _, c := range e.rt.Calls()[calls:] {
+				op, _, _ := strings.Cut(c, " ")
+				ops = append(ops, op)
+			}
+			if want := []string{"Stop", "Start"}; !slices.Equal(ops, want) {
+				t.Errorf("runtime calls = %v, want %v (no thaw: memory is discarded)", ops, want)
+			}
+			if _, ok := e.agent.Inited(res.AgentAddr); !ok {
+				t.Error("agent not initialised after the reboot")
+			}
+			if got := e.state(t, sb.ID); got.State != sandbox.StateRunning || got.PauseMode != "" {
+				t.Errorf("state %s mode %q after reboot", got.State, got.PauseMode)
+			}
+		})
 	}
 }
 

@@ -185,8 +185,9 @@ func (m *Manager) beginPause(id string) (done func()) {
 }
 
 // Resume resumes a paused sandbox (E2B's deprecated /resume): running
-// ones are KindConflict. It runs for at least timeout afterwards.
-func (m *Manager) Resume(ctx context.Context, teamID, id string, timeout time.Duration) (sandbox.Sandbox, error) {
+// ones are KindConflict. It runs for at least timeout afterwards. Unless
+// keepMemory, it reboots on its filesystem, as Connect does.
+func (m *Manager) Resume(ctx context.Context, teamID, id string, timeout time.Duration, keepMemory bool) (sandbox.Sandbox, error) {
 	if err := m.checkTimeout(timeout); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -199,6 +200,11 @@ func (m *Manager) Resume(ctx context.Context, teamID, id string, timeout time.Du
 	}
 	if sb.State == sandbox.StateRunning {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindConflict, "sandbox '%s' is already running", id)
+	}
+	if !keepMemory {
+		if sb, err = m.forgetMemory(ctx, sb); err != nil {
+			return sandbox.Sandbox{}, m.resumeFailed(ctx, sb, err)
+		}
 	}
 	return m.resume(ctx, sb, timeout)
 }
