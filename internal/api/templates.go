@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"time"
@@ -66,16 +67,28 @@ type buildRequestJSON struct {
 	Tags     []string `json:"tags"`
 	CPUCount *int     `json:"cpuCount"`
 	MemoryMB *int     `json:"memoryMB"`
+	// MinFreeDiskMB is met when the server gives each sandbox at least
+	// that much disk: a sandbox's writable layer starts empty, and Warren
+	// never grows a template's filesystem.
+	MinFreeDiskMB *int `json:"minFreeDiskMb"`
+	// TeamID (deprecated by E2B) may only name the caller's team.
+	TeamID string `json:"teamID"`
 	// Legacy (POST /templates) only.
 	Dockerfile string `json:"dockerfile"`
 	StartCmd   string `json:"startCmd"`
 	ReadyCmd   string `json:"readyCmd"`
 }
 
-// toRequest checks the request, its resources against the server's
-// maxima too, and turns it into the registry's.
-func (s *server) toRequest(req buildRequestJSON) (template.BuildRequest, error) {
+// toRequest checks the request of team, its resources against the
+// server's maxima too, and turns it into the registry's.
+func (s *server) toRequest(req buildRequestJSON, team string) (template.BuildRequest, error) {
 	out := template.BuildRequest{Name: req.Name, Tags: req.Tags}
+	if err := checkTeamID(req.TeamID, team); err != nil {
+		return out, err
+	}
+	if err := s.checkMinFreeDisk(req.MinFreeDiskMB); err != nil {
+		return out, err
+	}
 	if out.Name == "" {
 		out.Name = req.Alias
 	}
@@ -94,12 +107,37 @@ func (s *server) toRequest(req buildRequestJSON) (template.BuildRequest, error) 
 	return out, s.m.CheckResources(out.CPUCount, out.MemoryMB)
 }
 
+// checkMinFreeDisk refuses a minimum of free disk that the server's
+// sandboxes do not get: Warren cannot grow a template's filesystem.
+func (s *server) checkMinFreeDisk(mb *int) error {
+	if mb == nil {
+		return nil
+	}
+	if *mb < 0 {
+		return sandbox.Errorf(sandbox.KindInvalid, "minFreeDiskMb must be at least 0")
+	}
+	if disk := s.m.Settings().DiskSizeMB; *mb > disk {
+		return sandbox.Errorf(sandbox.KindInvalid,
+			"minFreeDiskMb %d is more than the %d MiB of disk each sandbox of this server gets (--disk-size-mb); Warren does not grow a template's filesystem", *mb, disk)
+	}
+	return nil
+}
+
+// checkTeamID refuses a teamID (in a body or a query) that is not the
+// caller's own: an API key acts for one team.
+func checkTeamID(teamID, team string) error {
+	if teamID != "" && teamID != team {
+		return sandbox.Errorf(sandbox.KindForbidden, "teamID '%s' is not the team of your API key", teamID)
+	}
+	return nil
+}
+
 func (s *server) requestBuild(r *http.Request, team string) (buildRequestJSON, template.Template, template.Build, error) {
 	var body buildRequestJSON
 	if err := decode(r, &body); err != nil {
 		return body, template.Template{}, template.Build{}, err
 	}
-	req, err := s.toRequest(body)
+	req, err := s.toRequest(body, team)
 	if err != nil {
 		return body, template.Template{}, template.Build{}, err
 	}
@@ -159,7 +197,7 @@ func (s *server) requestBuildV1(w http.ResponseWriter, r *http.Request, team str
 		spec.StartCmd = body.StartCmd
 	}
 	spec.ReadyCmd = body.ReadyCmd
-	req, err := s.toRequest(body)
+	req, err := s.toRequest(body, team)
 	if err != nil {
 		return err
 	}
@@ -215,12 +253,24 @@ func (s *server) upload(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// startBuildJSON is E2B's TemplateBuildStartV2.
+type startBuildJSON struct {
+	template.BuildSpec
+	// FromImageRegistry is refused: the builder pulls base images with
+	// no credentials.
+	FromImageRegistry json.RawMessage `json:"fromImageRegistry"`
+}
+
 func (s *server) startBuild(w http.ResponseWriter, r *http.Request, team string) error {
-	var spec template.BuildSpec
-	if err := decode(r, &spec); err != nil {
+	var req startBuildJSON
+	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if err := s.tpl.StartBuild(r.Context(), team, r.PathValue("id"), r.PathValue("buildID"), spec); err != nil {
+	if len(req.FromImageRegistry) > 0 && string(req.FromImageRegistry) != "null" {
+		return sandbox.Errorf(sandbox.KindInvalid,
+			"fromImageRegistry is not supported: this server pulls base images without credentials; pull the image on the server's engine first, then build from it without registry credentials")
+	}
+	if err := s.tpl.StartBuild(r.Context(), team, r.PathValue("id"), r.PathValue("buildID"), req.BuildSpec); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -311,6 +361,11 @@ func (s *server) buildLogs(w http.ResponseWriter, r *http.Request, team string) 
 	if dir != "" && dir != "forward" && dir != "backward" {
 		return sandbox.Errorf(sandbox.KindInvalid, "direction must be forward or backward")
 	}
+	// Both sources are the same here: a build's log is kept whole, live
+	// and after the build, in one store.
+	if src := q.Get("source"); src != "" && src != "temporary" && src != "persistent" {
+		return sandbox.Errorf(sandbox.KindInvalid, "source must be temporary or persistent")
+	}
 	entries, err := s.tpl.Logs(r.Context(), team, r.PathValue("id"), r.PathValue("buildID"), template.LogQuery{
 		Cursor: cursor, Limit: limit, Backward: dir == "backward", Level: q.Get("level"),
 	})
@@ -385,6 +440,9 @@ func (s *server) templatesOut(r *http.Request, team string) ([]templateJSON, err
 }
 
 func (s *server) listTemplates(w http.ResponseWriter, r *http.Request, team string) error {
+	if err := checkTeamID(r.URL.Query().Get("teamID"), team); err != nil {
+		return err
+	}
 	out, err := s.templatesOut(r, team)
 	if err != nil {
 		return err
@@ -396,6 +454,9 @@ func (s *server) listTemplates(w http.ResponseWriter, r *http.Request, team stri
 // listTemplatesV2 pages the list; the next token is the last template ID.
 func (s *server) listTemplatesV2(w http.ResponseWriter, r *http.Request, team string) error {
 	q := r.URL.Query()
+	if err := checkTeamID(q.Get("teamID"), team); err != nil {
+		return err
+	}
 	limit, err := intParam(q.Get("limit"), 100, 1, 100, "limit")
 	if err != nil {
 		return err
@@ -443,7 +504,14 @@ type templateWithBuildsJSON struct {
 	Builds        []templateBuildJSON `json:"builds"`
 }
 
+// getTemplate describes a template with a page of its builds, oldest
+// first; the next token is the ID of the last build returned.
 func (s *server) getTemplate(w http.ResponseWriter, r *http.Request, team string) error {
+	q := r.URL.Query()
+	limit, err := intParam(q.Get("limit"), 100, 1, 100, "limit")
+	if err != nil {
+		return err
+	}
 	t, err := s.tpl.Template(r.Context(), team, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -453,6 +521,17 @@ func (s *server) getTemplate(w http.ResponseWriter, r *http.Request, team string
 		return err
 	}
 	tj := s.templateJSON(t, template.Build{}, builds)
+	if tok := q.Get("nextToken"); tok != "" {
+		i := slices.IndexFunc(builds, func(b template.Build) bool { return b.ID == tok })
+		if i < 0 {
+			return sandbox.Errorf(sandbox.KindInvalid, "invalid next token")
+		}
+		builds = builds[i+1:]
+	}
+	if len(builds) > limit {
+		builds = builds[:limit]
+		w.Header().Set("X-Next-Token", builds[limit-1].ID)
+	}
 	out := templateWithBuildsJSON{
 		TemplateID: t.ID, Public: t.Public, Aliases: tj.Aliases, Names: tj.Names,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Builds: []templateBuildJSON{},

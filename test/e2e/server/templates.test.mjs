@@ -321,6 +321,14 @@ describe('templates', () => {
 
   it('refuses bad input with clear messages', async () => {
     await assert.rejects(Template.build(Template().fromImage('warren/base').runCmd('true'), 'Bad Name!'), /invalid template name/)
+    // What the server cannot honour is refused, never dropped: registry credentials, more free
+    // disk than a sandbox gets.
+    const private_ = `e2e-private-${uid()}`
+    created.push(private_)
+    await assert.rejects(Template.build(Template().fromImage('warren/base', { username: 'u', password: 'p' }).runCmd('true'), private_),
+      /fromImageRegistry is not supported/)
+    await assert.rejects(Template.build(Template().fromImage('warren/base').runCmd('true'), `e2e-disk-${uid()}`, { minFreeDiskMb: 1 << 30 }),
+      /minFreeDiskMb 1073741824 is more than/)
     const res = await api('/v3/templates', { method: 'POST', body: JSON.stringify({ name: `e2e-bad-${uid()}` }) })
     assert.equal(res.status, 202)
     const { templateID, buildID } = await res.json()
