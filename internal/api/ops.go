@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/httpedge"
+	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -95,9 +96,8 @@ func (s *server) stop(w http.ResponseWriter, r *http.Request, team string) error
 }
 
 // resume is E2B's deprecated resume (SDK 2.0–2.5): 409 when running.
-// memory: false reboots on the filesystem, as connect's does. The
-// deprecated autoPause is accepted only when it is what the sandbox
-// already does on timeout: that action is fixed at create.
+// memory: false reboots on the filesystem, as connect's does; autoPause,
+// when given, replaces the sandbox's action on timeout, as on E2B.
 func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) error {
 	var req struct {
 		Timeout   *int64 `json:"timeout"`
@@ -108,18 +108,8 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) err
 	if err != nil {
 		return err
 	}
-	if req.AutoPause != nil {
-		sb, err := s.m.Get(r.Context(), team, id)
-		if err != nil {
-			return err
-		}
-		if pauses := sb.Lifecycle.OnTimeout == sandbox.TimeoutPause; *req.AutoPause != pauses {
-			return sandbox.Errorf(sandbox.KindInvalid,
-				"autoPause %v cannot be set on resume: the sandbox's action on timeout is fixed when it is created (autoPause %v)", *req.AutoPause, pauses)
-		}
-	}
-	keep := req.Memory == nil || *req.Memory
-	sb, err := s.m.Resume(r.Context(), team, id, timeoutOr(req.Timeout, 15*time.Second), keep)
+	opts := lifecycle.ResumeOptions{Reboot: req.Memory != nil && !*req.Memory, AutoPause: req.AutoPause}
+	sb, err := s.m.Resume(r.Context(), team, id, timeoutOr(req.Timeout, 15*time.Second), opts)
 	if err != nil {
 		return err
 	}

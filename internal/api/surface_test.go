@@ -60,19 +60,26 @@ func TestV2RefusesInsecure(t *testing.T) {
 }
 
 // TestResumeFields: the deprecated resume honours memory false (a reboot
-// on the filesystem, as connect's) and refuses an autoPause other than
-// the sandbox's own.
+// on the filesystem, as connect's) and autoPause, which replaces the
+// sandbox's action on timeout, as on E2B.
 func TestResumeFields(t *testing.T) {
 	a := newAPI(t)
 	sb := a.create(t, map[string]any{"templateID": "base", "timeout": 600})
 	id := sb["sandboxID"].(string)
-	if r := a.do(t, "POST", "/sandboxes/"+id+"/pause", nil); r.status != http.StatusNoContent {
-		t.Fatalf("pause: %d %s", r.status, r.body)
+	onTimeout := func() string {
+		var got sandboxDetailJSON
+		a.do(t, "GET", "/sandboxes/"+id, nil).decode(t, &got)
+		return got.Lifecycle.OnTimeout
 	}
-	r := a.do(t, "POST", "/sandboxes/"+id+"/resume", map[string]any{"timeout": 60, "autoPause": true})
-	wantRefusal(t, "resume with another autoPause", r, http.StatusBadRequest, "autoPause true")
+	pause := func() {
+		t.Helper()
+		if r := a.do(t, "POST", "/sandboxes/"+id+"/pause", nil); r.status != http.StatusNoContent {
+			t.Fatalf("pause: %d %s", r.status, r.body)
+		}
+	}
+	pause()
 	calls := len(a.rt.Calls())
-	if r := a.do(t, "POST", "/sandboxes/"+id+"/resume", map[string]any{"timeout": 60, "autoPause": false, "memory": false}); r.status != http.StatusCreated {
+	if r := a.do(t, "POST", "/sandboxes/"+id+"/resume", map[string]any{"timeout": 60, "autoPause": true, "memory": false}); r.status != http.StatusCreated {
 		t.Fatalf("resume without memory: %d %s", r.status, r.body)
 	}
 	var ops []string
@@ -82,5 +89,19 @@ func TestResumeFields(t *testing.T) {
 	}
 	if !slices.Equal(ops, []string{"Stop", "Start"}) {
 		t.Errorf("runtime calls of a resume without memory = %v, want [Stop Start]", ops)
+	}
+	if got := onTimeout(); got != "pause" {
+		t.Errorf("onTimeout after a resume with autoPause true = %q, want pause", got)
+	}
+	pause()
+	if r := a.do(t, "POST", "/sandboxes/"+id+"/resume", map[string]any{"timeout": 60, "autoPause": false}); r.status != http.StatusCreated {
+		t.Fatalf("resume with autoPause false: %d %s", r.status, r.body)
+	}
+	if got := onTimeout(); got != "kill" {
+		t.Errorf("onTimeout after a resume with autoPause false = %q, want kill", got)
+	}
+	pause()
+	if r := a.do(t, "POST", "/sandboxes/"+id+"/resume", map[string]any{"timeout": 60}); r.status != http.StatusCreated || onTimeout() != "kill" {
+		t.Errorf("resume without autoPause: %d %s, onTimeout %q, want kill kept", r.status, r.body, onTimeout())
 	}
 }

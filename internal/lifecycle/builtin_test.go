@@ -91,7 +91,7 @@ func TestCodeInterpreterCopiesKeepAgentArgs(t *testing.T) {
 	if err := e.m.Pause(ctx, team, fromID.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	resumed, err := e.m.Resume(ctx, team, fromID.ID, time.Minute, true)
+	resumed, err := e.m.Resume(ctx, team, fromID.ID, time.Minute, ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestDemotionModeByRuntime(t *testing.T) {
 				}
 				// Resume: a checkpointed sandbox is restored, not re-initialised.
 				addrBefore := got.AgentAddr
-				res, err := e.m.Resume(context.Background(), team, sb.ID, time.Minute, true)
+				res, err := e.m.Resume(context.Background(), team, sb.ID, time.Minute, ResumeOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -154,7 +154,7 @@ func TestCheckpointFailureFallsBack(t *testing.T) {
 				!strings.Contains(log, "no space left on device") {
 				t.Errorf("log does not say why:\n%s", log)
 			}
-			res, err := e.m.Resume(context.Background(), team, sb.ID, time.Minute, true)
+			res, err := e.m.Resume(context.Background(), team, sb.ID, time.Minute, ResumeOptions{})
 			if err != nil || res.State != sandbox.StateRunning {
 				t.Fatalf("resume after a failed checkpoint: %+v, %v", res, err)
 			}
@@ -174,7 +174,7 @@ func TestRestoreFailureStartsAfresh(t *testing.T) {
 		t.Fatalf("Stop = %s, %v", mode, err)
 	}
 	e.rt.Fail("Restore", sandbox.Errorf(sandbox.KindInternal, "restore: bad checkpoint"))
-	res, err := e.m.Resume(context.Background(), team, sb.ID, time.Minute, true)
+	res, err := e.m.Resume(context.Background(), team, sb.ID, time.Minute, ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

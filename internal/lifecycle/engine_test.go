@@ -60,7 +60,7 @@ func TestBareEngine(t *testing.T) {
 	if c, _ := e.container(t, sb.ContainerID); c.Running {
 		t.Error("container still running")
 	}
-	if _, err := e.m.Resume(ctx, team, sb.ID, time.Minute, true); err != nil {
+	if _, err := e.m.Resume(ctx, team, sb.ID, time.Minute, ResumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if c, _ := e.container(t, sb.ContainerID); !c.Running || c.Paused {

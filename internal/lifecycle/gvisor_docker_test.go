@@ -264,7 +264,7 @@ sleep 0.3`)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	sb, err = m.Resume(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, true)
+	sb, err = m.Resume(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, lifecycle.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestGVisorRestoreAtOnceDocker(t *testing.T) {
 					t.Errorf("round %d: Stop = %q, %v; want checkpointed", round, mode, err)
 					return
 				}
-				if _, err := m.Resume(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, true); err != nil {
+				if _, err := m.Resume(ctx, sandbox.DefaultTeamID, sb.ID, time.Minute, lifecycle.ResumeOptions{}); err != nil {
 					t.Errorf("round %d: resume: %v", round, err)
 					return
 				}

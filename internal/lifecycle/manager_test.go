@@ -165,7 +165,7 @@ func TestTransitions(t *testing.T) {
 	if err != nil || resumed || res2.EndAt.Before(res.EndAt) {
 		t.Errorf("connect running: resumed=%v err=%v endAt %v -> %v", resumed, err, res.EndAt, res2.EndAt)
 	}
-	_, err = e.m.Resume(ctx, team, sb.ID, time.Minute, true)
+	_, err = e.m.Resume(ctx, team, sb.ID, time.Minute, ResumeOptions{})
 	wantKind(t, "resume running", err, sandbox.KindConflict)
 
 	// SetTimeout may shorten; Refresh may not.
@@ -189,7 +189,7 @@ func TestTransitions(t *testing.T) {
 	if c, _ := e.container(t, sb.ContainerID); c.Running {
 		t.Error("container still running after stop-pause")
 	}
-	res, err = e.m.Resume(ctx, team, sb.ID, time.Minute, true)
+	res, err = e.m.Resume(ctx, team, sb.ID, time.Minute, ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestResumeWithoutMemoryReboots(t *testing.T) {
 			return sb, err
 		}},
 		{"resume", func(e *env, id string) (sandbox.Sandbox, error) {
-			return e.m.Resume(context.Background(), team, id, time.Minute, false)
+			return e.m.Resume(context.Background(), team, id, time.Minute, ResumeOptions{Reboot: true})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -113,7 +113,7 @@ func TestEgressFollowsContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("frozen", sb.ID)
-	if _, err := e.m.Resume(ctx, team, sb.ID, time.Minute, true); err != nil {
+	if _, err := e.m.Resume(ctx, team, sb.ID, time.Minute, ResumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.m.Pause(ctx, team, sb.ID, false); err != nil {
@@ -125,7 +125,7 @@ func TestEgressFollowsContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("stopped after UpdateNetwork")
-	if _, err := e.m.Resume(ctx, team, sb.ID, time.Minute, true); err != nil {
+	if _, err := e.m.Resume(ctx, team, sb.ID, time.Minute, ResumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	want("resumed", sb.ID)

@@ -86,20 +86,20 @@ func TestQuotaCountsRunningAndFrozen(t *testing.T) {
 	_, err := e.m.Create(ctx, CreateRequest{TeamID: "a", Timeout: time.Minute})
 	wantKind(t, "create beside a frozen sandbox", err, sandbox.KindLimited)
 	// A frozen sandbox resumes at the quota: it holds its place.
-	if _, err := e.m.Resume(ctx, "a", first.ID, time.Minute, true); err != nil {
+	if _, err := e.m.Resume(ctx, "a", first.ID, time.Minute, ResumeOptions{}); err != nil {
 		t.Fatalf("resume of a frozen sandbox at the quota: %v", err)
 	}
 	if err := e.m.Pause(ctx, "a", first.ID, false); err != nil { // stopped
 		t.Fatal(err)
 	}
 	e.create(t, CreateRequest{TeamID: "a"})
-	_, err = e.m.Resume(ctx, "a", first.ID, time.Minute, true)
+	_, err = e.m.Resume(ctx, "a", first.ID, time.Minute, ResumeOptions{})
 	wantKind(t, "resume past the quota", err, sandbox.KindLimited)
 	if sb := e.state(t, first.ID); sb.State != sandbox.StatePaused {
 		t.Errorf("refused resume left the sandbox %s, want paused", sb.State)
 	}
 	e.setQuota(t, "a", sandbox.Quota{MaxSandboxes: intp(2)})
-	if _, err := e.m.Resume(ctx, "a", first.ID, time.Minute, true); err != nil {
+	if _, err := e.m.Resume(ctx, "a", first.ID, time.Minute, ResumeOptions{}); err != nil {
 		t.Errorf("resume once the quota was raised: %v", err)
 	}
 }

@@ -184,10 +184,20 @@ func (m *Manager) beginPause(id string) (done func()) {
 	return func() { m.setPausing(id, false) }
 }
 
+// ResumeOptions are the choices of E2B's deprecated resume; the zero
+// value resumes as the sandbox was paused, with its own timeout action.
+type ResumeOptions struct {
+	// Reboot discards the memory of a paused sandbox and boots it afresh
+	// on its filesystem (E2B's memory: false), as Connect does.
+	Reboot bool
+	// AutoPause, when set, replaces the sandbox's action on timeout: pause
+	// when true, kill when false. Nil keeps it.
+	AutoPause *bool
+}
+
 // Resume resumes a paused sandbox (E2B's deprecated /resume): running
-// ones are KindConflict. It runs for at least timeout afterwards. Unless
-// keepMemory, it reboots on its filesystem, as Connect does.
-func (m *Manager) Resume(ctx context.Context, teamID, id string, timeout time.Duration, keepMemory bool) (sandbox.Sandbox, error) {
+// ones are KindConflict. It runs for at least timeout afterwards.
+func (m *Manager) Resume(ctx context.Context, teamID, id string, timeout time.Duration, opts ResumeOptions) (sandbox.Sandbox, error) {
 	if err := m.checkTimeout(timeout); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -201,9 +211,16 @@ func (m *Manager) Resume(ctx context.Context, teamID, id string, timeout time.Du
 	if sb.State == sandbox.StateRunning {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.KindConflict, "sandbox '%s' is already running", id)
 	}
-	if !keepMemory {
+	if opts.Reboot {
 		if sb, err = m.forgetMemory(ctx, sb); err != nil {
 			return sandbox.Sandbox{}, m.resumeFailed(ctx, sb, err)
+		}
+	}
+	if opts.AutoPause != nil {
+		// Saved with the resumed state, so a failed resume keeps the old.
+		sb.Lifecycle.OnTimeout = sandbox.TimeoutKill
+		if *opts.AutoPause {
+			sb.Lifecycle.OnTimeout = sandbox.TimeoutPause
 		}
 	}
 	return m.resume(ctx, sb, timeout)

@@ -262,7 +262,7 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request, team string) err
 	if err != nil {
 		return err
 	}
-	sb, err = s.m.Resume(r.Context(), team, sb.ID, max(sb.Remaining, resumeTimeout), true)
+	sb, err = s.m.Resume(r.Context(), team, sb.ID, max(sb.Remaining, resumeTimeout), lifecycle.ResumeOptions{})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/runtime/docker"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
@@ -209,7 +210,7 @@ func TestEgressLive(t *testing.T) {
 			t.Errorf("a sandbox given A's old address inherited A's rules: %s", got)
 		}
 	}
-	if _, err := e.m.Resume(ctx, team, a.ID, time.Minute, true); err != nil {
+	if _, err := e.m.Resume(ctx, team, a.ID, time.Minute, lifecycle.ResumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.copyProbe(t, a.ContainerID) // kept in its filesystem, but cheap to be sure
