@@ -159,6 +159,35 @@ func (s *awayStore) GetSandbox(ctx context.Context, id string) (sandbox.Sandbox,
 	return s.Store.GetSandbox(ctx, id)
 }
 
+func (s *awayStore) PutSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+	if s.away.Load() {
+		return sandbox.Busy("the store is restarting", time.Second)
+	}
+	return s.Store.PutSandbox(ctx, sb)
+}
+
+// A change the leader cannot save while the store is away fails as the
+// store does, unavailable with a Retry-After (503 at the API), not as an
+// internal error; it is saved once the store is back.
+func TestChangeWhileTheStoreIsAway(t *testing.T) {
+	var st *awayStore
+	e := newEnv(t, func(c *config) {
+		st = &awayStore{Store: c.Store}
+		c.Store = st
+	})
+	sb := e.create(t, CreateRequest{})
+	st.away.Store(true)
+	err := e.m.SetTimeout(context.Background(), team, sb.ID, time.Hour)
+	wantKind(t, "a change while the store is away", err, sandbox.KindUnavailable)
+	if sandbox.RetryAfter(err) == 0 {
+		t.Errorf("a change while the store is away: %v says no Retry-After", err)
+	}
+	st.away.Store(false)
+	if err := e.m.SetTimeout(context.Background(), team, sb.ID, time.Hour); err != nil {
+		t.Errorf("the change once the store is back: %v", err)
+	}
+}
+
 // While the store is away, a follower routes to the running sandboxes it
 // read last; it does not make up others.
 func TestFollowerRoutesWhileTheStoreIsAway(t *testing.T) {
