@@ -7,6 +7,10 @@
 // other tests use at the same time; tests that only need a database make
 // theirs there (WARREN_TEST_POSTGRES), which is cheaper.
 //
+// The server runs as a child of the test's process (not daemonised, as
+// pg_ctl would), which the kernel stops if the test's process dies: a
+// test killed at its timeout leaves no server running.
+//
 // Without the binaries Start fails the test, saying how to install them:
 // CI installs them (scripts/ensure-postgres.sh), so such a test always
 // runs there.
@@ -25,6 +29,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Server is a PostgreSQL server of one test, stopped and removed when the
@@ -37,6 +42,10 @@ type Server struct {
 	// cred is the server's user when the test runs as root, which
 	// PostgreSQL refuses to run as; nil: the test's own.
 	cred *syscall.Credential
+	// proc is the running server, nil while stopped; exited is closed
+	// when it exits.
+	proc   *exec.Cmd
+	exited chan struct{}
 }
 
 // Start initialises a cluster in a new temporary directory and starts it.
@@ -49,8 +58,9 @@ func Start(tb testing.TB) *Server {
 	}
 	s.dir = dir
 	tb.Cleanup(func() {
-		if s.command(s.pgCtlPath(), "status", "-D", s.data()).Run() == nil {
-			s.command(s.pgCtlPath(), "stop", "-D", s.data(), "-m", "immediate", "-w").Run()
+		if s.proc != nil {
+			s.proc.Process.Signal(syscall.SIGQUIT) // immediate shutdown: nothing here is kept
+			<-s.exited
 		}
 		os.RemoveAll(dir)
 	})
@@ -81,46 +91,79 @@ func (s *Server) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
 }
 
-// Stop stops the server as an operator's restart does (pg_ctl's fast
-// mode: sessions are ended, their open transactions rolled back, what is
-// committed is written out) and returns once it is down.
+// Stop stops the server as an operator's restart does (PostgreSQL's fast
+// shutdown: sessions are ended, their open transactions rolled back, what
+// is committed is written out) and returns once it is down.
 func (s *Server) Stop() {
 	s.tb.Helper()
-	s.run(s.pgCtlPath(), "stop", "-D", s.data(), "-m", "fast", "-w")
+	if err := s.proc.Process.Signal(syscall.SIGINT); err != nil {
+		s.tb.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+		s.proc = nil
+	case <-time.After(time.Minute):
+		s.tb.Fatalf("PostgreSQL has not stopped a minute after its fast shutdown began%s", s.logEnd())
+	}
 }
 
 // Start starts the stopped server on its port and data, and returns once
 // it accepts connections.
 func (s *Server) Start() {
 	s.tb.Helper()
-	s.run(s.pgCtlPath(), "start", "-D", s.data(), "-l", s.Log(), "-w", "-t", "60")
+	log, err := os.OpenFile(s.Log(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	defer log.Close()
+	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", s.data())
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
+	if err := cmd.Start(); err != nil {
+		s.tb.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	s.proc, s.exited = cmd, exited
+	deadline := time.Now().Add(time.Minute)
+	for s.command(filepath.Join(s.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-t", "1").Run() != nil {
+		select {
+		case <-exited:
+			s.proc = nil
+			s.tb.Fatalf("PostgreSQL exited as it started%s", s.logEnd())
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("PostgreSQL does not accept connections a minute after its start%s", s.logEnd())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Log is the path of the server's log.
 func (s *Server) Log() string { return filepath.Join(s.dir, "postgres.log") }
 
-func (s *Server) data() string      { return filepath.Join(s.dir, "data") }
-func (s *Server) pgCtlPath() string { return filepath.Join(s.bin, "pg_ctl") }
+func (s *Server) data() string { return filepath.Join(s.dir, "data") }
+
+// logEnd is the end of the server's log, to show with a failure.
+func (s *Server) logEnd() string {
+	log, _ := os.ReadFile(s.Log())
+	return "; its log ends:\n" + string(log[max(0, len(log)-2000):])
+}
 
 // run runs a command as the server's user; its failure fails the test
-// with its output and the end of the server's log.
+// with its output.
 func (s *Server) run(name string, args ...string) {
 	s.tb.Helper()
 	if out, err := s.command(name, args...).CombinedOutput(); err != nil {
-		log, _ := os.ReadFile(s.Log())
-		if len(log) > 2000 {
-			log = log[len(log)-2000:]
-		}
-		s.tb.Fatalf("%s %s: %v\n%s\nserver log ends:\n%s", filepath.Base(name), strings.Join(args, " "), err, out, log)
+		s.tb.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
 	}
 }
 
 func (s *Server) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = s.dir
-	if s.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
-	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	return cmd
 }
 
