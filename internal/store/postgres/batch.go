@@ -107,6 +107,11 @@ func (s *DB) commit(batch []*pendingWrite) {
 		if err == nil {
 			return
 		}
+		if lostConnection(err) {
+			// Idle connections the server closed with this one would fail
+			// the retry below too.
+			s.pool.Reset()
+		}
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) && !errors.As(err, new(pgx.ErrPreprocessingBatch)) {
 			// Not the server refusing a statement (a lost connection): the

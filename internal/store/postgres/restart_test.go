@@ -83,6 +83,18 @@ func TestServerRestart(t *testing.T) {
 	within(t, callBound, "the workload's calls, once told to stop,", func() error { <-stop(); return nil })
 	defer s.Close()
 	w.check(t, ctx)
+
+	// A store left idle across a restart quicker than the pool's check of
+	// idle connections (those idle for over a second) holds only closed
+	// ones: the first write after it must not fail for that.
+	srv.Stop()
+	srv.Start()
+	err = within(t, callBound, "the first write after a restart of an idle store", func() error {
+		return s.PutSandbox(ctx, sandbox.Sandbox{ID: "idle", TeamID: sandbox.DefaultTeamID, State: sandbox.StateRunning})
+	})
+	if err != nil {
+		t.Errorf("the first write after a restart of an idle store: %v", err)
+	}
 }
 
 // within returns what call returns, or fails tb when it has not returned
