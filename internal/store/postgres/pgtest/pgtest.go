@@ -11,9 +11,10 @@
 // pg_ctl would), which the kernel stops if the test's process dies: a
 // test killed at its timeout leaves no server running.
 //
-// Without the binaries Start fails the test, saying how to install them:
-// CI installs them (scripts/ensure-postgres.sh), so such a test always
-// runs there.
+// Without the binaries Start skips the test, saying how to install them,
+// as the store's other tests do without their database; with CI set it
+// fails instead: CI installs them (scripts/ensure-postgres.sh) and skips
+// nothing for want of a component.
 package pgtest
 
 import (
@@ -190,8 +191,12 @@ func binDir(tb testing.TB) string {
 		}
 	}
 	if len(found) == 0 {
-		tb.Fatal("PostgreSQL's server is not installed (no /usr/lib/postgresql/*/bin/initdb): " +
-			"run scripts/ensure-postgres.sh, which installs Debian's postgresql package")
+		const msg = "PostgreSQL's server is not installed (no /usr/lib/postgresql/*/bin/initdb): " +
+			"run scripts/ensure-postgres.sh, which installs Debian's postgresql package"
+		if os.Getenv("CI") != "" {
+			tb.Fatal(msg + "; with CI set nothing is skipped")
+		}
+		tb.Skip(msg)
 	}
 	sort.Slice(found, func(i, j int) bool { return major(found[i]) < major(found[j]) })
 	return found[len(found)-1]
