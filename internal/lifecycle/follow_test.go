@@ -159,6 +159,45 @@ func (s *awayStore) GetSandbox(ctx context.Context, id string) (sandbox.Sandbox,
 	return s.Store.GetSandbox(ctx, id)
 }
 
+func (s *awayStore) PutSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+	if s.away.Load() {
+		return sandbox.Busy("the store is restarting", time.Second)
+	}
+	return s.Store.PutSandbox(ctx, sb)
+}
+
+// A change the leader cannot save while the store is away fails as the
+// store does, unavailable with a Retry-After (503 at the API), not as an
+// internal error, and is not done; it is once the store is back.
+func TestChangeWhileTheStoreIsAway(t *testing.T) {
+	var st *awayStore
+	e := newEnv(t, func(c *config) {
+		st = &awayStore{Store: c.Store}
+		c.Store = st
+	})
+	sb := e.create(t, CreateRequest{})
+	st.away.Store(true)
+	err := e.m.SetTimeout(context.Background(), team, sb.ID, time.Hour)
+	wantKind(t, "a change while the store is away", err, sandbox.KindUnavailable)
+	if sandbox.RetryAfter(err) == 0 {
+		t.Errorf("a change while the store is away: %v says no Retry-After", err)
+	}
+	// A pause freezes the container before it saves: not saved, it thaws
+	// it again, so the sandbox runs on as its record says.
+	err = e.m.Pause(context.Background(), team, sb.ID, true)
+	wantKind(t, "a pause while the store is away", err, sandbox.KindUnavailable)
+	if c, err := e.rt.Inspect(context.Background(), sb.ContainerID); err != nil || c.Paused {
+		t.Errorf("after a pause that was not saved the container is %+v, %v; want it running, not frozen", c, err)
+	}
+	st.away.Store(false)
+	if err := e.m.SetTimeout(context.Background(), team, sb.ID, time.Hour); err != nil {
+		t.Errorf("the change once the store is back: %v", err)
+	}
+	if err := e.m.Pause(context.Background(), team, sb.ID, true); err != nil {
+		t.Errorf("the pause once the store is back: %v", err)
+	}
+}
+
 // While the store is away, a follower routes to the running sandboxes it
 // read last; it does not make up others.
 func TestFollowerRoutesWhileTheStoreIsAway(t *testing.T) {

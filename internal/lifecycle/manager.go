@@ -316,9 +316,13 @@ func (m *Manager) snapshotAll() []sandbox.Sandbox {
 }
 
 // save writes sb through to the store, then the cache. Callers hold the
-// sandbox's lock.
+// sandbox's lock. A store out of reach (a PostgreSQL restart) fails the
+// call as unavailable, with the store's Retry-After.
 func (m *Manager) save(ctx context.Context, sb sandbox.Sandbox) error {
 	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), sb); err != nil {
+		if sandbox.KindOf(err) == sandbox.KindUnavailable {
+			return err
+		}
 		return sandbox.Wrap(sandbox.KindInternal, err, "cannot save sandbox state")
 	}
 	// The sandbox of a create, cached, now holds the place its admission

@@ -163,6 +163,13 @@ func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool
 		m.removeEgress(ctx, sb.ID) // the engine may give its address to another
 	}
 	if err := m.save(ctx, sb); err != nil {
+		if mode == sandbox.PauseFrozen {
+			// Not recorded paused, it must not stay frozen: its traffic, a
+			// pause tried again and a connect all take it for running.
+			if terr := m.caps.freezer.Thaw(context.WithoutCancel(ctx), sb.ContainerID); terr != nil {
+				m.log.Error("cannot thaw a sandbox whose pause was not saved", logkey.Sandbox, sb.ID, "err", terr)
+			}
+		}
 		return err
 	}
 	m.notifyStop(sb.ID)

@@ -28,8 +28,11 @@ import (
 // rolls the whole batch back, and the batch runs again the slow way, as
 // do batches with writes that read what they write (write): in a
 // transaction, each write in a savepoint of its own (or alone), so one
-// that fails changes nothing and fails alone. Other writes, rarer, go
-// straight to the pool.
+// that fails changes nothing and fails alone. A batch that the server's
+// shutdown cut (its FATAL error in place of the results) was not
+// committed either, and runs again so too, on a new connection: the
+// server closed its idle ones with it, which the pool drops. Other
+// writes, rarer, go straight to the pool.
 
 // maxBatch bounds the writes of one transaction.
 const maxBatch = 256
@@ -106,6 +109,11 @@ func (s *DB) commit(batch []*pendingWrite) {
 		err := s.pipeline(ctx, live)
 		if err == nil {
 			return
+		}
+		if lostConnection(err) {
+			// Idle connections the server closed with this one would fail
+			// the retry below too.
+			s.pool.Reset()
 		}
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) && !errors.As(err, new(pgx.ErrPreprocessingBatch)) {

@@ -73,7 +73,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &DB{pool: pool, closing: make(chan struct{})}
-	s.Store = sqlstore.New(driver{querier{pool}, s}, sqlstore.Dialect{Text: text, Unique: unique})
+	s.Store = sqlstore.New(driver{querier{pool, s}, s}, sqlstore.Dialect{Text: text, Unique: unique})
 	for i := range s.writes {
 		s.writes[i] = make(chan *pendingWrite)
 		s.writers.Go(func() { s.writer(s.writes[i]) })
