@@ -204,12 +204,12 @@ type Delivery struct {
 }
 
 // Deliveries turns a webhook's log into what the APIs answer.
-func Deliveries(ds []events.Delivery) []Delivery {
+func Deliveries(ds []sandbox.Delivery) []Delivery {
 	out := make([]Delivery, 0, len(ds))
 	for _, d := range ds {
 		j := Delivery{ID: d.ID, EventID: d.EventID, SandboxID: d.SandboxID, Status: string(d.Status), Attempts: d.Attempts,
 			LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt}
-		if d.Status == events.DeliveryPending && !d.NextAttempt.IsZero() {
+		if d.Status == sandbox.DeliveryPending && !d.NextAttempt.IsZero() {
 			j.NextAttempt = &d.NextAttempt
 		}
 		if !d.DeliveredAt.IsZero() {

@@ -85,16 +85,16 @@ func (s *Service) Close() {
 
 // attempt makes one attempt of d and records its outcome; it returns
 // when d is to be tried again, zero when it is done.
-func (s *Service) attempt(ctx context.Context, client *http.Client, d Delivery) time.Time {
+func (s *Service) attempt(ctx context.Context, client *http.Client, d sandbox.Delivery) time.Time {
 	w, err := s.store.GetWebhook(ctx, d.WebhookID)
 	if err != nil {
-		d.Status, d.LastError = DeliveryFailed, "the webhook is gone"
+		d.Status, d.LastError = sandbox.DeliveryFailed, "the webhook is gone"
 		s.save(ctx, d)
 		return time.Time{}
 	}
 	ev, err := s.store.GetEvent(ctx, d.EventID)
 	if err != nil {
-		d.Status, d.LastError = DeliveryFailed, "the event is gone (past the retention)"
+		d.Status, d.LastError = sandbox.DeliveryFailed, "the event is gone (past the retention)"
 		s.save(ctx, d)
 		return time.Time{}
 	}
@@ -104,24 +104,24 @@ func (s *Service) attempt(ctx context.Context, client *http.Client, d Delivery) 
 	now := time.Now().UTC()
 	switch {
 	case err == nil:
-		d.Status, d.DeliveredAt, d.LastError = DeliveryDelivered, now, ""
+		d.Status, d.DeliveredAt, d.LastError = sandbox.DeliveryDelivered, now, ""
 	case ctx.Err() != nil:
 		return time.Time{} // stopping: the attempt does not count
 	case d.Attempts >= s.cfg.MaxAttempts:
-		d.Status, d.LastError = DeliveryFailed, err.Error()
+		d.Status, d.LastError = sandbox.DeliveryFailed, err.Error()
 		s.log.Warn("webhook delivery failed for good", logkey.Webhook, w.ID, "delivery", d.ID, "attempts", d.Attempts, "err", errors.Unwrap(err))
 	default:
 		d.LastError = err.Error()
 		d.NextAttempt = now.Add(s.backoff(d.Attempts))
 	}
 	s.save(ctx, d)
-	if d.Status == DeliveryPending {
+	if d.Status == sandbox.DeliveryPending {
 		return d.NextAttempt
 	}
 	return time.Time{}
 }
 
-func (s *Service) save(ctx context.Context, d Delivery) {
+func (s *Service) save(ctx context.Context, d sandbox.Delivery) {
 	if err := s.store.PutDelivery(context.WithoutCancel(ctx), d); err != nil {
 		s.log.Error("cannot save webhook delivery", "delivery", d.ID, "err", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // The dispatcher starts each due delivery as soon as the bounds below
@@ -27,7 +29,7 @@ const idlePoll = time.Second
 // outcome is a finished attempt: when its delivery is tried again (zero
 // if done).
 type outcome struct {
-	d     Delivery
+	d     sandbox.Delivery
 	team  string
 	retry time.Time
 }
@@ -50,11 +52,11 @@ func newFlight() *flight {
 	return &flight{ids: map[string]bool{}, byWebhook: map[string]int{}, byTeam: map[string]int{}, served: map[string]int{}}
 }
 
-func (f *flight) fits(d Delivery, team string) bool {
+func (f *flight) fits(d sandbox.Delivery, team string) bool {
 	return !f.ids[d.ID] && f.byWebhook[d.WebhookID] < perWebhook && f.byTeam[team] < perTeam && f.total < maxInFlight
 }
 
-func (f *flight) add(d Delivery, team string) {
+func (f *flight) add(d sandbox.Delivery, team string) {
 	f.ids[d.ID] = true
 	f.byWebhook[d.WebhookID]++
 	f.byTeam[team]++
@@ -79,8 +81,8 @@ func (f *flight) remove(o outcome) {
 // pick chooses what to start of the due deliveries (oldest first) of
 // the teams teamOf tells: one per team in turn, each team's least
 // recently served webhook first, within the bounds.
-func (f *flight) pick(due []Delivery, teamOf func(webhookID string) string) []Delivery {
-	queues := map[string][]Delivery{}
+func (f *flight) pick(due []sandbox.Delivery, teamOf func(webhookID string) string) []sandbox.Delivery {
+	queues := map[string][]sandbox.Delivery{}
 	var teams []string
 	for _, d := range due {
 		t := teamOf(d.WebhookID)
@@ -96,14 +98,14 @@ func (f *flight) pick(due []Delivery, teamOf func(webhookID string) string) []De
 	f.nextTeam = (f.nextTeam + 1) % len(teams)
 	teams = append(teams[f.nextTeam:], teams[:f.nextTeam]...)
 	for _, t := range teams {
-		slices.SortStableFunc(queues[t], func(a, b Delivery) int { return cmp.Compare(f.served[a.WebhookID], f.served[b.WebhookID]) })
+		slices.SortStableFunc(queues[t], func(a, b sandbox.Delivery) int { return cmp.Compare(f.served[a.WebhookID], f.served[b.WebhookID]) })
 	}
-	var start []Delivery
+	var start []sandbox.Delivery
 	for progress := true; progress; {
 		progress = false
 		for _, t := range teams {
 			q := queues[t]
-			i := slices.IndexFunc(q, func(d Delivery) bool { return f.fits(d, t) })
+			i := slices.IndexFunc(q, func(d sandbox.Delivery) bool { return f.fits(d, t) })
 			if i < 0 {
 				continue
 			}

@@ -1,12 +1,14 @@
 // Package events keeps sandboxes' lifecycle events and delivers them to
 // webhooks, as E2B's events API and webhooks do. The lifecycle manager
-// records each event as it changes a sandbox (Service.Record); the API lists
-// them and manages a team's webhooks through the Service; the Service's
-// dispatcher POSTs every event to the enabled webhooks of its team that
-// subscribe to its type, signed with the webhook's secret, retried with
-// backoff, in order per sandbox and webhook. Events and deliveries are in
-// the store before Record returns, so a restart loses none. It owns no
-// sandbox state and never calls the lifecycle manager.
+// prepares each event as it changes a sandbox (Service.Prepare: the event
+// with a delivery to each webhook that takes it) and the store saves it
+// with the change, in one transaction; the API lists them and manages a
+// team's webhooks through the Service; the Service's dispatcher POSTs
+// every event to the enabled webhooks of its team that subscribe to its
+// type, signed with the webhook's secret, retried with backoff, in order
+// per sandbox and webhook. Events and deliveries are in the store with
+// the change they tell of, so a restart or a lost leader loses none. It
+// owns no sandbox state and never calls the lifecycle manager.
 package events
 
 import (
@@ -41,33 +43,6 @@ type Webhook struct {
 // wants reports whether w takes events of type t now.
 func (w Webhook) wants(t sandbox.EventType) bool { return w.Enabled && slices.Contains(w.Events, t) }
 
-// DeliveryStatus is where a delivery is.
-type DeliveryStatus string
-
-const (
-	DeliveryPending   DeliveryStatus = "pending"   // not yet accepted; will be tried again
-	DeliveryDelivered DeliveryStatus = "delivered" // the receiver answered 2xx
-	DeliveryFailed    DeliveryStatus = "failed"    // every attempt failed; no more are made
-)
-
-// Delivery is one event on its way to one webhook.
-type Delivery struct {
-	ID        string
-	WebhookID string
-	EventID   string
-	SandboxID string
-	Status    DeliveryStatus
-	Attempts  int
-	// NextAttempt is when a pending delivery is tried next.
-	NextAttempt time.Time
-	// LastStatus is the HTTP status of the last attempt; 0 when it got
-	// no answer (LastError says why) or none was made.
-	LastStatus  int
-	LastError   string
-	CreatedAt   time.Time
-	DeliveredAt time.Time // zero unless delivered
-}
-
 // Query selects a team's events.
 type Query struct {
 	TeamID    string
@@ -82,7 +57,7 @@ type Query struct {
 // *sandbox.Error of KindNotFound.
 type Store interface {
 	// AddEvent stores ev with its deliveries, in one transaction.
-	AddEvent(ctx context.Context, ev sandbox.Event, deliveries []Delivery) error
+	AddEvent(ctx context.Context, ev sandbox.Event, deliveries []sandbox.Delivery) error
 	GetEvent(ctx context.Context, id string) (sandbox.Event, error)
 	Events(ctx context.Context, q Query) ([]sandbox.Event, error)
 
@@ -98,10 +73,10 @@ type Store interface {
 	// now that are each the oldest pending one of their webhook and
 	// sandbox (a later event waits for the earlier ones), at most
 	// perWebhook of each webhook.
-	DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]Delivery, error)
-	PutDelivery(ctx context.Context, d Delivery) error
+	DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]sandbox.Delivery, error)
+	PutDelivery(ctx context.Context, d sandbox.Delivery) error
 	// Deliveries returns a webhook's newest deliveries, newest first.
-	Deliveries(ctx context.Context, webhookID string, limit int) ([]Delivery, error)
+	Deliveries(ctx context.Context, webhookID string, limit int) ([]sandbox.Delivery, error)
 
 	// DeleteEventsBefore removes older events, and the deliveries that
 	// are done with them.
@@ -169,35 +144,56 @@ func New(cfg Config) *Service {
 }
 
 // Record stores ev, with a delivery to each enabled webhook of its team
-// that takes its type, and wakes the dispatcher. It is best effort for the
-// caller, whose change is made already: a failure is logged, not returned.
+// that takes its type, and wakes the dispatcher: an event that tells of
+// no change of a sandbox's state (a sandbox's change is stored with its
+// event: Prepare). It is best effort for the caller: a failure is logged,
+// not returned.
 func (s *Service) Record(ctx context.Context, ev sandbox.Event) {
-	ctx = context.WithoutCancel(ctx)
+	rec := s.Prepare(ctx, ev)
+	if err := s.store.AddEvent(context.WithoutCancel(ctx), rec.Event, rec.Deliveries); err != nil {
+		s.log.Error("cannot record sandbox event", logkey.Sandbox, ev.SandboxID, "type", ev.Type, "err", err)
+		return
+	}
+	s.Stored(rec)
+}
+
+// Prepare returns ev as it is stored, without storing it: its ID and
+// time set when they are not, with a delivery to each enabled webhook of
+// its team that takes its type. Its caller stores it with the change it
+// tells of (sandbox.Store.PutSandbox), then calls Stored. Webhooks that
+// cannot be listed leave the event without deliveries, logged: the
+// change goes on.
+func (s *Service) Prepare(ctx context.Context, ev sandbox.Event) sandbox.Recorded {
 	if ev.ID == "" {
 		ev.ID = uuid.NewString()
 	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
-	hooks, err := s.store.ListWebhooks(ctx, ev.TeamID)
+	hooks, err := s.store.ListWebhooks(context.WithoutCancel(ctx), ev.TeamID)
 	if err != nil {
 		s.log.Error("cannot list webhooks; event kept without deliveries", logkey.Sandbox, ev.SandboxID, "type", ev.Type, "err", err)
 	}
-	var ds []Delivery
+	rec := sandbox.Recorded{Event: ev}
 	for _, w := range hooks {
 		if w.wants(ev.Type) {
-			ds = append(ds, Delivery{ID: uuid.NewString(), WebhookID: w.ID, EventID: ev.ID, SandboxID: ev.SandboxID,
-				Status: DeliveryPending, NextAttempt: ev.Time, CreatedAt: ev.Time})
+			rec.Deliveries = append(rec.Deliveries, sandbox.Delivery{ID: uuid.NewString(), WebhookID: w.ID, EventID: ev.ID,
+				SandboxID: ev.SandboxID, Status: sandbox.DeliveryPending, NextAttempt: ev.Time, CreatedAt: ev.Time})
 		}
 	}
-	if err := s.store.AddEvent(ctx, ev, ds); err != nil {
-		s.log.Error("cannot record sandbox event", logkey.Sandbox, ev.SandboxID, "type", ev.Type, "err", err)
-		return
-	}
-	if len(ds) > 0 {
-		select {
-		case s.wake <- struct{}{}:
-		default:
+	return rec
+}
+
+// Stored tells the dispatcher that recs are stored: it wakes for their
+// deliveries.
+func (s *Service) Stored(recs ...sandbox.Recorded) {
+	for _, rec := range recs {
+		if len(rec.Deliveries) > 0 {
+			select {
+			case s.wake <- struct{}{}:
+			default:
+			}
+			return
 		}
 	}
 }
@@ -301,7 +297,7 @@ func (s *Service) DeleteWebhook(ctx context.Context, team, id string) error {
 
 // Deliveries returns the newest deliveries (at most limit) of team's
 // webhook id, newest first.
-func (s *Service) Deliveries(ctx context.Context, team, id string, limit int) ([]Delivery, error) {
+func (s *Service) Deliveries(ctx context.Context, team, id string, limit int) ([]sandbox.Delivery, error) {
 	if _, err := s.Webhook(ctx, team, id); err != nil {
 		return nil, err
 	}

@@ -194,7 +194,7 @@ func TestRetriesInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := log[len(log)-1]
-	if first.Status != events.DeliveryDelivered || first.Attempts != 3 || first.LastStatus != http.StatusNoContent {
+	if first.Status != sandbox.DeliveryDelivered || first.Attempts != 3 || first.LastStatus != http.StatusNoContent {
 		t.Errorf("first delivery: %+v, want delivered on attempt 3", first)
 	}
 
@@ -203,7 +203,7 @@ func TestRetriesInOrder(t *testing.T) {
 	s.Record(ctx, event("team1", "isb2", sandbox.EventCreated))
 	waitFor(t, "the delivery to fail for good", func() bool {
 		ds, _ := s.Deliveries(ctx, "team1", dw.ID, 1)
-		return len(ds) == 1 && ds[0].Status == events.DeliveryFailed
+		return len(ds) == 1 && ds[0].Status == sandbox.DeliveryFailed
 	})
 	ds, _ := s.Deliveries(ctx, "team1", dw.ID, 1)
 	if ds[0].Attempts != 4 || ds[0].LastStatus != http.StatusServiceUnavailable || ds[0].LastError == "" {

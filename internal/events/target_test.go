@@ -70,7 +70,7 @@ func TestPrivateTargetRefusedAtDelivery(t *testing.T) {
 	t.Cleanup(s.Close)
 	s.Record(context.Background(), event("team1", "isb1", sandbox.EventCreated))
 	d := waitDone(t, s, w.ID)
-	if d.Status != events.DeliveryFailed || !strings.Contains(d.LastError, "loopback") ||
+	if d.Status != sandbox.DeliveryFailed || !strings.Contains(d.LastError, "loopback") ||
 		strings.Contains(d.LastError, "127.0.0.1") || strings.Contains(d.LastError, port) {
 		t.Errorf("delivery %+v, want failed for a loopback address, without the address", d)
 	}
@@ -115,12 +115,12 @@ func TestDeliveryErrorsClassified(t *testing.T) {
 }
 
 // waitDone waits for the first delivery of webhook id to be done.
-func waitDone(t *testing.T, s *events.Service, id string) events.Delivery {
+func waitDone(t *testing.T, s *events.Service, id string) sandbox.Delivery {
 	t.Helper()
-	var d events.Delivery
+	var d sandbox.Delivery
 	waitFor(t, "the delivery to be done", func() bool {
 		ds, _ := s.Deliveries(context.Background(), "team1", id, 1)
-		if len(ds) == 1 && ds[0].Status != events.DeliveryPending {
+		if len(ds) == 1 && ds[0].Status != sandbox.DeliveryPending {
 			d = ds[0]
 			return true
 		}

@@ -137,13 +137,16 @@ func (m *Manager) pausedOnDisk(ctx context.Context, sb sandbox.Sandbox, mode san
 	}
 	sb.State, sb.PauseMode, sb.AgentAddr = sandbox.StatePaused, mode, ""
 	m.removeEgress(ctx, sb.ID) // the engine may give its address to another
-	if err := m.save(ctx, sb); err != nil {
+	var evs []sandbox.Recorded
+	if wasRunning {
+		evs = m.tell(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(mode)})
+	}
+	if err := m.save(ctx, sb, evs...); err != nil {
 		return sb, err
 	}
 	if wasRunning {
 		m.notifyStop(sb.ID)
 		m.announce(ctx, sb.ID, "sandbox paused", "mode", string(mode), "reason", reason)
-		m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(mode)})
 	} else {
 		m.announce(ctx, sb.ID, "sandbox demoted to "+string(mode), "reason", reason)
 	}
@@ -158,12 +161,11 @@ func (m *Manager) pausedFrozen(ctx context.Context, sb sandbox.Sandbox, reason s
 	now := time.Now().UTC()
 	sb.State, sb.PauseMode, sb.PausedAt = sandbox.StatePaused, sandbox.PauseFrozen, now
 	sb.Remaining = max(sb.EndAt.Sub(now), 0)
-	if err := m.save(ctx, sb); err != nil {
+	if err := m.save(ctx, sb, m.tell(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(sandbox.PauseFrozen)})...); err != nil {
 		return sb, err
 	}
 	m.notifyStop(sb.ID)
 	m.event(ctx, sb.ID, "info", "sandbox paused", "mode", string(sandbox.PauseFrozen), "reason", reason)
-	m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(sandbox.PauseFrozen)})
 	return sb, nil
 }
 

@@ -444,7 +444,6 @@ func (m *Manager) createSandbox(ctx, client context.Context, req CreateRequest, 
 		return sandbox.Sandbox{}, err
 	}
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image)
-	m.record(ctx, sb, sandbox.EventCreated, nil)
 	if tpl.memory != "" {
 		log.Info("sandbox created from a memory image", logkey.Container, c.ID, "phases", phases.From(ctx).String())
 		m.observeCreate(ctx, "memory")
@@ -473,7 +472,8 @@ func (m *Manager) resourcesOf(tpl template) (cpuCount, memoryMB int) {
 // bringUp takes a sandbox whose container has started to running: its
 // egress rules, the agent's init (see initAgent), the template's start
 // and ready commands (not for an agent restored from memory, whose
-// processes run already), then the running state saved. initFailed tells the warm
+// processes run already), then the running state saved with the event of
+// the create. initFailed tells the warm
 // pool that the container itself is at fault, so a fresh one may do
 // better. On error the caller abandons the sandbox.
 func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Addr, initTimeout time.Duration, agent agentStart) (initFailed bool, err error) {
@@ -493,7 +493,7 @@ func (m *Manager) bringUp(ctx context.Context, sb *sandbox.Sandbox, ip netip.Add
 	phases.Mark(ctx, "template")
 	now := time.Now().UTC()
 	sb.State, sb.StartedAt, sb.EndAt = sandbox.StateRunning, now, now.Add(sb.Timeout)
-	err = m.save(ctx, *sb)
+	err = m.save(ctx, *sb, m.tell(ctx, *sb, sandbox.EventCreated, nil)...)
 	phases.Mark(ctx, "save_running")
 	return false, err
 }

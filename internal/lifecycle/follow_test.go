@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,21 +160,24 @@ func (s *awayStore) GetSandbox(ctx context.Context, id string) (sandbox.Sandbox,
 	return s.Store.GetSandbox(ctx, id)
 }
 
-func (s *awayStore) PutSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+func (s *awayStore) PutSandbox(ctx context.Context, sb sandbox.Sandbox, evs ...sandbox.Recorded) error {
 	if s.away.Load() {
 		return sandbox.Busy("the store is restarting", time.Second)
 	}
-	return s.Store.PutSandbox(ctx, sb)
+	return s.Store.PutSandbox(ctx, sb, evs...)
 }
 
 // A change the leader cannot save while the store is away fails as the
 // store does, unavailable with a Retry-After (503 at the API), not as an
-// internal error, and is not done; it is once the store is back.
+// internal error, and is not done, nor its event stored; both are once
+// the store is back.
 func TestChangeWhileTheStoreIsAway(t *testing.T) {
 	var st *awayStore
+	log := &eventLog{}
 	e := newEnv(t, func(c *config) {
 		st = &awayStore{Store: c.Store}
 		c.Store = st
+		c.Events = log
 	})
 	sb := e.create(t, CreateRequest{})
 	st.away.Store(true)
@@ -195,6 +199,13 @@ func TestChangeWhileTheStoreIsAway(t *testing.T) {
 	}
 	if err := e.m.Pause(context.Background(), team, sb.ID, true); err != nil {
 		t.Errorf("the pause once the store is back: %v", err)
+	}
+	var types []sandbox.EventType
+	for _, ev := range log.of(sb.ID) {
+		types = append(types, ev.Type)
+	}
+	if want := []sandbox.EventType{sandbox.EventCreated, sandbox.EventUpdated, sandbox.EventPaused}; !slices.Equal(types, want) {
+		t.Errorf("events stored %v, want %v: none of the changes the store refused", types, want)
 	}
 }
 

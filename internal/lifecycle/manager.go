@@ -29,11 +29,16 @@ import (
 	"github.com/warrenhq/warren/internal/warmpool"
 )
 
-// EventRecorder takes the lifecycle events of sandboxes
-// (internal/events). Record must not call the Manager: it is called with
-// the sandbox's lock held.
+// EventRecorder prepares the lifecycle events of sandboxes
+// (internal/events), which the Manager saves with the change they tell
+// of, in one write. Its methods must not call the Manager: they are
+// called with the sandbox's lock held.
 type EventRecorder interface {
-	Record(ctx context.Context, ev sandbox.Event)
+	// Prepare returns ev as it is stored, with its deliveries, without
+	// storing it.
+	Prepare(ctx context.Context, ev sandbox.Event) sandbox.Recorded
+	// Stored is told of events once they are stored.
+	Stored(evs ...sandbox.Recorded)
 }
 
 // Deps are what a Manager works through: the engine, the agents, the
@@ -60,8 +65,8 @@ type Deps struct {
 	// Commands runs templates' start and ready commands in new sandboxes;
 	// nil = creating a sandbox of a template that has one fails.
 	Commands CommandRunner
-	// Events is told of every lifecycle change (created, updated, paused,
-	// resumed, killed) once it is saved; nil = none.
+	// Events prepares the event of every lifecycle change (created,
+	// updated, paused, resumed, killed), saved with it; nil = none.
 	Events EventRecorder
 	// Resume has the leader resume a paused sandbox for the proxy's
 	// traffic, on a follower (Follow); nil = a follower answers that the
@@ -315,11 +320,13 @@ func (m *Manager) snapshotAll() []sandbox.Sandbox {
 	return out
 }
 
-// save writes sb through to the store, then the cache. Callers hold the
-// sandbox's lock. A store out of reach (a PostgreSQL restart) fails the
-// call as unavailable, with the store's Retry-After.
-func (m *Manager) save(ctx context.Context, sb sandbox.Sandbox) error {
-	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), sb); err != nil {
+// save writes sb through to the store with evs, the events of its change
+// (tell), in one write, then the cache. Callers hold the sandbox's lock.
+// A store out of reach (a PostgreSQL restart) fails the call as
+// unavailable, with the store's Retry-After, and keeps neither the change
+// nor its events.
+func (m *Manager) save(ctx context.Context, sb sandbox.Sandbox, evs ...sandbox.Recorded) error {
+	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), sb, evs...); err != nil {
 		if sandbox.KindOf(err) == sandbox.KindUnavailable {
 			return err
 		}
@@ -336,6 +343,9 @@ func (m *Manager) save(ctx context.Context, sb sandbox.Sandbox) error {
 	m.mu.Lock()
 	m.sandboxes[sb.ID] = sb
 	m.mu.Unlock()
+	if len(evs) > 0 {
+		m.cfg.Events.Stored(evs...)
+	}
 	return nil
 }
 
@@ -375,11 +385,12 @@ func (m *Manager) announce(ctx context.Context, id, msg string, kv ...string) {
 	m.log.InfoContext(ctx, msg, args...)
 }
 
-// record tells Deps.Events of a change to sb; data adds to the
-// sandbox's metadata in the event.
-func (m *Manager) record(ctx context.Context, sb sandbox.Sandbox, t sandbox.EventType, data map[string]any) {
+// tell returns the event of type t that tells of sb's change, prepared
+// by Deps.Events to be saved with sb (save); none without Deps.Events.
+// data adds to the sandbox's metadata in the event.
+func (m *Manager) tell(ctx context.Context, sb sandbox.Sandbox, t sandbox.EventType, data map[string]any) []sandbox.Recorded {
 	if m.cfg.Events == nil {
-		return
+		return nil
 	}
 	if len(sb.Metadata) > 0 {
 		if data == nil {
@@ -387,8 +398,8 @@ func (m *Manager) record(ctx context.Context, sb sandbox.Sandbox, t sandbox.Even
 		}
 		data["sandbox_metadata"] = maps.Clone(sb.Metadata)
 	}
-	m.cfg.Events.Record(ctx, sandbox.Event{Type: t, Time: time.Now().UTC(), SandboxID: sb.ID, TeamID: sb.TeamID,
-		TemplateID: sb.TemplateID, BuildID: sb.BuildID, ExecutionID: sb.ExecutionID, Data: data})
+	return []sandbox.Recorded{m.cfg.Events.Prepare(ctx, sandbox.Event{Type: t, Time: time.Now().UTC(), SandboxID: sb.ID,
+		TeamID: sb.TeamID, TemplateID: sb.TemplateID, BuildID: sb.BuildID, ExecutionID: sb.ExecutionID, Data: data})}
 }
 
 func (m *Manager) notifyStop(id string) {

@@ -169,7 +169,6 @@ func (m *Manager) createFromPool(ctx context.Context, sb sandbox.Sandbox) (_ san
 		return sb, true, err
 	}
 	m.event(ctx, sb.ID, "info", "sandbox created", "template", sb.TemplateID, "image", sb.Image, "pool", "true")
-	m.record(ctx, sb, sandbox.EventCreated, nil)
 	log.Info("sandbox created from the warm pool", "phases", phases.From(ctx).String())
 	m.observeCreate(ctx, "pool")
 	return sb, true, nil

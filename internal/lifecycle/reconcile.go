@@ -124,14 +124,18 @@ func (m *Manager) reconcileOne(ctx context.Context, id string) {
 		}
 		return
 	}
-	if err := m.save(ctx, sb); err != nil {
+	stopped := before.State == sandbox.StateRunning && sb.State != sandbox.StateRunning
+	var evs []sandbox.Recorded
+	if stopped {
+		evs = m.tell(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(sb.PauseMode)})
+	}
+	if err := m.save(ctx, sb, evs...); err != nil {
 		log.Error("cannot save reconciled sandbox", "err", err)
 		return
 	}
-	if before.State == sandbox.StateRunning && sb.State != sandbox.StateRunning {
+	if stopped {
 		m.notifyStop(id)
 		m.event(ctx, id, "warn", "sandbox found stopped; now paused", "mode", string(sb.PauseMode))
-		m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(sb.PauseMode)})
 	}
 	log.Info("sandbox reconciled", "state", sb.State, "mode", sb.PauseMode)
 }
@@ -141,14 +145,13 @@ func (m *Manager) markVanished(ctx context.Context, sb sandbox.Sandbox) {
 	m.removeEgress(ctx, sb.ID)
 	sb.State, sb.PauseMode, sb.AgentAddr = sandbox.StateKilled, "", ""
 	sb.KilledAt = time.Now().UTC()
-	if err := m.save(ctx, sb); err != nil {
+	if err := m.save(ctx, sb, m.tell(ctx, sb, sandbox.EventKilled, nil)...); err != nil {
 		m.log.Error("cannot save vanished sandbox", logkey.Sandbox, sb.ID, "err", err)
 		return
 	}
 	m.notifyStop(sb.ID)
 	m.releaseImage(ctx, sb.Image)
 	m.event(ctx, sb.ID, "warn", "sandbox container vanished")
-	m.record(ctx, sb, sandbox.EventKilled, nil)
 }
 
 // removeStray removes a labelled container no live sandbox owns.

@@ -7,19 +7,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
-// eventLog is an EventRecorder that keeps what it is told.
+// eventLog is an EventRecorder that keeps the events it is told were
+// stored.
 type eventLog struct {
 	mu  sync.Mutex // guards evs
 	evs []sandbox.Event
 }
 
-func (l *eventLog) Record(ctx context.Context, ev sandbox.Event) {
+func (l *eventLog) Prepare(ctx context.Context, ev sandbox.Event) sandbox.Recorded {
+	ev.ID = uuid.NewString()
+	return sandbox.Recorded{Event: ev}
+}
+
+func (l *eventLog) Stored(evs ...sandbox.Recorded) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.evs = append(l.evs, ev)
+	for _, ev := range evs {
+		l.evs = append(l.evs, ev.Event)
+	}
 }
 
 func (l *eventLog) of(id string) []sandbox.Event {

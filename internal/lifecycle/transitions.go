@@ -47,7 +47,7 @@ func (m *Manager) kill(ctx context.Context, sb sandbox.Sandbox, reason string) e
 	containerID := sb.ContainerID
 	sb.State, sb.PauseMode, sb.AgentAddr = sandbox.StateKilled, "", ""
 	sb.KilledAt = time.Now().UTC()
-	if err := m.save(ctx, sb); err != nil {
+	if err := m.save(ctx, sb, m.tell(ctx, sb, sandbox.EventKilled, nil)...); err != nil {
 		return err
 	}
 	m.notifyStop(sb.ID)
@@ -57,7 +57,6 @@ func (m *Manager) kill(ctx context.Context, sb sandbox.Sandbox, reason string) e
 	m.removeEgress(ctx, sb.ID)
 	m.releaseImage(ctx, sb.Image)
 	m.announce(ctx, sb.ID, "sandbox killed", "reason", reason)
-	m.record(ctx, sb, sandbox.EventKilled, nil)
 	return nil
 }
 
@@ -112,11 +111,7 @@ func (m *Manager) setEnd(ctx context.Context, teamID, id string, d time.Duration
 		return nil
 	}
 	sb.EndAt = end
-	if err := m.save(ctx, sb); err != nil {
-		return err
-	}
-	m.record(ctx, sb, sandbox.EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})
-	return nil
+	return m.save(ctx, sb, m.tell(ctx, sb, sandbox.EventUpdated, map[string]any{"set_timeout": end.Format(time.RFC3339)})...)
 }
 
 // Pause pauses a running sandbox: frozen when keepMemory (checkpointed
@@ -162,7 +157,7 @@ func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool
 		sb.AgentAddr = ""
 		m.removeEgress(ctx, sb.ID) // the engine may give its address to another
 	}
-	if err := m.save(ctx, sb); err != nil {
+	if err := m.save(ctx, sb, m.tell(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(mode)})...); err != nil {
 		if mode == sandbox.PauseFrozen {
 			// Not recorded paused, it must not stay frozen: its traffic, a
 			// pause tried again and a connect all take it for running.
@@ -174,7 +169,6 @@ func (m *Manager) pause(ctx context.Context, sb sandbox.Sandbox, keepMemory bool
 	}
 	m.notifyStop(sb.ID)
 	m.announce(ctx, sb.ID, "sandbox paused", "mode", string(mode), "reason", reason)
-	m.record(ctx, sb, sandbox.EventPaused, map[string]any{"pause_mode": string(mode)})
 	return nil
 }
 
@@ -340,11 +334,10 @@ func (m *Manager) resume(ctx context.Context, sb sandbox.Sandbox, timeout time.D
 	sb.ExecutionID = uuid.NewString()
 	sb.EndAt = now.Add(max(timeout, sb.Remaining))
 	sb.Remaining = 0
-	if err := m.save(ctx, sb); err != nil {
+	if err := m.save(ctx, sb, m.tell(ctx, sb, sandbox.EventResumed, nil)...); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	m.announce(ctx, sb.ID, "sandbox resumed", "mode", string(mode))
-	m.record(ctx, sb, sandbox.EventResumed, nil)
 	return sb, nil
 }
 

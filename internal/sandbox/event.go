@@ -42,3 +42,39 @@ type Event struct {
 	// "set_timeout" for an update, "mode" for a pause); nil = none.
 	Data map[string]any
 }
+
+// Recorded is an event as it is stored: with a delivery to each webhook
+// that takes it (internal/events prepares them). The lifecycle manager
+// saves it with the change it tells of, in one write (Store.PutSandbox).
+type Recorded struct {
+	Event      Event
+	Deliveries []Delivery
+}
+
+// DeliveryStatus is where a delivery is.
+type DeliveryStatus string
+
+const (
+	DeliveryPending   DeliveryStatus = "pending"   // not yet accepted; will be tried again
+	DeliveryDelivered DeliveryStatus = "delivered" // the receiver answered 2xx
+	DeliveryFailed    DeliveryStatus = "failed"    // every attempt failed; no more are made
+)
+
+// Delivery is one event on its way to one webhook (internal/events
+// delivers it).
+type Delivery struct {
+	ID        string
+	WebhookID string
+	EventID   string
+	SandboxID string
+	Status    DeliveryStatus
+	Attempts  int
+	// NextAttempt is when a pending delivery is tried next.
+	NextAttempt time.Time
+	// LastStatus is the HTTP status of the last attempt; 0 when it got
+	// no answer (LastError says why) or none was made.
+	LastStatus  int
+	LastError   string
+	CreatedAt   time.Time
+	DeliveredAt time.Time // zero unless delivered
+}

@@ -110,8 +110,10 @@ type DemandPeak struct {
 // is the only writer of sandboxes; the API reads keys. Methods return an
 // *Error of KindNotFound for a missing record.
 type Store interface {
-	// PutSandbox inserts or replaces a sandbox.
-	PutSandbox(ctx context.Context, sb Sandbox) error
+	// PutSandbox inserts or replaces a sandbox and stores the events
+	// that tell of its change (each with its deliveries), in one
+	// transaction: all of it or none.
+	PutSandbox(ctx context.Context, sb Sandbox, evs ...Recorded) error
 	GetSandbox(ctx context.Context, id string) (Sandbox, error)
 	// ListSandboxes returns the matching sandboxes ordered by StartedAt,
 	// then ID.

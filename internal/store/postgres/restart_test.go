@@ -26,12 +26,12 @@ const (
 // the server is down quickly instead of leaving them hanging, and the
 // store writes again within seconds of the start: the pool drops the
 // connections the restart closed and dials new ones, and the writers go
-// on with their next batches. Writers keep writing a sandbox's state, an
-// event with its webhook delivery and a metric sample (a write that reads
-// what it writes, committed the slow way) throughout, so that the stop
-// cuts batches in flight: each of their writes must be acknowledged and
-// present, or fail to its caller; an event and its delivery are there
-// together or not at all.
+// on with their next batches. Writers keep writing a sandbox's state, its
+// next state with its event and the event's webhook delivery, and a
+// metric sample (a write that reads what it writes, committed the slow
+// way) throughout, so that the stop cuts batches in flight: each of their
+// writes must be acknowledged and present, or fail to its caller; a state
+// with its event and their delivery are there together or not at all.
 func TestServerRestart(t *testing.T) {
 	srv := pgtest.Start(t)
 	ctx := context.Background()
@@ -129,20 +129,24 @@ type workload struct {
 }
 
 // create makes a create's writes for sandbox id, in order, and records
-// which were acknowledged under "sb:", "ev:" and "m:" + id.
+// which were acknowledged under "sb:" (the sandbox creating), "ev:" (the
+// sandbox running, with its event and delivery) and "m:" + id.
 func (w *workload) create(ctx context.Context, id string) error {
 	now := time.Now()
 	ev := sandbox.Event{ID: "e-" + id, Type: sandbox.EventCreated, Time: now, SandboxID: id, TeamID: sandbox.DefaultTeamID}
-	d := events.Delivery{ID: "d-" + id, WebhookID: "w1", EventID: ev.ID, SandboxID: id,
-		Status: events.DeliveryPending, NextAttempt: now, CreatedAt: now}
+	d := sandbox.Delivery{ID: "d-" + id, WebhookID: "w1", EventID: ev.ID, SandboxID: id,
+		Status: sandbox.DeliveryPending, NextAttempt: now, CreatedAt: now}
 	writes := []struct {
 		key string
 		run func() error
 	}{
 		{"sb:", func() error {
-			return w.s.PutSandbox(ctx, sandbox.Sandbox{ID: id, TeamID: sandbox.DefaultTeamID, State: sandbox.StateRunning, StartedAt: now})
+			return w.s.PutSandbox(ctx, sandbox.Sandbox{ID: id, TeamID: sandbox.DefaultTeamID, State: sandbox.StateCreating, StartedAt: now})
 		}},
-		{"ev:", func() error { return w.s.AddEvent(ctx, ev, []events.Delivery{d}) }},
+		{"ev:", func() error {
+			return w.s.PutSandbox(ctx, sandbox.Sandbox{ID: id, TeamID: sandbox.DefaultTeamID, State: sandbox.StateRunning, StartedAt: now},
+				sandbox.Recorded{Event: ev, Deliveries: []sandbox.Delivery{d}})
+		}},
 		{"m:", func() error { return w.s.AddMetric(ctx, id, sandbox.Stats{Time: now, CPUCount: 1}, 0) }},
 	}
 	w.mu.Lock()
@@ -215,8 +219,8 @@ func (w *workload) waitAcked(tb testing.TB, n int64) {
 }
 
 // check reads back every sandbox the workload wrote: what was
-// acknowledged is there, and each event is there with its delivery or
-// not at all.
+// acknowledged is there, and each running state is there with its event
+// and their delivery or not at all.
 func (w *workload) check(t *testing.T, ctx context.Context) {
 	t.Helper()
 	evs, err := w.s.Events(ctx, events.Query{TeamID: sandbox.DefaultTeamID})
@@ -237,7 +241,7 @@ func (w *workload) check(t *testing.T, ctx context.Context) {
 	}
 	var lost, torn []string
 	for _, id := range w.tried {
-		_, err := w.s.GetSandbox(ctx, id)
+		sb, err := w.s.GetSandbox(ctx, id)
 		if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
 			t.Fatal(err)
 		}
@@ -250,7 +254,8 @@ func (w *workload) check(t *testing.T, ctx context.Context) {
 				lost = append(lost, key+id)
 			}
 		}
-		if haveEvent["e-"+id] != haveDelivery["d-"+id] {
+		running := err == nil && sb.State == sandbox.StateRunning
+		if haveEvent["e-"+id] != haveDelivery["d-"+id] || haveEvent["e-"+id] != running {
 			torn = append(torn, id)
 		}
 	}
@@ -258,7 +263,7 @@ func (w *workload) check(t *testing.T, ctx context.Context) {
 		t.Errorf("%d writes were acknowledged and are lost, among them %v", len(lost), lost[:min(len(lost), 5)])
 	}
 	if len(torn) > 0 {
-		t.Errorf("%d events are stored without their delivery or the other way round, among them those of %v",
+		t.Errorf("%d states, events and deliveries are stored one without the others, among them those of %v",
 			len(torn), torn[:min(len(torn), 5)])
 	}
 	t.Logf("%d creates, %d acknowledged in full, %d writes failed, the slowest call took %v; last error: %v",

@@ -18,24 +18,35 @@ import (
 // of its sandbox: the writes of one sandbox commit in the order they
 // come, so its events are numbered (seq) in that order, which the order
 // of their webhook deliveries relies on.
-func (s *Store) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []events.Delivery) error {
-	data, err := json.Marshal(ev)
+func (s *Store) AddEvent(ctx context.Context, ev sandbox.Event, deliveries []sandbox.Delivery) error {
+	stmts, err := appendEvent(nil, sandbox.Recorded{Event: ev, Deliveries: deliveries})
 	if err != nil {
-		return fmt.Errorf("encode event: %w", err)
-	}
-	stmts := []Stmt{{SQL: `INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES ($1, $2, $3, $4, $5)`,
-		Args: []any{ev.ID, ev.TeamID, ev.SandboxID, unixNano(ev.Time), string(data)}}}
-	for _, d := range deliveries {
-		st, err := deliveryStmt(d)
-		if err != nil {
-			return err
-		}
-		stmts = append(stmts, st)
+		return err
 	}
 	if err := s.db.Batch(ctx, ev.SandboxID, stmts...); err != nil {
 		return fmt.Errorf("add event %s: %w", ev.ID, err)
 	}
 	return nil
+}
+
+// appendEvent appends to stmts those that insert ev's event and its
+// deliveries.
+func appendEvent(stmts []Stmt, ev sandbox.Recorded) ([]Stmt, error) {
+	data, err := json.Marshal(ev.Event)
+	if err != nil {
+		return nil, fmt.Errorf("encode event: %w", err)
+	}
+	e := ev.Event
+	stmts = append(stmts, Stmt{SQL: `INSERT INTO sandbox_events (id, team_id, sandbox_id, ts, data) VALUES ($1, $2, $3, $4, $5)`,
+		Args: []any{e.ID, e.TeamID, e.SandboxID, unixNano(e.Time), string(data)}})
+	for _, d := range ev.Deliveries {
+		st, err := deliveryStmt(d)
+		if err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, st)
+	}
+	return stmts, nil
 }
 
 // GetEvent returns an event by ID.
@@ -72,7 +83,7 @@ func (s *Store) DeleteEventsBefore(ctx context.Context, t time.Time) error {
 	return s.db.Tx(ctx, func(tx Querier) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM webhook_deliveries WHERE status != $1
 			AND event_id IN (SELECT id FROM sandbox_events WHERE ts < $2)`,
-			string(events.DeliveryPending), unixNano(t)); err != nil {
+			string(sandbox.DeliveryPending), unixNano(t)); err != nil {
 			return fmt.Errorf("delete old deliveries: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM sandbox_events AS e WHERE e.ts < $1
@@ -128,8 +139,8 @@ func (s *Store) DeleteWebhook(ctx context.Context, id string) error {
 // DueDeliveries returns pending deliveries due by now, each the oldest
 // pending one of its webhook and sandbox, at most perWebhook of each
 // webhook, oldest first.
-func (s *Store) DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]events.Delivery, error) {
-	return queryJSON[events.Delivery](ctx, s.db,
+func (s *Store) DueDeliveries(ctx context.Context, now time.Time, perWebhook int) ([]sandbox.Delivery, error) {
+	return queryJSON[sandbox.Delivery](ctx, s.db,
 		`SELECT data FROM (
 			SELECT d.data, d.seq, ROW_NUMBER() OVER (PARTITION BY d.webhook_id ORDER BY d.seq) AS n
 			FROM webhook_deliveries d
@@ -137,11 +148,11 @@ func (s *Store) DueDeliveries(ctx context.Context, now time.Time, perWebhook int
 				SELECT MIN(p.seq) FROM webhook_deliveries p
 				WHERE p.webhook_id = d.webhook_id AND p.sandbox_id = d.sandbox_id AND p.status = $1)) due
 		 WHERE n <= $3 ORDER BY seq`,
-		string(events.DeliveryPending), unixNano(now), perWebhook)
+		string(sandbox.DeliveryPending), unixNano(now), perWebhook)
 }
 
 // PutDelivery inserts or replaces a delivery.
-func (s *Store) PutDelivery(ctx context.Context, d events.Delivery) error {
+func (s *Store) PutDelivery(ctx context.Context, d sandbox.Delivery) error {
 	st, err := deliveryStmt(d)
 	if err != nil {
 		return err
@@ -153,13 +164,13 @@ func (s *Store) PutDelivery(ctx context.Context, d events.Delivery) error {
 }
 
 // Deliveries returns a webhook's newest deliveries, newest first.
-func (s *Store) Deliveries(ctx context.Context, webhookID string, limit int) ([]events.Delivery, error) {
-	return queryJSON[events.Delivery](ctx, s.db,
+func (s *Store) Deliveries(ctx context.Context, webhookID string, limit int) ([]sandbox.Delivery, error) {
+	return queryJSON[sandbox.Delivery](ctx, s.db,
 		`SELECT data FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY seq DESC LIMIT $2`, webhookID, limit)
 }
 
 // deliveryStmt is the statement that inserts or replaces d.
-func deliveryStmt(d events.Delivery) (Stmt, error) {
+func deliveryStmt(d sandbox.Delivery) (Stmt, error) {
 	data, err := json.Marshal(d)
 	if err != nil {
 		return Stmt{}, fmt.Errorf("encode delivery: %w", err)

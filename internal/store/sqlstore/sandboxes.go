@@ -13,18 +13,25 @@ import (
 // Sandboxes are kept as JSON with the columns queries filter on beside it,
 // so a new field needs no migration.
 
-// PutSandbox inserts or replaces a sandbox, as a write of its own.
-func (s *Store) PutSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+// PutSandbox inserts or replaces a sandbox, with the events of its change
+// and their deliveries, as one write: all or none, committed in the
+// order of the sandbox's other writes (see AddEvent).
+func (s *Store) PutSandbox(ctx context.Context, sb sandbox.Sandbox, evs ...sandbox.Recorded) error {
 	data, err := json.Marshal(sb)
 	if err != nil {
 		return fmt.Errorf("encode sandbox: %w", err)
 	}
-	err = s.db.Batch(ctx, sb.ID, Stmt{
+	stmts := []Stmt{{
 		SQL: `INSERT INTO sandboxes (id, team_id, state, started_at, data) VALUES ($1, $2, $3, $4, $5)
 		 ON CONFLICT (id) DO UPDATE SET team_id=excluded.team_id, state=excluded.state,
 		 started_at=excluded.started_at, data=excluded.data`,
-		Args: []any{sb.ID, sb.TeamID, string(sb.State), unixNano(sb.StartedAt), string(data)}})
-	if err != nil {
+		Args: []any{sb.ID, sb.TeamID, string(sb.State), unixNano(sb.StartedAt), string(data)}}}
+	for _, ev := range evs {
+		if stmts, err = appendEvent(stmts, ev); err != nil {
+			return err
+		}
+	}
+	if err := s.db.Batch(ctx, sb.ID, stmts...); err != nil {
 		return fmt.Errorf("put sandbox %s: %w", sb.ID, err)
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenhq/warren/internal/events"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
@@ -15,7 +14,7 @@ import (
 //
 //   - CreateBurst: 100 sandboxes created at once, each with the writes a
 //     create makes (the sandbox as creating, a log line, the sandbox as
-//     running, its created event with a webhook delivery, a second log
+//     running with its created event and a webhook delivery, a second log
 //     line); one op is the whole burst.
 //   - SingleWrite: one sandbox's state written at a time, nothing else
 //     going on; one op is one write.
@@ -60,11 +59,9 @@ func create(ctx context.Context, s Store, id string) error {
 		return err
 	}
 	sb.State = sandbox.StateRunning
-	if err := s.PutSandbox(ctx, sb); err != nil {
-		return err
-	}
 	ev := event("e"+id, sandbox.DefaultTeamID, id, now)
-	if err := s.AddEvent(ctx, ev, []events.Delivery{delivery("d"+id, "w1", ev, events.DeliveryPending, now)}); err != nil {
+	created := sandbox.Recorded{Event: ev, Deliveries: []sandbox.Delivery{delivery("d"+id, "w1", ev, sandbox.DeliveryPending, now)}}
+	if err := s.PutSandbox(ctx, sb, created); err != nil {
 		return err
 	}
 	return s.AppendLog(ctx, sandbox.LogEntry{SandboxID: id, Time: now, Level: "info", Message: "running"})

@@ -16,8 +16,8 @@ func event(id, team, sandboxID string, at time.Time) sandbox.Event {
 		TemplateID: "base", ExecutionID: "x" + id, Data: map[string]any{"k": "v"}}
 }
 
-func delivery(id, webhook string, ev sandbox.Event, status events.DeliveryStatus, next time.Time) events.Delivery {
-	return events.Delivery{ID: id, WebhookID: webhook, EventID: ev.ID, SandboxID: ev.SandboxID, Status: status,
+func delivery(id, webhook string, ev sandbox.Event, status sandbox.DeliveryStatus, next time.Time) sandbox.Delivery {
+	return sandbox.Delivery{ID: id, WebhookID: webhook, EventID: ev.ID, SandboxID: ev.SandboxID, Status: status,
 		NextAttempt: next, CreatedAt: ev.Time}
 }
 
@@ -100,7 +100,7 @@ func testWebhooks(t *testing.T, s Store) {
 		t.Errorf("ListWebhooks(t2) = %+v", got)
 	}
 	ev := event("e1", "t1", "i1", t0)
-	if err := s.AddEvent(ctx, ev, []events.Delivery{delivery("d1", "w1", ev, events.DeliveryPending, t0)}); err != nil {
+	if err := s.AddEvent(ctx, ev, []sandbox.Delivery{delivery("d1", "w1", ev, sandbox.DeliveryPending, t0)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteWebhook(ctx, "w1"); err != nil {
@@ -123,14 +123,14 @@ func testWebhooks(t *testing.T, s Store) {
 func testDeliveries(t *testing.T, s Store) {
 	ctx := t.Context()
 	e1, e2, e3 := event("e1", "t1", "i1", t0), event("e2", "t1", "i1", t0.Add(time.Second)), event("e3", "t1", "i2", t0.Add(2*time.Second))
-	d1 := delivery("d1", "w1", e1, events.DeliveryPending, t0.Add(time.Minute))
-	d2 := delivery("d2", "w1", e2, events.DeliveryPending, t0)
-	d3 := delivery("d3", "w1", e3, events.DeliveryPending, t0)
-	d4 := delivery("d4", "w2", e1, events.DeliveryPending, t0)
+	d1 := delivery("d1", "w1", e1, sandbox.DeliveryPending, t0.Add(time.Minute))
+	d2 := delivery("d2", "w1", e2, sandbox.DeliveryPending, t0)
+	d3 := delivery("d3", "w1", e3, sandbox.DeliveryPending, t0)
+	d4 := delivery("d4", "w2", e1, sandbox.DeliveryPending, t0)
 	for _, add := range []struct {
 		ev sandbox.Event
-		ds []events.Delivery
-	}{{e1, []events.Delivery{d1, d4}}, {e2, []events.Delivery{d2}}, {e3, []events.Delivery{d3}}} {
+		ds []sandbox.Delivery
+	}{{e1, []sandbox.Delivery{d1, d4}}, {e2, []sandbox.Delivery{d2}}, {e3, []sandbox.Delivery{d3}}} {
 		if err := s.AddEvent(ctx, add.ev, add.ds); err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func testDeliveries(t *testing.T, s Store) {
 	if diff := cmp.Diff([]string{"d1", "d4"}, due(t0.Add(time.Minute), 1)); diff != "" {
 		t.Errorf("due later, one a webhook (-want +got):\n%s", diff)
 	}
-	d1.Status, d1.Attempts, d1.LastStatus, d1.DeliveredAt = events.DeliveryDelivered, 1, 200, t0.Add(time.Minute)
+	d1.Status, d1.Attempts, d1.LastStatus, d1.DeliveredAt = sandbox.DeliveryDelivered, 1, 200, t0.Add(time.Minute)
 	if err := s.PutDelivery(ctx, d1); err != nil {
 		t.Fatal(err)
 	}
@@ -165,11 +165,72 @@ func testDeliveries(t *testing.T, s Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]events.Delivery{d3, d2}, got); diff != "" {
+	if diff := cmp.Diff([]sandbox.Delivery{d3, d2}, got); diff != "" {
 		t.Errorf("newest deliveries of w1 (-want +got):\n%s", diff)
 	}
 	if got, _ := s.Deliveries(ctx, "w1", 10); len(got) != 3 || !cmp.Equal(got[2], d1) {
 		t.Errorf("deliveries of w1 = %+v, want d1 last, as updated", got)
+	}
+}
+
+// A sandbox's change and the events that tell of it, with their
+// deliveries, are stored together or not at all: a write whose event is
+// refused (its ID taken) leaves the sandbox as it was and stores none of
+// its deliveries. Its events keep the order of the sandbox's writes.
+func testSandboxWithEvents(t *testing.T, s Store) {
+	ctx := t.Context()
+	sb := sandbox.Sandbox{ID: "i1", TeamID: "t1", TemplateID: "base", State: sandbox.StateRunning, StartedAt: t0}
+	created := event("e1", "t1", "i1", t0)
+	d1 := delivery("d1", "w1", created, sandbox.DeliveryPending, t0)
+	if err := s.PutSandbox(ctx, sb, sandbox.Recorded{Event: created, Deliveries: []sandbox.Delivery{d1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetSandbox(ctx, "i1"); err != nil || got.State != sandbox.StateRunning {
+		t.Errorf("the sandbox written with its event = %+v, %v", got, err)
+	}
+	if got, err := s.GetEvent(ctx, "e1"); err != nil || !cmp.Equal(got, created) {
+		t.Errorf("the event written with its sandbox = %+v, %v; want %+v", got, err, created)
+	}
+	if got, err := s.Deliveries(ctx, "w1", 10); err != nil || !cmp.Equal(got, []sandbox.Delivery{d1}) {
+		t.Errorf("the deliveries written with their sandbox = %+v, %v; want d1", got, err)
+	}
+
+	paused := sb
+	paused.State, paused.PauseMode = sandbox.StatePaused, sandbox.PauseFrozen
+	taken := event("e1", "t1", "i1", t0.Add(time.Second))
+	taken.Type = sandbox.EventPaused
+	d2 := delivery("d2", "w1", taken, sandbox.DeliveryPending, t0)
+	if err := s.PutSandbox(ctx, paused, sandbox.Recorded{Event: taken, Deliveries: []sandbox.Delivery{d2}}); err == nil {
+		t.Fatal("a change was stored with an event whose ID is taken")
+	}
+	other := sandbox.Sandbox{ID: "i2", TeamID: "t1", State: sandbox.StateRunning, StartedAt: t0}
+	d3 := delivery("d3", "w1", event("e1", "t1", "i2", t0), sandbox.DeliveryPending, t0)
+	if err := s.PutSandbox(ctx, other, sandbox.Recorded{Event: event("e1", "t1", "i2", t0), Deliveries: []sandbox.Delivery{d3}}); err == nil {
+		t.Fatal("a new sandbox was stored with an event whose ID is taken")
+	}
+	if got, err := s.GetSandbox(ctx, "i1"); err != nil || got.State != sandbox.StateRunning {
+		t.Errorf("after a change whose event was refused the sandbox is %+v, %v; want it running, as it was", got, err)
+	}
+	if _, err := s.GetSandbox(ctx, "i2"); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Errorf("a new sandbox whose event was refused: %v, want not found", err)
+	}
+	if got, err := s.Deliveries(ctx, "w1", 10); err != nil || !cmp.Equal(got, []sandbox.Delivery{d1}) {
+		t.Errorf("after the refused writes the deliveries are %+v, %v; want d1 alone", got, err)
+	}
+
+	// Writes with and without a change, one after the other, keep their order.
+	if err := s.AddEvent(ctx, event("e2", "t1", "i1", t0), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSandbox(ctx, paused, sandbox.Recorded{Event: event("e3", "t1", "i1", t0)}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, events.Query{TeamID: "t1", SandboxID: "i1", Ascending: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"e1", "e2", "e3"}, eventIDs(evs)); diff != "" {
+		t.Errorf("events of i1 in order (-want +got):\n%s", diff)
 	}
 }
 
@@ -178,10 +239,10 @@ func testDeliveries(t *testing.T, s Store) {
 func testEventRetention(t *testing.T, s Store) {
 	ctx := t.Context()
 	old, kept, recent := event("old", "t1", "i1", t0), event("kept", "t1", "i1", t0.Add(time.Second)), event("new", "t1", "i1", t0.Add(time.Hour))
-	if err := s.AddEvent(ctx, old, []events.Delivery{delivery("d-old", "w1", old, events.DeliveryDelivered, t0)}); err != nil {
+	if err := s.AddEvent(ctx, old, []sandbox.Delivery{delivery("d-old", "w1", old, sandbox.DeliveryDelivered, t0)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddEvent(ctx, kept, []events.Delivery{delivery("d-kept", "w1", kept, events.DeliveryPending, t0)}); err != nil {
+	if err := s.AddEvent(ctx, kept, []sandbox.Delivery{delivery("d-kept", "w1", kept, sandbox.DeliveryPending, t0)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AddEvent(ctx, recent, nil); err != nil {

@@ -47,6 +47,7 @@ var cases = []testCase{
 	{"Events", testEvents},
 	{"Webhooks", testWebhooks},
 	{"Deliveries", testDeliveries},
+	{"SandboxWithEvents", testSandboxWithEvents},
 	{"EventRetention", testEventRetention},
 }
 
