@@ -155,6 +155,35 @@ func TestDeliverySignedToSubscribers(t *testing.T) {
 	}
 }
 
+// Prepare writes nothing: the event, with a delivery to each webhook of
+// its team that takes its type, is stored by its caller with the change it
+// tells of, and delivered once Stored says so.
+func TestPreparedEventStoredWithItsChange(t *testing.T) {
+	db := openStore(t, ":memory:")
+	s := newService(t, db)
+	ctx := context.Background()
+	rc := newReceiver(t, 0)
+	w := hook(t, s, "team1", rc.srv.URL, sandbox.EventCreated)
+	hook(t, s, "team1", rc.srv.URL, sandbox.EventKilled)
+	rec := s.Prepare(ctx, event("team1", "isb1", sandbox.EventCreated))
+	if rec.Event.ID == "" || rec.Event.Time.IsZero() || len(rec.Deliveries) != 1 || rec.Deliveries[0].WebhookID != w.ID ||
+		rec.Deliveries[0].EventID != rec.Event.ID || rec.Deliveries[0].Status != sandbox.DeliveryPending {
+		t.Fatalf("prepared %+v, want the event with one pending delivery, to %s", rec, w.ID)
+	}
+	if evs, err := s.Events(ctx, events.Query{TeamID: "team1"}); err != nil || len(evs) != 0 {
+		t.Fatalf("after Prepare the store holds events %v, %v; want none", evs, err)
+	}
+	sb := sandbox.Sandbox{ID: "isb1", TeamID: "team1", State: sandbox.StateRunning}
+	if err := db.PutSandbox(ctx, sb, rec); err != nil {
+		t.Fatal(err)
+	}
+	s.Stored(rec)
+	waitFor(t, "the delivery", func() bool { return len(rc.deliveries()) == 1 })
+	if got := rc.deliveries()[0].event; got.ID != rec.Event.ID || got.Type != string(sandbox.EventCreated) {
+		t.Errorf("delivered %+v, want event %s", got, rec.Event.ID)
+	}
+}
+
 // E2B's docs verify with sha256(secret + body) in standard base64, then
 // '+' → '-', '/' → '_' and no '=' padding.
 func TestSignatureIsE2Bs(t *testing.T) {
