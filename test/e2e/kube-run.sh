@@ -138,14 +138,16 @@ for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get p
   "create configmaps -n $ns" "list configmaps -n $ns" "update configmaps -n $ns" "delete configmaps -n $ns" \
   "create leases -n $ns" "get lease/warren -n $ns" "update lease/warren -n $ns" \
   "create persistentvolumeclaims -n $ns" "delete persistentvolumeclaims -n $ns" "get persistentvolumes" \
-  "get networkpolicy/warren-sandboxes -n $ns" "create networkpolicies -n $ns" "update networkpolicies -n $ns" "delete networkpolicies -n $ns"; do
+  "get networkpolicy/warren-sandboxes -n $ns" "create networkpolicies -n $ns" "update networkpolicies -n $ns" "delete networkpolicies -n $ns" \
+  "get endpointslices.discovery.k8s.io/kubernetes -n default" "list servicecidrs.networking.k8s.io"; do
   can $want || { say "RBAC: the control plane cannot: $want"; exit 1; }
 done
 for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods --subresource=exec -n $ns" "update pods --subresource=ephemeralcontainers -n default" "delete nodes" \
   "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces" "create configmaps -n default" \
   "update lease/other -n $ns" "delete lease/warren -n $ns" "create leases -n kube-system" \
   "create persistentvolumeclaims -n default" "create persistentvolumes" "delete persistentvolumes" \
-  "create networkpolicies -n default"; do
+  "create networkpolicies -n default" "get endpointslices.discovery.k8s.io/other -n default" "list endpointslices.discovery.k8s.io -n default" \
+  "get configmaps -n default" "create servicecidrs.networking.k8s.io"; do
   if can $refuse; then say "RBAC: the control plane may, and should not: $refuse"; exit 1; fi
 done
 say "RBAC: the control plane's service account has what it needs and no more"
