@@ -151,8 +151,11 @@ func (r *Runtime) hostAddresses(ctx context.Context, nodes []string) ([]netip.Pr
 				continue
 			}
 			if _, ok := c.hosts[n]; !ok {
-				return nil, sandbox.Wrap(sandbox.KindUnavailable, errs[i],
-					"cannot learn the addresses of node "+n+" from its node agent, which sandboxes must not reach")
+				msg := "cannot learn the addresses of node " + n + " from its node agent, which sandboxes must not reach"
+				if sandbox.KindOf(errs[i]) == sandbox.KindNotFound {
+					msg = "the node agent of node " + n + " is older than this server and cannot tell its host's addresses, which sandboxes must not reach: update the warren-node DaemonSet's image"
+				}
+				return nil, sandbox.Wrap(sandbox.KindUnavailable, errs[i], msg)
 			}
 			r.log.WarnContext(ctx, "cannot learn a node's addresses from its agent, refusing those it told before", "node", n, "err", errs[i])
 		}

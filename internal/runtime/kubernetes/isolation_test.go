@@ -175,6 +175,16 @@ func TestNoPodWithoutEveryHostsAddresses(t *testing.T) {
 		t.Error("the pod exists")
 	}
 
+	// An agent older than the server has no such call: it is told how
+	// to fix it.
+	e.nodes.mu.Lock()
+	e.nodes.addrsErr = sandbox.Errorf(sandbox.KindNotFound, "the node agent refused: 404")
+	e.nodes.mu.Unlock()
+	if _, err := e.rt.Create(t.Context(), spec("oldagent")); sandbox.KindOf(err) != sandbox.KindUnavailable ||
+		!strings.Contains(sandbox.Message(err), "update the warren-node DaemonSet") {
+		t.Errorf("with an older node agent: %v", err)
+	}
+
 	e.nodes.mu.Lock()
 	e.nodes.addrsErr = nil
 	e.nodes.addrs = map[string][]netip.Addr{"node-a": {netip.MustParseAddr("192.0.2.2")}}
