@@ -4,7 +4,9 @@
 #
 #   test/e2e/kube-run.sh                  the control plane in the cluster (one replica, then
 #                                         three failing over, ~75 s), the core files (below),
-#                                         kube/kubernetes.test.mjs and kube/registry.test.mjs
+#                                         kube/kubernetes.test.mjs and kube/registry.test.mjs,
+#                                         then the egress files again on gVisor pods
+#   WARREN_RUNTIME=gvisor test/e2e/kube-run.sh FILE   a file on gVisor pods
 #   test/e2e/kube-run.sh server/x.test.mjs
 #   test/e2e/kube-run.sh kube/control-plane.test.mjs   the control plane in the cluster alone
 #   test/e2e/kube-run.sh kube/failover.test.mjs        its three replicas' failover alone
@@ -21,7 +23,7 @@
 # objects it applied are deleted.
 set -euo pipefail
 
-exec_cmd=()
+exec_cmd=() gvisor=()
 if [ "${1:-}" = --exec ]; then
   shift
   exec_cmd=("$@")
@@ -187,6 +189,11 @@ if [ $# -eq 0 ] && [ ${#exec_cmd[@]} -eq 0 ]; then
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
     server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs server/egress-rules.test.mjs server/neighbours.test.mjs \
     server/volumes.test.mjs kube/volumes-shared.test.mjs ${desktop:+server/desktop.test.mjs}
+  # The egress suites again with every sandbox a gVisor pod (runtimeClassName gvisor): the node
+  # gateway's rules and refusals as gVisor's netstack sees them, which differs from the kernel's
+  # (a UDP socket there is told of no ICMP error but port unreachable). isolation and neighbours
+  # run gVisor pods of their own. About 35 s.
+  gvisor=(server/egress.test.mjs server/egress-rules.test.mjs kube/egress.test.mjs)
 fi
 # The nodes' containerd, for the tests that look for images there (scripts/kube.sh's layout).
 # A file may take longer than on Docker: each template build ends by importing its image into
@@ -212,6 +219,7 @@ with_env() {
 serve() { with_env test/e2e/server-run.sh "$@"; }
 [ ${#exec_cmd[@]} -eq 0 ] || with_env "${exec_cmd[@]}" || rc=1
 [ ${#other[@]} -eq 0 ] || serve "${other[@]}" || rc=1
+[ ${#gvisor[@]} -eq 0 ] || WARREN_RUNTIME=gvisor serve "${gvisor[@]}" || rc=1
 if [ ${#buildkit[@]} -gt 0 ]; then
   prefix=$registry/e2e-buildkit
   bases=(warren/base)
