@@ -32,7 +32,10 @@ func TableName(node string) string {
 // with SO_ORIGINAL_DST) to the gateway at node:ports, and its other
 // packets forwarded out of the node are refused as its settings say
 // (allowOut beats denyOut, which beats allowInternetAccess), with a TCP
-// reset or an ICMP administratively prohibited, never a silent drop.
+// reset or an ICMP port unreachable, never a silent drop: the Docker
+// engine's REJECT, and the one ICMP error gVisor's netstack tells a UDP
+// socket (it ignores administratively prohibited, and a sandbox would
+// wait out its timeout).
 // A single address allowOut names in a network the gateway never connects
 // into is left to go direct, neither sent to the gateway nor refused: a
 // same-team neighbour, which only the pods' own rules open (a named
@@ -123,6 +126,10 @@ func removeTable(name string) error {
 	return c.Flush()
 }
 
+// icmpPortUnreachable is the code of ICMP's destination unreachable that
+// says port unreachable (RFC 792).
+const icmpPortUnreachable = 3
+
 // build adds the table to c's batch.
 func (t nodeTable) build(c *nftables.Conn) {
 	tb := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: t.name})
@@ -130,7 +137,7 @@ func (t nodeTable) build(c *nftables.Conn) {
 	c.AddRule(&nftables.Rule{Table: tb, Chain: refuse, Exprs: append(proto(unix.IPPROTO_TCP),
 		&expr.Reject{Type: unix.NFT_REJECT_TCP_RST})})
 	c.AddRule(&nftables.Rule{Table: tb, Chain: refuse, Exprs: []expr.Any{
-		&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 13}}}) // administratively prohibited
+		&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: icmpPortUnreachable}}})
 
 	accept := nftables.ChainPolicyAccept
 	nat := c.AddChain(&nftables.Chain{Name: "prerouting", Table: tb, Type: nftables.ChainTypeNAT,

@@ -13,7 +13,8 @@
 // of its own that sends those pods' TCP and DNS there (nftables.go). And
 // it serves the content of its node's local-path volumes, as the control
 // plane forwards the volume content API to the node that holds a volume
-// (volumes.go).
+// (volumes.go). And it tells the control plane every address of its host
+// (addresses.go), which sandbox pods must not reach.
 //
 // Only Warren's control plane may call it: every request but /healthz
 // carries the shared token (a Kubernetes Secret both are given) as a
@@ -28,6 +29,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/warrenhq/warren/internal/httpedge"
@@ -48,6 +50,8 @@ type Server struct {
 	token []byte
 	log   *slog.Logger
 	mux   *http.ServeMux
+	// addrs lists the host's addresses: hostAddresses, but in tests.
+	addrs func() ([]netip.Addr, error)
 }
 
 // NewServer returns the API on cg, for callers presenting token. Its
@@ -56,7 +60,7 @@ func NewServer(cg *Cgroups, token string, log *slog.Logger) (*Server, error) {
 	if len(token) < MinTokenLen {
 		return nil, errors.New("the node agent's token must be at least 32 characters (make one with: openssl rand -hex 32)")
 	}
-	s := &Server{cg: cg, token: []byte(token), log: logkey.For(log, "nodeagent"), mux: http.NewServeMux()}
+	s := &Server{cg: cg, token: []byte(token), log: logkey.For(log, "nodeagent"), mux: http.NewServeMux(), addrs: hostAddresses}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	s.mux.HandleFunc("POST /v1/pods/{uid}/freeze", s.pod(func(r *http.Request, uid string) (any, error) {
 		return nil, s.cg.Freeze(r.Context(), uid)
@@ -80,6 +84,7 @@ func NewServer(cg *Cgroups, token string, log *slog.Logger) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/pods/{uid}/stats", s.pod(func(_ *http.Request, uid string) (any, error) {
 		return s.cg.Stats(uid)
 	}))
+	s.serveAddresses()
 	return s, nil
 }
 

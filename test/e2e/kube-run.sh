@@ -4,7 +4,9 @@
 #
 #   test/e2e/kube-run.sh                  the control plane in the cluster (one replica, then
 #                                         three failing over, ~75 s), the core files (below),
-#                                         kube/kubernetes.test.mjs and kube/registry.test.mjs
+#                                         kube/kubernetes.test.mjs and kube/registry.test.mjs,
+#                                         then the egress files again on gVisor pods
+#   WARREN_RUNTIME=gvisor test/e2e/kube-run.sh FILE   a file on gVisor pods
 #   test/e2e/kube-run.sh server/x.test.mjs
 #   test/e2e/kube-run.sh kube/control-plane.test.mjs   the control plane in the cluster alone
 #   test/e2e/kube-run.sh kube/failover.test.mjs        its three replicas' failover alone
@@ -21,7 +23,7 @@
 # objects it applied are deleted.
 set -euo pipefail
 
-exec_cmd=()
+exec_cmd=() gvisor=()
 if [ "${1:-}" = --exec ]; then
   shift
   exec_cmd=("$@")
@@ -138,14 +140,16 @@ for want in "create pods -n $ns" "watch pods -n $ns" "delete pods -n $ns" "get p
   "create configmaps -n $ns" "list configmaps -n $ns" "update configmaps -n $ns" "delete configmaps -n $ns" \
   "create leases -n $ns" "get lease/warren -n $ns" "update lease/warren -n $ns" \
   "create persistentvolumeclaims -n $ns" "delete persistentvolumeclaims -n $ns" "get persistentvolumes" \
-  "get networkpolicy/warren-sandboxes -n $ns" "create networkpolicies -n $ns" "update networkpolicies -n $ns" "delete networkpolicies -n $ns"; do
+  "get networkpolicy/warren-sandboxes -n $ns" "create networkpolicies -n $ns" "update networkpolicies -n $ns" "delete networkpolicies -n $ns" \
+  "get endpointslices.discovery.k8s.io/kubernetes -n default" "list servicecidrs.networking.k8s.io"; do
   can $want || { say "RBAC: the control plane cannot: $want"; exit 1; }
 done
 for refuse in "create pods -n default" "get secrets -n $ns" "get secret/other -n $ns" "create pods --subresource=exec -n $ns" "update pods --subresource=ephemeralcontainers -n default" "delete nodes" \
   "create daemonsets -n $ns" "list secrets -n kube-system" "create namespaces" "create configmaps -n default" \
   "update lease/other -n $ns" "delete lease/warren -n $ns" "create leases -n kube-system" \
   "create persistentvolumeclaims -n default" "create persistentvolumes" "delete persistentvolumes" \
-  "create networkpolicies -n default"; do
+  "create networkpolicies -n default" "get endpointslices.discovery.k8s.io/other -n default" "list endpointslices.discovery.k8s.io -n default" \
+  "get configmaps -n default" "create servicecidrs.networking.k8s.io"; do
   if can $refuse; then say "RBAC: the control plane may, and should not: $refuse"; exit 1; fi
 done
 say "RBAC: the control plane's service account has what it needs and no more"
@@ -185,6 +189,11 @@ if [ $# -eq 0 ] && [ ${#exec_cmd[@]} -eq 0 ]; then
     server/security.test.mjs server/connections.test.mjs server/boot.test.mjs server/cli.test.mjs server/hardening.test.mjs \
     server/mcp.test.mjs server/tls.test.mjs server/restart.test.mjs server/build-isolation.test.mjs server/egress.test.mjs server/egress-rules.test.mjs server/neighbours.test.mjs \
     server/volumes.test.mjs kube/volumes-shared.test.mjs ${desktop:+server/desktop.test.mjs}
+  # The egress suites again with every sandbox a gVisor pod (runtimeClassName gvisor): the node
+  # gateway's rules and refusals as gVisor's netstack sees them, which differs from the kernel's
+  # (a UDP socket there is told of no ICMP error but port unreachable). isolation and neighbours
+  # run gVisor pods of their own. About 35 s.
+  gvisor=(server/egress.test.mjs server/egress-rules.test.mjs kube/egress.test.mjs)
 fi
 # The nodes' containerd, for the tests that look for images there (scripts/kube.sh's layout).
 # A file may take longer than on Docker: each template build ends by importing its image into
@@ -210,6 +219,7 @@ with_env() {
 serve() { with_env test/e2e/server-run.sh "$@"; }
 [ ${#exec_cmd[@]} -eq 0 ] || with_env "${exec_cmd[@]}" || rc=1
 [ ${#other[@]} -eq 0 ] || serve "${other[@]}" || rc=1
+[ ${#gvisor[@]} -eq 0 ] || WARREN_RUNTIME=gvisor serve "${gvisor[@]}" || rc=1
 if [ ${#buildkit[@]} -gt 0 ]; then
   prefix=$registry/e2e-buildkit
   bases=(warren/base)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -137,6 +138,10 @@ type nodes struct {
 	gate chan struct{}
 	// failImport names nodes whose imports fail.
 	failImport map[string]bool
+	// addrs are each node's host's addresses; addrsErr fails their
+	// listing.
+	addrs    map[string][]netip.Addr
+	addrsErr error
 }
 
 func newNodes(names ...string) *nodes {
@@ -162,6 +167,11 @@ func (n *nodes) SetPidsLimit(_ context.Context, node, uid string, _ int) error {
 }
 func (n *nodes) Stats(_ context.Context, node, uid string) (nodeagent.Stats, error) {
 	return nodeagent.Stats{CPUNanos: 1, MemUsed: 10 << 20}, n.record("stats", node, uid)
+}
+func (n *nodes) Addresses(_ context.Context, node string) ([]netip.Addr, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.addrs[node]), n.addrsErr
 }
 func (n *nodes) got() []string {
 	n.mu.Lock()

@@ -461,7 +461,13 @@ func (r *Runtime) push(ctx context.Context, ref, id string) (string, error) {
 	if pull, ok := pushed(); ok {
 		return pull, nil
 	}
-	err := r.fly(ctx, pushKey+key, ref, func(ctx context.Context) error { return r.pushOnce(ctx, key, ref) },
+	// A flight that ended since the look above pushed it already.
+	err := r.fly(ctx, pushKey+key, ref, func(ctx context.Context) error {
+		if _, ok := pushed(); ok {
+			return nil
+		}
+		return r.pushOnce(ctx, key, ref)
+	},
 		fmt.Sprintf("image %s is still being pushed to %s: try again in a while", ref, r.cfg.Registry))
 	if err != nil {
 		return "", err

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"maps"
 	"net"
 	"net/netip"
 	"path"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/warrenhq/warren/internal/podnet"
@@ -34,20 +36,30 @@ const initContainer = "warren-init"
 // are reused before they are listed again.
 const clusterNetworksTTL = 30 * time.Second
 
+// hostAddressesTimeout bounds the wait for one node agent's addresses.
+const hostAddressesTimeout = 5 * time.Second
+
 // clusterNetworks caches what every sandbox pod is refused beside
 // podnet.DefaultRefused: the nodes' addresses (their kubelets, node
-// agents, anything they serve) and pod networks, and the API server's
-// address, which on a cluster of public addresses the defaults miss.
+// agents, anything they serve), every address of their hosts (which the
+// Node objects do not list: a second interface, a bridge), their pod
+// networks, the Service ranges and the API server's addresses, which on a
+// cluster of public addresses the defaults miss.
 type clusterNetworks struct {
-	mu   sync.Mutex
-	nets []netip.Prefix
-	at   time.Time // of the last listing; zero: none yet
+	mu     sync.Mutex // guards the fields below
+	nets   []netip.Prefix
+	at     time.Time      // of the last listing of the API's objects; zero: none yet
+	listed []netip.Prefix // the API's part of nets, as listed then
+	// hosts are each node's host's addresses, as its agent last told
+	// them: kept while the agent restarts, dropped with the Node.
+	hosts map[string][]netip.Prefix
 }
 
 // refused returns the cluster's networks to refuse, listed again when
-// older than clusterNetworksTTL. A failed listing reuses the last one; with
-// none, the pod is not made: a sandbox on a cluster of public addresses
-// would otherwise reach its nodes.
+// older than clusterNetworksTTL. A failed listing of the API's objects
+// reuses the last one; with none, the pod is not made: a sandbox on a
+// cluster of public addresses would otherwise reach its nodes. Nor is it
+// while a node agent never told its host's addresses.
 func (r *Runtime) refused(ctx context.Context) ([]netip.Prefix, error) {
 	c := &r.cluster
 	c.mu.Lock()
@@ -55,34 +67,179 @@ func (r *Runtime) refused(ctx context.Context) ([]netip.Prefix, error) {
 	if !c.at.IsZero() && time.Since(c.at) < clusterNetworksTTL {
 		return c.nets, nil
 	}
-	nodes, err := r.cli.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	listed, nodes, err := r.listClusterNetworks(ctx)
 	if err != nil {
-		if !c.at.IsZero() {
-			r.log.WarnContext(ctx, "cannot list the nodes, isolating sandboxes from those listed before", "err", err)
-			return c.nets, nil
+		if c.at.IsZero() {
+			return nil, err
 		}
-		return nil, classify(err, "cannot list the cluster's nodes, which sandboxes must not reach")
+		r.log.WarnContext(ctx, "cannot list the cluster's networks, isolating sandboxes from those listed before", "err", err)
+		listed, nodes = c.listed, nil
 	}
-	nets := slices.Clone(r.cfg.Refuse)
-	for _, n := range nodes.Items {
-		nets = append(nets, nodeNetworks(&n)...)
+	hosts, err := r.hostAddresses(ctx, nodes)
+	if err != nil {
+		return nil, err
 	}
-	nets = append(nets, r.apiServer(ctx)...)
-	c.nets, c.at = uncovered(nets), time.Now()
-	return c.nets, nil
+	nets := uncovered(append(slices.Clone(listed), hosts...))
+	if nodes != nil {
+		c.listed, c.at = listed, time.Now()
+	}
+	c.nets = nets
+	return nets, nil
 }
 
-// uncovered returns nets without those podnet.DefaultRefused covers (on
-// most clusters all of them: nodes, pods and API server on private
-// addresses), sorted and without duplicates, so that a pod's spec does not
-// grow with the cluster.
+// listClusterNetworks lists what the API tells of the networks sandboxes
+// must not reach: the nodes' addresses and pod networks, the API server's
+// (as the client names it, and its endpoints), the Service ranges, and
+// Config.Refuse. It returns the nodes' names too.
+func (r *Runtime) listClusterNetworks(ctx context.Context) ([]netip.Prefix, []string, error) {
+	nodes, err := r.cli.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, classify(err, "cannot list the cluster's nodes, which sandboxes must not reach")
+	}
+	nets := slices.Clone(r.cfg.Refuse)
+	names := []string{}
+	for _, n := range nodes.Items {
+		nets = append(nets, nodeNetworks(&n)...)
+		names = append(names, n.Name)
+	}
+	nets = append(nets, r.apiServer(ctx)...)
+	eps, err := r.apiServerEndpoints(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	svcs, err := r.serviceCIDRs(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(append(nets, eps...), svcs...), names, nil
+}
+
+// hostAddresses returns the addresses of the hosts of the nodes with a
+// node agent, asked of each (nodeagent's GET /v1/addresses), with those of
+// the hosts whose agents told them before (while an agent restarts, its
+// node keeps its pods). An agent that cannot answer now is taken at its
+// last word; one that never answered fails the listing: its node may hold
+// an address that no Node object lists, and pods on every node would
+// reach it. nodes are the cluster's, whose hosts are kept; nil: keep all.
+func (r *Runtime) hostAddresses(ctx context.Context, nodes []string) ([]netip.Prefix, error) {
+	c := &r.cluster
+	if c.hosts == nil {
+		c.hosts = map[string][]netip.Prefix{}
+	}
+	if nodes != nil {
+		maps.DeleteFunc(c.hosts, func(n string, _ []netip.Prefix) bool { return !slices.Contains(nodes, n) })
+	}
+	if r.cfg.Nodes != nil {
+		agents, err := r.agentNodes(ctx)
+		if err != nil {
+			return nil, sandbox.Wrap(sandbox.KindOf(err), err, "cannot list the node agents, which tell their nodes' addresses that sandboxes must not reach")
+		}
+		got := make([][]netip.Addr, len(agents))
+		errs := make([]error, len(agents))
+		var wg sync.WaitGroup
+		for i, n := range agents {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(ctx, hostAddressesTimeout)
+				defer cancel()
+				got[i], errs[i] = r.cfg.Nodes.Addresses(ctx, n)
+			})
+		}
+		wg.Wait()
+		for i, n := range agents {
+			if errs[i] == nil {
+				c.hosts[n] = hostPrefixes(got[i])
+				continue
+			}
+			if _, ok := c.hosts[n]; !ok {
+				msg := "cannot learn the addresses of node " + n + " from its node agent, which sandboxes must not reach"
+				if sandbox.KindOf(errs[i]) == sandbox.KindNotFound {
+					msg = "the node agent of node " + n + " is older than this server and cannot tell its host's addresses, which sandboxes must not reach: update the warren-node DaemonSet's image"
+				}
+				return nil, sandbox.Wrap(sandbox.KindUnavailable, errs[i], msg)
+			}
+			r.log.WarnContext(ctx, "cannot learn a node's addresses from its agent, refusing those it told before", "node", n, "err", errs[i])
+		}
+	}
+	var out []netip.Prefix
+	for _, n := range slices.Sorted(maps.Keys(c.hosts)) {
+		out = append(out, c.hosts[n]...)
+	}
+	return out, nil
+}
+
+// hostPrefixes are addrs, each a network of its own.
+func hostPrefixes(addrs []netip.Addr) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(addrs))
+	for _, a := range addrs {
+		if a.IsValid() {
+			a = a.Unmap().WithZone("")
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
+}
+
+// apiServerEndpoints returns the addresses the API server really serves
+// on, behind its name or load balancer: those of the EndpointSlice of the
+// Service kubernetes in namespace default, which the API server keeps.
+// None where it keeps none.
+func (r *Runtime) apiServerEndpoints(ctx context.Context) ([]netip.Prefix, error) {
+	s, err := r.cli.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Get(ctx, "kubernetes", metaGet)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify(err, "cannot read the API server's endpoints (EndpointSlice kubernetes in namespace default), which sandboxes must not reach")
+	}
+	var addrs []netip.Addr
+	for _, e := range s.Endpoints {
+		for _, a := range e.Addresses {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				addrs = append(addrs, ip)
+			}
+		}
+	}
+	return hostPrefixes(addrs), nil
+}
+
+// serviceCIDRs returns the cluster's Service ranges, from its ServiceCIDR
+// objects (networking.k8s.io/v1, Kubernetes 1.33 on): the Service
+// addresses kube-proxy routes from every pod. None on a cluster without
+// them.
+func (r *Runtime) serviceCIDRs(ctx context.Context) ([]netip.Prefix, error) {
+	l, err := r.cli.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify(err, "cannot list the cluster's Service ranges (ServiceCIDRs), which sandboxes must not reach")
+	}
+	var out []netip.Prefix
+	for _, s := range l.Items {
+		for _, c := range s.Spec.CIDRs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				out = append(out, p.Masked())
+			}
+		}
+	}
+	return out, nil
+}
+
+// uncovered returns nets without those podnet.DefaultRefused or another
+// of nets covers (on most clusters all of them: nodes, pods, Services and
+// API server on private addresses; a host's addresses in the Service
+// range, where kube-proxy's IPVS mode puts every Service's), sorted and
+// without duplicates, so that a pod's spec does not grow with the
+// cluster.
 func uncovered(nets []netip.Prefix) []netip.Prefix {
+	covers := func(d, n netip.Prefix) bool { return d.Bits() < n.Bits() && d.Contains(n.Addr()) }
 	defaults := podnet.DefaultRefused()
-	nets = slices.DeleteFunc(nets, func(n netip.Prefix) bool {
-		return slices.ContainsFunc(defaults, func(d netip.Prefix) bool { return d.Bits() <= n.Bits() && d.Contains(n.Addr()) })
+	out := slices.DeleteFunc(slices.Clone(nets), func(n netip.Prefix) bool {
+		return slices.ContainsFunc(defaults, func(d netip.Prefix) bool { return d.Bits() <= n.Bits() && d.Contains(n.Addr()) }) ||
+			slices.ContainsFunc(nets, func(d netip.Prefix) bool { return covers(d, n) })
 	})
-	slices.SortFunc(nets, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
-	return slices.Compact(nets)
+	slices.SortFunc(out, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
+	return slices.Compact(out)
 }
 
 // nodeNetworks are a node's addresses and pod networks.

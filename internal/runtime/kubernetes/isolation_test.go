@@ -4,11 +4,17 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -113,5 +119,108 @@ func TestNoPodWithoutTheClusterNetworks(t *testing.T) {
 	}
 	if sandbox.KindOf(err) != sandbox.KindInternal {
 		t.Errorf("error %v", err)
+	}
+}
+
+// Every address of the nodes' hosts (which their agents tell, though no
+// Node object lists them), the API server's endpoints behind its name and
+// the Service ranges are refused too; what the defaults or a wider
+// network cover does not lengthen the pod's spec.
+func TestPodRefusesTheHostsAPIServerEndpointsAndServiceRanges(t *testing.T) {
+	e := newEnv(t)
+	addNode(t, e, "node-a", "203.0.113.1", "203.0.114.0/24")
+	e.nodes.addrs = map[string][]netip.Addr{"node-a": {
+		netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("fd00::2"), netip.MustParseAddr("fe80::fc:ff:fe00:1"),
+		netip.MustParseAddr("2001:db8::2"), netip.MustParseAddr("10.246.1.1"), netip.MustParseAddr("203.0.113.1"),
+		// kube-proxy's IPVS mode gives the host every Service address.
+		netip.MustParseAddr("203.0.120.7"),
+	}}
+	ready := true
+	if _, err := e.cli.DiscoveryV1().EndpointSlices("default").Create(t.Context(), &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "kubernetes", Namespace: "default"},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"198.51.100.20"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cli.NetworkingV1().ServiceCIDRs().Create(t.Context(), &networkingv1.ServiceCIDR{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"203.0.120.0/24", "fd00:10:96::/112"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.started(t, "hosts")
+	p, err := e.cli.CoreV1().Pods(DefaultNamespace).Get(t.Context(), PodName("hosts"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := p.Spec.InitContainers[0].Args
+	want := "192.0.2.2/32,198.51.100.20/32,2001:db8::2/128,203.0.113.1/32,203.0.114.0/24,203.0.120.0/24"
+	if args[len(args)-2] != "--refuse" || args[len(args)-1] != want {
+		t.Errorf("isolator runs %v, want --refuse %s", args, want)
+	}
+}
+
+// A node agent that never told its host's addresses keeps every sandbox
+// pod from being made (one on any node could reach them); once it told
+// them, they are refused on its last word while it cannot answer.
+func TestNoPodWithoutEveryHostsAddresses(t *testing.T) {
+	e := newEnv(t)
+	addNode(t, e, "node-a", "10.1.2.3", "10.244.1.0/24")
+	e.nodes.addrsErr = sandbox.Errorf(sandbox.KindUnavailable, "the node agent of the sandbox's node is unreachable")
+	_, err := e.rt.Create(t.Context(), spec("nohosts"))
+	if sandbox.KindOf(err) != sandbox.KindUnavailable {
+		t.Fatalf("created without node-a's addresses: %v", err)
+	}
+	if _, gerr := e.cli.CoreV1().Pods(DefaultNamespace).Get(t.Context(), PodName("nohosts"), metav1.GetOptions{}); gerr == nil {
+		t.Error("the pod exists")
+	}
+
+	// An agent older than the server has no such call: it is told how
+	// to fix it.
+	e.nodes.mu.Lock()
+	e.nodes.addrsErr = sandbox.Errorf(sandbox.KindNotFound, "the node agent refused: 404")
+	e.nodes.mu.Unlock()
+	if _, err := e.rt.Create(t.Context(), spec("oldagent")); sandbox.KindOf(err) != sandbox.KindUnavailable ||
+		!strings.Contains(sandbox.Message(err), "update the warren-node DaemonSet") {
+		t.Errorf("with an older node agent: %v", err)
+	}
+
+	e.nodes.mu.Lock()
+	e.nodes.addrsErr = nil
+	e.nodes.addrs = map[string][]netip.Addr{"node-a": {netip.MustParseAddr("192.0.2.2")}}
+	e.nodes.mu.Unlock()
+	want := []netip.Prefix{netip.MustParsePrefix("192.0.2.2/32")}
+	if got, err := e.rt.refused(t.Context()); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("refused %v, %v; want %v", got, err, want)
+	}
+	e.nodes.mu.Lock()
+	e.nodes.addrsErr = errors.New("connection refused")
+	e.nodes.mu.Unlock()
+	e.rt.cluster.mu.Lock()
+	e.rt.cluster.at = time.Now().Add(-clusterNetworksTTL) // listed long ago
+	e.rt.cluster.mu.Unlock()
+	if got, err := e.rt.refused(t.Context()); err != nil || !slices.Equal(got, want) {
+		t.Errorf("with node-a's agent down: refused %v, %v; want its last word %v", got, err, want)
+	}
+}
+
+// The API server's endpoints and the Service ranges are read with the
+// permissions of deploy/kubernetes/rbac.yaml: without them no pod is
+// made; a cluster without ServiceCIDRs (before Kubernetes 1.33) has none.
+func TestAPIServerEndpointsAndServiceRangesNeedReading(t *testing.T) {
+	e := newEnv(t)
+	e.cli.PrependReactor("list", "servicecidrs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "networking.k8s.io", Resource: "servicecidrs"}, "")
+	})
+	if _, err := e.rt.refused(t.Context()); err != nil {
+		t.Fatalf("without the ServiceCIDR API: %v", err)
+	}
+
+	e = newEnv(t)
+	e.cli.PrependReactor("get", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "kubernetes", errors.New("RBAC"))
+	})
+	if _, err := e.rt.Create(t.Context(), spec("noeps")); sandbox.KindOf(err) != sandbox.KindInternal || !strings.Contains(err.Error(), "EndpointSlice kubernetes") {
+		t.Errorf("without reading the API server's endpoints: %v", err)
 	}
 }

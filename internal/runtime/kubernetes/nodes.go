@@ -30,6 +30,9 @@ type NodeAgents interface {
 	Thaw(ctx context.Context, node, podUID string) error
 	SetPidsLimit(ctx context.Context, node, podUID string, limit int) error
 	Stats(ctx context.Context, node, podUID string) (nodeagent.Stats, error)
+	// Addresses are the addresses of node's host, on every interface:
+	// those no Node object lists too, which sandbox pods are refused.
+	Addresses(ctx context.Context, node string) ([]netip.Addr, error)
 
 	ImportImage(ctx context.Context, node string, tar io.Reader) ([]nodeagent.Image, error)
 	Images(ctx context.Context, node string) ([]nodeagent.Image, error)
@@ -145,6 +148,15 @@ func (n *NodeAgentPods) Stats(ctx context.Context, node, uid string) (nodeagent.
 		return err
 	})
 	return s, err
+}
+
+func (n *NodeAgentPods) Addresses(ctx context.Context, node string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	err := n.call(ctx, node, func(a string) (err error) {
+		out, err = n.client.Addresses(ctx, a)
+		return err
+	})
+	return out, err
 }
 
 // ImportImage is not retried: the stream is consumed by the first try.

@@ -1,10 +1,12 @@
 // Sandbox pods are isolated from each other and from the cluster (internal/podnet): from a
 // sandbox, on the real two-node cluster, every connection to another sandbox's pod (another
 // team's, or its own team's, on the other node), to the node agents, the kubelets, the API
-// server (its address and the `kubernetes` Service in another namespace), the nodes' bridge
-// addresses (the registry's port among them), the Service range's DNS and the metadata
-// address is refused at once, never left to time out; the server still reaches every agent,
-// and a sandbox its own loopback. The pod's one init container isolates it, then installs the
+// server (its address and the `kubernetes` Service in another namespace), another Service, the
+// registry on its node's bridge address and every address of the host the nodes run on (its
+// eth0's among them, which no Node object lists) is refused at once, never left to time out.
+// Each probe's target really listens (checked from the host, or from inside its sandbox), so a
+// refusal is the firewall's and not a closed port's. The server still reaches every agent, and
+// a sandbox its own loopback. The pod's one init container isolates it, then installs the
 // agent; it is the only container with NET_ADMIN. The same probes run from a gVisor sandbox,
 // whose init container programs gVisor's netstack with iptables instead of nftables (with
 // NET_RAW beside NET_ADMIN): its sandbox has the runc sandbox's capabilities, its root can
@@ -12,8 +14,10 @@
 // port through the agent and resolves names through its resolver.
 //
 // Runs only under kube-run.sh (WARREN_ENGINE=kubernetes, WARREN_E2E_KUBECTL_CONFIG).
-import { it, before } from 'node:test'
+import { it, before, after } from 'node:test'
 import { execFile } from 'node:child_process'
+import net from 'node:net'
+import { networkInterfaces } from 'node:os'
 import { promisify } from 'node:util'
 import { Sandbox } from 'e2b'
 import { useServer, WarrenServer, WARREN_BIN } from '../server/harness.mjs'
@@ -21,9 +25,37 @@ import { assert, startHttpServer, uid, kubectl } from '../server/helpers.mjs'
 
 const srv = await useServer({ private: true, args: ['--warm-pool', '0'] })
 
-before(() => {
+// A listener of the test's own on every address of the host the cluster's nodes run on (all of
+// them share its network namespace): sandboxes must not reach any, though no Node object lists
+// most of them.
+const hostListener = net.createServer((c) => c.end())
+let hostPort
+
+before(async () => {
   assert.equal(process.env.WARREN_ENGINE, 'kubernetes', 'run this file through test/e2e/kube-run.sh')
+  await new Promise((resolve, reject) => hostListener.once('error', reject).listen(0, '::', resolve))
+  hostPort = hostListener.address().port
 })
+after(() => hostListener.close())
+
+/** Whether a TCP connection from this host to host:port is taken within 2 s. */
+function answers(host, port) {
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port, timeout: 2000 }, () => { s.destroy(); resolve(true) })
+    s.once('timeout', () => { s.destroy(); resolve(false) })
+    s.once('error', () => resolve(false))
+  })
+}
+
+/**
+ * The host's addresses (the nodes'), but loopback and link-local: IPv4 ones, and IPv6 ones when
+ * the pod has an IPv6 address too (else its kernel has no route to try).
+ */
+function hostAddresses(v6) {
+  return Object.values(networkInterfaces()).flat()
+    .filter((a) => !a.internal && (a.family === 'IPv4' || (v6 && !a.address.startsWith('fe80:'))))
+    .map((a) => a.address)
+}
 
 async function otherTeam(server) {
   const { stdout } = await promisify(execFile)(WARREN_BIN, ['keys', 'create', '--team', `other-${uid()}`, '--state-dir', server.stateDir])
@@ -102,32 +134,48 @@ async function assertIsolated(server, cleanup, caps) {
   await startHttpServer(sameTeamSbx, 8000, '/tmp/www', { 'index.html': 'neighbour' })
   const ipOf = (s) => pods.get(s.sandboxId).status.podIP
 
+  // Targets in sandboxes listen (startHttpServer checks from inside, the server reaches agents);
+  // the others are checked from the host below.
   const targets = [
     ['another team\'s sandbox, agent port', 'tcp', ipOf(otherTeamSbx), 49983],
     ['another team\'s sandbox, user port', 'tcp', ipOf(otherTeamSbx), 8000],
     ['a sandbox of its team, user port', 'tcp', ipOf(sameTeamSbx), 8000],
-    ['the metadata address', 'tcp', '169.254.169.254', 80],
-    ['the Service range\'s DNS', 'udp', '10.247.0.10', 53],
   ]
+  const outside = []
   for (const p of (await json('get', 'pods', '-l', 'app.kubernetes.io/name=warren-node')).items) {
-    targets.push([`node agent on ${p.spec.nodeName}`, 'tcp', p.status.podIP, 49990])
+    outside.push([`node agent on ${p.spec.nodeName}`, 'tcp', p.status.podIP, 49990])
   }
   const nodes = (await json('get', 'nodes')).items
-  for (const n of nodes) {
-    const ip = n.status.addresses.find((a) => a.type === 'InternalIP').address
-    targets.push([`kubelet of ${n.metadata.name}`, 'tcp', ip, n.status.daemonEndpoints.kubeletEndpoint.Port])
-    targets.push([`kubelet port 10250 of ${n.metadata.name}`, 'tcp', ip, 10250])
-    targets.push([`${n.metadata.name}'s bridge address, the registry's port`, 'tcp', ip, 15000])
+  const nodeIPs = nodes.map((n) => n.status.addresses.find((a) => a.type === 'InternalIP').address)
+  for (const [i, n] of nodes.entries()) {
+    outside.push([`kubelet of ${n.metadata.name}`, 'tcp', nodeIPs[i], n.status.daemonEndpoints.kubeletEndpoint.Port])
   }
+  // The registry the nodes pull from listens on one node's bridge address.
+  const registry = (await Promise.all(nodeIPs.map(async (ip) => (await answers(ip, 15000)) && ip))).find(Boolean)
+  assert.ok(registry, `no registry on port 15000 of any node (${nodeIPs})`)
+  outside.push(['the registry, on a node\'s bridge address', 'tcp', registry, 15000])
   const api = new URL((await kubectl('config', 'view', '--minify', '-o', 'jsonpath={.clusters[0].cluster.server}')).trim())
-  targets.push(['the API server', 'tcp', api.hostname, Number(api.port || 443)])
+  outside.push(['the API server', 'tcp', api.hostname, Number(api.port || 443)])
   const svc = await json('get', 'service', 'kubernetes', '--namespace', 'default')
-  targets.push(['the kubernetes Service (namespace default)', 'tcp', svc.spec.clusterIP, 443])
+  outside.push(['the kubernetes Service (namespace default)', 'tcp', svc.spec.clusterIP, 443])
+  const buildkitd = await json('get', 'service', 'warren-buildkitd')
+  outside.push(['the buildkitd Service', 'tcp', buildkitd.spec.clusterIP, buildkitd.spec.ports[0].port])
+  // The host's every address, the nodes' among them: the Node objects list one each.
+  const homePod = pods.get(prober.sandboxId)
+  const v6 = (homePod.status.podIPs ?? []).some((a) => a.ip.includes(':'))
+  const host = hostAddresses(v6)
+  assert.ok(nodeIPs.every((ip) => host.includes(ip)), `the nodes (${nodeIPs}) do not run on this host (${host})`)
+  // An address of an interface that is down may take nothing, even from the host.
+  const live = (await Promise.all(host.map(async (a) => (await answers(a, hostPort)) && a))).filter(Boolean)
+  assert.ok(live.some((a) => !nodeIPs.includes(a)), `no address of the host but the nodes' takes connections (${host})`)
+  for (const a of live) outside.push([`the host's address ${a}, a port of the test's`, 'tcp', a, hostPort])
+  const deaf = (await Promise.all(outside.map(async (t) => !(await answers(t[2], t[3])) && t[0]))).filter(Boolean)
+  assert.deepEqual(deaf, [], 'targets that do not take a connection from the host: their probe would prove nothing')
+  targets.push(...outside)
 
   const got = await probe(prober, targets)
-  // A TCP reset; ICMP prohibited or port unreachable; a datagram dropped on its way out (the send fails).
-  const quick = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'EACCES', 'EPERM'])
-  const open = Object.entries(got).filter(([, [r, ms]]) => !quick.has(r) || ms > 1000)
+  // The firewall's TCP reset: every target listens, so nothing else answers so.
+  const open = Object.entries(got).filter(([, [r, ms]]) => r !== 'ECONNREFUSED' || ms > 1000)
   assert.deepEqual(open, [], `reached or not refused at once (outcome, ms): ${JSON.stringify(got)}`)
   console.log(`isolation: ${targets.length} probes refused in ${Object.values(got).reduce((a, [, ms]) => a + ms, 0)} ms in all`)
 
@@ -206,8 +254,9 @@ it('a gVisor sandbox is isolated the same way, cannot undo it, and works', { tim
     const tampered = await prober.commands.run('python3 /tmp/tamper.py', { user: 'root' })
     assert.deepEqual(tampered.stdout.trim().split('\n'), ['raw EPERM', 'raw6 EPERM', 'replace ENOPROTOOPT'],
       `root in the gVisor sandbox: ${tampered.stdout}`)
-    const still = await probe(prober, [['the metadata address', 'tcp', '169.254.169.254', 80]])
-    assert.equal(still['the metadata address'][0], 'ECONNREFUSED')
+    const nodeIP = (await json('get', 'nodes')).items[0].status.addresses.find((a) => a.type === 'InternalIP').address
+    const still = await probe(prober, [['a node agent', 'tcp', nodeIP, 49990]])
+    assert.equal(still['a node agent'][0], 'ECONNREFUSED')
 
     // It works: commands (above), a user port through the agent, DNS to its resolver.
     await startHttpServer(prober, 8000, '/tmp/www', { 'index.html': 'gvisor' })
