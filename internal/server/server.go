@@ -176,6 +176,9 @@ type Server struct {
 	// drainIdle is how long a draining server leaves a connection idle;
 	// 0 = drainIdle. Tests change it.
 	drainIdle time.Duration
+	// rp routes the calls of a replica among several (replicas.go); nil
+	// = this server leads alone. Set by Open.
+	rp *replicas
 }
 
 // New returns a Server; it does nothing until Open.
@@ -280,6 +283,7 @@ func (s *Server) open(ctx context.Context) error {
 			rp.wait = s.leaderWait
 		}
 		lc.Resume = rp.resume
+		s.rp = rp
 	}
 	mgr, err := lifecycle.New(lc, cfg.Lifecycle)
 	if err != nil {
@@ -515,12 +519,17 @@ func (s *Server) shutdown() {
 // Drain has every answer from now on close its connection, so that
 // clients open their next connections elsewhere (another replica behind
 // the Service) while the server goes on serving until Close, and closes
-// the HTTP port's connections once idle for drainIdle (drain.go).
+// the HTTP port's connections once idle for drainIdle (drain.go). A
+// replica among several that is about to be killed refuses from then on
+// the calls that need the leader (replicas.go's checkForced).
 func (s *Server) Drain() {
 	if s.draining.Swap(true) || s.http == nil {
 		return
 	}
 	go s.idle.closeWhileDraining(cmp.Or(s.drainIdle, drainIdle), s.stopped)
+	if s.rp != nil {
+		go s.rp.checkForced()
+	}
 }
 
 // drainable has h's answers close their connections once Drain is called.
