@@ -237,17 +237,20 @@ const forcedRetry = time.Second
 // the calls other replicas forward (a stepped-down leader tells them it
 // does not lead) and the build files' uploads (the SDK retries no body it
 // streams). A replica stopped with its grace period serves on as it did.
-func (rp *replicas) checkForced() {
+// It reports whether the replica is forced.
+func (rp *replicas) checkForced() bool {
 	f, ok := rp.lead.(forcedStop)
 	if !ok {
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if f.Forced(ctx) {
-		rp.forced.Store(true)
-		rp.log.Info("force-deleted: the calls that need the leader are refused with 429 and Retry-After, for their clients to send them to another replica")
+	if !f.Forced(ctx) {
+		return false
 	}
+	rp.forced.Store(true)
+	rp.log.Info("force-deleted: the calls that need the leader are refused with 429 and Retry-After, for their clients to send them to another replica")
+	return true
 }
 
 func refuseForced(w http.ResponseWriter) {

@@ -1,11 +1,16 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -301,5 +306,51 @@ func TestForcedReplicaRefusesChanges(t *testing.T) {
 	}
 	if n := containers(); n != 2 {
 		t.Fatalf("%d containers, want 2", n)
+	}
+}
+
+// A force-deleted replica leaves its idle connections open as it drains
+// (closing one cuts the call its client sends on it at that moment): a
+// create sent on one is refused with 429, and the answer closes it.
+func TestForcedReplicaKeepsIdleConnections(t *testing.T) {
+	deps := testDeps(t)
+	leader := openReplica(t, deps, newFakeLeadership(true), time.Second)
+	el := newFakeLeadership(false)
+	el.forced = true
+	doomed := openReplica(t, deps, el, 5*time.Second)
+	u, _ := url.Parse(leader.URL())
+	el.setLeader(u.Host)
+	doomed.drainIdle = 5 * time.Microsecond // were idle connections closed, this one would be at once
+	c, err := net.Dial("tcp", strings.TrimPrefix(doomed.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	send := func(req string) *http.Response {
+		t.Helper()
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatalf("sending on the idle connection: %v", err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("reading on the idle connection: %v", err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+	doomed.Drain()
+	for deadline := time.Now().Add(5 * time.Second); !doomed.rp.forced.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the force-deleted replica does not know it")
+		}
+	}
+	body := `{"templateID":"base"}`
+	res := send(fmt.Sprintf("POST /sandboxes HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", replicaKey, len(body), body))
+	if res.StatusCode != 429 || !res.Close {
+		t.Fatalf("a create on the idle connection: %d, closing it %v; want 429 closing it", res.StatusCode, res.Close)
 	}
 }

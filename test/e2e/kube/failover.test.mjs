@@ -75,7 +75,9 @@ class Record {
       this.done[kind].push(Date.now())
       return out
     } catch (err) {
-      this.failures.push({ kind, what, start, end: Date.now(), err: String(err?.message || err) })
+      // A cut's cause (undici's: ECONNRESET, other side closed, a timeout) says where it was cut.
+      const cause = err?.cause ? ` (${err.cause.code || err.cause.message})` : ''
+      this.failures.push({ kind, what, start, end: Date.now(), err: String(err?.message || err) + cause })
       return undefined
     }
   }
