@@ -67,12 +67,14 @@ class Record {
   events = new Map() // sandbox ID → the event types its calls that succeeded made
   streamGap = 0
   streamBreaks = [] // the time of the stream's last line before each break
+  slow = [] // calls into the running sandbox that took over a second: {start, ms}
 
   async call(kind, what, fn) {
     const start = Date.now()
     try {
       const out = await fn()
       this.done[kind].push(Date.now())
+      if (kind === 'running' && Date.now() - start > 1000) this.slow.push({ start, ms: Date.now() - start })
       return out
     } catch (err) {
       // A cut's cause (undici's: ECONNRESET, other side closed, a timeout) says where it was cut.
@@ -90,9 +92,14 @@ class Record {
 
   /** The longest time between two calls of kind ending well, from..to. */
   gap(kind, from, to) {
+    return this.gapAt(kind, from, to).ms
+  }
+
+  /** The longest gap of kind (gap) and when it began. */
+  gapAt(kind, from, to) {
     const t = [from, ...this.done[kind].sort((a, b) => a - b), to]
-    let longest = 0
-    for (let i = 1; i < t.length; i++) longest = Math.max(longest, t[i] - t[i - 1])
+    let longest = { ms: 0, at: from }
+    for (let i = 1; i < t.length; i++) if (t[i] - t[i - 1] > longest.ms) longest = { ms: t[i] - t[i - 1], at: t[i - 1] }
     return longest
   }
 }
@@ -332,11 +339,15 @@ describe('three control-plane replicas on PostgreSQL', () => {
 
     const report = {
       seconds: Math.round((end - start) / 1000),
-      deletions: deletions.map(({ which, victim, node, to, failoverMs, drainSeenMs, refusedSeenMs, killSeenMs, cut }) =>
-        ({ which, victim, node, to, failoverMs, drainSeenMs, refusedSeenMs, killSeenMs, cut })),
+      deletions: deletions.map(({ which, victim, node, t0, to, failoverMs, drainSeenMs, refusedSeenMs, killSeenMs, cut }) =>
+        ({ which, victim, node, atMs: t0 - start, to, failoverMs, drainSeenMs, refusedSeenMs, killSeenMs, cut })),
       calls: { lifecycle: rec.done.lifecycle.length, command: rec.done.command.length, running: rec.done.running.length },
       longestLifecycleGapMs: rec.gap('lifecycle', start, end),
       longestCommandGapMs: rec.gap('running', start, end),
+      // When that gap began and the slow commands, in ms from the workload's start (the
+      // deletions' t0 alike), to tell a failover's gap from the machine's.
+      commandGapAtMs: rec.gapAt('running', start, end).at - start,
+      slowCommands: rec.slow.map((c) => ({ atMs: c.start - start, ms: c.ms })),
       longestRoundCommandGapMs: rec.gap('command', start, end),
       longestStreamGapMs: rec.streamGap,
       streamReconnects: rec.streamBreaks.length,
