@@ -45,7 +45,7 @@ func replicaElection(ctx context.Context, cfg serveConfig, cli k8s.Interface, se
 		host, _ := os.Hostname()
 		identity = fmt.Sprintf("%s_%d", host, os.Getpid())
 	}
-	return leader.New(leader.Config{Client: cli, Namespace: cfg.Kube.Namespace, Identity: identity, Port: p, Logger: log})
+	return leader.New(leader.Config{Client: cli, Namespace: cfg.Kube.Namespace, Identity: identity, InPod: cfg.Kube.PodName != "", Port: p, Logger: log})
 }
 
 // lostLeadership ends the process when this replica stops leading: its

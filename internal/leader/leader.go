@@ -58,6 +58,9 @@ type Config struct {
 	// it runs in a pod (the followers find the leader's address there),
 	// else anything unique (hostname and process ID). Required.
 	Identity string
+	// InPod says Identity is this replica's pod's name (Forced looks it
+	// up). Default false: not in a pod.
+	InPod bool
 	// Port is where every replica serves (the followers forward to the
 	// leader's pod IP on it). Required.
 	Port   int
@@ -217,4 +220,26 @@ func (e *Elector) Unreachable(addr string) {
 	if e.pod.addr == addr {
 		e.pod = struct{ identity, addr string }{}
 	}
+}
+
+// forcedGrace is the longest grace period, in seconds, of a deletion
+// whose pod the kubelet kills ~2 s after its signal: the kubelet's floor.
+const forcedGrace = 2
+
+// Forced reports whether this replica's pod was deleted with no grace to
+// speak of: gone from the API server already, as a deletion with
+// --grace-period=0 --force leaves it (a pod deleted with a grace period
+// stays until its containers have stopped), or deleted with forcedGrace
+// seconds or less. Its process is then killed ~2 s after its signal, too
+// soon to finish most changes it would start. False when not in a pod,
+// or when the API server cannot say.
+func (e *Elector) Forced(ctx context.Context) bool {
+	if !e.cfg.InPod {
+		return false
+	}
+	p, err := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace).Get(ctx, e.cfg.Identity, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	return err == nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds <= forcedGrace
 }

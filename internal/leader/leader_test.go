@@ -157,3 +157,35 @@ func TestVanishedHolderReplacedInTime(t *testing.T) {
 		}
 	})
 }
+
+// A replica is forced when its pod is gone from the API server, or being
+// deleted with the kubelet's 2 s floor or less; not when deleted with a
+// grace period, nor outside a pod.
+func TestForced(t *testing.T) {
+	graced := func(name string, seconds int64) *corev1.Pod {
+		p := pod(name, "10.0.0.9")
+		p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		p.DeletionGracePeriodSeconds = &seconds
+		return p
+	}
+	cli := fake.NewClientset(pod("running", "10.0.0.1"), graced("graceful", 90), graced("short", 1))
+	for _, tc := range []struct {
+		name  string
+		inPod bool
+		want  bool
+	}{
+		{"running", true, false},
+		{"graceful", true, false},
+		{"short", true, true},
+		{"gone", true, true},
+		{"gone", false, false},
+	} {
+		e, err := New(Config{Client: cli, Namespace: "warren", Identity: tc.name, InPod: tc.inPod, Port: 3000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Forced(t.Context()); got != tc.want {
+			t.Errorf("Forced() of %s (in a pod: %v) = %v, want %v", tc.name, tc.inPod, got, tc.want)
+		}
+	}
+}

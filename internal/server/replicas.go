@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenhq/warren/internal/api"
 	"github.com/warrenhq/warren/internal/httpedge"
 	"github.com/warrenhq/warren/internal/lifecycle"
 	"github.com/warrenhq/warren/internal/logkey"
@@ -43,6 +44,13 @@ type Leadership interface {
 	Changed() <-chan struct{}
 	// Unreachable says the leader's address could not be reached.
 	Unreachable(addr string)
+}
+
+// forcedStop is a Leadership that tells whether this replica is about to
+// be killed (internal/leader's Elector: its pod deleted with no grace).
+// Without it, a stopping replica is never taken to be.
+type forcedStop interface {
+	Forced(ctx context.Context) bool
 }
 
 const (
@@ -90,6 +98,10 @@ type replicas struct {
 	// serving counts the changes this replica serves as the leader, which
 	// a stepping-down leader lets finish (settle) before it hands on.
 	serving atomic.Int64
+	// forced is set once this stopping replica knows it is about to be
+	// killed (checkForced): it refuses the clients' calls that need the
+	// leader from then on.
+	forced atomic.Bool
 	// answers keeps forwarded calls' answers by their keys; nil = none
 	// kept (a store no replicas share).
 	answers store.CallAnswers
@@ -149,6 +161,8 @@ func (rp *replicas) handler(next http.Handler) http.Handler {
 		case rp.local(r):
 			r.Header.Del(headerForwarded)
 			next.ServeHTTP(w, r)
+		case rp.forced.Load() && !rp.forwarded(r) && !strings.HasPrefix(r.URL.Path, api.UploadPath):
+			refuseForced(w)
 		case rp.serveLeading(w, r, next):
 		case rp.forwarded(r):
 			rp.notLeader(w)
@@ -203,6 +217,44 @@ func (rp *replicas) settle() {
 func (rp *replicas) notLeader(w http.ResponseWriter) {
 	w.Header().Set(headerNotLeader, "1")
 	httpedge.WriteError(w, sandbox.Errorf(sandbox.KindUnavailable, "this control-plane replica does not lead"))
+}
+
+// forcedRetry is the Retry-After of a call a force-deleted replica
+// refuses: by then kube-proxy sends the client's next connection to
+// another replica, and this one is gone (~2 s after its signal).
+const forcedRetry = time.Second
+
+// checkForced asks, as this replica stops, whether it is about to be
+// killed (its pod force-deleted: ~2 s after its signal), and if so has it
+// refuse from then on every client's call that needs the leader, with 429
+// and Retry-After (refuseForced): such a call would run on here past the
+// kill (a create takes seconds, and a stepped-down leader waits for the
+// next one), be cut, and E2B's SDK retries no cut call; a 429 saying
+// when, it retries by itself (2.51: 3 times), on a new connection, which
+// reaches another replica. Nothing was done for a call so refused, so
+// sending it again is safe. Reads and the proxy's traffic are served as
+// before (short, and the SDK retries none of the proxy's), and so are
+// the calls other replicas forward (a stepped-down leader tells them it
+// does not lead) and the build files' uploads (the SDK retries no body it
+// streams). A replica stopped with its grace period serves on as it did.
+// It reports whether the replica is forced.
+func (rp *replicas) checkForced() bool {
+	f, ok := rp.lead.(forcedStop)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if !f.Forced(ctx) {
+		return false
+	}
+	rp.forced.Store(true)
+	rp.log.Info("force-deleted: the calls that need the leader are refused with 429 and Retry-After, for their clients to send them to another replica")
+	return true
+}
+
+func refuseForced(w http.ResponseWriter) {
+	httpedge.WriteError(w, sandbox.Limited("this control-plane replica is being killed (its pod was force-deleted): send the call again, it will reach another replica", forcedRetry))
 }
 
 // noLeader answers a call that found no leader in time.

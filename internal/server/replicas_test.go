@@ -1,11 +1,16 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +24,8 @@ const replicaKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 // fakeLeadership elects by hand: a leader leads from Run, a follower is
 // told where the leader is (setLeader).
 type fakeLeadership struct {
-	leads bool
+	leads  bool
+	forced bool // what Forced says: the replica's pod force-deleted
 
 	mu      sync.Mutex // guards leader, changed and asked
 	leader  string     // address; "" = none known
@@ -64,6 +70,8 @@ func (f *fakeLeadership) Changed() <-chan struct{} {
 }
 
 func (f *fakeLeadership) Unreachable(string) {}
+
+func (f *fakeLeadership) Forced(context.Context) bool { return f.forced }
 
 func (f *fakeLeadership) setLeader(addr string) {
 	f.mu.Lock()
@@ -249,5 +257,100 @@ func TestSettleWaitsForChangesInFlight(t *testing.T) {
 	case <-done:
 	case <-time.After(time.Second):
 		t.Fatal("settle did not return once the change finished")
+	}
+}
+
+// A replica whose pod was force-deleted refuses, once it drains, the
+// clients' calls that need the leader with 429 and Retry-After, having
+// done nothing (E2B's SDK sends them again, to another replica); it
+// serves reads, and the calls another replica forwards it. One stopped
+// with its grace period forwards as before.
+func TestForcedReplicaRefusesChanges(t *testing.T) {
+	deps := testDeps(t)
+	leader := openReplica(t, deps, newFakeLeadership(true), time.Second)
+	u, _ := url.Parse(leader.URL())
+	forced, graceful := newFakeLeadership(false), newFakeLeadership(false)
+	forced.forced = true
+	doomed := openReplica(t, deps, forced, 5*time.Second)
+	stopping := openReplica(t, deps, graceful, 5*time.Second)
+	forced.setLeader(u.Host)
+	graceful.setLeader(u.Host)
+	containers := func() int { return len(deps.Runtime.(*fake.Runtime).Containers()) }
+
+	if res, body := call(t, "POST", doomed.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil); res.StatusCode != 201 {
+		t.Fatalf("create before the signal: %d %v", res.StatusCode, body)
+	}
+	doomed.Drain()
+	stopping.Drain()
+	for deadline := time.Now().Add(5 * time.Second); !doomed.rp.forced.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the force-deleted replica does not know it")
+		}
+	}
+	res, body := call(t, "POST", doomed.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil)
+	if res.StatusCode != 429 || res.Header.Get("Retry-After") != "1" || body["code"] != float64(429) {
+		t.Fatalf("create on the force-deleted replica: %d Retry-After=%q %v; want 429 with Retry-After: 1", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if n := containers(); n != 1 {
+		t.Fatalf("%d containers after the refused create, want 1", n)
+	}
+	if res, _ = call(t, "GET", doomed.URL()+"/sandboxes", nil, nil); res.StatusCode != 200 {
+		t.Fatalf("list on the force-deleted replica: %d", res.StatusCode)
+	}
+	proof := map[string]string{headerForwarded: forwardProof("a secret the replicas share")}
+	if res, _ = call(t, "POST", doomed.URL()+"/sandboxes", map[string]any{"templateID": "base"}, proof); res.StatusCode == 429 || res.Header.Get(headerNotLeader) == "" {
+		t.Fatalf("a forwarded call on the force-deleted replica: %d %v, want its not-leader answer", res.StatusCode, res.Header)
+	}
+	if res, body = call(t, "POST", stopping.URL()+"/sandboxes", map[string]any{"templateID": "base"}, nil); res.StatusCode != 201 {
+		t.Fatalf("create on a replica stopped with its grace period: %d %v", res.StatusCode, body)
+	}
+	if n := containers(); n != 2 {
+		t.Fatalf("%d containers, want 2", n)
+	}
+}
+
+// A force-deleted replica leaves its idle connections open as it drains
+// (closing one cuts the call its client sends on it at that moment): a
+// create sent on one is refused with 429, and the answer closes it.
+func TestForcedReplicaKeepsIdleConnections(t *testing.T) {
+	deps := testDeps(t)
+	leader := openReplica(t, deps, newFakeLeadership(true), time.Second)
+	el := newFakeLeadership(false)
+	el.forced = true
+	doomed := openReplica(t, deps, el, 5*time.Second)
+	u, _ := url.Parse(leader.URL())
+	el.setLeader(u.Host)
+	doomed.drainIdle = 5 * time.Microsecond // were idle connections closed, this one would be at once
+	c, err := net.Dial("tcp", strings.TrimPrefix(doomed.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	send := func(req string) *http.Response {
+		t.Helper()
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatalf("sending on the idle connection: %v", err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("reading on the idle connection: %v", err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+	doomed.Drain()
+	for deadline := time.Now().Add(5 * time.Second); !doomed.rp.forced.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the force-deleted replica does not know it")
+		}
+	}
+	body := `{"templateID":"base"}`
+	res := send(fmt.Sprintf("POST /sandboxes HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", replicaKey, len(body), body))
+	if res.StatusCode != 429 || !res.Close {
+		t.Fatalf("a create on the idle connection: %d, closing it %v; want 429 closing it", res.StatusCode, res.Close)
 	}
 }

@@ -10,8 +10,8 @@
 #
 # It builds bin/ if missing, warren/node (scripts/kube-images.sh) and warren/postgres
 # (postgres/build.sh), imports both into the nodes, and runs helm (built from the Go module proxy,
-# cached by build.sh). The control plane runs on node 1, with that node's Docker socket for
-# template builds and its state under $KUBE_WORK/<NS>-state; the host reaches its Service's
+# cached by build.sh). One control-plane replica runs on node 1, several spread over every node
+# (all labelled for it), their state under $KUBE_WORK/<NS>-state; the host reaches its Service's
 # ClusterIP (kube-proxy runs in the host's network namespace). The node agents listen on port
 # 49990 of every node, so one release runs on a cluster at a time: it refuses to install beside
 # another namespace's node agents. It holds the cluster's lock (kube_lock) while it works.
@@ -92,9 +92,11 @@ runtimeClass:
 nodeAgent:
   volumesDir: $KUBE_WORK/volumes
 YAML
-	# The control plane's node (its state's hostPath), as the chart's default selector asks; a
-	# null in the values would not do, since an upgrade with --reuse-values drops it.
+	# The control plane's nodes, as the chart's default selector asks (a null in the values would
+	# not do, since an upgrade with --reuse-values drops it): node 1 for one replica (its state's
+	# hostPath), every node for several, which the chart's topology spread puts on all of them.
 	kctl label node "$node" warren.dev/control-plane=true --overwrite >/dev/null
+	[ "$replicas" -le 1 ] || kctl label node --all warren.dev/control-plane=true --overwrite >/dev/null
 	kube_share_volumes
 	kube_log "installing the chart in $ns: $replicas replica(s) on the bundled PostgreSQL, node agents on $KUBE_NODES nodes"
 	if ! khelm upgrade --install warren "$CHART" -n "$ns" -f "$values" --wait --timeout 5m >/dev/null; then
@@ -127,7 +129,7 @@ undeploy() {
 		khelm uninstall warren -n "$ns" --wait --timeout 3m >/dev/null
 	fi
 	kctl delete namespace "$ns" --ignore-not-found --timeout=120s >/dev/null
-	kctl label node "$(node_name 1)" warren.dev/control-plane- >/dev/null 2>&1 || true
+	kctl label node --all warren.dev/control-plane- >/dev/null 2>&1 || true
 	case $ns in "" | */* | .*) ;; *) rm -rf "${KUBE_WORK:?}/$ns-state" ;; esac
 	kube_log "undeployed $ns in $((SECONDS - start))s"
 }

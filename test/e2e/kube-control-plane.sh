@@ -4,7 +4,8 @@
 # test/e2e/kube-run.sh, which has applied the namespace, the RBAC, the node agents and their
 # token, and imported warren/node into the nodes (run it through kube-run.sh).
 #
-# It labels the first node for the control plane (the Deployment's nodeSelector), makes the
+# It labels the first node for the control plane (the Deployment's nodeSelector; every node for
+# several replicas, which the Deployment's topology spread puts on both), makes the
 # Secret warren-api-key and the ConfigMap warren-registry (the pods' address of the cluster's
 # registry, a prefix of its own: templates are built on the buildkitd kube-run.sh applied),
 # applies control-plane.yaml with three test changes (kustomize): the state's hostPath under the
@@ -25,7 +26,9 @@
 # API server listens too) and trusting the nodes' pod networks there, a database per run, its URL
 # in the Secret warren-store. Its pods reach it; sandbox pods are refused the nodes' addresses
 # (docs/kubernetes.md, "Sandbox isolation"). Before the Deployment goes it is scaled to one
-# replica, so that the last one, leading, removes its warm pool as a lone server does.
+# replica, so that the last one, leading, removes its warm pool as a lone server does. The test
+# gets the host's address on node 1's bridge (WARREN_E2E_HOST_ADDR), where the replicas reach
+# a webhook receiver it runs, which they are allowed to post to (--webhook-allow-private).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -46,6 +49,9 @@ replicas=${WARREN_E2E_CP_REPLICAS:-1}
 start=$SECONDS
 instance=e2e-incluster-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 node=$("$kubectl" get nodes -o 'jsonpath={.items[0].metadata.name}')
+# The nodes labelled for the control plane: the first, or all of them for several replicas.
+cp_nodes=$node
+[ "$replicas" -le 1 ] || cp_nodes=$("$kubectl" get nodes -o 'jsonpath={.items[*].metadata.name}')
 # On the node's filesystem, which is the host's here; scripts/kube.sh down removes its parent.
 state=${KUBECONFIG%/*}/$instance-state
 work="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-kubecp-XXXXXX")"
@@ -54,6 +60,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/warren-e2e-kubecp-XXXXXX")"
 pg_env=(PG_ROOT="${KUBECONFIG%/*}/postgres" PG_PORT=54330)
 db=warren_${instance//-/_}
 pg_url=
+bridge=
 
 cleanup() {
   local rc=$? left logs
@@ -85,7 +92,7 @@ cleanup() {
   # Stopped even when its start failed: one that could not bind 127.0.0.1 (a port another
   # connection held a moment) runs on the bridge alone, and every later start would fail on it.
   [ "$replicas" -le 1 ] || env "${pg_env[@]}" scripts/ensure-postgres.sh stop >/dev/null 2>&1 || true
-  "$kubectl" label node "$node" warren.dev/control-plane- >/dev/null 2>&1 || true
+  "$kubectl" label node $cp_nodes warren.dev/control-plane- >/dev/null 2>&1 || true
   rm -rf "$state" "$work"
   say "done in $((SECONDS - start))s"
   exit "$rc"
@@ -94,7 +101,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 key=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
-"$kubectl" label node "$node" warren.dev/control-plane=true --overwrite >/dev/null
+"$kubectl" label node $cp_nodes warren.dev/control-plane=true --overwrite >/dev/null
 # The registry as pods reach it (scripts/kube.sh up serves it there too), from buildkitd.toml.
 pods_registry=$(k get configmap warren-buildkitd -o 'jsonpath={.data.buildkitd\.toml}' | sed -n 's/^\[registry\."\(.*\)"\]$/\1/p' | head -1)
 k create configmap warren-registry --from-literal=registry="$pods_registry/e2e-control-plane" --dry-run=client -o yaml | k apply -f - >/dev/null
@@ -136,6 +143,12 @@ patches:
         path: /spec/replicas
         value: $replicas
 YAML
+# The failover test's webhook receiver is on the host's bridge address, a private one.
+[ -z "$bridge" ] || cat >>"$work/kustomization.yaml" <<YAML
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: WARREN_WEBHOOK_ALLOW_PRIVATE, value: "true"}
+YAML
 "$kubectl" kustomize "$work" | k apply -f - >/dev/null
 if ! k rollout status deployment/warren --timeout=240s; then
   k describe pods -l app.kubernetes.io/name=warren >&2 || true
@@ -155,14 +168,14 @@ until curl -s -o /dev/null --max-time 2 "http://$ip:3000/"; do
   fi
   sleep 0.5
 done
-say "control plane Ready on $node after $((SECONDS - start))s; its Service at $ip:3000 answers"
+say "control plane Ready on $(echo $cp_nodes) after $((SECONDS - start))s; its Service at $ip:3000 answers"
 
 test/e2e/npm-deps.sh
 rc=0
 (
   cd test/e2e
   E2B_API_URL="http://$ip:3000" E2B_SANDBOX_URL="http://$ip:3000" E2B_DOMAIN=warren.localhost E2B_API_KEY="$key" \
-    WARREN_E2E_CP_INSTANCE="$instance" \
+    WARREN_E2E_CP_INSTANCE="$instance" WARREN_E2E_HOST_ADDR="$bridge" \
     WARREN_E2E_KUBECTL="$kubectl" WARREN_E2E_KUBECTL_CONFIG="$KUBECONFIG" WARREN_NAMESPACE="$ns" \
     node --test --test-concurrency=1 --test-reporter=spec --test-timeout=600000 "$file"
 ) || rc=1

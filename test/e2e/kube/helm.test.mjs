@@ -1,6 +1,7 @@
 // Warren installed with its Helm chart (scripts/kube.sh deploy --replicas 2: two control-plane
-// replicas on the chart's bundled PostgreSQL, the node agents, RBAC), driven with the official
-// SDK through the exports deploy printed: a sandbox is created, runs a command and is killed.
+// replicas on the chart's bundled PostgreSQL, one on each node, the node agents, RBAC), driven
+// with the official SDK through the exports deploy printed: a sandbox is created, runs a command
+// and is killed.
 //
 // Runs only under test/e2e/kube-helm.sh, which lints and renders the chart, deploys it in a
 // namespace of its own (WARREN_NAMESPACE), sets E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN and
@@ -27,6 +28,9 @@ describe(`Warren installed by its chart [${version}]`, () => {
     assert.equal((await pods('app.kubernetes.io/name=warren-postgresql')).length, 1)
     const lease = JSON.parse(await kubectl('get', 'lease', 'warren', '-o', 'json'))
     assert.ok(replicas.some((p) => p.metadata.name === lease.spec.holderIdentity), `the Lease's holder ${lease.spec.holderIdentity} is a replica`)
+    // The chart spreads them over the nodes labelled for the control plane (deploy labels all).
+    const nodes = JSON.parse(await kubectl('get', 'nodes', '-o', 'json')).items.length
+    if (nodes > 1) assert.equal(new Set(replicas.map((p) => p.spec.nodeName)).size, 2, 'both replicas on one node')
   })
 
   it('creates a sandbox as a pod, runs a command in it, kills it', async () => {
