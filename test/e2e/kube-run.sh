@@ -3,7 +3,7 @@
 # kubernetes` on the real cluster scripts/kube.sh brought up (KUBECONFIG: its admin).
 #
 #   test/e2e/kube-run.sh                  the control plane in the cluster (one replica, then
-#                                         three failing over, ~75 s), the core files (below),
+#                                         three failing over for two minutes, ~2.5 min), the core files (below),
 #                                         kube/kubernetes.test.mjs and kube/registry.test.mjs,
 #                                         then the egress files again on gVisor pods
 #   WARREN_RUNTIME=gvisor test/e2e/kube-run.sh FILE   a file on gVisor pods
