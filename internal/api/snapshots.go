@@ -62,16 +62,9 @@ func (s *server) listSnapshots(w http.ResponseWriter, r *http.Request, team stri
 	if err != nil {
 		return err
 	}
-	if tok := q.Get("nextToken"); tok != "" {
-		i := slices.IndexFunc(all, func(sn sandbox.Snapshot) bool { return sn.ID == tok })
-		if i < 0 {
-			return sandbox.Errorf(sandbox.KindInvalid, "invalid next token")
-		}
-		all = all[i+1:]
-	}
-	if len(all) > limit {
-		all = all[:limit]
-		w.Header().Set("X-Next-Token", all[limit-1].ID)
+	all, err = pageAfter(w, all, q.Get("nextToken"), limit, func(sn sandbox.Snapshot) string { return sn.ID })
+	if err != nil {
+		return err
 	}
 	out := make([]snapshotJSON, 0, len(all))
 	for _, sn := range all {
@@ -119,4 +112,22 @@ func (s *server) fork(w http.ResponseWriter, r *http.Request, team string) error
 	}
 	httpedge.WriteJSON(w, http.StatusCreated, out)
 	return nil
+}
+
+// pageAfter cuts items to one page: those after the item whose ID is next
+// (the previous page's X-Next-Token; none: from the start), limit at most,
+// and sets X-Next-Token when more follow. An unknown token is a 400.
+func pageAfter[T any](w http.ResponseWriter, items []T, next string, limit int, id func(T) string) ([]T, error) {
+	if next != "" {
+		i := slices.IndexFunc(items, func(it T) bool { return id(it) == next })
+		if i < 0 {
+			return nil, sandbox.Errorf(sandbox.KindInvalid, "invalid next token")
+		}
+		items = items[i+1:]
+	}
+	if len(items) > limit {
+		items = items[:limit]
+		w.Header().Set("X-Next-Token", id(items[limit-1]))
+	}
+	return items, nil
 }

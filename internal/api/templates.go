@@ -465,16 +465,9 @@ func (s *server) listTemplatesV2(w http.ResponseWriter, r *http.Request, team st
 	if err != nil {
 		return err
 	}
-	if tok := q.Get("nextToken"); tok != "" {
-		i := slices.IndexFunc(out, func(t templateJSON) bool { return t.TemplateID == tok })
-		if i < 0 {
-			return sandbox.Errorf(sandbox.KindInvalid, "invalid next token")
-		}
-		out = out[i+1:]
-	}
-	if len(out) > limit {
-		out = out[:limit]
-		w.Header().Set("X-Next-Token", out[limit-1].TemplateID)
+	out, err = pageAfter(w, out, q.Get("nextToken"), limit, func(t templateJSON) string { return t.TemplateID })
+	if err != nil {
+		return err
 	}
 	httpedge.WriteJSON(w, http.StatusOK, out)
 	return nil
@@ -521,16 +514,9 @@ func (s *server) getTemplate(w http.ResponseWriter, r *http.Request, team string
 		return err
 	}
 	tj := s.templateJSON(t, template.Build{}, builds)
-	if tok := q.Get("nextToken"); tok != "" {
-		i := slices.IndexFunc(builds, func(b template.Build) bool { return b.ID == tok })
-		if i < 0 {
-			return sandbox.Errorf(sandbox.KindInvalid, "invalid next token")
-		}
-		builds = builds[i+1:]
-	}
-	if len(builds) > limit {
-		builds = builds[:limit]
-		w.Header().Set("X-Next-Token", builds[limit-1].ID)
+	builds, err = pageAfter(w, builds, q.Get("nextToken"), limit, func(b template.Build) string { return b.ID })
+	if err != nil {
+		return err
 	}
 	out := templateWithBuildsJSON{
 		TemplateID: t.ID, Public: t.Public, Aliases: tj.Aliases, Names: tj.Names,

@@ -79,18 +79,17 @@ func newFakeAgent(t *testing.T, agent http.Handler) *fakeAgent {
 
 // listen makes port inside the sandbox answer with h.
 func (a *fakeAgent) listen(t *testing.T, port int, h http.Handler) *httptest.Server {
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	a.mu.Lock()
-	a.ports[port] = srv.Listener.Addr().String()
-	a.mu.Unlock()
-	return srv
+	return a.inside(t, port, httptest.NewServer(h))
 }
 
 // listenTLS makes port inside the sandbox answer with h over TLS, with a
 // self-signed certificate.
 func (a *fakeAgent) listenTLS(t *testing.T, port int, h http.Handler) *httptest.Server {
-	srv := httptest.NewTLSServer(h)
+	return a.inside(t, port, httptest.NewTLSServer(h))
+}
+
+// inside puts srv behind port inside the sandbox until the test ends.
+func (a *fakeAgent) inside(t *testing.T, port int, srv *httptest.Server) *httptest.Server {
 	t.Cleanup(srv.Close)
 	a.mu.Lock()
 	a.ports[port] = srv.Listener.Addr().String()
