@@ -67,6 +67,12 @@ describe('templates', () => {
     rmSync(ctxDir, { recursive: true, force: true })
   })
 
+  // A build expected to succeed: the SDK's BuildError carries the failed step's stack in place of
+  // its own, so the test runner prints no message; this names the reason the server gave.
+  const built = (...args) => Template.build(...args).catch((e) => {
+    throw new Error(`the build failed: ${e.name}: ${e.message}`, { cause: e })
+  })
+
   // Every step kind the SDK sends: RUN (plain and as a user), COPY (with user and mode, and
   // without), ENV, WORKDIR, USER, plus start and ready commands.
   const everyStep = () =>
@@ -88,7 +94,7 @@ describe('templates', () => {
   it('builds a template with every step kind, with logs as they happen', async () => {
     created.push(name)
     const logs = []
-    const info = await Template.build(everyStep(), name, { cpuCount: 1, memoryMB: 512, onBuildLogs: (e) => logs.push(e) })
+    const info = await built(everyStep(), name, { cpuCount: 1, memoryMB: 512, onBuildLogs: (e) => logs.push(e) })
     assert.equal(info.name, name)
     assert.ok(info.templateId && info.buildId)
     const text = logs.map((e) => e.message).join('\n')
@@ -98,7 +104,7 @@ describe('templates', () => {
 
   it('rebuilds an unchanged template from the cache', async () => {
     const logs = []
-    await Template.build(everyStep(), name, { onBuildLogs: (e) => logs.push(e) })
+    await built(everyStep(), name, { onBuildLogs: (e) => logs.push(e) })
     assert.ok(logs.some((e) => e.message === 'CACHED'), 'no step came from the cache')
     assert.ok(!logs.some((e) => e.message.startsWith('Step') && /Running in/.test(e.message)))
   })
@@ -136,7 +142,7 @@ describe('templates', () => {
   it('builds on another template (fromTemplate): its files, env, user and workdir carry over', async () => {
     const child = `e2e-child-${uid()}`
     created.push(child)
-    await Template.build(Template().fromTemplate(name).runCmd('echo "child of $GREETING" > child.txt'), child)
+    await built(Template().fromTemplate(name).runCmd('echo "child of $GREETING" > child.txt'), child)
     const sbx = await Sandbox.create(child)
     sandboxes.push(sbx)
     const run = async (cmd) => (await sbx.commands.run(cmd)).stdout.trim()
@@ -149,7 +155,7 @@ describe('templates', () => {
   it('builds on the built-in templates and on a snapshot (fromTemplate)', async () => {
     const onBase = `e2e-on-base-${uid()}`
     created.push(onBase)
-    await Template.build(Template().fromTemplate('base').runCmd('echo on-base > /tmp/on-base'), onBase)
+    await built(Template().fromTemplate('base').runCmd('echo on-base > /tmp/on-base'), onBase)
     const a = await Sandbox.create(onBase)
     sandboxes.push(a)
     assert.equal((await a.commands.run('cat /tmp/on-base; whoami')).stdout, 'on-base\nuser\n')
@@ -162,7 +168,7 @@ describe('templates', () => {
     const snap = await a.createSnapshot()
     const onSnap = `e2e-on-snap-${uid()}`
     created.push(onSnap)
-    await Template.build(Template().fromTemplate(snap.snapshotId).runCmd('echo on-snap > /tmp/on-snap'), onSnap)
+    await built(Template().fromTemplate(snap.snapshotId).runCmd('echo on-snap > /tmp/on-snap'), onSnap)
     const b = await Sandbox.create(onSnap)
     sandboxes.push(b)
     assert.equal((await b.commands.run('cat /home/user/from-snapshot.txt; echo; cat /tmp/on-snap')).stdout, 'kept in the snapshot\non-snap\n')
@@ -173,7 +179,7 @@ describe('templates', () => {
     const { Sandbox: CodeSandbox } = await import('@e2b/code-interpreter')
     const onCi = `e2e-on-ci-${uid()}`
     created.push(onCi)
-    await Template.build(Template().fromTemplate('code-interpreter-v1').runCmd('echo 41 > /tmp/n'), onCi)
+    await built(Template().fromTemplate('code-interpreter-v1').runCmd('echo 41 > /tmp/n'), onCi)
     const sbx = await CodeSandbox.create(onCi)
     sandboxes.push(sbx)
     const ex = await sbx.runCode('int(open("/tmp/n").read()) + 1')
@@ -286,7 +292,7 @@ describe('templates', () => {
     try {
       for (let i = 0; i < 2; i++) {
         const logs = []
-        await Template.build(t(), copyName, { onBuildLogs: (e) => logs.push(e.message) })
+        await built(t(), copyName, { onBuildLogs: (e) => logs.push(e.message) })
         assert.ok(logs.includes("Uploaded 'folder/*'"), `forceUpload did not upload (build ${i + 1}): ${logs.join('\n')}`)
       }
       const sbx = await Sandbox.create(copyName)
@@ -349,7 +355,7 @@ describe('templates', () => {
     const tagged = `e2e-tags-${uid()}`
     created.push(tagged)
     const t = Template().fromImage('warren/base').runCmd('echo v1 > /tmp/version')
-    const info = await Template.build(t, `${tagged}:v1`)
+    const info = await built(t, `${tagged}:v1`)
     const assigned = await Template.assignTags(`${tagged}:v1`, ['prod', 'stable'])
     assert.equal(assigned.buildId, info.buildId)
     let tags = (await Template.getTags(tagged)).map((x) => x.tag).sort()
@@ -365,9 +371,9 @@ describe('templates', () => {
   it('removes the images of superseded builds and of deleted templates from the registry', { skip: !buildkit && 'Docker builds: the next test' }, async () => {
     const gone = `e2e-gone-${uid()}`
     const image = (info) => `warren-template/${info.templateId}:${info.buildId}`
-    const first = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${uid()} > /tmp/id`), gone)
+    const first = await built(Template().fromImage('warren/base').runCmd(`echo ${uid()} > /tmp/id`), gone)
     assert.equal(await inRegistry(image(first)), true, `${image(first)} is not in the registry`)
-    const second = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${uid()} > /tmp/id`), gone)
+    const second = await built(Template().fromImage('warren/base').runCmd(`echo ${uid()} > /tmp/id`), gone)
     await waitFor(async () => !(await inRegistry(image(first))), { timeoutMs: 15_000, what: `superseded ${image(first)} to be removed` })
     assert.equal((await api(`/templates/${gone}`, { method: 'DELETE' })).status, 204)
     assert.equal(await inRegistry(image(second)), false, `${image(second)} of a deleted template still there`)
@@ -388,9 +394,9 @@ describe('templates', () => {
     }
     const one = uid()
     const two = uid()
-    const first = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${one} > /tmp/id`), gone)
+    const first = await built(Template().fromImage('warren/base').runCmd(`echo ${one} > /tmp/id`), gone)
     const firstLayers = await own(first, one)
-    const second = await Template.build(Template().fromImage('warren/base').runCmd(`echo ${two} > /tmp/id`), gone)
+    const second = await built(Template().fromImage('warren/base').runCmd(`echo ${two} > /tmp/id`), gone)
     const secondLayers = await own(second, two)
     // The superseded build is pruned right after the new one is reported ready.
     for (const id of firstLayers) {
