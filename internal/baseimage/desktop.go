@@ -14,6 +14,8 @@ var (
 	desktopXdpyinfo []byte
 	//go:embed desktop/desktop.sh
 	desktopLib []byte
+	//go:embed desktop/x11vnc
+	desktopX11vnc []byte
 )
 
 // DesktopRecipe is the recipe for warren/desktop, the "desktop" template
@@ -42,7 +44,8 @@ var (
 // arguments for the one asked for, and replace it otherwise. They decide
 // under one lock per display, and xdpyinfo there waits while a server is
 // being replaced, so the SDK goes on with the server it asked for
-// (desktop/desktop.sh).
+// (desktop/desktop.sh). The x11vnc there gives the stream's server a
+// watcher that ends it when its own SIGTERM handler hangs (desktop/x11vnc).
 func DesktopRecipe() LayerRecipe {
 	return LayerRecipe{
 		Packages: []string{
@@ -58,6 +61,7 @@ func DesktopRecipe() LayerRecipe {
 			{Path: "/usr/local/bin/Xvfb", Mode: 0o755, Data: desktopXvfb},
 			{Path: "/usr/local/bin/startxfce4", Mode: 0o755, Data: desktopStartXfce4},
 			{Path: "/usr/local/bin/xdpyinfo", Mode: 0o755, Data: desktopXdpyinfo},
+			{Path: "/usr/local/bin/x11vnc", Mode: 0o755, Data: desktopX11vnc},
 			{Path: "/usr/local/lib/warren/desktop.sh", Mode: 0o644, Data: desktopLib},
 		},
 		Script: desktopScript,

@@ -325,6 +325,11 @@ describe('desktop template with @e2b/desktop', { timeout: 600_000 }, () => {
     const token = { 'E2b-Traffic-Access-Token': desktop.trafficAccessToken }
     const plainOpen = (path, o) => headerRequest(desktop.sandboxId, path, o)
     assert.deepEqual(await rfbSecurityTypes(plainOpen, token), [2], 'a stream with a password offers only VNC authentication')
+    // x11vnc's SIGTERM handler can hang on a lock; the image's x11vnc then kills the server. One
+    // that a SIGTERM does not end, here a stopped one, is gone after stop() all the same.
+    const frozen = await desktop.commands.run(
+      `pid=$(netstat -tlnp 2>/dev/null | awk '$4 ~ /:5900$/ { split($7, p, "/"); print p[1]; exit }'); kill -STOP "$pid" && echo "$pid"`)
+    assert.match(frozen.stdout, /^\d+\n$/, 'no x11vnc listens on the stream\'s port')
     await stopStream(desktop)
   })
 })
