@@ -135,7 +135,9 @@ func (m *Manager) reconcileOne(ctx context.Context, id string) {
 	}
 	if stopped {
 		m.notifyStop(id)
-		m.event(ctx, id, "warn", "sandbox found stopped; now paused", "mode", string(sb.PauseMode))
+		m.event(ctx, id, "warn", "sandbox found stopped; now paused", "mode", string(sb.PauseMode), "ended", c.Ended)
+		log.Warn("sandbox found stopped; now paused", "mode", sb.PauseMode, "ended", c.Ended)
+		return
 	}
 	log.Info("sandbox reconciled", "state", sb.State, "mode", sb.PauseMode)
 }

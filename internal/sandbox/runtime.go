@@ -98,6 +98,10 @@ type Container struct {
 	// AgentSecret is the agent secret it was created with; Inspect fills
 	// it in, List leaves it "".
 	AgentSecret string
+	// Ended says how a container that is not running ended, as far as its
+	// engine knows (exit code, OOM kill, the end of its log); Inspect fills
+	// it in, "" when running or unknown.
+	Ended string
 }
 
 // Stats is one resource sample of a running container.

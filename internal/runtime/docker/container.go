@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -312,6 +313,15 @@ func (r *Runtime) Inspect(ctx context.Context, id string) (sandbox.Container, er
 	c.ImageID = ci.Image
 	if ci.State != nil {
 		c.Running, c.Paused = ci.State.Running, ci.State.Paused
+		if !c.Running && ci.State.FinishedAt != "" && !strings.HasPrefix(ci.State.FinishedAt, "0001-") {
+			c.Ended = fmt.Sprintf("exit code %d", ci.State.ExitCode)
+			if ci.State.OOMKilled {
+				c.Ended += ", OOM-killed"
+			}
+			if ci.State.Error != "" {
+				c.Ended += ": " + ci.State.Error
+			}
+		}
 	}
 	if c.Running && ci.NetworkSettings != nil {
 		c.IP = r.containerIP(ci.NetworkSettings.Networks)

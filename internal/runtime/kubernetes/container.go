@@ -302,6 +302,7 @@ func (r *Runtime) containerOf(p *corev1.Pod) sandbox.Container {
 		Running: running(p) && isolated(p),
 	}
 	c.Paused = c.Running && p.Annotations[annotationFrozen] == "true"
+	c.Ended = ended(p)
 	c.AgentSecret = agentSecret(p)
 	c.ImageID = p.Annotations[annotationImageID]
 	if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil && c.Running {
@@ -309,6 +310,22 @@ func (r *Runtime) containerOf(p *corev1.Pod) sandbox.Container {
 		c.AgentAddr = net.JoinHostPort(ip.String(), strconv.Itoa(sandbox.AgentPort))
 	}
 	return c
+}
+
+// ended says how pod p's sandbox container ended: the kubelet's reason,
+// exit code and message (with TerminationMessageFallbackToLogsOnError, the
+// end of the agent's log when it failed); "" while it has not.
+func ended(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == sandboxContainer && t != nil {
+			s := fmt.Sprintf("%s, exit code %d", cmp.Or(t.Reason, "ended"), t.ExitCode)
+			if m := strings.TrimSpace(t.Message); m != "" {
+				s += ": " + m
+			}
+			return s
+		}
+	}
+	return ""
 }
 
 // agentSecret is the agent secret pod p's sandbox container was made with.

@@ -441,3 +441,23 @@ func TestUnschedulablePodsAskThePoolsToGiveWay(t *testing.T) {
 		t.Errorf("a pool pod asked the pools to give way")
 	}
 }
+
+func TestInspectSaysHowTheSandboxContainerEnded(t *testing.T) {
+	e := newEnv(t)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "warren-iend", Namespace: DefaultNamespace,
+		Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelSandbox: "iend"}}}
+	e.rt.isolate(p, nil)
+	runningStatus(p)
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		Reason: "Error", ExitCode: 2, Message: "fatal error: out of memory\n"}}
+	if _, err := e.cli.CoreV1().Pods(DefaultNamespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.rt.Inspect(t.Context(), p.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Running || c.Ended != "Error, exit code 2: fatal error: out of memory" {
+		t.Errorf("running %v, ended %q", c.Running, c.Ended)
+	}
+}
