@@ -18,6 +18,35 @@ func (m *Manager) Get(ctx context.Context, teamID, id string) (sandbox.Sandbox, 
 	return m.live(teamID, id)
 }
 
+// Find returns the ID of a running or paused sandbox, of any team, that
+// match accepts: the proxy's way to the sandbox of a request that names
+// none but proves which it is for (a /files URL signed with its access
+// token). A follower reads them from the store. NotFound when none does.
+func (m *Manager) Find(ctx context.Context, match func(sandbox.Sandbox) bool) (string, error) {
+	var live []sandbox.Sandbox
+	if m.following.Load() {
+		var err error
+		live, err = m.cfg.Store.ListSandboxes(ctx, sandbox.SandboxFilter{States: []sandbox.State{sandbox.StateRunning, sandbox.StatePaused}})
+		if err != nil {
+			return "", err
+		}
+	} else {
+		m.mu.RLock()
+		for _, sb := range m.sandboxes {
+			if sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused {
+				live = append(live, sb)
+			}
+		}
+		m.mu.RUnlock()
+	}
+	for _, sb := range live {
+		if match(sb) {
+			return sb.ID, nil
+		}
+	}
+	return "", sandbox.Errorf(sandbox.KindNotFound, "no sandbox matches")
+}
+
 // ListRequest filters and pages Manager.List.
 type ListRequest struct {
 	TeamID string

@@ -58,6 +58,17 @@ func (f *fakeRouter) Route(_ context.Context, id string, admit func(sandbox.Sand
 	return sb, nil
 }
 
+func (f *fakeRouter) Find(_ context.Context, match func(sandbox.Sandbox) bool) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, sb := range f.sbs {
+		if match(sb) {
+			return id, nil
+		}
+	}
+	return "", sandbox.Errorf(sandbox.KindNotFound, "no sandbox matches")
+}
+
 // fakeAgent is an httptest server standing in for a sandbox's agent: its
 // own handler for the agent port, and the tunnel protocol to "ports inside
 // the sandbox", which are other local test servers.

@@ -49,6 +49,9 @@ type Router interface {
 	// called with the sandbox before anything is done for it: its error
 	// is returned as is and a paused sandbox stays paused.
 	Route(ctx context.Context, sandboxID string, admit func(sandbox.Sandbox) error) (sandbox.Sandbox, error)
+	// Find returns the ID of a running or paused sandbox, of any team,
+	// that match accepts; an error of kind NotFound when none does.
+	Find(ctx context.Context, match func(sandbox.Sandbox) bool) (string, error)
 }
 
 // Tunneler opens byte streams to ports inside sandboxes through their
@@ -134,6 +137,16 @@ type targetKey struct{}
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dst, err := route(r, p.cfg.Domain)
+	if err != nil && signedFiles(r) {
+		if dst, err = p.routeSigned(r); err != nil {
+			code := http.StatusServiceUnavailable
+			if sandbox.KindOf(err) == sandbox.KindNotFound {
+				code = http.StatusNotFound
+			}
+			writeError(w, r, errorBody{Message: err.Error(), Code: code})
+			return
+		}
+	}
 	if err != nil {
 		writeError(w, r, errorBody{Message: err.Error(), Code: http.StatusBadRequest})
 		return
@@ -196,6 +209,21 @@ func (p *Proxy) notRunning(w http.ResponseWriter, r *http.Request, dst destinati
 		p.log.WarnContext(r.Context(), "routing failed", logkey.Sandbox, dst.sandboxID, "err", err)
 	}
 	writeError(w, r, errorBody{SandboxID: dst.sandboxID, Message: "The sandbox was not found", Code: http.StatusBadGateway})
+}
+
+// routeSigned finds the agent of the sandbox whose access token signed the
+// /files URL of r (see signedFiles): one signature check per running or
+// paused sandbox, a few milliseconds for thousands.
+func (p *Proxy) routeSigned(r *http.Request) (destination, error) {
+	id, err := p.cfg.Router.Find(r.Context(), func(sb sandbox.Sandbox) bool { return envdauth.Signed(r, sb.EnvdAccessToken) })
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return destination{}, sandbox.Errorf(sandbox.KindNotFound,
+			"no running or paused sandbox's access token signed this URL (it names no sandbox: no E2b-Sandbox-Id header, no <port>-<id> host)")
+	}
+	if err != nil {
+		return destination{}, err
+	}
+	return destination{sandboxID: id, port: sandbox.AgentPort}, nil
 }
 
 // isInternalPath reports whether p is one of the agent's paths that only

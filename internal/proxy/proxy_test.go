@@ -228,6 +228,44 @@ func TestPausedAgentWakesOnlyForCredentials(t *testing.T) {
 	}
 }
 
+// A /files URL signed with a sandbox's access token and sent with no
+// routing header and a local host (the SDK's downloadUrl and uploadUrl
+// with E2B_SANDBOX_URL set) reaches that sandbox's agent, paused or not;
+// one no sandbox's token signed gets a 404 and reaches none.
+func TestSignedFilesURLFindsItsSandbox(t *testing.T) {
+	const token = "envd-tok"
+	env := newTestEnv(t, echo("agent"), func(sb *sandbox.Sandbox) {
+		sb.EnvdAccessToken = token
+		sb.Lifecycle.AutoResume = true
+		sb.State = sandbox.StatePaused
+	})
+	env.router.sbs["iother"] = sandbox.Sandbox{ID: "iother", State: sandbox.StateRunning, EnvdAccessToken: "other-tok"}
+	front, _ := url.Parse(env.front.URL)
+	signed := func(op, tok string) string {
+		q := url.Values{"path": {"/a"}, "username": {"user"}, "signature": {envdauth.Signature("/a", op, "user", tok)}}
+		return "/files?" + q.Encode()
+	}
+	for _, tc := range []struct {
+		name, method, path string
+		want               int
+	}{
+		{"download", "GET", signed(envdauth.OperationRead, token), 200},
+		{"upload", "POST", signed(envdauth.OperationWrite, token), 200},
+		{"read signature used to write", "POST", signed(envdauth.OperationRead, token), 404},
+		{"signed by no sandbox", "GET", signed(envdauth.OperationRead, "nobody's"), 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := do(t, env.request(t, tc.method, front.Host, tc.path, nil))
+			if status != tc.want {
+				t.Fatalf("status %d (%s), want %d", status, body, tc.want)
+			}
+		})
+	}
+	if env.router.resumed() != 1 {
+		t.Errorf("resumed %d times, want 1 (the download woke it)", env.router.resumed())
+	}
+}
+
 // The proxy answers a paused sandbox's CORS preflight exactly as the agent
 // would have.
 func TestPausedAgentPreflight(t *testing.T) {
@@ -359,10 +397,13 @@ func TestHTTPSPorts(t *testing.T) {
 
 func TestIsSandboxRequest(t *testing.T) {
 	tests := []struct {
-		host    string
-		headers map[string]string
-		want    bool
+		host, path string
+		headers    map[string]string
+		want       bool
 	}{
+		{host: "127.0.0.1:3000", path: "/files?path=%2Fa&signature=v1_x", want: true},
+		{host: "127.0.0.1:3000", path: "/files?path=%2Fa", want: false},
+		{host: "127.0.0.1:3000", path: "/sandboxes?signature=v1_x", want: false},
 		{host: "49983-abc.warren.test", want: true},
 		{host: "8080-abc.other.example:443", want: true},
 		{host: "sandbox.warren.test", want: true},
@@ -378,7 +419,10 @@ func TestIsSandboxRequest(t *testing.T) {
 		{host: "x49983-abc.warren.test", want: false},
 	}
 	for _, tc := range tests {
-		r, _ := http.NewRequest("GET", "http://x/", nil)
+		if tc.path == "" {
+			tc.path = "/"
+		}
+		r, _ := http.NewRequest("GET", "http://x"+tc.path, nil)
 		r.Host = tc.host
 		for k, v := range tc.headers {
 			r.Header.Set(k, v)

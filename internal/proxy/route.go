@@ -30,14 +30,15 @@ var errBadRoute = errors.New("missing or invalid E2b-Sandbox-Id and E2b-Sandbox-
 // IsSandboxRequest reports whether r is for the data plane rather than the
 // control plane served on the same port: its host is <port>-<id>.<anything>,
 // or it is the shared sandbox.<domain> host, or it is addressed to
-// localhost or an IP literal and carries a routing header.
+// localhost or an IP literal and carries a routing header or is a signed
+// /files URL (the control plane has no /files).
 func IsSandboxRequest(r *http.Request, domain string) bool {
 	host := hostname(r.Host)
 	if host == "sandbox."+hostname(domain) {
 		return true
 	}
 	if isLocalHost(host) {
-		return r.Header.Get(headerSandboxID) != "" || r.Header.Get(headerSandboxPort) != ""
+		return r.Header.Get(headerSandboxID) != "" || r.Header.Get(headerSandboxPort) != "" || signedFiles(r)
 	}
 	_, ok := parseHost(host)
 	return ok
@@ -55,6 +56,16 @@ func route(r *http.Request, domain string) (destination, error) {
 		return d, nil
 	}
 	return destination{}, errBadRoute
+}
+
+// signedFiles reports whether r is for the agent's /files with a signature
+// and no routing header: a URL of the SDK's downloadUrl or uploadUrl made
+// with E2B_SANDBOX_URL set, which names its sandbox only in the host it
+// would have had (<port>-<id>.<domain>). The signature names it too: the
+// sandbox is the one whose access token signed it (Router.Find).
+func signedFiles(r *http.Request) bool {
+	return r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" &&
+		r.Header.Get(headerSandboxID) == "" && r.Header.Get(headerSandboxPort) == ""
 }
 
 func routeByHeaders(h http.Header) (destination, error) {

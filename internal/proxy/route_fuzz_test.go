@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func FuzzRoute(f *testing.F) {
 		f.Add(seed.host, seed.id, seed.port)
 	}
 	f.Fuzz(func(t *testing.T, host, id, port string) {
-		r := &http.Request{Host: host, Header: http.Header{}}
+		r := &http.Request{Host: host, Header: http.Header{}, URL: &url.URL{Path: "/"}}
 		if id != "" {
 			r.Header.Set(headerSandboxID, id)
 		}

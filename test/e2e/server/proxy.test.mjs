@@ -362,11 +362,12 @@ describeEachSdk('traffic token and signed URLs', (ctx) => {
     assert.equal((await proxyFetch(sbx.sandboxId, 8000, '/index.txt')).status, 200)
   })
 
-  it('secure sandbox: signed upload and download URLs work (by Host and by headers); expired ones are 401 JSON; unsigned 401', async () => {
+  it('secure sandbox: signed upload and download URLs work as the SDK made them, by Host and by headers; expired ones are 401 JSON; unsigned 401', async () => {
     const sbx = await ctx.create({ secure: true })
     const path = `/home/user/signed-${uid()}.txt`
-    // With E2B_SANDBOX_URL the SDK's URLs point at the server itself; route them to the sandbox
-    // by Host (as <port>-<id>.<domain> DNS would) or by the routing headers.
+    // With E2B_SANDBOX_URL the SDK's URLs point at the server itself and name no sandbox: the
+    // server finds it by the signature. They also route by Host (as <port>-<id>.<domain> DNS
+    // would) and by the routing headers.
     const viaHost = (u, init) => {
       const url = new URL(u)
       return hostRequest(`49983-${sbx.sandboxId}.${process.env.E2B_DOMAIN}`, url.pathname + url.search, init)
@@ -379,6 +380,19 @@ describeEachSdk('traffic token and signed URLs', (ctx) => {
     assert.equal(await sbx.files.read(path), 'signed content')
 
     const down = await sbx.downloadUrl(path)
+    const plain = await fetch(down)
+    assert.equal(plain.status, 200, await plain.clone().text())
+    assert.equal(await plain.text(), 'signed content')
+    const up2 = await sbx.uploadUrl(path, { useSignatureExpiration: 120 })
+    const form2 = new FormData()
+    form2.append('file', new Blob(['uploaded as given']), path)
+    assert.equal((await fetch(up2, { method: 'POST', body: form2 })).status, 200)
+    // Another sandbox's signature of the same path reaches only that sandbox.
+    const other = await ctx.create({ secure: true })
+    await other.files.write(path, 'the other one')
+    assert.equal(await (await fetch(await other.downloadUrl(path))).text(), 'the other one')
+    assert.equal(await sbx.files.read(path), 'uploaded as given')
+    await sbx.files.write(path, 'signed content')
     const d1 = await viaHost(down)
     assert.equal(d1.status, 200)
     assert.equal(d1.body, 'signed content')
@@ -395,5 +409,10 @@ describeEachSdk('traffic token and signed URLs', (ctx) => {
     unsigned.searchParams.delete('signature')
     const u = await viaHost(unsigned.toString())
     assert.equal(u.status, 401)
+    const forged = new URL(down)
+    forged.searchParams.set('signature', 'v1_forged')
+    const f = await fetch(forged)
+    assert.equal(f.status, 404, 'a URL signed by no sandbox reaches none')
+    assert.match((await f.json()).message, /no running or paused sandbox's access token signed this URL/)
   })
 })
