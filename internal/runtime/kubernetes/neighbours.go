@@ -367,6 +367,12 @@ func (f *Firewall) setPeers(ctx context.Context, ip netip.Addr) error {
 		f.log.InfoContext(ctx, "a frozen sandbox pod's neighbours change when it runs again", "ip", ip)
 		delete(f.opened, ip)
 		return nil
+	case sandbox.KindOf(err) == sandbox.KindNotFound:
+		// The pod went (deleted while this changed it): it reaches nothing
+		// any more, and its own deletion closes its peers to it.
+		f.log.DebugContext(ctx, "a sandbox pod went while its neighbours changed", "ip", ip, "err", err)
+		delete(f.opened, ip)
+		return nil
 	case err != nil:
 		delete(f.opened, ip)
 		return err

@@ -163,6 +163,36 @@ func TestNeighboursFailClosedAndRetry(t *testing.T) {
 	}
 }
 
+// A neighbour's pod that went while its rules changed (deleted at the
+// same time as the sandbox whose deletion closes it) is done with, not a
+// failure: closing the neighbours of a pod being deleted succeeds.
+func TestNeighbourThatWentIsNoFailure(t *testing.T) {
+	fw, pods := newNeighbourFirewall(t)
+	ctx := t.Context()
+	target, named := netip.MustParseAddr("10.2.1.5"), netip.MustParseAddr("10.2.2.5")
+	closeNamed := func() error {
+		t.Helper()
+		if err := fw.Apply(ctx, "named", sandbox.Egress{IP: named, TeamID: "t", Network: open(target.String())}); err != nil {
+			t.Fatal(err)
+		}
+		fw.mu.Lock()
+		delete(fw.all, "named") // as closeTo does
+		fw.mu.Unlock()
+		return fw.openPeers(ctx, netip.Addr{}, false)
+	}
+	if err := fw.Apply(ctx, "target", sandbox.Egress{IP: target, TeamID: "t", Network: open()}); err != nil {
+		t.Fatal(err)
+	}
+	pods.fail[target] = sandbox.Errorf(sandbox.KindNotFound, "the sandbox's pod went while its rules changed")
+	if err := closeNamed(); err != nil {
+		t.Fatalf("a neighbour that went failed the change: %v", err)
+	}
+	pods.fail[target] = sandbox.Errorf(sandbox.KindUnavailable, "the API server is away")
+	if err := closeNamed(); sandbox.KindOf(err) != sandbox.KindUnavailable {
+		t.Fatalf("a neighbour that could not be changed: %v", err)
+	}
+}
+
 // The Runtime changes a running pod's rules with an ephemeral container of
 // the agent's image, with the isolation's arguments and the peers, and
 // waits for it to succeed; one that fails is an error naming why.
