@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/agent/limitguard"
 )
 
 // childEnv marks the agent process that the init started, so that the
@@ -71,12 +73,39 @@ func runInit(log *slog.Logger, argv, env []string, restartable func() bool) int 
 			return code
 		}
 		log.Warn("agent ended; starting it again with its kept settings", "code", code)
-		if pid, err = start(append(slices.Clone(env), restartEnv+"=1")); err != nil {
+		again := func() (int, error) { return start(append(slices.Clone(env), restartEnv+"=1")) }
+		free := func() (int, error) { return limitguard.EndBiggestGroup("/proc", []int{syscall.Getpgrp()}) }
+		if pid, err = startAgain(log, again, free, restartPatience); err != nil {
 			log.Error("cannot start the agent again", "err", err)
 			return code
 		}
 	}
 	return 1
+}
+
+// restartPatience is how long the init tries to start the agent again
+// while the sandbox's processes hold every pid.
+const restartPatience = 30 * time.Second
+
+// startAgain starts the agent again with start. While the sandbox's
+// processes hold every pid (a fork bomb that outlived the agent, whose
+// guard would have ended it) the start fails with EAGAIN: the init then
+// ends the process group holding the most of the sandbox's tasks with
+// free, as the guard does, reaps what that leaves, and tries again, for up
+// to patience. Without it an agent killed during a bomb (by the OOM killer,
+// or by root inside) could not come back, and the sandbox was lost.
+func startAgain(log *slog.Logger, start, free func() (int, error), patience time.Duration) (int, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		pid, err := start()
+		if !errors.Is(err, syscall.EAGAIN) || time.Now().After(deadline) {
+			return pid, err
+		}
+		pgid, ferr := free()
+		log.Warn("no pid left to start the agent again: ended the process group holding the most of the sandbox's tasks", "pgid", pgid, "err", ferr)
+		time.Sleep(50 * time.Millisecond)
+		reap(log, 0)
+	}
 }
 
 // reap collects every child that has exited. Signals coalesce, so one

@@ -160,3 +160,32 @@ func TestRestartAllowed(t *testing.T) {
 		t.Errorf("a restart past the window refused")
 	}
 }
+
+// TestStartAgainFreesPids: a start refused for want of pids (EAGAIN) ends
+// the biggest process group and is tried again; any other failure, or
+// refusals past the patience, end the tries.
+func TestStartAgainFreesPids(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	refusals, frees := 2, 0
+	start := func() (int, error) {
+		if refusals > 0 {
+			refusals--
+			return 0, syscall.EAGAIN
+		}
+		return 42, nil
+	}
+	free := func() (int, error) { frees++; return 7, nil }
+	if pid, err := startAgain(log, start, free, time.Minute); pid != 42 || err != nil || frees != 2 {
+		t.Errorf("pid %d, err %v after %d frees; want 42 after 2", pid, err, frees)
+	}
+	frees = 0
+	broken := func() (int, error) { return 0, syscall.ENOENT }
+	if _, err := startAgain(log, broken, free, time.Minute); !errors.Is(err, syscall.ENOENT) || frees != 0 {
+		t.Errorf("err %v after %d frees; want ENOENT at once", err, frees)
+	}
+	full := func() (int, error) { return 0, syscall.EAGAIN }
+	t0 := time.Now()
+	if _, err := startAgain(log, full, free, 200*time.Millisecond); !errors.Is(err, syscall.EAGAIN) || time.Since(t0) > 5*time.Second || frees == 0 {
+		t.Errorf("err %v after %v and %d frees; want EAGAIN after the patience", err, time.Since(t0), frees)
+	}
+}

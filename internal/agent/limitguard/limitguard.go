@@ -242,6 +242,19 @@ func (g *Guard) killbiggest(cur sample) {
 		"pgid", pgid, "share", share, "tasks", cur.tasks, "limit", cur.max, "patience", g.cfg.Patience.String())
 }
 
+// EndBiggestGroup kills (SIGKILL) the process group holding the most of a
+// sample of the tasks under proc (a /proc), the spare groups aside, and
+// returns it; 0 when there is none. The init calls it when the sandbox's
+// processes hold every pid and the agent, whose guard would have ended
+// them, cannot be started again.
+func EndBiggestGroup(proc string, spare []int) (int, error) {
+	pgid, _ := biggest(proc, spare)
+	if pgid <= 0 {
+		return 0, nil
+	}
+	return pgid, syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
 // biggest returns the process group holding the most tasks among a random
 // sample of the processes in proc, leaving out the spare groups, and the
 // fraction of the sampled tasks it holds; 0 when there is none.

@@ -145,6 +145,27 @@ describeEachSdk('A sandbox survives what its processes do', (ctx) => {
     assert.equal((await sbx.commands.run('echo ok')).stdout, 'ok\n')
     assert.equal((await sbx.getInfo()).state, 'running')
   })
+
+  it('an agent killed while a fork bomb holds every pid comes back: its init ends the bomb to start it', { skip: gvisor }, async (t) => {
+    const agentPid = async () => (await sbx.commands.run(`awk '$4 == 1 && $2 == "(warren-agent)" {print $1}' /proc/[0-9]*/stat`, { user: 'root' })).stdout.trim()
+    const first = await agentPid()
+    assert.match(first, /^\d+$/)
+    const cg = await cgroup()
+    // Root kills the agent once the bomb holds all but 3 pids, before the agent's guard (2 s of
+    // refused forks) ends it; the wait forks nothing (builtins only), as nothing could then.
+    await sbx.commands.run(`m=$(cat ${cg}/pids.max); while read c < ${cg}/pids.current && [ "$c" -lt $((m - 3)) ]; do :; done; kill -9 ${first}`,
+      { user: 'root', background: true, timeoutMs: 0 })
+    const t0 = Date.now()
+    await sbx.commands.run(`timeout 20 bash -c "perl -e 'fork while 1' &"`, { background: true, timeoutMs: 0 })
+    const again = await waitFor(async () => {
+      const pid = await agentPid().catch(() => '')
+      return pid !== '' && pid !== first && pid
+    }, { timeoutMs: 40_000, intervalMs: 250, what: 'the agent to be started again' })
+    t.diagnostic(`the agent ${first} was started again as ${again} ${Date.now() - t0} ms after the bomb`)
+    assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n')
+    await waitFor(async () => (await pids()) < 100, { timeoutMs: 10_000, what: 'the bomb\'s pids to be freed' })
+    assert.equal((await sbx.getInfo()).state, 'running')
+  })
 })
 
 describeEachSdk('An agent that ends is started again', (ctx) => {
