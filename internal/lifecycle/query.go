@@ -21,27 +21,28 @@ func (m *Manager) Get(ctx context.Context, teamID, id string) (sandbox.Sandbox, 
 // Find returns the ID of a running or paused sandbox, of any team, that
 // match accepts: the proxy's way to the sandbox of a request that names
 // none but proves which it is for (a /files URL signed with its access
-// token). A follower reads them from the store. NotFound when none does.
+// token). On the leader match runs under the read lock of the sandboxes
+// it knows, so it must be quick and call nothing of the Manager; a
+// follower reads them from the store. NotFound when none matches.
 func (m *Manager) Find(ctx context.Context, match func(sandbox.Sandbox) bool) (string, error) {
-	var live []sandbox.Sandbox
+	live := func(sb sandbox.Sandbox) bool {
+		return (sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused) && match(sb)
+	}
 	if m.following.Load() {
-		var err error
-		live, err = m.cfg.Store.ListSandboxes(ctx, sandbox.SandboxFilter{States: []sandbox.State{sandbox.StateRunning, sandbox.StatePaused}})
+		sbs, err := m.cfg.Store.ListSandboxes(ctx, sandbox.SandboxFilter{States: []sandbox.State{sandbox.StateRunning, sandbox.StatePaused}})
 		if err != nil {
 			return "", err
 		}
+		if i := slices.IndexFunc(sbs, live); i >= 0 {
+			return sbs[i].ID, nil
+		}
 	} else {
 		m.mu.RLock()
-		for _, sb := range m.sandboxes {
-			if sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused {
-				live = append(live, sb)
+		defer m.mu.RUnlock()
+		for id, sb := range m.sandboxes {
+			if live(sb) {
+				return id, nil
 			}
-		}
-		m.mu.RUnlock()
-	}
-	for _, sb := range live {
-		if match(sb) {
-			return sb.ID, nil
 		}
 	}
 	return "", sandbox.Errorf(sandbox.KindNotFound, "no sandbox matches")

@@ -248,3 +248,25 @@ func BenchmarkList500(b *testing.B) {
 		}
 	}
 }
+
+// Find looks among the running and paused sandboxes of every team, and
+// never at a killed one.
+func TestFind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		ctx := context.Background()
+		paused := e.create(t, CreateRequest{Template: "base"})
+		e.m.Pause(ctx, team, paused.ID, true)
+		other := e.create(t, CreateRequest{TeamID: "other", Template: "base"})
+		killed := e.create(t, CreateRequest{Template: "base"})
+		e.m.Kill(ctx, team, killed.ID)
+		for _, want := range []string{paused.ID, other.ID} {
+			if got, err := e.m.Find(ctx, func(sb sandbox.Sandbox) bool { return sb.ID == want }); got != want || err != nil {
+				t.Errorf("Find(%s) = %q, %v", want, got, err)
+			}
+		}
+		if got, err := e.m.Find(ctx, func(sb sandbox.Sandbox) bool { return sb.ID == killed.ID }); sandbox.KindOf(err) != sandbox.KindNotFound {
+			t.Errorf("Find(killed) = %q, %v", got, err)
+		}
+	})
+}
