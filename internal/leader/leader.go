@@ -226,20 +226,39 @@ func (e *Elector) Unreachable(addr string) {
 // whose pod the kubelet kills ~2 s after its signal: the kubelet's floor.
 const forcedGrace = 2
 
+// forcedAttempt bounds one question of Forced to the API server, which
+// asks again every forcedAgain until its context ends.
+const (
+	forcedAttempt = 400 * time.Millisecond
+	forcedAgain   = 100 * time.Millisecond
+)
+
 // Forced reports whether this replica's pod was deleted with no grace to
 // speak of: gone from the API server already, as a deletion with
 // --grace-period=0 --force leaves it (a pod deleted with a grace period
 // stays until its containers have stopped), or deleted with forcedGrace
 // seconds or less. Its process is then killed ~2 s after its signal, too
-// soon to finish most changes it would start. False when not in a pod,
-// or when the API server cannot say.
+// soon to finish most changes it would start. A question the API server
+// does not answer in forcedAttempt (a busy one) is asked again until ctx
+// ends. False when not in a pod, or when the API server cannot say.
 func (e *Elector) Forced(ctx context.Context) bool {
 	if !e.cfg.InPod {
 		return false
 	}
-	p, err := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace).Get(ctx, e.cfg.Identity, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return true
+	for {
+		attempt, cancel := context.WithTimeout(ctx, forcedAttempt)
+		p, err := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace).Get(attempt, e.cfg.Identity, metav1.GetOptions{})
+		cancel()
+		switch {
+		case apierrors.IsNotFound(err):
+			return true
+		case err == nil:
+			return p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds <= forcedGrace
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(forcedAgain):
+		}
 	}
-	return err == nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds <= forcedGrace
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -187,5 +188,33 @@ func TestForced(t *testing.T) {
 		if got := e.Forced(t.Context()); got != tc.want {
 			t.Errorf("Forced() of %s (in a pod: %v) = %v, want %v", tc.name, tc.inPod, got, tc.want)
 		}
+	}
+}
+
+// A busy API server's slow or failed answers are asked again: a replica
+// whose pod is gone is still found forced, and one whose context ends
+// first is not.
+func TestForcedAsksAgain(t *testing.T) {
+	cli := fake.NewClientset()
+	failures := 2
+	cli.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failures > 0 {
+			failures--
+			return true, nil, apierrors.NewTimeoutError("the API server is busy", 1)
+		}
+		return false, nil, nil
+	})
+	e, err := New(Config{Client: cli, Namespace: "warren", Identity: "gone", InPod: true, Port: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Forced(t.Context()) || failures != 0 {
+		t.Errorf("not found forced after two busy answers (%d left)", failures)
+	}
+	failures = 1000
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if e.Forced(ctx) {
+		t.Error("forced with no answer at all")
 	}
 }

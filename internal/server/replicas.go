@@ -243,7 +243,9 @@ func (rp *replicas) checkForced() bool {
 	if !ok {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// The kill comes ~2 s after the signal: an answer later than that is
+	// of no use.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if !f.Forced(ctx) {
 		return false
