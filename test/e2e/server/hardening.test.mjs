@@ -84,6 +84,14 @@ describeEachSdk('A sandbox survives what its processes do', (ctx) => {
   // The pids cgroup counts every task of the sandbox; reading it needs no fork.
   const cgroup = async () => ((await sbx.files.exists('/sys/fs/cgroup/pids.max')) ? '/sys/fs/cgroup' : '/sys/fs/cgroup/pids') // v2 : v1
   const pids = async () => Number(await sbx.files.read(`${await cgroup()}/pids.current`))
+  // Why the agent stopped answering, for a failure's message: waits for it to be back (its init
+  // starts it again) and reads the memory cgroup's OOM kills and peak.
+  const agentEnd = async () => {
+    const m = await waitFor(() => sbx.commands.run(
+      'M=/sys/fs/cgroup/memory; cat /sys/fs/cgroup/memory.events $M/memory.oom_control $M/memory.max_usage_in_bytes $M/memory.failcnt 2>/dev/null; true',
+      { user: 'root' }).then((r) => r.stdout), { timeoutMs: 40_000, intervalMs: 500, what: 'the agent to answer again' }).catch((e) => e.message)
+    return `the agent answered again; the sandbox's memory cgroup: ${JSON.stringify(m)}`
+  }
   // pids.events counts the forks the limit refused.
   const refusals = async () => Number(/^max (\d+)/m.exec(await sbx.files.read(`${await cgroup()}/pids.events`).catch(() => ''))?.[1] ?? 0)
 
@@ -128,7 +136,9 @@ describeEachSdk('A sandbox survives what its processes do', (ctx) => {
         assert.equal(r.stdout, 'alive\n')
         break
       }
-      assert.match(r.message, /process limit of 200 processes and threads/)
+      if (!/process limit of 200 processes and threads/.test(r.message)) {
+        assert.fail(`'echo alive' during the bomb: ${r.message}; ${await agentEnd()}`)
+      }
       assert.ok(Date.now() < deadline, `'echo alive' still refused ${Date.now() - hit} ms after the bomb reached the limit`)
       await new Promise((resolve) => setTimeout(resolve, 200))
     }
