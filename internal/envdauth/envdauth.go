@@ -113,29 +113,21 @@ func CheckFiles(r *http.Request, op, token string, now time.Time) error {
 	return nil
 }
 
-// Signed reports whether r is a GET or POST of /files whose URL is signed
-// with token, expired or not: the sandbox whose token it is is the one a
-// URL carrying no sandbox ID was made for (CheckFiles then judges it).
+// Signed reports whether r, a GET or POST of /files with a signature, is
+// let through by token, its expiry aside: the sandbox whose token it is
+// is the one a URL carrying no sandbox ID was made for (CheckFiles then
+// judges it, expiry included).
 func Signed(r *http.Request, token string) bool {
 	op := OperationRead
 	switch {
-	case token == "" || r.URL.Path != "/files":
+	case token == "" || r.URL.Path != "/files" || r.URL.Query().Get("signature") == "":
 		return false
 	case r.Method == http.MethodPost:
 		op = OperationWrite
 	case r.Method != http.MethodGet:
 		return false
 	}
-	q := r.URL.Query()
-	sig := q.Get("signature")
-	if sig == "" {
-		return false
-	}
-	if raw := q.Get("signature_expiration"); raw != "" {
-		exp, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
-		return err == nil && equal(sig, SignatureWithExpiration(q.Get("path"), op, q.Get("username"), token, exp))
-	}
-	return equal(sig, Signature(q.Get("path"), op, q.Get("username"), token))
+	return CheckFiles(r, op, token, time.Unix(0, 0)) == nil
 }
 
 // equal compares in constant time, so that the comparison leaks nothing
