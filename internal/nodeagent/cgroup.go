@@ -23,6 +23,7 @@ import (
 type Cgroups struct {
 	root string
 	v2   bool
+	proc string // where the pods' processes are: the host's /proc
 
 	mu    sync.Mutex
 	paths map[string]string // pod UID → its cgroup, relative to a hierarchy's root
@@ -37,7 +38,7 @@ func NewCgroups(root string) (*Cgroups, error) {
 	if _, err := os.Stat(root); err != nil {
 		return nil, fmt.Errorf("cgroup root: %w", err)
 	}
-	c := &Cgroups{root: root, paths: map[string]string{}}
+	c := &Cgroups{root: root, proc: "/proc", paths: map[string]string{}}
 	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
 		c.v2 = true
 	} else if _, err := os.Stat(filepath.Join(root, "freezer")); err != nil {

@@ -130,6 +130,12 @@ func (c *Client) SetPidsLimit(ctx context.Context, addr, uid string, limit int) 
 	return c.do(ctx, http.MethodPut, addr, uid, "pids-limit", map[string]int{"limit": limit}, nil)
 }
 
+// SpareAgent has the OOM killer take the pod uid's users' processes
+// before its sandbox's init and agent (Cgroups.SpareAgent).
+func (c *Client) SpareAgent(ctx context.Context, addr, uid string) error {
+	return c.do(ctx, http.MethodPost, addr, uid, "spare-agent", nil, nil)
+}
+
 // Stats samples the pod uid's CPU and memory.
 func (c *Client) Stats(ctx context.Context, addr, uid string) (Stats, error) {
 	var s Stats

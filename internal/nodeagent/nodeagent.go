@@ -81,6 +81,9 @@ func NewServer(cg *Cgroups, token string, log *slog.Logger) (*Server, error) {
 		}
 		return nil, s.cg.SetPidsLimit(uid, body.Limit)
 	}))
+	s.mux.HandleFunc("POST /v1/pods/{uid}/spare-agent", s.pod(func(_ *http.Request, uid string) (any, error) {
+		return nil, s.cg.SpareAgent(uid)
+	}))
 	s.mux.HandleFunc("GET /v1/pods/{uid}/stats", s.pod(func(_ *http.Request, uid string) (any, error) {
 		return s.cg.Stats(uid)
 	}))

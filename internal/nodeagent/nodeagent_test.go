@@ -222,6 +222,9 @@ func TestServerNeedsTheToken(t *testing.T) {
 	if err := c.SetPidsLimit(t.Context(), addr, uid, 0); sandbox.KindOf(err) != sandbox.KindInvalid {
 		t.Errorf("limit 0: %v", err)
 	}
+	if err := c.SpareAgent(t.Context(), addr, uid); sandbox.KindOf(err) != sandbox.KindUnavailable {
+		t.Errorf("SpareAgent on a pod with no process: %v", err)
+	}
 	if s, err := c.Stats(t.Context(), addr, uid); err != nil || s.CPUNanos != 123456789 {
 		t.Errorf("Stats: %+v, %v", s, err)
 	}

@@ -91,6 +91,7 @@ runtimeClass:
 # dir, which scripts/kube.sh down removes; a shared mount in every node (kube_share_volumes).
 nodeAgent:
   volumesDir: $KUBE_WORK/volumes
+  sysResource: $(kube_sys_resource)
 YAML
 	# The control plane's nodes, as the chart's default selector asks (a null in the values would
 	# not do, since an upgrade with --reuse-values drops it): node 1 for one replica (its state's

@@ -224,3 +224,12 @@ kube_lock() {
 }
 
 khelm() { "$KUBE_BIN/helm" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
+
+# kube_sys_resource: the chart's nodeAgent.sysResource for this host's nodes: false where no
+# process here can have the capability SYS_RESOURCE (bit 24 of CapBnd off: the container
+# runtime refuses a container asking for it), true otherwise.
+kube_sys_resource() {
+	local bnd
+	bnd=$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)
+	if (((16#$bnd >> 24) & 1)); then echo true; else echo false; fi
+}

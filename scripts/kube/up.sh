@@ -313,8 +313,8 @@ ready_for_warren() {
 	step "the chart's node side in the namespace warren (helm upgrade --install warren deploy/helm/warren)"
 	khelm upgrade --install warren "$repo/deploy/helm/warren" -n warren --create-namespace \
 		--set controlPlane.enabled=false --set runtimeClass.create=false \
-		--set nodeAgent.volumesDir="$KUBE_WORK/volumes" --set buildkit.registryHost="$KUBE_REGISTRY_PODS" \
-		--wait --timeout 3m >/dev/null ||
+		--set nodeAgent.volumesDir="$KUBE_WORK/volumes" --set nodeAgent.sysResource="$(kube_sys_resource)" \
+		--set buildkit.registryHost="$KUBE_REGISTRY_PODS" --wait --timeout 3m >/dev/null ||
 		kube_die "the node agents did not become ready: scripts/kube.sh kubectl -n warren get pods"
 	step "ready for warren serve --engine kubernetes --kubeconfig $KUBECONFIG_FILE: node agents on $(kctl -n warren get daemonset warren-node -o 'jsonpath={.status.numberReady}') nodes"
 }

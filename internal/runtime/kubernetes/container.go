@@ -75,7 +75,29 @@ func (r *Runtime) run(ctx context.Context, pod *corev1.Pod, pidsLimit int) (sand
 		r.deletePodQuietly(ctx, pod.Name)
 		return sandbox.Container{}, err
 	}
+	r.spareAgent(ctx, p)
 	return r.containerOf(p), nil
+}
+
+// spareAgent has the node agent give the pod's init and agent the OOM
+// score they have on Docker, under their users' processes, before any
+// user reaches the pod. A node agent that cannot is warned of once per
+// node, and the sandbox runs on with the kubelet's score: its agent may
+// then be the OOM killer's first choice inside the pod's memory limit,
+// and its init starts it again.
+func (r *Runtime) spareAgent(ctx context.Context, p *corev1.Pod) {
+	if r.cfg.Nodes == nil {
+		return
+	}
+	err := r.cfg.Nodes.SpareAgent(ctx, p.Spec.NodeName, string(p.UID))
+	phases.Mark(ctx, "spare_agent")
+	if err == nil {
+		return
+	}
+	if _, warned := r.unspared.LoadOrStore(p.Spec.NodeName, true); !warned {
+		r.log.WarnContext(ctx, "sandbox agents on this node keep the kubelet's OOM score, and the OOM killer may take them before their users' processes: run the node agent with hostPID and the capability SYS_RESOURCE (deploy/kubernetes/node-agent.yaml)",
+			"node", p.Spec.NodeName, logkey.Container, p.Name, "err", err)
+	}
 }
 
 // pinTo lets pod run only on nodes; nil nodes: anywhere. A node is

@@ -165,6 +165,9 @@ func (n *nodes) Thaw(_ context.Context, node, uid string) error { return n.recor
 func (n *nodes) SetPidsLimit(_ context.Context, node, uid string, _ int) error {
 	return n.record("pids", node, uid)
 }
+func (n *nodes) SpareAgent(_ context.Context, node, uid string) error {
+	return n.record("spare", node, uid)
+}
 func (n *nodes) Stats(_ context.Context, node, uid string) (nodeagent.Stats, error) {
 	return nodeagent.Stats{CPUNanos: 1, MemUsed: 10 << 20}, n.record("stats", node, uid)
 }

@@ -148,6 +148,7 @@ type Runtime struct {
 	// cluster may give another pod once it is deleted.
 	beforeDelete atomic.Pointer[func(context.Context, netip.Addr)]
 	cluster      clusterNetworks // what sandboxes are refused; see refused
+	unspared     sync.Map        // node name → true once spareAgent failed there
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // pod name → who waits for its next change

@@ -176,7 +176,7 @@ func TestCreateWaitsForThePodToRun(t *testing.T) {
 		c.IP.String() != "10.244.0.7" || c.ImageID != "sha256:abc" || c.AgentSecret != "s3cret" {
 		t.Errorf("created %+v", c)
 	}
-	if got := e.nodes.got(); !slices.Equal(got, []string{"pids node-a 0f0e0d0c-0b0a-4908-8706-050403020100"}) {
+	if got := e.nodes.got(); !slices.Equal(got, []string{"pids node-a 0f0e0d0c-0b0a-4908-8706-050403020100", "spare node-a 0f0e0d0c-0b0a-4908-8706-050403020100"}) {
 		t.Errorf("node agent calls %v, want the process limit set", got)
 	}
 	in, err := e.rt.Inspect(t.Context(), c.ID)
@@ -327,8 +327,8 @@ func TestFreezeThawAndRemoveGoThroughTheNodeAgent(t *testing.T) {
 	}
 	want(sandbox.ContainerDestroyed)
 	uid := "0f0e0d0c-0b0a-4908-8706-050403020100"
-	if got := e.nodes.got(); !slices.Equal(got, []string{"freeze node-a " + uid, "thaw node-a " + uid}) {
-		t.Errorf("node agent calls %v, want a freeze, then a thaw before deletion", got)
+	if got := e.nodes.got(); !slices.Equal(got, []string{"spare node-a " + uid, "freeze node-a " + uid, "thaw node-a " + uid}) {
+		t.Errorf("node agent calls %v, want the agent spared at its start, a freeze, then a thaw before deletion", got)
 	}
 	if _, err := e.rt.Inspect(ctx, c.ID); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Errorf("removed pod inspected: %v", err)

@@ -29,6 +29,9 @@ type NodeAgents interface {
 	Freeze(ctx context.Context, node, podUID string) error
 	Thaw(ctx context.Context, node, podUID string) error
 	SetPidsLimit(ctx context.Context, node, podUID string, limit int) error
+	// SpareAgent has the OOM killer take the pod's users' processes
+	// before its sandbox's init and agent.
+	SpareAgent(ctx context.Context, node, podUID string) error
 	Stats(ctx context.Context, node, podUID string) (nodeagent.Stats, error)
 	// Addresses are the addresses of node's host, on every interface:
 	// those no Node object lists too, which sandbox pods are refused.
@@ -139,6 +142,10 @@ func (n *NodeAgentPods) Thaw(ctx context.Context, node, uid string) error {
 
 func (n *NodeAgentPods) SetPidsLimit(ctx context.Context, node, uid string, limit int) error {
 	return n.call(ctx, node, func(a string) error { return n.client.SetPidsLimit(ctx, a, uid, limit) })
+}
+
+func (n *NodeAgentPods) SpareAgent(ctx context.Context, node, uid string) error {
+	return n.call(ctx, node, func(a string) error { return n.client.SpareAgent(ctx, a, uid) })
 }
 
 func (n *NodeAgentPods) Stats(ctx context.Context, node, uid string) (nodeagent.Stats, error) {

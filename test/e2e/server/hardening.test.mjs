@@ -95,6 +95,15 @@ describeEachSdk('A sandbox survives what its processes do', (ctx) => {
   // pids.events counts the forks the limit refused.
   const refusals = async () => Number(/^max (\d+)/m.exec(await sbx.files.read(`${await cgroup()}/pids.events`).catch(() => ''))?.[1] ?? 0)
 
+  it("the agent and its init rank under their users' processes for the OOM killer", { skip: gvisor }, async () => {
+    // On Docker the container's score; on Kubernetes the node agent lowers the kubelet's (up to
+    // 999, with which the agent, bigger than most of its users' processes, was taken first).
+    const scores = await sbx.commands.run(`for p in $(awk '$2 == "(warren-agent)" {print $1}' /proc/[0-9]*/stat); do cat /proc/$p/oom_score_adj; done`, { user: 'root' })
+    const agents = scores.stdout.trim().split('\n').map(Number)
+    assert.ok(agents.length >= 2 && agents.every((s) => s <= 0), `the init's and agent's scores: ${scores.stdout}`)
+    assert.equal((await sbx.commands.run('cat /proc/self/oom_score_adj')).stdout, '1000\n')
+  })
+
   it('a command started while every pid is taken fails at once, naming the limit', { skip: gvisor }, async () => {
     assert.equal(Number(await sbx.files.read(`${await cgroup()}/pids.max`)), 200)
     // Quiet holders: perl forks sleepers until a fork is refused, says so, then sleeps too. (It
@@ -178,6 +187,7 @@ kill -9 ${first}`, { user: 'root', background: true, timeoutMs: 0 })
       const pid = await agentPid().catch(() => '')
       return pid !== '' && pid !== first && pid
     }, { timeoutMs: 40_000, intervalMs: 250, what: 'the agent to be started again' })
+      .catch(async (e) => assert.fail(`${e.message}; the sandbox ${(await sbx.getInfo().catch((e) => e)).state}; ${await agentEnd()}; the agent now: ${await agentPid().catch((e) => e.message)} (was ${first})`))
     t.diagnostic(`the agent ${first} was started again as ${again} ${Date.now() - t0} ms after the bomb`)
     assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n')
     await waitFor(async () => (await pids()) < 100, { timeoutMs: 10_000, what: 'the bomb\'s pids to be freed' })
