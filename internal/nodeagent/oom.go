@@ -17,8 +17,8 @@ import (
 // it starts for users to 1000, so inside the pod's memory limit the OOM
 // killer takes user code first whatever its size. With the kubelet's
 // score (2–999 for a Burstable pod) the agent, bigger than most of its
-// users' processes and 1 point under them, was the killer's first choice:
-// seen under a fork bomb on the test cluster.
+// users' processes and 1 point (a thousandth of the limit) under them, is
+// the killer's first choice.
 const AgentScore = 0
 
 // SpareAgent gives AgentScore to every process of the pod's containers
