@@ -171,16 +171,17 @@ describeEachSdk('A sandbox survives what its processes do', (ctx) => {
     assert.match(first, /^\d+$/)
     const cg = await cgroup()
     // Root kills the agent at the bomb's first refused fork (pids.events counts them), long
-    // before the agent's guard (after 2 s of refused forks) would end the bomb. Waiting for the
-    // count to stand still instead (100 equal reads) could come after the guard on a busy node,
-    // the waiting shell starved among ~200 forking processes. The wait forks nothing (builtins only, no command
-    // substitution), as nothing could then.
+    // before the agent's guard (after 2 s of refused forks) would end the bomb. The wait forks
+    // nothing (builtins only, no command substitution), as nothing could then. The bomb runs at
+    // nice 19, so that ~200 forking processes do not starve the waiting shell past the guard's
+    // 2 s on a busy machine: waiting for the count to stand still for 100 reads at nice 0 did,
+    // on Docker and on pods (the agent was then never killed).
     await sbx.commands.run(`refused() { r=0; while read -r k v; do if [ "$k" = max ]; then r=$v; fi; done < ${cg}/pids.events; }
 refused; b=$r
 while refused; [ "$r" -le "$b" ]; do :; done
 kill -9 ${first}`, { user: 'root', background: true, timeoutMs: 0 })
     const t0 = Date.now()
-    await sbx.commands.run(`timeout 20 bash -c "perl -e 'fork while 1' &"`, { background: true, timeoutMs: 0 })
+    await sbx.commands.run(`timeout 20 bash -c "nice -n 19 perl -e 'fork while 1' &"`, { background: true, timeoutMs: 0 })
     const again = await waitFor(async () => {
       const pid = await agentPid().catch(() => '')
       return pid !== '' && pid !== first && pid
