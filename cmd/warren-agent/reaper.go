@@ -74,8 +74,8 @@ func runInit(log *slog.Logger, argv, env []string, restartable func() bool) int 
 		}
 		log.Warn("agent ended; starting it again with its kept settings", "code", code)
 		again := func() (int, error) { return start(append(slices.Clone(env), restartEnv+"=1")) }
-		free := func() (int, error) { return limitguard.EndBiggestGroup("/proc", []int{syscall.Getpgrp()}) }
-		if pid, err = startAgain(log, again, free, restartPatience); err != nil {
+		endBiggest := func() (int, error) { return limitguard.EndBiggestGroup("/proc", []int{syscall.Getpgrp()}) }
+		if pid, err = startAgain(log, again, endBiggest, roomForAgent, restartPatience); err != nil {
 			log.Error("cannot start the agent again", "err", err)
 			return code
 		}
@@ -84,25 +84,44 @@ func runInit(log *slog.Logger, argv, env []string, restartable func() bool) int 
 }
 
 // restartPatience is how long the init tries to start the agent again
-// while the sandbox's processes hold every pid.
+// while the sandbox's processes hold its pids.
 const restartPatience = 30 * time.Second
 
-// startAgain starts the agent again with start. While the sandbox's
-// processes hold every pid (a fork bomb that outlived the agent, whose
-// guard would have ended it) the start fails with EAGAIN: the init then
-// ends the process group holding the most of the sandbox's tasks with
-// free, as the guard does, reaps what that leaves, and tries again, for up
-// to patience. Without it an agent killed during a bomb (by the OOM killer,
-// or by root inside) could not come back, and the sandbox was lost.
-func startAgain(log *slog.Logger, start, free func() (int, error), patience time.Duration) (int, error) {
+// agentTasks is how many pids an agent needs to start and serve: its
+// reserved threads and the runtime's own.
+const agentTasks = agentThreads + 8
+
+// roomForAgent reports whether the sandbox's pids cgroup has room for an
+// agent's tasks (at most half its limit), or no limit.
+func roomForAgent() bool {
+	tasks, limit := limitguard.Tasks(limitguard.PidsDirs)
+	return limit == 0 || tasks+min(agentTasks, limit/2) <= limit
+}
+
+// startAgain starts the agent again with start once room says the
+// sandbox has pids for it. While the sandbox's processes hold them (a fork
+// bomb that outlived the agent, whose guard would have ended it) a start
+// fails with EAGAIN, or worse succeeds and the agent dies at once, its
+// runtime refused the threads it needs ("failed to create new OS thread",
+// exit code 2: five such ends in a row, and the init let the container
+// go). So the init first ends the process group holding the most of the
+// sandbox's tasks with endBiggest, as the guard does, reaps what that
+// leaves, and looks again, for up to patience; then it starts the agent
+// whatever room says. Without it an agent killed during a bomb (by the
+// OOM killer, or by root inside) could not come back, and the sandbox
+// was lost.
+func startAgain(log *slog.Logger, start, endBiggest func() (int, error), room func() bool, patience time.Duration) (int, error) {
 	deadline := time.Now().Add(patience)
 	for {
-		pid, err := start()
-		if !errors.Is(err, syscall.EAGAIN) || time.Now().After(deadline) {
-			return pid, err
+		late := time.Now().After(deadline)
+		if late || room() {
+			pid, err := start()
+			if !errors.Is(err, syscall.EAGAIN) || late {
+				return pid, err
+			}
 		}
-		pgid, ferr := free()
-		log.Warn("no pid left to start the agent again: ended the process group holding the most of the sandbox's tasks", "pgid", pgid, "err", ferr)
+		pgid, err := endBiggest()
+		log.Warn("no room to start the agent again: ended the process group holding the most of the sandbox's tasks", "pgid", pgid, "err", err)
 		time.Sleep(50 * time.Millisecond)
 		reap(log, 0)
 	}

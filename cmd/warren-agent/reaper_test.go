@@ -166,7 +166,8 @@ func TestRestartAllowed(t *testing.T) {
 // refusals past the patience, end the tries.
 func TestStartAgainFreesPids(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	refusals, frees := 2, 0
+	roomy := func() bool { return true }
+	refusals, ends := 2, 0
 	start := func() (int, error) {
 		if refusals > 0 {
 			refusals--
@@ -174,18 +175,38 @@ func TestStartAgainFreesPids(t *testing.T) {
 		}
 		return 42, nil
 	}
-	free := func() (int, error) { frees++; return 7, nil }
-	if pid, err := startAgain(log, start, free, time.Minute); pid != 42 || err != nil || frees != 2 {
-		t.Errorf("pid %d, err %v after %d frees; want 42 after 2", pid, err, frees)
+	endBiggest := func() (int, error) { ends++; return 7, nil }
+	if pid, err := startAgain(log, start, endBiggest, roomy, time.Minute); pid != 42 || err != nil || ends != 2 {
+		t.Errorf("pid %d, err %v after %d ends; want 42 after 2", pid, err, ends)
 	}
-	frees = 0
+	ends = 0
 	broken := func() (int, error) { return 0, syscall.ENOENT }
-	if _, err := startAgain(log, broken, free, time.Minute); !errors.Is(err, syscall.ENOENT) || frees != 0 {
-		t.Errorf("err %v after %d frees; want ENOENT at once", err, frees)
+	if _, err := startAgain(log, broken, endBiggest, roomy, time.Minute); !errors.Is(err, syscall.ENOENT) || ends != 0 {
+		t.Errorf("err %v after %d ends; want ENOENT at once", err, ends)
 	}
 	full := func() (int, error) { return 0, syscall.EAGAIN }
 	t0 := time.Now()
-	if _, err := startAgain(log, full, free, 200*time.Millisecond); !errors.Is(err, syscall.EAGAIN) || time.Since(t0) > 5*time.Second || frees == 0 {
-		t.Errorf("err %v after %v and %d frees; want EAGAIN after the patience", err, time.Since(t0), frees)
+	if _, err := startAgain(log, full, endBiggest, roomy, 200*time.Millisecond); !errors.Is(err, syscall.EAGAIN) || time.Since(t0) > 5*time.Second || ends == 0 {
+		t.Errorf("err %v after %v and %d ends; want EAGAIN after the patience", err, time.Since(t0), ends)
+	}
+}
+
+// TestStartAgainMakesRoomFirst: a start that the kernel would take while
+// the sandbox has too few pids for the agent's threads (which then dies at
+// once) waits until ending the biggest group has made room; past the
+// patience the agent is started anyway.
+func TestStartAgainMakesRoomFirst(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	crowded, ends, starts := 3, 0, 0
+	room := func() bool { return crowded == 0 }
+	endBiggest := func() (int, error) { ends++; crowded--; return 7, nil }
+	start := func() (int, error) { starts++; return 42, nil }
+	if pid, err := startAgain(log, start, endBiggest, room, time.Minute); pid != 42 || err != nil || ends != 3 || starts != 1 {
+		t.Errorf("pid %d, err %v after %d ends and %d starts; want 42 after 3 ends, one start", pid, err, ends, starts)
+	}
+	never := func() bool { return false }
+	starts, ends = 0, 0
+	if pid, err := startAgain(log, start, endBiggest, never, 200*time.Millisecond); pid != 42 || err != nil || starts != 1 || ends == 0 {
+		t.Errorf("pid %d, err %v after %d ends and %d starts; want a start once the patience is over", pid, err, ends, starts)
 	}
 }

@@ -242,6 +242,19 @@ func (g *Guard) killbiggest(cur sample) {
 		"pgid", pgid, "share", share, "tasks", cur.tasks, "limit", cur.max, "patience", g.cfg.Patience.String())
 }
 
+// Tasks reads the sandbox's pids cgroup, the first of dirs that has one:
+// how many tasks it holds and its limit; limit 0 when it has none (no
+// cgroup, as under gVisor, or "max").
+func Tasks(dirs []string) (tasks, limit uint64) {
+	var f files
+	for _, d := range dirs {
+		if tasks, limit, err := f.readPids(d); err == nil {
+			return tasks, limit
+		}
+	}
+	return 0, 0
+}
+
 // EndBiggestGroup kills (SIGKILL) the process group holding the most of a
 // sample of the tasks under proc (a /proc), the spare groups aside, and
 // returns it; 0 when there is none. The init calls it when the sandbox's

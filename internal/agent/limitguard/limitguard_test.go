@@ -183,6 +183,22 @@ func TestFighting(t *testing.T) {
 }
 
 // Under gVisor the sandbox shows no pids cgroup: nothing to guard.
+func TestTasks(t *testing.T) {
+	c := newCgroup(t)
+	c.tasks = 150
+	c.write()
+	if tasks, limit := Tasks([]string{t.TempDir(), c.dir}); tasks != 150 || limit != 200 {
+		t.Errorf("Tasks: %d of %d, want 150 of 200 from the directory that has the files", tasks, limit)
+	}
+	os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte("max\n"), 0o644)
+	if _, limit := Tasks([]string{c.dir}); limit != 0 {
+		t.Errorf("limit %d for max, want 0", limit)
+	}
+	if tasks, limit := Tasks([]string{t.TempDir()}); tasks != 0 || limit != 0 {
+		t.Errorf("Tasks without a cgroup: %d of %d", tasks, limit)
+	}
+}
+
 func TestNoCgroupNoGuard(t *testing.T) {
 	if g := Start(Config{PidsDirs: []string{t.TempDir()}}); g != nil {
 		g.Close()

@@ -171,22 +171,27 @@ describeEachSdk('A sandbox survives what its processes do', (ctx) => {
     assert.match(first, /^\d+$/)
     const cg = await cgroup()
     // Root kills the agent at the bomb's first refused fork (pids.events counts them), long
-    // before the agent's guard (after 2 s of refused forks) would end the bomb. The wait forks
-    // nothing (builtins only, no command substitution), as nothing could then. The bomb runs at
-    // nice 19, so that ~200 forking processes do not starve the waiting shell past the guard's
-    // 2 s on a busy machine: waiting for the count to stand still for 100 reads at nice 0 did,
-    // on Docker and on pods (the agent was then never killed).
+    // before the agent's guard (after 2 s of refused forks) would end the bomb. The bomb starts
+    // once root's shell waits: its login shell forks (/etc/profile's $(id -u)), and a fork
+    // refused while the bomb holds the pids is retried for seconds, after the guard. The wait
+    // forks nothing (builtins only, no command substitution), as nothing could then. The bomb
+    // runs at nice 19, so that ~200 forking processes do not starve the waiting shell past the
+    // guard's 2 s on a busy machine.
     await sbx.commands.run(`refused() { r=0; while read -r k v; do if [ "$k" = max ]; then r=$v; fi; done < ${cg}/pids.events; }
-refused; b=$r
+refused; b=$r; echo "waiting: $b refused" > /tmp/killer
 while refused; [ "$r" -le "$b" ]; do :; done
+echo "killing at $r refused" > /tmp/killer
 kill -9 ${first}`, { user: 'root', background: true, timeoutMs: 0 })
+    await waitFor(async () => (await sbx.files.read('/tmp/killer').catch(() => '')).startsWith('waiting'), { timeoutMs: 20_000, what: "root's shell to wait for the bomb" })
     const t0 = Date.now()
+    // The kill may come before the agent has answered the bomb's start, which then fails so.
     await sbx.commands.run(`timeout 20 bash -c "nice -n 19 perl -e 'fork while 1' &"`, { background: true, timeoutMs: 0 })
+      .catch((e) => assert.match(e.message, /not running anymore/, `the bomb's start: ${e.message}`))
     const again = await waitFor(async () => {
       const pid = await agentPid().catch(() => '')
       return pid !== '' && pid !== first && pid
     }, { timeoutMs: 40_000, intervalMs: 250, what: 'the agent to be started again' })
-      .catch(async (e) => assert.fail(`${e.message}; the sandbox ${(await sbx.getInfo().catch((e) => e)).state}; ${await agentEnd()}; the agent now: ${await agentPid().catch((e) => e.message)} (was ${first})`))
+      .catch(async (e) => assert.fail(`${e.message}; the sandbox ${(await sbx.getInfo().catch((e) => e)).state}; ${await agentEnd()}; the agent now: ${await agentPid().catch((e) => e.message)} (was ${first}); the killer: ${(await sbx.files.read('/tmp/killer').catch((e) => e.message)).trim()}; forks refused: ${await refusals()}`))
     t.diagnostic(`the agent ${first} was started again as ${again} ${Date.now() - t0} ms after the bomb`)
     assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n')
     await waitFor(async () => (await pids()) < 100, { timeoutMs: 10_000, what: 'the bomb\'s pids to be freed' })
