@@ -15,10 +15,14 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -80,6 +84,10 @@ type Elector struct {
 
 	lead func(ctx context.Context) // set by Run
 	lost func()
+
+	// forced is set once the watch of this replica's pod saw it deleted
+	// with no grace to speak of (watchOwnPod).
+	forced atomic.Bool
 }
 
 // New returns an Elector; it campaigns once Run.
@@ -126,6 +134,9 @@ func New(cfg Config) (*Elector, error) {
 // lost is called too.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context), lost func()) {
 	e.lead, e.lost = lead, lost
+	if e.cfg.InPod {
+		go e.watchOwnPod(ctx)
+	}
 	e.log.Info("campaigning for the Lease", "lease", e.cfg.Namespace+"/"+e.cfg.Lease, "identity", e.cfg.Identity)
 	e.le.Run(ctx)
 }
@@ -240,12 +251,17 @@ const (
 // seconds or less. Its process is then killed ~2 s after its signal, too
 // soon to finish most changes it would start. A question the API server
 // does not answer in forcedAttempt (a busy one) is asked again until ctx
-// ends. False when not in a pod, or when the API server cannot say.
+// ends, unless the watch of the pod (watchOwnPod) has seen the deletion
+// meanwhile, or before: it is usually the first to know. False when not in
+// a pod, or when the API server cannot say.
 func (e *Elector) Forced(ctx context.Context) bool {
 	if !e.cfg.InPod {
 		return false
 	}
 	for {
+		if e.forced.Load() {
+			return true
+		}
 		attempt, cancel := context.WithTimeout(ctx, forcedAttempt)
 		p, err := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace).Get(attempt, e.cfg.Identity, metav1.GetOptions{})
 		cancel()
@@ -253,7 +269,7 @@ func (e *Elector) Forced(ctx context.Context) bool {
 		case apierrors.IsNotFound(err):
 			return true
 		case err == nil:
-			return p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds <= forcedGrace
+			return withoutGrace(p)
 		}
 		select {
 		case <-ctx.Done():
@@ -261,4 +277,44 @@ func (e *Elector) Forced(ctx context.Context) bool {
 		case <-time.After(forcedAgain):
 		}
 	}
+}
+
+// watchOwnPod follows this replica's pod from the API server until ctx
+// ends, and sets forced when it is deleted with forcedGrace seconds or
+// less, or gone: the deletion reaches the watch as the kubelet learns of
+// it, before its signal, so Forced need not ask then, when a busy API
+// server may answer too late (a follower of the failover e2e, asked at
+// its signal, never knew it was force-deleted in the 2 s before its
+// kill). A watch that ends is started again a second later.
+func (e *Elector) watchOwnPod(ctx context.Context) {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", e.cfg.Identity).String()}
+	for {
+		w, err := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace).Watch(ctx, opts)
+		if err == nil {
+			for ev := range w.ResultChan() {
+				if forcedBy(ev, e.cfg.Identity) {
+					e.forced.Store(true)
+				}
+			}
+			w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// forcedBy reports whether ev says the pod named identity is gone or
+// was deleted withoutGrace.
+func forcedBy(ev watch.Event, identity string) bool {
+	p, ok := ev.Object.(*corev1.Pod)
+	return ok && p.Name == identity && (ev.Type == watch.Deleted || withoutGrace(p))
+}
+
+// withoutGrace reports whether p was deleted with forcedGrace seconds or
+// less.
+func withoutGrace(p *corev1.Pod) bool {
+	return p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds <= forcedGrace
 }

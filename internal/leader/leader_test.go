@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -216,5 +218,71 @@ func TestForcedAsksAgain(t *testing.T) {
 	defer cancel()
 	if e.Forced(ctx) {
 		t.Error("forced with no answer at all")
+	}
+}
+
+// The watch of its own pod tells a replica it was force-deleted while the
+// API server answers no question in time: Forced says so at once.
+func TestForcedSeenByTheWatch(t *testing.T) {
+	cli := fake.NewClientset(pod("self", "10.0.0.1"), pod("other", "10.0.0.2"))
+	cli.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewTimeoutError("the API server is busy", 1)
+	})
+	e, err := New(Config{Client: cli, Namespace: "warren", Identity: "self", InPod: true, Port: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go e.watchOwnPod(ctx)
+	watching := func() bool {
+		return slices.ContainsFunc(cli.Actions(), func(a k8stesting.Action) bool { return a.GetVerb() == "watch" })
+	}
+	for deadline := time.Now().Add(5 * time.Second); !watching(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pod not watched")
+		}
+	}
+	ask := func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		return e.Forced(ctx)
+	}
+	if err := cli.CoreV1().Pods("warren").Delete(ctx, "other", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ask() {
+		t.Error("forced by another pod's deletion")
+	}
+	if err := cli.CoreV1().Pods("warren").Delete(ctx, "self", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !ask() {
+		t.Error("not forced once the watch saw the pod gone, with no answer from the API server")
+	}
+}
+
+func TestForcedBy(t *testing.T) {
+	deleted := func(seconds int64) *corev1.Pod {
+		p := pod("self", "10.0.0.1")
+		p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		p.DeletionGracePeriodSeconds = &seconds
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		ev   watch.Event
+		want bool
+	}{
+		{"running", watch.Event{Type: watch.Modified, Object: pod("self", "10.0.0.1")}, false},
+		{"graceful deletion", watch.Event{Type: watch.Modified, Object: deleted(45)}, false},
+		{"forced deletion", watch.Event{Type: watch.Modified, Object: deleted(0)}, true},
+		{"gone", watch.Event{Type: watch.Deleted, Object: pod("self", "10.0.0.1")}, true},
+		{"another pod gone", watch.Event{Type: watch.Deleted, Object: pod("other", "10.0.0.2")}, false},
+		{"a watch error", watch.Event{Type: watch.Error, Object: &metav1.Status{}}, false},
+	} {
+		if got := forcedBy(tc.ev, "self"); got != tc.want {
+			t.Errorf("%s: forcedBy = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

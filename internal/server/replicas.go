@@ -248,6 +248,9 @@ func (rp *replicas) checkForced() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if !f.Forced(ctx) {
+		if ctx.Err() != nil {
+			rp.log.Warn("stopping without knowing whether the pod was force-deleted: the API server did not answer in 2 s; the calls that need the leader are served as before")
+		}
 		return false
 	}
 	rp.forced.Store(true)

@@ -139,9 +139,14 @@ export class KillWatch {
     const dead = after.find((s) => s.state === 'down' && (!lastAnswer || s.start > lastAnswer.start))
     const termLo = Math.max(t0, plain?.start ?? t0)
     const killHi = dead?.end ?? after.at(-1)?.end ?? Date.now()
+    // How the changes sent after the deletion were answered (0: no answer within 300 ms), for a
+    // failure's message.
+    const changeAnswers = {}
+    for (const r of this.refusals.filter((r) => r.start >= t0)) changeAnswers[r.status] = (changeAnswers[r.status] ?? 0) + 1
     return {
       termLo,
       killHi,
+      changeAnswers,
       refusedAt: refused?.end,
       drainSeenMs: drained ? drained.end - t0 : null,
       refusedSeenMs: refused ? refused.end - t0 : null,

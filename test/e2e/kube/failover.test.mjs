@@ -367,7 +367,7 @@ describe('three control-plane replicas on PostgreSQL', () => {
     console.log(`failover: ${JSON.stringify(report)}`)
     for (const f of rec.failures) console.log(`failover: SDK call failed: ${JSON.stringify(f)}`)
 
-    for (const d of deletions) assert.ok(d.refusedSeenMs !== null, `${d.victim}, force-deleted, did not refuse changes before its kill`)
+    for (const d of deletions) assert.ok(d.refusedSeenMs !== null, `${d.victim}, force-deleted, did not refuse changes before its kill (the changes' answers after the deletion, by status: ${JSON.stringify(d.changeAnswers)})`)
     for (const d of deletions.filter((d) => d.which === 'leader')) {
       assert.ok(d.failoverMs <= 15_000, `a new leader ${d.failoverMs} ms after ${d.victim} was deleted (want ≤ 15 s)`)
     }
