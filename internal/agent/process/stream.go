@@ -51,11 +51,17 @@ func (s *Service) follow(ctx context.Context, h http.Header, p *proc, sub *subsc
 	for {
 		select {
 		case ev := <-sub.ch:
-			if ev.GetEnd() != nil && ctx.Err() != nil {
+			if ev.GetEnd() != nil && deadlinePassed(ctx) {
 				// The deadline killed the process (or came with its
 				// end): the client hears of the deadline, as it would
-				// had this select picked ctx.Done first.
-				return ctx.Err()
+				// had this select picked ctx.Done first. The process's
+				// context has the same deadline on a timer of its own,
+				// which may fire before ctx's: a loaded machine showed
+				// its end first, and the client got "signal: killed".
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				return connect.NewError(connect.CodeDeadlineExceeded, context.DeadlineExceeded)
 			}
 			if err := send(ev); err != nil {
 				return err
@@ -85,4 +91,11 @@ func keepaliveInterval(h http.Header) time.Duration {
 		return maxKeepalive
 	}
 	return max(time.Duration(secs*float64(time.Second)), minKeepalive)
+}
+
+// deadlinePassed reports whether ctx has ended or its deadline has come,
+// whether or not its timer has fired yet.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(dl)
 }
