@@ -35,9 +35,12 @@ export function SandboxDetail(props: { id: string }) {
       if (e instanceof ApiError && e.status === 404) {
         goneRef.current = true;
         setGone(true);
+        return;
       }
-      else setError(String(e instanceof Error ? e.message : e));
+      setError(String(e instanceof Error ? e.message : e));
     }
+    // Killed from this page while the sandbox was read: ask no more.
+    if (goneRef.current) return;
     api.get<Metric[]>(`sandboxes/${props.id}/metrics`).then(setMetrics, () => {});
     api.get<LifecycleEvent[]>(`sandboxes/${props.id}/events`).then(setEvents, () => {});
   };
