@@ -233,3 +233,12 @@ kube_sys_resource() {
 	bnd=$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)
 	if (((16#$bnd >> 24) & 1)); then echo true; else echo false; fi
 }
+
+# node_agent_manifest: deploy/kubernetes/node-agent.yaml as this host's test cluster runs it: the
+# volumes under the cluster's work dir, and without SYS_RESOURCE where no process here can have it
+# (kube_sys_resource), since the container runtime would refuse the node agents' containers.
+node_agent_manifest() {
+	local caps=
+	[ "$(kube_sys_resource)" = true ] || caps='s/, SYS_RESOURCE\]/]/'
+	sed -e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" ${caps:+-e "$caps"} "$KUBE_REPO/deploy/kubernetes/node-agent.yaml"
+}

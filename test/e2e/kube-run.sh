@@ -108,12 +108,10 @@ if [ $# -eq 0 ] || [[ " $* " == *" server/volumes"* ]]; then
 elif [[ " $* " != *" kube/volumes-shared"* ]]; then
   "${WARREN_KUBE_SH:-scripts/kube.sh}" share-volumes
 fi
-# SYS_RESOURCE left out where this host's processes cannot have it (the chart's
-# nodeAgent.sysResource, which scripts/kube/lib.sh tells).
+# As this host's test cluster runs it (scripts/kube/lib.sh): the volumes under its work dir,
+# SYS_RESOURCE left out where no process here can have it.
 # shellcheck source=../../scripts/kube/lib.sh
-sys_resource=$(. scripts/kube/lib.sh && kube_sys_resource)
-sed -e "s#/var/lib/warren/volumes#${KUBECONFIG%/*}/volumes#" \
-  -e "$([ "$sys_resource" = true ] || echo 's/, SYS_RESOURCE\]/]/')" "$deploy/node-agent.yaml" | k apply -f - >/dev/null
+(KUBE_WORK=${KUBECONFIG%/*} && . scripts/kube/lib.sh && node_agent_manifest) | k apply -f - >/dev/null
 k apply -f "$deploy/sandbox-network-policy.yaml" >/dev/null
 # Node agents that scripts/kube.sh up left running keep their image when the apply changes
 # nothing: restart them if they run another warren/node than the one just imported.

@@ -38,9 +38,8 @@ k create secret generic warren-node-token --from-literal=token="$token" >/dev/nu
 # The volumes' directory under the cluster's work dir, a shared mount in every node (the agents
 # see it HostToContainer).
 kube_share_volumes
-sed -e "s/^  namespace: warren$/  namespace: $NS/" -e "s#image: warren/node:latest#image: $image#" \
-	-e "s#/var/lib/warren/volumes#$KUBE_WORK/volumes#" \
-	deploy/kubernetes/node-agent.yaml | kctl apply -f - >/dev/null
+node_agent_manifest | sed -e "s/^  namespace: warren$/  namespace: $NS/" -e "s#image: warren/node:latest#image: $image#" |
+	kctl apply -f - >/dev/null
 k rollout status daemonset/warren-node --timeout=180s
 ready=$(k get daemonset warren-node -o jsonpath='{.status.numberReady}')
 [ "$ready" = "$KUBE_NODES" ] || fail "node agents ready on $ready of $KUBE_NODES nodes"
