@@ -1,9 +1,10 @@
 // Package oom ranks a sandbox's processes for the kernel's OOM killer, so
 // that what a user runs is killed before the agent that serves the
-// sandbox. The agent and its init keep the container's score (0: lowering
-// it needs CAP_SYS_RESOURCE, which neither a sandbox nor every engine
-// host has), and the agent raises every process it starts for a user to
-// UserScore. The killer picks the highest rss + oom_score_adj × limit /
+// sandbox. The agent and its init keep the container's score (0 on
+// Docker; on Kubernetes the node agent lowers the kubelet's to 0 once the
+// pod runs, nodeagent.SpareAgent: lowering it needs CAP_SYS_RESOURCE,
+// which a sandbox has not), and the agent raises every process it starts
+// for a user to UserScore. The killer picks the highest rss + oom_score_adj × limit /
 // 1000: at +1000 every marked process outranks the agent whatever their
 // sizes. It does not limit memory or processes; the container's cgroup
 // does.
